@@ -1,0 +1,134 @@
+//! Where the kernel's trees live: `/proc`, `/sys`, `/dev` and `/run` under a configurable root.
+//!
+//! Every adapter that touches the kernel takes a [`Root`]. In production it is `/`; tests and the
+//! simulator (`mdpilot serve --sim`) pass a temporary directory holding a fake tree, so nothing in
+//! the test suite reads or writes the host's real `/proc/sys` or `/sys`.
+
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// A filesystem root under which the absolute kernel paths are resolved.
+///
+/// `Root::new("/tmp/t").path("/proc/mdstat")` is `/tmp/t/proc/mdstat`; with the default root `/`
+/// paths are unchanged. Set by the global `--root DIR` option of every subcommand.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Root {
+    base: PathBuf,
+}
+
+impl Default for Root {
+    fn default() -> Self {
+        Root::system()
+    }
+}
+
+impl Root {
+    /// The running system: paths are used as they are.
+    pub fn system() -> Self {
+        Root {
+            base: PathBuf::from("/"),
+        }
+    }
+
+    /// A root at `base` (a directory; it need not exist yet).
+    pub fn new(base: impl Into<PathBuf>) -> Self {
+        Root { base: base.into() }
+    }
+
+    /// The directory every absolute path is prefixed with.
+    pub fn base(&self) -> &Path {
+        &self.base
+    }
+
+    /// True when this root is `/`, i.e. the real kernel trees.
+    pub fn is_system(&self) -> bool {
+        self.base == Path::new("/")
+    }
+
+    /// Resolves an absolute path (`/proc/mdstat`) under this root. A relative path is taken as
+    /// relative to the root as well.
+    pub fn path(&self, abs: impl AsRef<Path>) -> PathBuf {
+        let abs = abs.as_ref();
+        let rel = abs.strip_prefix("/").unwrap_or(abs);
+        if rel.as_os_str().is_empty() {
+            return self.base.clone();
+        }
+        self.base.join(rel)
+    }
+
+    /// `/proc/<rel>` under this root.
+    pub fn proc(&self, rel: impl AsRef<Path>) -> PathBuf {
+        self.path("/proc").join(rel)
+    }
+
+    /// `/sys/<rel>` under this root.
+    pub fn sys(&self, rel: impl AsRef<Path>) -> PathBuf {
+        self.path("/sys").join(rel)
+    }
+
+    /// `/dev/<rel>` under this root.
+    pub fn dev(&self, rel: impl AsRef<Path>) -> PathBuf {
+        self.path("/dev").join(rel)
+    }
+
+    /// `/run/<rel>` under this root.
+    pub fn run(&self, rel: impl AsRef<Path>) -> PathBuf {
+        self.path("/run").join(rel)
+    }
+}
+
+/// Reads a small text file (sysfs attribute, `/proc/sys` knob) and trims trailing whitespace.
+///
+/// Returns `Ok(None)` when the file does not exist (`ENOENT`/`ENOTDIR`): missing sysfs files are
+/// normal on older kernels and in test roots. Any other error (EACCES, EIO, ...) is returned.
+pub fn read_optional(path: &Path) -> io::Result<Option<String>> {
+    match std::fs::read_to_string(path) {
+        Ok(s) => Ok(Some(s.trim_end().to_string())),
+        Err(e)
+            if e.kind() == io::ErrorKind::NotFound || e.raw_os_error() == Some(libc::ENOTDIR) =>
+        {
+            Ok(None)
+        }
+        Err(e) => Err(e),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn system_root_keeps_paths() {
+        let r = Root::system();
+        assert_eq!(r.path("/proc/mdstat"), PathBuf::from("/proc/mdstat"));
+        assert_eq!(
+            r.sys("block/md0/md/level"),
+            PathBuf::from("/sys/block/md0/md/level")
+        );
+        assert!(r.is_system());
+    }
+
+    #[test]
+    fn test_root_prefixes_paths() {
+        let r = Root::new("/tmp/x");
+        assert_eq!(r.path("/proc/mdstat"), PathBuf::from("/tmp/x/proc/mdstat"));
+        assert_eq!(
+            r.run("mdpilot/policy.toml"),
+            PathBuf::from("/tmp/x/run/mdpilot/policy.toml")
+        );
+        assert_eq!(r.dev("md0"), PathBuf::from("/tmp/x/dev/md0"));
+        assert!(!r.is_system());
+    }
+
+    #[test]
+    fn read_optional_missing_is_none() {
+        let d = tempfile::tempdir().unwrap();
+        assert_eq!(read_optional(&d.path().join("nope")).unwrap(), None);
+        assert_eq!(read_optional(&d.path().join("nope/deeper")).unwrap(), None);
+        std::fs::write(d.path().join("f"), "42 (local)\n").unwrap();
+        assert_eq!(
+            read_optional(&d.path().join("f")).unwrap().as_deref(),
+            Some("42 (local)")
+        );
+    }
+}

@@ -1,0 +1,21 @@
+//! mdpilot: makes Linux md RAID arrays cooperate with installers and admins.
+//!
+//! The crate is a pure core (the `/proc/mdstat` parser, the wipe planner, the speed-limit
+//! policy state machine) wrapped by thin adapters (sysfs/procfs reader, udev/mdstat watcher,
+//! D-Bus objects, CLI). Every path into the kernel goes through [`host::Root`] so tests can
+//! hand the code a temporary tree instead of the real `/proc`, `/sys`, `/dev` and `/run`.
+//!
+//! Map (one concept per file):
+//! - [`host`]: the root under which `/proc`, `/sys`, `/dev`, `/run` live.
+//! - [`status`]: `mdpilot status` (mdstat parser, model and sysfs reader live beside it).
+//! - [`policy`]: resync priority leases on the md speed limits.
+//! - [`wipe`]: wipe jobs (probe, planner, engine).
+//! - [`service`], [`monitor`]: the D-Bus service and its follower.
+
+pub mod cli;
+pub mod host;
+pub mod monitor;
+pub mod policy;
+pub mod service;
+pub mod status;
+pub mod wipe;
