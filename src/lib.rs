@@ -14,6 +14,7 @@
 
 pub mod cli;
 pub mod host;
+pub mod model;
 pub mod monitor;
 pub mod policy;
 pub mod service;
