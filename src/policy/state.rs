@@ -6,21 +6,27 @@
 //! file, `fsync` of the directory. A state file that does not parse is never guessed from: it is
 //! moved aside to `policy.toml.corrupt-<unix seconds>` and the error names both paths.
 //!
-//! File shape (version 1):
+//! File shape (version 1), as written:
 //! ```toml
 //! version = 1
 //! warnings = []
+//!
 //! [[lease]]
 //! holder = "installer"
-//! kind = "installer"
-//! owner = "none"            # or {pid = 1234} or {bus-name = ":1.42"}
-//! global = {min = 0}
-//! arrays = {md0 = {min = 0}}
+//! kind = "installer"            # installer | wipe-job | admin | dbus-client
+//! owner = "none"                # or {pid = 1234} or {bus-name = ":1.42"}
+//! [lease.global]
+//! min = 0
+//! [lease.arrays.md0]
+//! min = 0
+//!
 //! [[knob]]
-//! knob = "speed_limit_min"  # or "md0/sync_speed_min"
-//! original = {kibs = 1000, system = false}
-//! written = 0
-//! pending = {kibs = 0}      # only while a write is in progress
+//! knob = "speed_limit_min"      # or "md0/sync_speed_min"
+//! written = 0                   # what we last wrote
+//! pending = {kibs = 0}          # only while a write is in progress ("system" for system)
+//! [knob.original]
+//! kibs = 1000
+//! system = false                # true: the per-array file read "N (system)"
 //! ```
 
 use super::lease::{KnobId, LeaseRequest, Managed, PolicyState, Reading, Setting};
