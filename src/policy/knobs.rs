@@ -90,6 +90,16 @@ impl FsKnobs {
     }
 }
 
+/// True when `path` is on procfs or sysfs (a real kernel knob), false for a regular file in a
+/// test root or when it cannot be told.
+fn is_kernel_file(path: &std::path::Path) -> bool {
+    use nix::sys::statfs::{statfs, PROC_SUPER_MAGIC, SYSFS_MAGIC};
+    statfs(path).is_ok_and(|s| {
+        let t = s.filesystem_type();
+        t == PROC_SUPER_MAGIC || t == SYSFS_MAGIC
+    })
+}
+
 /// Parses a knob's text: `N`, `N (local)` or (per-array only) `N (system)`.
 pub fn parse_reading(knob: &KnobId, text: &str) -> Option<Reading> {
     let text = text.trim();
@@ -121,22 +131,40 @@ impl KnobIo for FsKnobs {
     fn write(&self, knob: &KnobId, setting: Setting) -> Result<(), KnobError> {
         let path = self.path(knob);
         let value = setting.to_text();
-        // No O_CREAT: a missing knob is an error, never a new file. O_TRUNC keeps regular files
-        // (test roots) exact; procfs and sysfs ignore it.
-        let result = OpenOptions::new()
-            .write(true)
-            .truncate(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(format!("{value}\n").as_bytes()));
-        match result {
-            Ok(()) => Ok(()),
-            Err(e) if e.kind() == io::ErrorKind::NotFound => Err(KnobError::Missing { path }),
-            Err(source) => Err(KnobError::Write {
-                path,
-                value,
-                source,
-            }),
+        let err = |source: io::Error| {
+            if source.kind() == io::ErrorKind::NotFound {
+                KnobError::Missing { path: path.clone() }
+            } else {
+                KnobError::Write {
+                    path: path.clone(),
+                    value: value.clone(),
+                    source,
+                }
+            }
+        };
+        let text = format!("{value}\n");
+        if is_kernel_file(&path) {
+            // One write(2) to procfs/sysfs is one atomic store in the kernel. No O_CREAT: a
+            // missing knob is an error, never a new file.
+            return OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .and_then(|mut f| f.write_all(text.as_bytes()))
+                .map_err(err);
         }
+        // A regular file standing in for a knob (test roots, the simulator): replace it by
+        // rename so that, like the kernel's store, a crash never leaves it half written.
+        let meta = std::fs::metadata(&path).map_err(err)?;
+        if meta.is_dir() {
+            return Err(err(io::Error::from_raw_os_error(libc::EISDIR)));
+        }
+        let tmp = super::state::sibling(&path, &format!(".mdpilot-tmp-{}", std::process::id()));
+        let result =
+            std::fs::write(&tmp, text.as_bytes()).and_then(|()| std::fs::rename(&tmp, &path));
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result.map_err(err)
     }
 
     fn arrays(&self) -> Vec<String> {

@@ -552,6 +552,10 @@ pub fn transition(
                                  it is the value restore will write back"
                             ));
                             m.original = r;
+                        } else if old_m.is_ours(&r) && !r.system {
+                            // The kernel holds a value of ours (perhaps only `pending` after a
+                            // crash): keep it recognisable while the next write is in flight.
+                            m.written = Some(r.kibs);
                         }
                         m
                     }
@@ -586,6 +590,11 @@ pub fn transition(
                     let setting = m.original.as_setting();
                     if !setting.matches(&r) {
                         let mut m_mid = m.clone();
+                        // The current value is ours: it must stay recognisable if we crash
+                        // before the original lands.
+                        if !r.system {
+                            m_mid.written = Some(r.kibs);
+                        }
                         m_mid.pending = Some(setting);
                         mid.knobs.insert(knob.clone(), m_mid);
                         writes.push(Write {
@@ -857,6 +866,32 @@ mod tests {
     }
 
     #[test]
+    fn crash_during_restore_after_crash_during_apply_still_restores() {
+        // Apply crashed after its write landed but before the end state was saved.
+        let k = readings(&[(gmin(), Reading::local(1000))]);
+        let apply = transition(
+            &PolicyState::default(),
+            leases(&[lease("i", Some(0), None)]),
+            &k,
+        )
+        .unwrap();
+        let k0 = readings(&[(gmin(), Reading::local(0))]);
+        // Restore crashed after its mid state was saved, before its write landed.
+        let restore = transition(&apply.mid, BTreeMap::new(), &k0).unwrap();
+        let mut k2 = k0.clone();
+        let (s, t) = run(&restore.mid, BTreeMap::new(), &mut k2);
+        assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+        assert!(s.knobs.is_empty());
+        assert_eq!(k2[&gmin()], Reading::local(1000));
+        // Same with a re-apply (another value) crashing in between.
+        let reapply = transition(&apply.mid, leases(&[lease("i", Some(5), None)]), &k0).unwrap();
+        let mut k3 = k0.clone();
+        let (_, t) = run(&reapply.mid, BTreeMap::new(), &mut k3);
+        assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+        assert_eq!(k3[&gmin()], Reading::local(1000));
+    }
+
+    #[test]
     fn missing_reading_for_target_is_an_error() {
         let e = transition(
             &PolicyState::default(),
@@ -947,5 +982,96 @@ mod tests {
         assert!(valid_array_name("md_d0"));
         assert!(!valid_array_name("md"));
         assert!(!valid_array_name("sda"));
+    }
+
+    mod model {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn pool() -> Vec<LeaseRequest> {
+            let mut w = lease("w", None, Some(50));
+            w.arrays.insert(
+                "md0".into(),
+                Limits {
+                    min: Some(0),
+                    max: None,
+                },
+            );
+            vec![
+                lease("i", Some(0), None),
+                lease("a", Some(300), Some(9000)),
+                lease("i", Some(7), Some(100)),
+                w,
+            ]
+        }
+
+        fn originals() -> BTreeMap<KnobId, Reading> {
+            readings(&[
+                (gmin(), Reading::local(1000)),
+                (gmax(), Reading::local(200_000)),
+                (
+                    amin("md0"),
+                    Reading {
+                        kibs: 1000,
+                        system: true,
+                    },
+                ),
+            ])
+        }
+
+        fn write(kernel: &mut BTreeMap<KnobId, Reading>, w: &Write) {
+            let r = match w.setting {
+                Setting::Kibs(v) => Reading::local(v),
+                // The kernel shows the live global value; only the flag matters here.
+                Setting::System => Reading {
+                    kibs: 1000,
+                    system: true,
+                },
+            };
+            kernel.insert(w.knob.clone(), r);
+        }
+
+        proptest! {
+            /// Any sequence of lease sets, each transition possibly crashing after its mid
+            /// state was saved with any prefix of its writes done, then a clean restore: the
+            /// originals are back and no drift was ever reported (nobody else wrote).
+            #[test]
+            fn crashes_anywhere_never_lose_the_originals(
+                ops in proptest::collection::vec(
+                    (proptest::collection::vec(0usize..4, 0..3), proptest::option::of(0usize..4)),
+                    1..8,
+                )
+            ) {
+                let pool = pool();
+                let mut kernel = originals();
+                let mut disk = PolicyState::default();
+                for (picks, crash) in ops {
+                    let ls = leases(&picks.iter().map(|&i| pool[i].clone()).collect::<Vec<_>>());
+                    let t = transition(&disk, ls, &kernel).unwrap();
+                    prop_assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+                    match crash {
+                        Some(j) if !t.writes.is_empty() => {
+                            for w in t.writes.iter().take(j) {
+                                write(&mut kernel, w);
+                            }
+                            disk = t.mid;
+                        }
+                        _ => {
+                            for w in &t.writes {
+                                write(&mut kernel, w);
+                            }
+                            disk = t.end;
+                        }
+                    }
+                }
+                let t = transition(&disk, BTreeMap::new(), &kernel).unwrap();
+                prop_assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+                for w in &t.writes {
+                    write(&mut kernel, w);
+                }
+                prop_assert!(t.end.knobs.is_empty());
+                prop_assert_eq!(kernel, originals());
+            }
+        }
     }
 }
