@@ -143,6 +143,9 @@ pub struct WipeFragment {}
 
 impl ConfigFragment {
     /// Parses one fragment's text; `path` only names it in errors.
+    ///
+    /// # Errors
+    /// [`ConfigError::Parse`]: bad TOML, unknown key, wrong type.
     pub fn parse(text: &str, path: &Path) -> Result<ConfigFragment, ConfigError> {
         toml::from_str(text).map_err(|e| ConfigError::Parse {
             path: path.to_path_buf(),
@@ -152,7 +155,10 @@ impl ConfigFragment {
 }
 
 impl Config {
-    /// Applies `frag` (from `path`) over `self`: set keys override. Errors: invalid values.
+    /// Applies `frag` (from `path`) over `self`: set keys override.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`]: relative `state_path`, zero `progress_interval_ms`.
     pub fn apply(&mut self, frag: &ConfigFragment, path: &Path) -> Result<(), ConfigError> {
         if let Some(p) = &frag.policy {
             if let Some(v) = p.install_min {
@@ -190,6 +196,10 @@ impl Config {
 
     /// Loads the fragments under `root` (see the module doc) over the defaults. Missing
     /// directories are fine.
+    ///
+    /// # Errors
+    /// [`ConfigError::Read`] for an unreadable directory or file, else as
+    /// [`ConfigFragment::parse`] and [`Config::apply`]; all name the file.
     pub fn load(root: &Root) -> Result<Config, ConfigError> {
         let mut files: BTreeMap<std::ffi::OsString, PathBuf> = BTreeMap::new();
         for dir in CONFIG_DIRS {

@@ -61,8 +61,11 @@ impl Policy {
 
     /// Takes (or replaces) the lease of `req.holder` and applies the effective limits.
     ///
-    /// Errors: invalid request; state file unreadable/corrupt/unwritable; a targeted knob
-    /// missing or non-numeric (nothing written); a kernel write failing (undone, state unchanged).
+    /// # Errors
+    /// [`PolicyError::Invalid`] for a bad request; [`PolicyError::State`] when the state file is
+    /// unreadable, corrupt (moved aside) or unwritable; [`PolicyError::Read`] when a targeted
+    /// knob is missing or non-numeric (nothing written); [`PolicyError::Write`] when a kernel
+    /// write fails (earlier writes undone, state file unchanged).
     pub fn acquire(&self, req: LeaseRequest) -> Result<PolicyView, PolicyError> {
         lease::validate(&req)?;
         tracing::info!(holder = %req.holder, kind = %req.kind, owner = %req.owner, "acquire lease");
@@ -75,6 +78,9 @@ impl Policy {
 
     /// Drops the lease of `holder` (a warning in the view, not an error, when it holds none, so
     /// installer scripts stay idempotent) and restores knobs no other lease targets.
+    ///
+    /// # Errors
+    /// As [`Policy::acquire`], except `Invalid`.
     pub fn release(&self, holder: &str) -> Result<PolicyView, PolicyError> {
         let mut unknown = false;
         let view = self.change(Vec::new(), |old| {
@@ -96,6 +102,12 @@ impl Policy {
     /// With `defaults`, ignores the saved originals (and a corrupt state file) and writes the
     /// kernel defaults: `speed_limit_min` 1000, `speed_limit_max` 200000, and `system` to every
     /// array's `sync_speed_{min,max}` that is not already `(system)`.
+    ///
+    /// # Errors
+    /// Without `defaults`: as [`Policy::release`] (a corrupt state file is an error, nothing is
+    /// written). With `defaults`: [`PolicyError::State`] when the state cannot be read (other
+    /// than corrupt) or saved, [`PolicyError::Write`] when a default cannot be written (the
+    /// state is then left as it was; run it again).
     pub fn restore(&self, defaults: bool) -> Result<PolicyView, PolicyError> {
         if !defaults {
             return self.change(Vec::new(), |_| BTreeMap::new());
@@ -161,6 +173,10 @@ impl Policy {
 
     /// Reads state and knobs without changing anything (a corrupt state file is still moved
     /// aside and reported).
+    ///
+    /// # Errors
+    /// [`PolicyError::State`] when the state file is unreadable or corrupt. Unreadable knobs are
+    /// not errors: they show as `null` with a warning.
     pub fn show(&self) -> Result<PolicyView, PolicyError> {
         let path = &self.settings.state_path;
         // Reading needs no lock (saves are atomic renames); take it when we can so a corrupt
@@ -172,6 +188,9 @@ impl Policy {
 
     /// Drops the leases whose owner `alive` says is dead, and restores knobs no remaining lease
     /// targets (all originals when none remain).
+    ///
+    /// # Errors
+    /// As [`Policy::release`].
     pub fn reap(&self, alive: &dyn Fn(&Owner) -> bool) -> Result<PolicyView, PolicyError> {
         self.change(Vec::new(), |old| {
             old.leases
