@@ -180,6 +180,11 @@ fn corrupt_state_is_moved_aside_and_only_defaults_restore_it() {
     std::fs::write(t.state_path(), "version = 1\n[[knob]]\nknob = 3\n").unwrap();
     t.set("/sys/block/md0/md/sync_speed_min", "1 (local)\n");
     let v = p.restore(true).unwrap();
+    assert_eq!(t.amin(), "system");
+    // Odd content in a per-array file does not stop the defaults either.
+    t.set("/sys/block/md0/md/sync_speed_min", "???\n");
+    t.set("/proc/sys/dev/raid/speed_limit_min", "0\n");
+    p.restore(true).unwrap();
     assert_eq!((t.gmin(), t.gmax()), ("1000".into(), "200000".into()));
     assert_eq!(t.amin(), "system");
     assert_eq!(t.amax(), "200000 (system)", "already system: not written");

@@ -146,9 +146,9 @@ impl Policy {
                 };
                 match self.io.read(&knob) {
                     Ok(r) if r.system => {}
-                    Ok(_) => writes.push((knob, Setting::System)),
                     Err(e) if e.is_missing() => {}
-                    Err(e) => return Err(PolicyError::Read(e)),
+                    // Unreadable or odd content: writing `system` is still the way back.
+                    Ok(_) | Err(_) => writes.push((knob, Setting::System)),
                 }
             }
         }

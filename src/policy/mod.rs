@@ -26,7 +26,7 @@ pub use lease::{
     KERNEL_DEFAULT_MAX, KERNEL_DEFAULT_MIN,
 };
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 
@@ -73,10 +73,11 @@ pub enum PolicyError {
     },
 }
 
-/// What `policy show` prints and every operation returns (serde: the `--json` shape).
+/// What `policy show` prints and every operation returns (serde: the `--json` shape; it also
+/// deserializes, so a client of the service can render a view it received as JSON).
 ///
 /// Values are KiB/s; per-array readings are `{"kibs": N, "system": bool}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PolicyView {
     /// The state file.
     pub state_path: PathBuf,
@@ -95,7 +96,7 @@ pub struct PolicyView {
 }
 
 /// Saved originals of `speed_limit_{min,max}`, KiB/s.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GlobalOriginals {
     /// Original `speed_limit_min`.
     pub speed_limit_min: Option<u64>,
@@ -104,7 +105,7 @@ pub struct GlobalOriginals {
 }
 
 /// One array's `sync_speed_{min,max}`: current and saved original readings.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ArrayView {
     /// Current `sync_speed_min` (`null` when unreadable).
     pub sync_speed_min: Option<Reading>,
