@@ -546,3 +546,66 @@ fn cli_errors_exit_1_and_name_the_file() {
     assert_eq!(code, 1);
     assert!(err.contains("invalid array name"), "{err}");
 }
+
+/// Runs `mdpilot policy ARGS` on `t` as the unprivileged user nobody (setpriv).
+fn cli_as_nobody(t: &FakeTree, args: &[&str]) -> (i32, String) {
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
+        .arg(env!("CARGO_BIN_EXE_mdpilot"))
+        .arg("--root")
+        .arg(t.dir.path())
+        .arg("policy")
+        .args(args)
+        .output()
+        .unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn loop_not_root_names_the_file_and_changes_nothing() {
+    use std::os::unix::fs::PermissionsExt;
+    if !nix::unistd::geteuid().is_root() {
+        eprintln!("skipping loop_not_root_names_the_file_and_changes_nothing: needs root");
+        return;
+    }
+    if Command::new("setpriv").arg("--version").output().is_err() {
+        eprintln!("skipping loop_not_root_names_the_file_and_changes_nothing: no setpriv");
+        return;
+    }
+    let t = FakeTree::new();
+    // nobody may traverse the tree and read the knobs (0644, owned by root), not write them.
+    std::fs::set_permissions(t.dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    t.policy()
+        .acquire(array("job", "md0", Some(5), None))
+        .unwrap();
+    let state = t.state_path();
+    let before = std::fs::read(&state).unwrap();
+
+    // (a) The state directory is root's: the state cannot be saved, so no knob is written.
+    let (code, err) = cli_as_nobody(&t, &["apply"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("run/mdpilot/policy.toml"), "{err}");
+    assert!(err.contains("Permission denied"), "{err}");
+    assert_eq!(t.gmin(), "1000");
+    assert_eq!(std::fs::read(&state).unwrap(), before);
+
+    // (b) The state directory is writable but the knobs are not: the kernel write fails, the
+    // state file is put back as it was.
+    let dir = state.parent().unwrap();
+    std::fs::set_permissions(dir, std::fs::Permissions::from_mode(0o777)).unwrap();
+    std::fs::set_permissions(
+        mdpilot::policy::state::sibling(&state, ".lock"),
+        std::fs::Permissions::from_mode(0o666),
+    )
+    .unwrap();
+    let (code, err) = cli_as_nobody(&t, &["apply", "--min", "0", "--max", "5"]);
+    assert_eq!(code, 1, "{err}");
+    assert!(err.contains("speed_limit_m"), "{err}");
+    assert!(err.contains("earlier writes undone"), "{err}");
+    assert_eq!((t.gmin(), t.gmax()), ("1000".into(), "200000".into()));
+    assert_eq!(std::fs::read(&state).unwrap(), before);
+    assert_eq!(t.amin(), "5");
+}
