@@ -182,6 +182,12 @@ fn crash_loop_restores_originals_every_time() {
             "run {run} (seed {seed}): {outcome} after {args:?}: originals not back"
         );
     }
+    let leftovers: Vec<_> = std::fs::read_dir(t.state_path().parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.contains(".tmp-"))
+        .collect();
+    assert!(leftovers.is_empty(), "stale temporary files: {leftovers:?}");
     let total: usize = tally
         .iter()
         .filter(|(k, _)| !k.starts_with('('))

@@ -289,7 +289,25 @@ pub fn lock(state_path: &Path) -> Result<StateLock, StateError> {
         .map_err(err)?;
     let lock = Flock::lock(file, FlockArg::LockExclusive)
         .map_err(|(_, errno)| err(io::Error::from(errno)))?;
+    remove_stale_temps(state_path);
     Ok(StateLock { _lock: lock })
+}
+
+/// Removes `<state>.tmp-<pid>` files left by a writer killed mid-save. Only called under the
+/// lock, when no other writer can be saving. Best effort: failures are ignored.
+fn remove_stale_temps(state_path: &Path) {
+    let (Some(dir), Some(name)) = (state_path.parent(), state_path.file_name()) else {
+        return;
+    };
+    let prefix = format!("{}.tmp-", name.to_string_lossy());
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                tracing::debug!(path = %e.path().display(), "removing stale temporary state");
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
 }
 
 #[cfg(test)]
@@ -403,6 +421,17 @@ mod tests {
             std::fs::write(&p, bad).unwrap();
             assert!(matches!(load(&p), Err(StateError::Corrupt { .. })), "{bad}");
         }
+    }
+
+    #[test]
+    fn lock_removes_temps_of_killed_writers() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("policy.toml");
+        std::fs::write(d.path().join("policy.toml.tmp-123"), "half").unwrap();
+        std::fs::write(d.path().join("policy.toml.corrupt-1"), "kept").unwrap();
+        drop(lock(&p).unwrap());
+        assert!(!d.path().join("policy.toml.tmp-123").exists());
+        assert!(d.path().join("policy.toml.corrupt-1").exists());
     }
 
     #[test]
