@@ -8,11 +8,13 @@
 //! Map (one concept per file):
 //! - [`host`]: the root under which `/proc`, `/sys`, `/dev`, `/run` live.
 //! - [`status`]: `mdpilot status` (mdstat parser, model and sysfs reader live beside it).
+//! - [`config`]: drop-in TOML configuration.
 //! - [`policy`]: resync priority leases on the md speed limits.
 //! - [`wipe`]: wipe jobs (probe, planner, engine).
 //! - [`service`], [`monitor`]: the D-Bus service and its follower.
 
 pub mod cli;
+pub mod config;
 pub mod host;
 pub mod model;
 pub mod monitor;

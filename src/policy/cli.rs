@@ -1,21 +1,273 @@
-//! `mdpilot policy ...` subcommands.
+//! `mdpilot policy show|apply|release|restore`: the policy from the command line.
+//!
+//! Exit codes: 0 success, 1 any error (message on stderr naming the file and the reason).
+//! Mutating commands first drop leases whose `--pid` owner has died (bus-name owners are kept:
+//! only the service can see the bus, and it reaps them).
 
-use crate::cli::Context;
+use super::{cli_alive, LeaseKind, LeaseRequest, Limits, Owner, Policy, PolicyView};
+use crate::cli::{fail, Context};
+use crate::config::Config;
+use std::collections::BTreeMap;
 use std::process::ExitCode;
 
 /// `mdpilot policy show|apply|release|restore`.
 #[derive(Debug, clap::Subcommand)]
 pub enum PolicyCommand {
-    /// Show saved originals, live leases and current limits.
+    /// Show saved originals, current limits, live leases and warnings.
     Show {
+        /// Print JSON (the `PolicyView` shape).
+        #[arg(long)]
+        json: bool,
+    },
+    /// Take (or replace) a lease. Without --min/--max: the install policy (global min from the
+    /// config's `install_min`, default 0).
+    Apply(ApplyArgs),
+    /// Drop a holder's lease; knobs no other lease wants get their originals back.
+    Release {
+        /// The holder whose lease to drop.
+        #[arg(long, value_name = "NAME")]
+        holder: String,
+        /// Print JSON.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Drop all leases and write the originals back (the installer's finish step).
+    Restore {
+        /// Ignore saved originals (or a corrupt state file) and write the kernel defaults:
+        /// speed_limit_min 1000, speed_limit_max 200000, `system` per array.
+        #[arg(long)]
+        defaults: bool,
         /// Print JSON.
         #[arg(long)]
         json: bool,
     },
 }
 
-/// Runs a `mdpilot policy` subcommand.
-pub fn run(_ctx: &Context, _cmd: PolicyCommand) -> ExitCode {
-    eprintln!("mdpilot: policy: not implemented yet");
-    ExitCode::from(1)
+/// Options of `mdpilot policy apply`.
+#[derive(Debug, clap::Args)]
+pub struct ApplyArgs {
+    /// Wanted minimum resync speed, KiB/s (0: resync always yields to other I/O; per array, 0
+    /// is written as 1, the lowest the kernel accepts).
+    #[arg(long, value_name = "KIBS")]
+    pub min: Option<u64>,
+    /// Wanted maximum resync speed, KiB/s (0 pauses resync).
+    #[arg(long, value_name = "KIBS")]
+    pub max: Option<u64>,
+    /// Apply to this array's sync_speed_{min,max} (`md0`) instead of the global limits.
+    #[arg(long, value_name = "mdN")]
+    pub array: Option<String>,
+    /// Lease holder name; applying again with the same name replaces the lease.
+    #[arg(long, value_name = "NAME", default_value = "installer")]
+    pub holder: String,
+    /// Tie the lease to this process: dropped once it has exited. Default: the lease lives
+    /// until `release` or `restore`.
+    #[arg(long, value_name = "PID")]
+    pub pid: Option<u32>,
+    /// Kind of holder: installer, wipe-job, admin, dbus-client.
+    #[arg(long, value_name = "K", default_value = "installer", value_parser = parse_kind)]
+    pub kind: LeaseKind,
+    /// Print JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+fn parse_kind(s: &str) -> Result<LeaseKind, String> {
+    match s {
+        "installer" => Ok(LeaseKind::Installer),
+        "wipe-job" => Ok(LeaseKind::WipeJob),
+        "admin" => Ok(LeaseKind::Admin),
+        "dbus-client" => Ok(LeaseKind::DbusClient),
+        _ => Err("want installer, wipe-job, admin or dbus-client".into()),
+    }
+}
+
+impl ApplyArgs {
+    /// The lease this command asks for; `install_min`/`install_max` fill in when neither
+    /// `--min` nor `--max` is given.
+    pub fn request(&self, install_min: u64, install_max: Option<u64>) -> LeaseRequest {
+        let limits = if self.min.is_none() && self.max.is_none() {
+            Limits {
+                min: Some(install_min),
+                max: install_max,
+            }
+        } else {
+            Limits {
+                min: self.min,
+                max: self.max,
+            }
+        };
+        let (global, arrays) = match &self.array {
+            Some(a) => (Limits::default(), BTreeMap::from([(a.clone(), limits)])),
+            None => (limits, BTreeMap::new()),
+        };
+        LeaseRequest {
+            holder: self.holder.clone(),
+            kind: self.kind,
+            owner: self.pid.map(Owner::Pid).unwrap_or(Owner::None),
+            global,
+            arrays,
+        }
+    }
+}
+
+/// Runs a `mdpilot policy` subcommand: through the service when it runs
+/// ([`super::client::try_service`]), else on the files under `ctx.root`.
+pub fn run(ctx: &Context, cmd: PolicyCommand) -> ExitCode {
+    if let Some(code) = super::client::try_service(ctx, &cmd) {
+        return code;
+    }
+    let config = match Config::load(&ctx.root) {
+        Ok(c) => c,
+        Err(e) => return fail(&e, 1),
+    };
+    let settings = config.policy_settings(&ctx.root);
+    let (install_min, install_max) = (settings.install_min, settings.install_max);
+    let policy = Policy::new(ctx.root.clone(), settings);
+    let reap = || policy.reap(&cli_alive);
+    let (result, json) = match cmd {
+        PolicyCommand::Show { json } => (policy.show(), json),
+        PolicyCommand::Apply(a) => (
+            reap().and_then(|_| policy.acquire(a.request(install_min, install_max))),
+            a.json,
+        ),
+        PolicyCommand::Release { holder, json } => {
+            (reap().and_then(|_| policy.release(&holder)), json)
+        }
+        PolicyCommand::Restore { defaults, json } => (policy.restore(defaults), json),
+    };
+    match result {
+        Ok(view) => {
+            if json {
+                match serde_json::to_string_pretty(&view) {
+                    Ok(s) => println!("{s}"),
+                    Err(e) => return fail(&e, 1),
+                }
+            } else {
+                print!("{}", render(&view));
+            }
+            ExitCode::SUCCESS
+        }
+        Err(e) => fail(&e, 1),
+    }
+}
+
+fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
+    v.map(|v| v.to_string()).unwrap_or_else(|| "?".into())
+}
+
+fn limits_text(l: &Limits) -> String {
+    let mut parts = Vec::new();
+    if let Some(m) = l.min {
+        parts.push(format!("min {m}"));
+    }
+    if let Some(m) = l.max {
+        parts.push(format!("max {m}"));
+    }
+    parts.join(" ")
+}
+
+/// The human form of a view: state file, current values with originals, leases, warnings.
+pub fn render(v: &PolicyView) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(s, "state: {}", v.state_path.display());
+    let orig = |o: Option<u64>| {
+        o.map(|o| format!(" (original {o})"))
+            .unwrap_or_else(|| " (not managed)".into())
+    };
+    let _ = writeln!(
+        s,
+        "speed_limit_min: {} KiB/s{}",
+        opt(v.speed_limit_min),
+        orig(v.originals.speed_limit_min)
+    );
+    let _ = writeln!(
+        s,
+        "speed_limit_max: {} KiB/s{}",
+        opt(v.speed_limit_max),
+        orig(v.originals.speed_limit_max)
+    );
+    for (name, a) in &v.arrays {
+        let o =
+            |r: Option<super::Reading>| r.map(|r| format!(" (original {r})")).unwrap_or_default();
+        let _ = writeln!(
+            s,
+            "{name}: sync_speed_min {}{}, sync_speed_max {}{}",
+            opt(a.sync_speed_min),
+            o(a.original_min),
+            opt(a.sync_speed_max),
+            o(a.original_max)
+        );
+    }
+    if v.leases.is_empty() {
+        let _ = writeln!(s, "leases: none");
+    } else {
+        let _ = writeln!(s, "leases:");
+        for l in &v.leases {
+            let mut what = Vec::new();
+            if !l.global.is_empty() {
+                what.push(format!("global {}", limits_text(&l.global)));
+            }
+            for (a, lim) in &l.arrays {
+                what.push(format!("{a} {}", limits_text(lim)));
+            }
+            let _ = writeln!(
+                s,
+                "  {}: kind {}, owner {}, {}",
+                l.holder,
+                l.kind,
+                l.owner,
+                what.join(", ")
+            );
+        }
+    }
+    for w in &v.warnings {
+        let _ = writeln!(s, "warning: {w}");
+    }
+    s
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct T {
+        #[command(subcommand)]
+        c: PolicyCommand,
+    }
+
+    #[test]
+    fn apply_defaults_to_install_policy() {
+        let T { c } = T::parse_from(["t", "apply"]);
+        let PolicyCommand::Apply(a) = c else { panic!() };
+        let r = a.request(0, None);
+        assert_eq!(r.holder, "installer");
+        assert_eq!(r.kind, LeaseKind::Installer);
+        assert_eq!(r.owner, Owner::None);
+        assert_eq!(
+            r.global,
+            Limits {
+                min: Some(0),
+                max: None
+            }
+        );
+        let T { c } = T::parse_from([
+            "t", "apply", "--max", "7", "--array", "md1", "--pid", "9", "--kind", "wipe-job",
+        ]);
+        let PolicyCommand::Apply(a) = c else { panic!() };
+        let r = a.request(0, None);
+        assert_eq!(r.owner, Owner::Pid(9));
+        assert_eq!(r.kind, LeaseKind::WipeJob);
+        assert!(r.global.is_empty());
+        assert_eq!(
+            r.arrays["md1"],
+            Limits {
+                min: None,
+                max: Some(7)
+            }
+        );
+        assert!(T::try_parse_from(["t", "apply", "--kind", "boss"]).is_err());
+    }
 }

@@ -1,3 +1,141 @@
-//! Resync priority policy: leases on md speed limits (issue 3 fills this in).
+//! Resync priority policy: leases on the md speed limits, saved durably, restored on every exit
+//! path.
+//!
+//! Any number of holders take leases ([`LeaseRequest`]) asking for global limits
+//! (`/proc/sys/dev/raid/speed_limit_{min,max}`) and/or per-array limits
+//! (`/sys/block/mdN/md/sync_speed_{min,max}`), KiB/s. The effective value of each knob is the most
+//! yielding request (lowest min, lowest max). The first lease on a knob saves its original reading
+//! in the state file *before* the kernel write; when no lease targets the knob any more, the
+//! original is written back — unless someone else changed the knob meanwhile, in which case their
+//! value is left and a warning is kept for `policy show`.
+//!
+//! Layout: [`lease`] is the pure state machine, [`state`] the durable file and its lock,
+//! [`knobs`] the kernel files, [`adapter`] ([`Policy`]) ties them together, [`cli`] is
+//! `mdpilot policy`, [`client`] the hook to the D-Bus service.
 
+pub mod adapter;
 pub mod cli;
+pub mod client;
+pub mod knobs;
+pub mod lease;
+pub mod state;
+
+pub use adapter::Policy;
+pub use lease::{
+    Bound, CoreError, KnobId, LeaseKind, LeaseRequest, Limits, Owner, Reading, Setting,
+    KERNEL_DEFAULT_MAX, KERNEL_DEFAULT_MIN,
+};
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// Settings of the policy adapter (built by `Config::policy_settings`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicySettings {
+    /// The state file, absolute and already resolved under the `Root`
+    /// (default `/run/mdpilot/policy.toml`). The lock file is `<state_path>.lock`.
+    pub state_path: PathBuf,
+    /// Global `speed_limit_min` of the install policy (`mdpilot policy apply` with no limits),
+    /// KiB/s. Default 0: resync always yields to other I/O.
+    pub install_min: u64,
+    /// Global `speed_limit_max` of the install policy, KiB/s; `None` (default) leaves it alone.
+    pub install_max: Option<u64>,
+}
+
+/// Errors of policy operations; the messages name the file and the reason.
+#[derive(Debug, thiserror::Error)]
+pub enum PolicyError {
+    /// The request itself is invalid (holder, array name, limit, pid).
+    #[error("invalid lease request")]
+    Invalid(#[from] CoreError),
+    /// The state file or its lock failed (including a corrupt state file, moved aside).
+    #[error(transparent)]
+    State(#[from] state::StateError),
+    /// A knob could not be read (missing, non-numeric, unreadable); nothing was written.
+    #[error("nothing written")]
+    Read(#[source] knobs::KnobError),
+    /// A knob write failed; earlier writes of the same operation were undone and the state file
+    /// is back to what it was (or, when undoing failed too, it records both values as ours).
+    #[error("{}", if *rolled_back {
+        format!("kernel write failed; earlier writes undone, {} unchanged", state_path.display())
+    } else {
+        format!("kernel write failed and undoing failed too; {} keeps the originals, run `mdpilot policy restore`", state_path.display())
+    })]
+    Write {
+        /// The failing write.
+        #[source]
+        source: knobs::KnobError,
+        /// The state file.
+        state_path: PathBuf,
+        /// True when every earlier write was undone and the old state saved.
+        rolled_back: bool,
+    },
+}
+
+/// What `policy show` prints and every operation returns (serde: the `--json` shape; it also
+/// deserializes, so a client of the service can render a view it received as JSON).
+///
+/// Values are KiB/s; per-array readings are `{"kibs": N, "system": bool}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PolicyView {
+    /// The state file.
+    pub state_path: PathBuf,
+    /// Current `/proc/sys/dev/raid/speed_limit_min`; `null` when unreadable (see warnings).
+    pub speed_limit_min: Option<u64>,
+    /// Current `/proc/sys/dev/raid/speed_limit_max`; `null` when unreadable.
+    pub speed_limit_max: Option<u64>,
+    /// Saved originals of the global knobs we manage (`null` when not managed).
+    pub originals: GlobalOriginals,
+    /// Live leases, by holder.
+    pub leases: Vec<LeaseRequest>,
+    /// Arrays that are leased or managed.
+    pub arrays: BTreeMap<String, ArrayView>,
+    /// Warnings kept in the state file plus knobs changed behind our back right now.
+    pub warnings: Vec<String>,
+}
+
+/// Saved originals of `speed_limit_{min,max}`, KiB/s.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct GlobalOriginals {
+    /// Original `speed_limit_min`.
+    pub speed_limit_min: Option<u64>,
+    /// Original `speed_limit_max`.
+    pub speed_limit_max: Option<u64>,
+}
+
+/// One array's `sync_speed_{min,max}`: current and saved original readings.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ArrayView {
+    /// Current `sync_speed_min` (`null` when unreadable).
+    pub sync_speed_min: Option<Reading>,
+    /// Current `sync_speed_max`.
+    pub sync_speed_max: Option<Reading>,
+    /// Saved original `sync_speed_min` (when managed).
+    pub original_min: Option<Reading>,
+    /// Saved original `sync_speed_max` (when managed).
+    pub original_max: Option<Reading>,
+}
+
+/// Liveness of a process: `kill(pid, 0)` fails with ESRCH only when no such process exists
+/// (EPERM means it exists but belongs to someone else). Pid 0 and pids above `pid_t` are dead.
+pub fn pid_alive(pid: u32) -> bool {
+    if pid == 0 || pid > i32::MAX as u32 {
+        return false;
+    }
+    let pid = nix::unistd::Pid::from_raw(pid as i32);
+    !matches!(
+        nix::sys::signal::kill(pid, None),
+        Err(nix::errno::Errno::ESRCH)
+    )
+}
+
+/// The liveness test the CLI uses for `reap`: pids are checked with [`pid_alive`]; bus names
+/// are kept (only the service can see the bus, and it reaps them); `Owner::None` lives until
+/// released.
+pub fn cli_alive(owner: &Owner) -> bool {
+    match owner {
+        Owner::Pid(p) => pid_alive(*p),
+        Owner::BusName(_) | Owner::None => true,
+    }
+}

@@ -1,0 +1,353 @@
+//! Configuration: TOML drop-in fragments, merged, then defaults applied.
+//!
+//! Fragments (`*.toml`) are read from `/usr/lib/mdpilot/config.d` (the package's defaults:
+//! `config/mdpilot.toml` is installed there as `00-mdpilot.toml`), `/run/mdpilot/config.d` and
+//! `/etc/mdpilot/config.d` (the admin's), all under the `Root`. A file in a later directory
+//! replaces the file of the same name in an earlier one; the remaining files are applied in
+//! file-name order, a later value overriding an earlier one. Every key is optional; unknown keys
+//! are errors (`deny_unknown_fields`) so typos do not pass silently.
+
+use crate::host::Root;
+use crate::policy::PolicySettings;
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+
+/// Fragment directories, lowest priority first.
+pub const CONFIG_DIRS: [&str; 3] = [
+    "/usr/lib/mdpilot/config.d",
+    "/run/mdpilot/config.d",
+    "/etc/mdpilot/config.d",
+];
+
+/// Default state file of the policy.
+pub const DEFAULT_STATE_PATH: &str = "/run/mdpilot/policy.toml";
+
+/// Errors loading the configuration; each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// A directory or file could not be read.
+    #[error("cannot read {path}")]
+    Read {
+        /// The file or directory.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// A fragment is not valid TOML or has an unknown key or a wrong type.
+    #[error("{path}: {reason}")]
+    Parse {
+        /// The fragment.
+        path: PathBuf,
+        /// The parser's message.
+        reason: String,
+    },
+    /// A value is out of range (e.g. a relative `state_path`).
+    #[error("{path}: {reason}")]
+    Invalid {
+        /// The fragment that set it last (or `<defaults>`).
+        path: PathBuf,
+        /// What is wrong.
+        reason: String,
+    },
+}
+
+/// The merged configuration with defaults applied.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// `[policy]`: resync priority policy.
+    pub policy: PolicyConfig,
+    /// `[service]`: the D-Bus service.
+    pub service: ServiceConfig,
+    /// `[wipe]`: wipe jobs (no keys yet).
+    pub wipe: WipeConfig,
+}
+
+/// `[policy]` settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct PolicyConfig {
+    /// `install_min`: global `speed_limit_min` of the install policy, KiB/s (default 0).
+    pub install_min: u64,
+    /// `install_max`: global `speed_limit_max` of the install policy, KiB/s (default: untouched).
+    pub install_max: Option<u64>,
+    /// `state_path`: absolute path of the state file (default `/run/mdpilot/policy.toml`),
+    /// resolved under the root.
+    pub state_path: PathBuf,
+}
+
+/// `[service]` settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ServiceConfig {
+    /// `progress_interval_ms`: how often progress properties are refreshed, ms (default 1000).
+    pub progress_interval_ms: u64,
+}
+
+/// `[wipe]` settings (none yet; unknown keys are rejected).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct WipeConfig {}
+
+impl Default for Config {
+    fn default() -> Self {
+        Config {
+            policy: PolicyConfig {
+                install_min: 0,
+                install_max: None,
+                state_path: PathBuf::from(DEFAULT_STATE_PATH),
+            },
+            service: ServiceConfig {
+                progress_interval_ms: 1000,
+            },
+            wipe: WipeConfig {},
+        }
+    }
+}
+
+/// One TOML fragment as written: every key optional.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigFragment {
+    /// `[policy]`.
+    pub policy: Option<PolicyFragment>,
+    /// `[service]`.
+    pub service: Option<ServiceFragment>,
+    /// `[wipe]`.
+    pub wipe: Option<WipeFragment>,
+}
+
+/// `[policy]` of a fragment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PolicyFragment {
+    /// See [`PolicyConfig::install_min`].
+    pub install_min: Option<u64>,
+    /// See [`PolicyConfig::install_max`].
+    pub install_max: Option<u64>,
+    /// See [`PolicyConfig::state_path`].
+    pub state_path: Option<PathBuf>,
+}
+
+/// `[service]` of a fragment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ServiceFragment {
+    /// See [`ServiceConfig::progress_interval_ms`].
+    pub progress_interval_ms: Option<u64>,
+}
+
+/// `[wipe]` of a fragment (no keys yet).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WipeFragment {}
+
+impl ConfigFragment {
+    /// Parses one fragment's text; `path` only names it in errors.
+    ///
+    /// # Errors
+    /// [`ConfigError::Parse`]: bad TOML, unknown key, wrong type.
+    pub fn parse(text: &str, path: &Path) -> Result<ConfigFragment, ConfigError> {
+        toml::from_str(text).map_err(|e| ConfigError::Parse {
+            path: path.to_path_buf(),
+            reason: e.message().to_string(),
+        })
+    }
+}
+
+impl Config {
+    /// Applies `frag` (from `path`) over `self`: set keys override.
+    ///
+    /// # Errors
+    /// [`ConfigError::Invalid`]: relative `state_path`, zero `progress_interval_ms`.
+    pub fn apply(&mut self, frag: &ConfigFragment, path: &Path) -> Result<(), ConfigError> {
+        if let Some(p) = &frag.policy {
+            if let Some(v) = p.install_min {
+                self.policy.install_min = v;
+            }
+            if let Some(v) = p.install_max {
+                self.policy.install_max = Some(v);
+            }
+            if let Some(v) = &p.state_path {
+                if !v.is_absolute() || v.file_name().is_none() {
+                    return Err(ConfigError::Invalid {
+                        path: path.to_path_buf(),
+                        reason: format!(
+                            "policy.state_path {} must be an absolute file path",
+                            v.display()
+                        ),
+                    });
+                }
+                self.policy.state_path = v.clone();
+            }
+        }
+        if let Some(s) = &frag.service {
+            if let Some(v) = s.progress_interval_ms {
+                if v == 0 {
+                    return Err(ConfigError::Invalid {
+                        path: path.to_path_buf(),
+                        reason: "service.progress_interval_ms must be at least 1".into(),
+                    });
+                }
+                self.service.progress_interval_ms = v;
+            }
+        }
+        Ok(())
+    }
+
+    /// Loads the fragments under `root` (see the module doc) over the defaults. Missing
+    /// directories are fine.
+    ///
+    /// # Errors
+    /// [`ConfigError::Read`] for an unreadable directory or file, else as
+    /// [`ConfigFragment::parse`] and [`Config::apply`]; all name the file.
+    pub fn load(root: &Root) -> Result<Config, ConfigError> {
+        let mut files: BTreeMap<std::ffi::OsString, PathBuf> = BTreeMap::new();
+        for dir in CONFIG_DIRS {
+            let dir = root.path(dir);
+            let entries = match std::fs::read_dir(&dir) {
+                Ok(e) => e,
+                Err(e)
+                    if e.kind() == io::ErrorKind::NotFound
+                        || e.raw_os_error() == Some(libc::ENOTDIR) =>
+                {
+                    continue
+                }
+                Err(source) => return Err(ConfigError::Read { path: dir, source }),
+            };
+            for e in entries {
+                let e = e.map_err(|source| ConfigError::Read {
+                    path: dir.clone(),
+                    source,
+                })?;
+                let name = e.file_name();
+                if Path::new(&name).extension().is_some_and(|x| x == "toml") {
+                    files.insert(name, e.path());
+                }
+            }
+        }
+        let mut config = Config::default();
+        for path in files.values() {
+            let text = std::fs::read_to_string(path).map_err(|source| ConfigError::Read {
+                path: path.clone(),
+                source,
+            })?;
+            config.apply(&ConfigFragment::parse(&text, path)?, path)?;
+        }
+        Ok(config)
+    }
+
+    /// The policy adapter's settings, with `state_path` resolved under `root`.
+    pub fn policy_settings(&self, root: &Root) -> PolicySettings {
+        PolicySettings {
+            state_path: root.path(&self.policy.state_path),
+            install_min: self.policy.install_min,
+            install_max: self.policy.install_max,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    const SHIPPED: &str = include_str!("../config/mdpilot.toml");
+
+    #[test]
+    fn shipped_file_parses_and_documents_the_defaults() {
+        let p = Path::new("config/mdpilot.toml");
+        // As shipped (keys commented out): the defaults.
+        let mut c = Config::default();
+        c.apply(&ConfigFragment::parse(SHIPPED, p).unwrap(), p)
+            .unwrap();
+        assert_eq!(c, Config::default());
+        // With every documented key uncommented: still the defaults, so the comments tell the
+        // truth.
+        let uncommented: String = SHIPPED
+            .lines()
+            .map(|l| match l.strip_prefix("#") {
+                Some(rest) if rest.trim_start().contains(" = ") && !rest.starts_with("  ") => {
+                    rest.trim_start().to_string()
+                }
+                _ => l.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join("\n");
+        let frag = ConfigFragment::parse(&uncommented, p).unwrap();
+        assert!(
+            frag.policy.as_ref().unwrap().install_min.is_some(),
+            "{uncommented}"
+        );
+        assert!(frag.policy.as_ref().unwrap().state_path.is_some());
+        assert!(frag
+            .service
+            .as_ref()
+            .unwrap()
+            .progress_interval_ms
+            .is_some());
+        let mut c = Config::default();
+        c.apply(&frag, p).unwrap();
+        assert_eq!(c, Config::default());
+    }
+
+    #[test]
+    fn drop_ins_override_by_dir_and_name() {
+        let d = tempfile::tempdir().unwrap();
+        let root = Root::new(d.path());
+        let put = |dir: &str, name: &str, text: &str| {
+            let dir = root.path(dir);
+            std::fs::create_dir_all(&dir).unwrap();
+            std::fs::write(dir.join(name), text).unwrap();
+        };
+        assert_eq!(Config::load(&root).unwrap(), Config::default());
+        put(
+            CONFIG_DIRS[0],
+            "00-mdpilot.toml",
+            "[policy]\ninstall_min = 5\n",
+        );
+        put(
+            CONFIG_DIRS[0],
+            "50-x.toml",
+            "[service]\nprogress_interval_ms = 50\n",
+        );
+        put(CONFIG_DIRS[0], "ignored.conf", "garbage");
+        assert_eq!(Config::load(&root).unwrap().policy.install_min, 5);
+        // Same name in /etc replaces the /usr/lib file entirely.
+        put(CONFIG_DIRS[2], "50-x.toml", "[policy]\ninstall_max = 9\n");
+        let c = Config::load(&root).unwrap();
+        assert_eq!(c.service.progress_interval_ms, 1000);
+        assert_eq!(c.policy.install_max, Some(9));
+        assert_eq!(c.policy.install_min, 5);
+        // Later file name wins.
+        put(
+            CONFIG_DIRS[1],
+            "90-run.toml",
+            "[policy]\ninstall_min = 7\nstate_path = \"/run/x/p.toml\"\n",
+        );
+        let c = Config::load(&root).unwrap();
+        assert_eq!(c.policy.install_min, 7);
+        assert_eq!(
+            c.policy_settings(&root).state_path,
+            d.path().join("run/x/p.toml")
+        );
+    }
+
+    #[test]
+    fn bad_fragments_name_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        let root = Root::new(d.path());
+        let dir = root.path(CONFIG_DIRS[2]);
+        std::fs::create_dir_all(&dir).unwrap();
+        for bad in [
+            "[policy]\ninstal_min = 1\n",
+            "[wipe]\nspeed = 1\n",
+            "[policy]\ninstall_min = -1\n",
+            "[policy]\nstate_path = \"relative.toml\"\n",
+            "not toml",
+        ] {
+            std::fs::write(dir.join("10-bad.toml"), bad).unwrap();
+            let e = Config::load(&root).unwrap_err().to_string();
+            assert!(e.contains("10-bad.toml"), "{bad}: {e}");
+        }
+    }
+}

@@ -1,0 +1,361 @@
+//! [`Policy`]: the file-backed adapter around the pure core. Every operation takes the lock
+//! beside the state file, loads the state, computes the transition, saves the `mid` state
+//! atomically, writes the kernel knobs, and saves the `end` state.
+
+use super::knobs::{FsKnobs, KnobError, KnobIo};
+use super::lease::{self, KnobId, PolicyState, Reading, Setting};
+use super::state::{self, StateError};
+use super::{
+    ArrayView, Bound, GlobalOriginals, LeaseRequest, Owner, PolicyError, PolicySettings,
+    PolicyView, KERNEL_DEFAULT_MAX, KERNEL_DEFAULT_MIN,
+};
+use crate::host::Root;
+use std::collections::{BTreeMap, BTreeSet};
+
+/// Aborts the process when built with `--features failpoints` and `MDPILOT_FAILPOINT` names this
+/// point (a comma-separated list is accepted). Used by the crash-loop test. Points:
+/// `policy-after-mid-save` (state saved, no kernel write yet), `policy-after-first-write`,
+/// `policy-before-end-save` (all writes done), `policy-after-end-save`.
+#[inline]
+pub fn failpoint(name: &str) {
+    #[cfg(feature = "failpoints")]
+    if let Ok(v) = std::env::var("MDPILOT_FAILPOINT") {
+        if v.split(',').any(|p| p == name) {
+            eprintln!("mdpilot: failpoint {name}: aborting");
+            std::process::abort();
+        }
+    }
+    #[cfg(not(feature = "failpoints"))]
+    let _ = name;
+}
+
+/// The file-backed policy: state at `settings.state_path`, knobs under the root.
+pub struct Policy {
+    settings: PolicySettings,
+    io: Box<dyn KnobIo>,
+}
+
+impl std::fmt::Debug for Policy {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Policy")
+            .field("settings", &self.settings)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Policy {
+    /// The policy on the kernel files under `root`.
+    pub fn new(root: Root, settings: PolicySettings) -> Self {
+        Policy::with_io(settings, Box::new(FsKnobs::new(root)))
+    }
+
+    /// The policy on any knob implementation (tests inject failing writes this way).
+    pub fn with_io(settings: PolicySettings, io: Box<dyn KnobIo>) -> Self {
+        Policy { settings, io }
+    }
+
+    /// The settings it was built with.
+    pub fn settings(&self) -> &PolicySettings {
+        &self.settings
+    }
+
+    /// Takes (or replaces) the lease of `req.holder` and applies the effective limits.
+    ///
+    /// # Errors
+    /// [`PolicyError::Invalid`] for a bad request; [`PolicyError::State`] when the state file is
+    /// unreadable, corrupt (moved aside) or unwritable; [`PolicyError::Read`] when a targeted
+    /// knob is missing or non-numeric (nothing written); [`PolicyError::Write`] when a kernel
+    /// write fails (earlier writes undone, state file unchanged).
+    pub fn acquire(&self, req: LeaseRequest) -> Result<PolicyView, PolicyError> {
+        lease::validate(&req)?;
+        tracing::info!(holder = %req.holder, kind = %req.kind, owner = %req.owner, "acquire lease");
+        self.change(Vec::new(), move |old| {
+            let mut leases = old.leases.clone();
+            leases.insert(req.holder.clone(), req);
+            leases
+        })
+    }
+
+    /// Drops the lease of `holder` (a warning in the view, not an error, when it holds none, so
+    /// installer scripts stay idempotent) and restores knobs no other lease targets.
+    ///
+    /// # Errors
+    /// As [`Policy::acquire`], except `Invalid`.
+    pub fn release(&self, holder: &str) -> Result<PolicyView, PolicyError> {
+        let mut unknown = false;
+        let view = self.change(Vec::new(), |old| {
+            let mut leases = old.leases.clone();
+            unknown = leases.remove(holder).is_none();
+            leases
+        })?;
+        Ok(if unknown {
+            let mut v = view;
+            v.warnings.push(format!("{holder:?} held no lease"));
+            v
+        } else {
+            view
+        })
+    }
+
+    /// Drops every lease and writes the originals back (leaving knobs someone else changed).
+    ///
+    /// With `defaults`, ignores the saved originals (and a corrupt state file) and writes the
+    /// kernel defaults: `speed_limit_min` 1000, `speed_limit_max` 200000, and `system` to every
+    /// array's `sync_speed_{min,max}` that is not already `(system)`.
+    ///
+    /// # Errors
+    /// Without `defaults`: as [`Policy::release`] (a corrupt state file is an error, nothing is
+    /// written). With `defaults`: [`PolicyError::State`] when the state cannot be read (other
+    /// than corrupt) or saved, [`PolicyError::Write`] when a default cannot be written (the
+    /// state is then left as it was; run it again).
+    pub fn restore(&self, defaults: bool) -> Result<PolicyView, PolicyError> {
+        if !defaults {
+            return self.change(Vec::new(), |_| BTreeMap::new());
+        }
+        let path = &self.settings.state_path;
+        let _lock = state::lock(path)?;
+        let mut warnings = Vec::new();
+        let old = match state::load(path) {
+            Ok(s) => s,
+            Err(e @ StateError::Corrupt { .. }) => {
+                warnings.push(e.to_string());
+                PolicyState::default()
+            }
+            Err(e) => return Err(e.into()),
+        };
+        let mut writes = vec![
+            (
+                KnobId::Global(Bound::Min),
+                Setting::Kibs(KERNEL_DEFAULT_MIN),
+            ),
+            (
+                KnobId::Global(Bound::Max),
+                Setting::Kibs(KERNEL_DEFAULT_MAX),
+            ),
+        ];
+        let mut arrays: BTreeSet<String> = self.io.arrays().into_iter().collect();
+        arrays.extend(old.knobs.keys().filter_map(|k| match k {
+            KnobId::Array { array, .. } => Some(array.clone()),
+            KnobId::Global(_) => None,
+        }));
+        for array in arrays {
+            for bound in [Bound::Min, Bound::Max] {
+                let knob = KnobId::Array {
+                    array: array.clone(),
+                    bound,
+                };
+                match self.io.read(&knob) {
+                    Ok(r) if r.system => {}
+                    Err(e) if e.is_missing() => {}
+                    // Unreadable or odd content: writing `system` is still the way back.
+                    Ok(_) | Err(_) => writes.push((knob, Setting::System)),
+                }
+            }
+        }
+        // Kernel first, state after: a crash in between leaves the old state, and running
+        // restore again finishes the job.
+        for (knob, setting) in writes {
+            self.io
+                .write(&knob, setting)
+                .map_err(|source| PolicyError::Write {
+                    source,
+                    state_path: path.clone(),
+                    rolled_back: false,
+                })?;
+        }
+        let end = PolicyState {
+            warnings: warnings.clone(),
+            ..Default::default()
+        };
+        state::save(path, &end)?;
+        Ok(self.view_of(&end, Vec::new()))
+    }
+
+    /// Reads state and knobs without changing anything (a corrupt state file is still moved
+    /// aside and reported).
+    ///
+    /// # Errors
+    /// [`PolicyError::State`] when the state file is unreadable or corrupt. Unreadable knobs are
+    /// not errors: they show as `null` with a warning.
+    pub fn show(&self) -> Result<PolicyView, PolicyError> {
+        let path = &self.settings.state_path;
+        // Reading needs no lock (saves are atomic renames); take it when we can so a corrupt
+        // file is not moved aside under a writer's feet, but do not fail for a non-root reader.
+        let _lock = state::lock(path).ok();
+        let st = state::load(path)?;
+        Ok(self.view_of(&st, Vec::new()))
+    }
+
+    /// Drops the leases whose owner `alive` says is dead, and restores knobs no remaining lease
+    /// targets (all originals when none remain).
+    ///
+    /// # Errors
+    /// As [`Policy::release`].
+    pub fn reap(&self, alive: &dyn Fn(&Owner) -> bool) -> Result<PolicyView, PolicyError> {
+        self.change(Vec::new(), |old| {
+            old.leases
+                .iter()
+                .filter(|(holder, l)| {
+                    let keep = alive(&l.owner);
+                    if !keep {
+                        tracing::info!(holder = %holder, owner = %l.owner, "dropping lease of dead owner");
+                    }
+                    keep
+                })
+                .map(|(h, l)| (h.clone(), l.clone()))
+                .collect()
+        })
+    }
+
+    /// The one transaction every mutating operation goes through.
+    fn change(
+        &self,
+        extra_warnings: Vec<String>,
+        next: impl FnOnce(&PolicyState) -> BTreeMap<String, LeaseRequest>,
+    ) -> Result<PolicyView, PolicyError> {
+        let path = &self.settings.state_path;
+        let _lock = state::lock(path)?;
+        let existed = path.exists();
+        let old = state::load(path)?;
+        let leases = next(&old);
+        let targets = lease::targets(&leases);
+        let mut readings = BTreeMap::new();
+        for knob in lease::knobs_to_read(&old, &leases) {
+            match self.io.read(&knob) {
+                Ok(r) => {
+                    readings.insert(knob, r);
+                }
+                // A managed array that was stopped: the core drops it with a warning.
+                Err(e) if e.is_missing() && knob.is_array() && !targets.contains_key(&knob) => {}
+                Err(e) => return Err(PolicyError::Read(e)),
+            }
+        }
+        let t = lease::transition(&old, leases, &readings)?;
+        for w in &t.warnings {
+            tracing::warn!("{w}");
+        }
+        if !t.writes.is_empty() {
+            state::save(path, &t.mid)?;
+            failpoint("policy-after-mid-save");
+            for (i, w) in t.writes.iter().enumerate() {
+                tracing::debug!(knob = %w.knob, value = %w.setting, "write");
+                if let Err(source) = self.io.write(&w.knob, w.setting) {
+                    let rolled_back = self.undo(&t.writes[..i]) && self.put_back(&old, existed);
+                    return Err(PolicyError::Write {
+                        source,
+                        state_path: path.clone(),
+                        rolled_back,
+                    });
+                }
+                if i == 0 {
+                    failpoint("policy-after-first-write");
+                }
+            }
+            failpoint("policy-before-end-save");
+        }
+        if t.end != old || !t.writes.is_empty() {
+            state::save(path, &t.end)?;
+            failpoint("policy-after-end-save");
+        }
+        Ok(self.view_of(&t.end, extra_warnings))
+    }
+
+    /// Writes back the `before` readings of `done`, newest first. True when all succeeded.
+    fn undo(&self, done: &[lease::Write]) -> bool {
+        let mut ok = true;
+        for w in done.iter().rev() {
+            if let Err(e) = self.io.write(&w.knob, w.before.as_setting()) {
+                tracing::error!("undoing {}: {e}", w.knob);
+                ok = false;
+            }
+        }
+        ok
+    }
+
+    /// Saves `old` again (or removes the file when there was none). On failure the `mid` state
+    /// stays, which still knows the originals. True on success.
+    fn put_back(&self, old: &PolicyState, existed: bool) -> bool {
+        let path = &self.settings.state_path;
+        let r = if existed {
+            state::save(path, old).map_err(|e| e.to_string())
+        } else {
+            std::fs::remove_file(path).map_err(|e| format!("removing {}: {e}", path.display()))
+        };
+        match r {
+            Ok(()) => true,
+            Err(e) => {
+                tracing::error!("putting the policy state back: {e}");
+                false
+            }
+        }
+    }
+
+    /// Builds the view of `st` with the current readings (unreadable knobs become `null` and a
+    /// warning).
+    fn view_of(&self, st: &PolicyState, extra: Vec<String>) -> PolicyView {
+        let mut warnings = st.warnings.clone();
+        let mut readings: BTreeMap<KnobId, Reading> = BTreeMap::new();
+        let mut read = |knob: KnobId, warnings: &mut Vec<String>| -> Option<Reading> {
+            match self.io.read(&knob) {
+                Ok(r) => {
+                    readings.insert(knob, r);
+                    Some(r)
+                }
+                Err(e) => {
+                    warnings.push(e.to_string());
+                    None
+                }
+            }
+        };
+        let speed_limit_min = read(KnobId::Global(Bound::Min), &mut warnings).map(|r| r.kibs);
+        let speed_limit_max = read(KnobId::Global(Bound::Max), &mut warnings).map(|r| r.kibs);
+        let mut names: BTreeSet<String> = st
+            .leases
+            .values()
+            .flat_map(|l| l.arrays.keys().cloned())
+            .collect();
+        names.extend(st.knobs.keys().filter_map(|k| match k {
+            KnobId::Array { array, .. } => Some(array.clone()),
+            KnobId::Global(_) => None,
+        }));
+        let mut arrays = BTreeMap::new();
+        for array in names {
+            let knob = |bound| KnobId::Array {
+                array: array.clone(),
+                bound,
+            };
+            let v = ArrayView {
+                sync_speed_min: read(knob(Bound::Min), &mut warnings),
+                sync_speed_max: read(knob(Bound::Max), &mut warnings),
+                original_min: st.knobs.get(&knob(Bound::Min)).map(|m| m.original),
+                original_max: st.knobs.get(&knob(Bound::Max)).map(|m| m.original),
+            };
+            arrays.insert(array, v);
+        }
+        warnings.extend(lease::drift_warnings(st, &readings));
+        warnings.extend(extra);
+        let orig = |b| {
+            st.knobs
+                .get(&KnobId::Global(b))
+                .map(|m: &lease::Managed| m.original.kibs)
+        };
+        PolicyView {
+            state_path: self.settings.state_path.clone(),
+            speed_limit_min,
+            speed_limit_max,
+            originals: GlobalOriginals {
+                speed_limit_min: orig(Bound::Min),
+                speed_limit_max: orig(Bound::Max),
+            },
+            leases: st.leases.values().cloned().collect(),
+            arrays,
+            warnings,
+        }
+    }
+}
+
+impl From<KnobError> for PolicyError {
+    fn from(e: KnobError) -> Self {
+        PolicyError::Read(e)
+    }
+}

@@ -1,0 +1,245 @@
+//! Kernel I/O for the speed-limit knobs, under a [`Root`].
+//!
+//! - `/proc/sys/dev/raid/speed_limit_{min,max}`: a decimal number, KiB/s.
+//! - `/sys/block/mdN/md/sync_speed_{min,max}`: `N (local)` or `N (system)` (a bare `N` is
+//!   accepted too); writing `system` reverts the array to the global value. The kernel rejects 0
+//!   for `sync_speed_min` with EINVAL, which is why the core never asks for it.
+//!
+//! Source of truth: kernel `Documentation/admin-guide/md.rst` and `drivers/md/md.c`
+//! (`sync_min_show` prints `"%d (%s)\n"` with `system` or `local`).
+
+use super::lease::{KnobId, Reading, Setting};
+use crate::host::Root;
+use std::fs::OpenOptions;
+use std::io::{self, Write as _};
+use std::path::PathBuf;
+
+/// Failures reading or writing a knob; each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum KnobError {
+    /// The file does not exist (no md driver loaded, or no such array).
+    #[error("{path} does not exist (md driver not loaded, or no such array?)")]
+    Missing {
+        /// The knob file.
+        path: PathBuf,
+    },
+    /// The file does not hold a number (or `N (local|system)` for per-array knobs).
+    #[error("{path} holds {text:?}, not a speed limit in KiB/s")]
+    NotNumeric {
+        /// The knob file.
+        path: PathBuf,
+        /// What it held.
+        text: String,
+    },
+    /// Reading failed.
+    #[error("cannot read {path}")]
+    Read {
+        /// The knob file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// Writing failed (EACCES when not root, EROFS for a read-only /proc/sys, EINVAL...).
+    #[error("cannot write {value:?} to {path}")]
+    Write {
+        /// The knob file.
+        path: PathBuf,
+        /// The text we tried to write.
+        value: String,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+impl KnobError {
+    /// True for [`KnobError::Missing`].
+    pub fn is_missing(&self) -> bool {
+        matches!(self, KnobError::Missing { .. })
+    }
+}
+
+/// Reads and writes knobs. The real implementation is [`FsKnobs`]; tests wrap it to inject
+/// failures.
+pub trait KnobIo: Send + Sync {
+    /// Current reading of `knob`.
+    fn read(&self, knob: &KnobId) -> Result<Reading, KnobError>;
+    /// Writes `setting` to `knob`.
+    fn write(&self, knob: &KnobId, setting: Setting) -> Result<(), KnobError>;
+    /// Names of the md arrays that have speed-limit knobs (`/sys/block/md*/md/sync_speed_min`),
+    /// sorted. Used by `restore --defaults`.
+    fn arrays(&self) -> Vec<String>;
+}
+
+/// The files under a [`Root`].
+#[derive(Debug, Clone)]
+pub struct FsKnobs {
+    root: Root,
+}
+
+impl FsKnobs {
+    /// Knobs under `root` (`Root::system()` for the real kernel).
+    pub fn new(root: Root) -> Self {
+        FsKnobs { root }
+    }
+
+    /// The file of `knob` under the root.
+    pub fn path(&self, knob: &KnobId) -> PathBuf {
+        self.root.path(knob.kernel_path())
+    }
+}
+
+/// True when `path` is on procfs or sysfs (a real kernel knob), false for a regular file in a
+/// test root or when it cannot be told.
+fn is_kernel_file(path: &std::path::Path) -> bool {
+    use nix::sys::statfs::{statfs, PROC_SUPER_MAGIC, SYSFS_MAGIC};
+    statfs(path).is_ok_and(|s| {
+        let t = s.filesystem_type();
+        t == PROC_SUPER_MAGIC || t == SYSFS_MAGIC
+    })
+}
+
+/// Parses a knob's text: `N`, `N (local)` or (per-array only) `N (system)`.
+pub fn parse_reading(knob: &KnobId, text: &str) -> Option<Reading> {
+    let text = text.trim();
+    let (num, tag) = match text.split_once(char::is_whitespace) {
+        Some((n, t)) => (n, Some(t.trim())),
+        None => (text, None),
+    };
+    let kibs: u64 = num.parse().ok()?;
+    let system = match tag {
+        None => false,
+        Some("(local)") if knob.is_array() => false,
+        Some("(system)") if knob.is_array() => true,
+        Some(_) => return None,
+    };
+    Some(Reading { kibs, system })
+}
+
+impl KnobIo for FsKnobs {
+    fn read(&self, knob: &KnobId) -> Result<Reading, KnobError> {
+        let path = self.path(knob);
+        let text = match crate::host::read_optional(&path) {
+            Ok(Some(t)) => t,
+            Ok(None) => return Err(KnobError::Missing { path }),
+            Err(source) => return Err(KnobError::Read { path, source }),
+        };
+        parse_reading(knob, &text).ok_or(KnobError::NotNumeric { path, text })
+    }
+
+    fn write(&self, knob: &KnobId, setting: Setting) -> Result<(), KnobError> {
+        let path = self.path(knob);
+        let value = setting.to_text();
+        let err = |source: io::Error| {
+            if source.kind() == io::ErrorKind::NotFound {
+                KnobError::Missing { path: path.clone() }
+            } else {
+                KnobError::Write {
+                    path: path.clone(),
+                    value: value.clone(),
+                    source,
+                }
+            }
+        };
+        let text = format!("{value}\n");
+        if is_kernel_file(&path) {
+            // One write(2) to procfs/sysfs is one atomic store in the kernel. No O_CREAT: a
+            // missing knob is an error, never a new file.
+            return OpenOptions::new()
+                .write(true)
+                .open(&path)
+                .and_then(|mut f| f.write_all(text.as_bytes()))
+                .map_err(err);
+        }
+        // A regular file standing in for a knob (test roots, the simulator): replace it by
+        // rename so that, like the kernel's store, a crash never leaves it half written.
+        let meta = std::fs::metadata(&path).map_err(err)?;
+        if meta.is_dir() {
+            return Err(err(io::Error::from_raw_os_error(libc::EISDIR)));
+        }
+        let tmp = super::state::sibling(&path, &format!(".mdpilot-tmp-{}", std::process::id()));
+        let result =
+            std::fs::write(&tmp, text.as_bytes()).and_then(|()| std::fs::rename(&tmp, &path));
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result.map_err(err)
+    }
+
+    fn arrays(&self) -> Vec<String> {
+        let mut out = Vec::new();
+        if let Ok(dir) = std::fs::read_dir(self.root.sys("block")) {
+            for e in dir.flatten() {
+                let name = e.file_name().to_string_lossy().into_owned();
+                if super::lease::valid_array_name(&name)
+                    && e.path().join("md/sync_speed_min").exists()
+                {
+                    out.push(name);
+                }
+            }
+        }
+        out.sort();
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::lease::Bound;
+
+    fn arr() -> KnobId {
+        KnobId::Array {
+            array: "md0".into(),
+            bound: Bound::Min,
+        }
+    }
+
+    #[test]
+    fn parses_kernel_formats() {
+        let g = KnobId::Global(Bound::Min);
+        assert_eq!(parse_reading(&g, "1000\n"), Some(Reading::local(1000)));
+        assert_eq!(parse_reading(&g, "1000 (system)"), None);
+        assert_eq!(parse_reading(&g, "abc"), None);
+        assert_eq!(parse_reading(&g, ""), None);
+        assert_eq!(parse_reading(&g, "-1"), None);
+        assert_eq!(
+            parse_reading(&arr(), "1 (local)\n"),
+            Some(Reading::local(1))
+        );
+        assert_eq!(
+            parse_reading(&arr(), "200000 (system)"),
+            Some(Reading {
+                kibs: 200000,
+                system: true
+            })
+        );
+        assert_eq!(parse_reading(&arr(), "5"), Some(Reading::local(5)));
+        assert_eq!(parse_reading(&arr(), "system"), None);
+        assert_eq!(parse_reading(&arr(), "5 (weird)"), None);
+    }
+
+    #[test]
+    fn fs_read_write_and_errors() {
+        let d = tempfile::tempdir().unwrap();
+        let k = FsKnobs::new(Root::new(d.path()));
+        let g = KnobId::Global(Bound::Max);
+        assert!(k.read(&g).unwrap_err().is_missing());
+        assert!(k.write(&g, Setting::Kibs(1)).unwrap_err().is_missing());
+        assert!(!k.path(&g).exists(), "write must not create the knob");
+        std::fs::create_dir_all(k.path(&g).parent().unwrap()).unwrap();
+        std::fs::write(k.path(&g), "200000\n").unwrap();
+        assert_eq!(k.read(&g).unwrap(), Reading::local(200000));
+        k.write(&g, Setting::Kibs(5)).unwrap();
+        assert_eq!(std::fs::read_to_string(k.path(&g)).unwrap(), "5\n");
+        std::fs::write(k.path(&g), "lots\n").unwrap();
+        let e = k.read(&g).unwrap_err().to_string();
+        assert!(e.contains("speed_limit_max") && e.contains("lots"), "{e}");
+        std::fs::create_dir_all(k.path(&arr()).parent().unwrap()).unwrap();
+        std::fs::write(k.path(&arr()), "1000 (system)\n").unwrap();
+        assert_eq!(k.arrays(), vec!["md0".to_string()]);
+        k.write(&arr(), Setting::System).unwrap();
+        assert_eq!(std::fs::read_to_string(k.path(&arr())).unwrap(), "system\n");
+    }
+}

@@ -1,0 +1,1077 @@
+//! The pure policy core: leases, the effective value of each knob, and the transition from one
+//! lease set to the next (no I/O; the adapter in [`super::adapter`] reads and writes the files).
+//!
+//! Source of truth for the knobs: kernel `Documentation/admin-guide/md.rst`
+//! (`/proc/sys/dev/raid/speed_limit_{min,max}`, `/sys/block/mdN/md/sync_speed_{min,max}`).
+//!
+//! A knob is *managed* while some lease targets it: its original reading is kept in
+//! [`PolicyState::knobs`] together with the value we last wrote. Every transition is split into a
+//! `mid` state (saved durably before the first kernel write; it recognises both the old and the
+//! new value as ours) and an `end` state (saved after the writes), so a crash at any point leaves a
+//! state file from which `restore` can put the originals back.
+
+use serde::{Deserialize, Serialize};
+use std::collections::{BTreeMap, BTreeSet};
+use std::fmt;
+
+/// Kernel default of `/proc/sys/dev/raid/speed_limit_min`, KiB/s (md.rst).
+pub const KERNEL_DEFAULT_MIN: u64 = 1000;
+/// Kernel default of `/proc/sys/dev/raid/speed_limit_max`, KiB/s (md.rst).
+pub const KERNEL_DEFAULT_MAX: u64 = 200_000;
+/// The lowest value `sync_speed_min` accepts: the kernel rejects 0 with EINVAL, so a per-array
+/// request of 0 is written as 1.
+pub const ARRAY_MIN_FLOOR: u64 = 1;
+/// The largest limit accepted: the kernel stores the global limits as C `int`.
+pub const LIMIT_CEILING: u64 = i32::MAX as u64;
+/// How many warnings the state file keeps (oldest dropped first).
+pub const MAX_WARNINGS: usize = 20;
+
+/// Who holds a lease; decides nothing but is shown and logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LeaseKind {
+    /// The Debian installer (`mdcfg` hook), via the CLI.
+    Installer,
+    /// A wipe job of this service.
+    WipeJob,
+    /// An admin at the CLI.
+    Admin,
+    /// A client of the D-Bus service.
+    DbusClient,
+}
+
+impl LeaseKind {
+    /// The serde / CLI spelling: `installer`, `wipe-job`, `admin`, `dbus-client`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LeaseKind::Installer => "installer",
+            LeaseKind::WipeJob => "wipe-job",
+            LeaseKind::Admin => "admin",
+            LeaseKind::DbusClient => "dbus-client",
+        }
+    }
+}
+
+impl fmt::Display for LeaseKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What keeps a lease alive. A lease whose owner is dead is dropped by `reap`.
+///
+/// Serialized as `"none"`, `{pid = 123}` or `{bus-name = ":1.42"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Owner {
+    /// A process: alive while `kill(pid, 0)` does not fail with ESRCH.
+    Pid(u32),
+    /// A D-Bus peer: alive while it is on the bus (only the service can tell).
+    BusName(String),
+    /// Lives until released (or `restore`).
+    None,
+}
+
+impl fmt::Display for Owner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Owner::Pid(p) => write!(f, "pid {p}"),
+            Owner::BusName(n) => write!(f, "bus name {n}"),
+            Owner::None => f.write_str("none (until released)"),
+        }
+    }
+}
+
+/// Requested limits in KiB/s; `None` leaves that knob to other leases (or untouched).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Wanted minimum resync speed, KiB/s (`speed_limit_min` / `sync_speed_min`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<u64>,
+    /// Wanted maximum resync speed, KiB/s (`speed_limit_max` / `sync_speed_max`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<u64>,
+}
+
+impl Limits {
+    /// True when neither bound is requested.
+    pub fn is_empty(&self) -> bool {
+        self.min.is_none() && self.max.is_none()
+    }
+
+    fn get(&self, bound: Bound) -> Option<u64> {
+        match bound {
+            Bound::Min => self.min,
+            Bound::Max => self.max,
+        }
+    }
+}
+
+/// A request for resync priority. Holding it again under the same `holder` replaces the lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseRequest {
+    /// Unique name of the holder (`installer`, `wipe-job-3`, a bus name...).
+    pub holder: String,
+    /// What kind of client holds it.
+    pub kind: LeaseKind,
+    /// What keeps it alive.
+    pub owner: Owner,
+    /// Global limits (`/proc/sys/dev/raid/speed_limit_{min,max}`).
+    #[serde(default)]
+    pub global: Limits,
+    /// Per-array limits (`/sys/block/<name>/md/sync_speed_{min,max}`), keyed by kernel name (`md0`).
+    #[serde(default)]
+    pub arrays: BTreeMap<String, Limits>,
+}
+
+/// Errors of the pure core: requests that can never be applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CoreError {
+    /// The holder name is empty or too long or has control characters.
+    #[error("invalid lease holder {0:?}: want 1-128 printable characters")]
+    InvalidHolder(String),
+    /// Not a kernel md array name (`md0`, `md127`, `md_d0`).
+    #[error("invalid array name {0:?}: want md followed by letters, digits or '_'")]
+    InvalidArray(String),
+    /// A limit larger than the kernel's `int`.
+    #[error("limit {value} KiB/s for {knob} is larger than the kernel accepts ({max})", max = LIMIT_CEILING)]
+    LimitTooLarge {
+        /// The knob it was meant for.
+        knob: KnobId,
+        /// The requested value, KiB/s.
+        value: u64,
+    },
+    /// A pid that cannot name a live process (0, or above the kernel's `pid_t`).
+    #[error("invalid owner pid {0}")]
+    InvalidPid(u32),
+    /// The lease asks for nothing.
+    #[error("lease of {0:?} requests no limit")]
+    EmptyLease(String),
+    /// The adapter did not provide a reading for a knob a lease targets (a bug in the adapter).
+    #[error("no reading for {0}")]
+    MissingReading(KnobId),
+}
+
+/// Which side of the resync speed window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Bound {
+    /// `speed_limit_min` / `sync_speed_min`.
+    Min,
+    /// `speed_limit_max` / `sync_speed_max`.
+    Max,
+}
+
+impl Bound {
+    /// `min` or `max`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bound::Min => "min",
+            Bound::Max => "max",
+        }
+    }
+}
+
+/// One kernel knob. Displayed (and stored in the state file) as `speed_limit_min` or
+/// `md0/sync_speed_min`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum KnobId {
+    /// `/proc/sys/dev/raid/speed_limit_{min,max}`.
+    Global(Bound),
+    /// `/sys/block/<array>/md/sync_speed_{min,max}`.
+    Array {
+        /// Kernel name, validated by [`valid_array_name`].
+        array: String,
+        /// Which of the two.
+        bound: Bound,
+    },
+}
+
+impl KnobId {
+    /// The absolute kernel path (resolve it under a `Root`).
+    pub fn kernel_path(&self) -> String {
+        match self {
+            KnobId::Global(b) => format!("/proc/sys/dev/raid/speed_limit_{}", b.as_str()),
+            KnobId::Array { array, bound } => {
+                format!("/sys/block/{array}/md/sync_speed_{}", bound.as_str())
+            }
+        }
+    }
+
+    /// True for per-array knobs, which read `N (local)` / `N (system)` and accept `system`.
+    pub fn is_array(&self) -> bool {
+        matches!(self, KnobId::Array { .. })
+    }
+
+    /// The value actually written for a wanted value: per-array minimums are raised to
+    /// [`ARRAY_MIN_FLOOR`] because the kernel rejects 0.
+    pub fn writable(&self, wanted: u64) -> u64 {
+        match self {
+            KnobId::Array {
+                bound: Bound::Min, ..
+            } => wanted.max(ARRAY_MIN_FLOOR),
+            _ => wanted,
+        }
+    }
+}
+
+impl fmt::Display for KnobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KnobId::Global(b) => write!(f, "speed_limit_{}", b.as_str()),
+            KnobId::Array { array, bound } => write!(f, "{array}/sync_speed_{}", bound.as_str()),
+        }
+    }
+}
+
+impl std::str::FromStr for KnobId {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bound = |b: &str| match b {
+            "min" => Ok(Bound::Min),
+            "max" => Ok(Bound::Max),
+            _ => Err(format!("unknown knob {s:?}")),
+        };
+        if let Some(b) = s.strip_prefix("speed_limit_") {
+            return Ok(KnobId::Global(bound(b)?));
+        }
+        if let Some((array, rest)) = s.split_once('/') {
+            if let Some(b) = rest.strip_prefix("sync_speed_") {
+                if !valid_array_name(array) {
+                    return Err(format!("invalid array name in knob {s:?}"));
+                }
+                return Ok(KnobId::Array {
+                    array: array.to_string(),
+                    bound: bound(b)?,
+                });
+            }
+        }
+        Err(format!("unknown knob {s:?}"))
+    }
+}
+
+/// True for kernel md array names: `md` followed by 1-29 ASCII letters, digits or `_`
+/// (`md0`, `md127`, `md_d0`, `md_home`). Rejects anything that could leave `/sys/block`.
+pub fn valid_array_name(name: &str) -> bool {
+    name.len() > 2
+        && name.len() <= 32
+        && name.starts_with("md")
+        && name[2..]
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// A knob's value as read: KiB/s and, for per-array knobs, whether it follows the global value
+/// (`N (system)`) or is set locally (`N (local)`). Global knobs always have `system == false`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Reading {
+    /// KiB/s.
+    pub kibs: u64,
+    /// True when the per-array file read `N (system)`.
+    #[serde(default)]
+    pub system: bool,
+}
+
+impl Reading {
+    /// A local (or global-knob) value.
+    pub fn local(kibs: u64) -> Self {
+        Reading {
+            kibs,
+            system: false,
+        }
+    }
+
+    /// What to write to get this reading back: `system` for a `(system)` reading, else the number.
+    pub fn as_setting(&self) -> Setting {
+        if self.system {
+            Setting::System
+        } else {
+            Setting::Kibs(self.kibs)
+        }
+    }
+}
+
+impl fmt::Display for Reading {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.system {
+            write!(f, "{} (system)", self.kibs)
+        } else {
+            write!(f, "{}", self.kibs)
+        }
+    }
+}
+
+/// What gets written to a knob: a number of KiB/s, or `system` (per-array knobs only: revert to
+/// the global value).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Setting {
+    /// Write this number.
+    Kibs(u64),
+    /// Write `system`.
+    System,
+}
+
+impl Setting {
+    /// True when `reading` is what this setting reads back as.
+    pub fn matches(&self, reading: &Reading) -> bool {
+        match self {
+            Setting::Kibs(v) => reading.kibs == *v && !reading.system,
+            Setting::System => reading.system,
+        }
+    }
+
+    /// The text written to the file (without newline).
+    pub fn to_text(&self) -> String {
+        match self {
+            Setting::Kibs(v) => v.to_string(),
+            Setting::System => "system".to_string(),
+        }
+    }
+}
+
+impl fmt::Display for Setting {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_text())
+    }
+}
+
+/// A knob under our control: what it was before the first lease, and what we wrote.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Managed {
+    /// The reading before we first wrote it (or the value an admin set behind our back, which
+    /// is then what restore leaves).
+    pub original: Reading,
+    /// The value we last wrote and saw succeed (`None` before the first write completed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub written: Option<u64>,
+    /// A write in progress: set in the `mid` state saved before the kernel write, so that after
+    /// a crash both the old and the new value are recognised as ours.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending: Option<Setting>,
+}
+
+impl Managed {
+    /// True when `reading` is a value we wrote (or were about to write).
+    pub fn is_ours(&self, reading: &Reading) -> bool {
+        self.written
+            .is_some_and(|w| Setting::Kibs(w).matches(reading))
+            || self.pending.is_some_and(|p| p.matches(reading))
+    }
+
+    /// True when `reading` is neither ours nor the original: someone else wrote the knob.
+    pub fn drifted(&self, reading: &Reading) -> bool {
+        !self.is_ours(reading) && !self.original.as_setting().matches(reading)
+    }
+}
+
+/// The whole durable state: live leases and managed knobs (see [`super::state`] for the file).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct PolicyState {
+    /// Live leases by holder.
+    pub leases: BTreeMap<String, LeaseRequest>,
+    /// Knobs we changed, with their originals.
+    pub knobs: BTreeMap<KnobId, Managed>,
+    /// Warnings kept for `policy show` (drift noticed, arrays gone...), oldest first.
+    pub warnings: Vec<String>,
+}
+
+/// One kernel write of a transition, with the reading before it (for rollback).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Write {
+    /// Which knob.
+    pub knob: KnobId,
+    /// What to write.
+    pub setting: Setting,
+    /// Its reading before the write (rollback writes `before.as_setting()`).
+    pub before: Reading,
+}
+
+/// The result of [`transition`]: save `mid`, do `writes` in order, save `end`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Transition {
+    /// State to save before the first write (recognises old and new values as ours).
+    pub mid: PolicyState,
+    /// Kernel writes, in order.
+    pub writes: Vec<Write>,
+    /// State to save after all writes succeeded.
+    pub end: PolicyState,
+    /// New warnings raised by this transition (also appended to `end.warnings`).
+    pub warnings: Vec<String>,
+}
+
+/// Checks a lease request: holder 1-128 printable chars, array names valid, limits within the
+/// kernel's `int`, at least one limit.
+pub fn validate(req: &LeaseRequest) -> Result<(), CoreError> {
+    if req.holder.is_empty() || req.holder.len() > 128 || req.holder.chars().any(char::is_control) {
+        return Err(CoreError::InvalidHolder(req.holder.clone()));
+    }
+    if let Owner::Pid(p) = req.owner {
+        if p == 0 || p > i32::MAX as u32 {
+            return Err(CoreError::InvalidPid(p));
+        }
+    }
+    let check = |knob: KnobId, v: Option<u64>| match v {
+        Some(value) if value > LIMIT_CEILING => Err(CoreError::LimitTooLarge { knob, value }),
+        _ => Ok(()),
+    };
+    check(KnobId::Global(Bound::Min), req.global.min)?;
+    check(KnobId::Global(Bound::Max), req.global.max)?;
+    for (array, l) in &req.arrays {
+        if !valid_array_name(array) {
+            return Err(CoreError::InvalidArray(array.clone()));
+        }
+        for bound in [Bound::Min, Bound::Max] {
+            let knob = KnobId::Array {
+                array: array.clone(),
+                bound,
+            };
+            check(knob, l.get(bound))?;
+        }
+    }
+    if req.global.is_empty() && req.arrays.values().all(Limits::is_empty) {
+        return Err(CoreError::EmptyLease(req.holder.clone()));
+    }
+    Ok(())
+}
+
+/// The effective value of every knob some lease targets: the most yielding request, i.e. the
+/// lowest min and the lowest max among the leases, already raised to what the kernel accepts
+/// (see [`KnobId::writable`]).
+pub fn targets(leases: &BTreeMap<String, LeaseRequest>) -> BTreeMap<KnobId, u64> {
+    let mut out: BTreeMap<KnobId, u64> = BTreeMap::new();
+    let mut put = |knob: KnobId, v: Option<u64>| {
+        if let Some(v) = v {
+            let v = knob.writable(v);
+            out.entry(knob)
+                .and_modify(|e| *e = (*e).min(v))
+                .or_insert(v);
+        }
+    };
+    for lease in leases.values() {
+        for bound in [Bound::Min, Bound::Max] {
+            put(KnobId::Global(bound), lease.global.get(bound));
+            for (array, l) in &lease.arrays {
+                let knob = KnobId::Array {
+                    array: array.clone(),
+                    bound,
+                };
+                put(knob, l.get(bound));
+            }
+        }
+    }
+    out
+}
+
+/// The knobs the adapter must read before calling [`transition`] from `old` to `leases`:
+/// every managed knob and every knob a lease targets.
+pub fn knobs_to_read(
+    old: &PolicyState,
+    leases: &BTreeMap<String, LeaseRequest>,
+) -> BTreeSet<KnobId> {
+    let mut set: BTreeSet<KnobId> = old.knobs.keys().cloned().collect();
+    set.extend(targets(leases).into_keys());
+    set
+}
+
+/// Warnings for knobs changed behind our back, as `policy show` reports them (no state change).
+pub fn drift_warnings(state: &PolicyState, readings: &BTreeMap<KnobId, Reading>) -> Vec<String> {
+    let mut out = Vec::new();
+    for (knob, m) in &state.knobs {
+        if let Some(r) = readings.get(knob) {
+            if m.drifted(r) {
+                let ours = m
+                    .written
+                    .map(|w| w.to_string())
+                    .unwrap_or_else(|| "nothing yet".into());
+                out.push(format!(
+                    "{knob} changed behind our back: we wrote {ours}, it is now {r}; \
+                     restore will leave it"
+                ));
+            }
+        }
+    }
+    out
+}
+
+/// Moves from `old` to the lease set `leases`, given the current `readings` of the knobs in
+/// [`knobs_to_read`] (a managed per-array knob missing from `readings` means the array is gone).
+///
+/// Rules, per knob:
+/// - targeted and not managed: the reading becomes the original (never our own value, since a
+///   knob we wrote is always managed); write the target if it differs;
+/// - targeted and managed: if the reading is neither ours nor the original, someone changed it
+///   behind our back: warn and take their value as the one to restore; write the target if it
+///   differs;
+/// - managed and no longer targeted: if the reading is ours, write the original back; if it is
+///   already the original, nothing; otherwise leave the other writer's value and warn.
+///
+/// Errors: [`CoreError::MissingReading`] when a targeted knob has no reading.
+pub fn transition(
+    old: &PolicyState,
+    leases: BTreeMap<String, LeaseRequest>,
+    readings: &BTreeMap<KnobId, Reading>,
+) -> Result<Transition, CoreError> {
+    let targets = targets(&leases);
+    let fresh_cycle = old.leases.is_empty() && old.knobs.is_empty() && !leases.is_empty();
+    let mut mid = PolicyState {
+        leases: leases.clone(),
+        knobs: BTreeMap::new(),
+        warnings: if fresh_cycle {
+            Vec::new()
+        } else {
+            old.warnings.clone()
+        },
+    };
+    let mut end = mid.clone();
+    let mut writes = Vec::new();
+    let mut warnings = Vec::new();
+
+    for knob in knobs_to_read(old, &leases) {
+        let reading = readings.get(&knob).copied();
+        match (targets.get(&knob).copied(), old.knobs.get(&knob)) {
+            (Some(t), managed) => {
+                let r = reading.ok_or_else(|| CoreError::MissingReading(knob.clone()))?;
+                let mut m = match managed {
+                    None => Managed {
+                        original: r,
+                        written: None,
+                        pending: None,
+                    },
+                    Some(old_m) => {
+                        let mut m = Managed {
+                            pending: None,
+                            ..old_m.clone()
+                        };
+                        if old_m.drifted(&r) {
+                            warnings.push(format!(
+                                "{knob} changed behind our back (found {r}); \
+                                 it is the value restore will write back"
+                            ));
+                            m.original = r;
+                        } else if old_m.is_ours(&r) && !r.system {
+                            // The kernel holds a value of ours (perhaps only `pending` after a
+                            // crash): keep it recognisable while the next write is in flight.
+                            m.written = Some(r.kibs);
+                        }
+                        m
+                    }
+                };
+                let setting = Setting::Kibs(t);
+                if setting.matches(&r) {
+                    m.written = Some(t);
+                    mid.knobs.insert(knob.clone(), m.clone());
+                    end.knobs.insert(knob, m);
+                } else {
+                    let mut m_mid = m.clone();
+                    m_mid.pending = Some(setting);
+                    mid.knobs.insert(knob.clone(), m_mid);
+                    m.written = Some(t);
+                    end.knobs.insert(knob.clone(), m);
+                    writes.push(Write {
+                        knob,
+                        setting,
+                        before: r,
+                    });
+                }
+            }
+            (None, Some(m)) => {
+                let Some(r) = reading else {
+                    warnings.push(format!(
+                        "{knob}: {} is gone (array stopped?); nothing to restore",
+                        knob.kernel_path()
+                    ));
+                    continue;
+                };
+                if m.is_ours(&r) {
+                    let setting = m.original.as_setting();
+                    if !setting.matches(&r) {
+                        let mut m_mid = m.clone();
+                        // The current value is ours: it must stay recognisable if we crash
+                        // before the original lands.
+                        if !r.system {
+                            m_mid.written = Some(r.kibs);
+                        }
+                        m_mid.pending = Some(setting);
+                        mid.knobs.insert(knob.clone(), m_mid);
+                        writes.push(Write {
+                            knob,
+                            setting,
+                            before: r,
+                        });
+                    }
+                } else if m.original.as_setting().matches(&r) {
+                    // Already the original (e.g. we crashed before our write landed).
+                } else {
+                    warnings.push(format!("{knob} changed behind our back: left at {r}"));
+                }
+            }
+            (None, None) => {}
+        }
+    }
+    end.warnings.extend(warnings.iter().cloned());
+    let excess = end.warnings.len().saturating_sub(MAX_WARNINGS);
+    end.warnings.drain(..excess);
+    Ok(Transition {
+        mid,
+        writes,
+        end,
+        warnings,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use pretty_assertions::assert_eq;
+
+    fn gmin() -> KnobId {
+        KnobId::Global(Bound::Min)
+    }
+    fn gmax() -> KnobId {
+        KnobId::Global(Bound::Max)
+    }
+    fn amin(a: &str) -> KnobId {
+        KnobId::Array {
+            array: a.into(),
+            bound: Bound::Min,
+        }
+    }
+
+    fn lease(holder: &str, min: Option<u64>, max: Option<u64>) -> LeaseRequest {
+        LeaseRequest {
+            holder: holder.into(),
+            kind: LeaseKind::Installer,
+            owner: Owner::None,
+            global: Limits { min, max },
+            arrays: BTreeMap::new(),
+        }
+    }
+
+    fn leases(ls: &[LeaseRequest]) -> BTreeMap<String, LeaseRequest> {
+        ls.iter().map(|l| (l.holder.clone(), l.clone())).collect()
+    }
+
+    fn readings(rs: &[(KnobId, Reading)]) -> BTreeMap<KnobId, Reading> {
+        rs.iter().cloned().collect()
+    }
+
+    /// Applies the writes of `t` to `kernel` and returns `t.end`.
+    fn run(
+        old: &PolicyState,
+        ls: BTreeMap<String, LeaseRequest>,
+        kernel: &mut BTreeMap<KnobId, Reading>,
+    ) -> (PolicyState, Transition) {
+        let t = transition(old, ls, kernel).unwrap();
+        for w in &t.writes {
+            let r = match w.setting {
+                Setting::Kibs(v) => Reading::local(v),
+                Setting::System => Reading {
+                    kibs: 1000,
+                    system: true,
+                },
+            };
+            kernel.insert(w.knob.clone(), r);
+        }
+        (t.end.clone(), t)
+    }
+
+    #[test]
+    fn first_lease_saves_original_and_writes() {
+        let mut k = readings(&[(gmin(), Reading::local(1000))]);
+        let (s, t) = run(
+            &PolicyState::default(),
+            leases(&[lease("i", Some(0), None)]),
+            &mut k,
+        );
+        assert_eq!(t.writes.len(), 1);
+        assert_eq!(t.writes[0].setting, Setting::Kibs(0));
+        assert_eq!(s.knobs[&gmin()].original, Reading::local(1000));
+        assert_eq!(s.knobs[&gmin()].written, Some(0));
+        // mid recognises both old and new as ours, and already holds the original
+        assert_eq!(t.mid.knobs[&gmin()].pending, Some(Setting::Kibs(0)));
+        assert_eq!(t.mid.knobs[&gmin()].original, Reading::local(1000));
+        assert_eq!(k[&gmin()], Reading::local(0));
+    }
+
+    #[test]
+    fn applying_twice_never_saves_our_value_as_original() {
+        let mut k = readings(&[(gmin(), Reading::local(1000))]);
+        let l = leases(&[lease("i", Some(0), None)]);
+        let (s1, _) = run(&PolicyState::default(), l.clone(), &mut k);
+        let (s2, t2) = run(&s1, l.clone(), &mut k);
+        assert!(t2.writes.is_empty());
+        assert_eq!(s2.knobs[&gmin()].original, Reading::local(1000));
+        let (s3, t3) = run(&s2, BTreeMap::new(), &mut k);
+        assert_eq!(t3.writes[0].setting, Setting::Kibs(1000));
+        assert!(s3.knobs.is_empty() && s3.leases.is_empty());
+        assert_eq!(k[&gmin()], Reading::local(1000));
+    }
+
+    #[test]
+    fn most_yielding_request_wins() {
+        let l = leases(&[
+            lease("a", Some(500), Some(100_000)),
+            lease("b", Some(0), Some(300_000)),
+            lease("c", None, Some(50_000)),
+        ]);
+        let t = targets(&l);
+        assert_eq!(t[&gmin()], 0);
+        assert_eq!(t[&gmax()], 50_000);
+    }
+
+    #[test]
+    fn two_leases_released_in_either_order() {
+        for order in [["a", "b"], ["b", "a"]] {
+            let mut k = readings(&[
+                (gmin(), Reading::local(1000)),
+                (gmax(), Reading::local(200_000)),
+            ]);
+            let a = lease("a", Some(0), None);
+            let b = lease("b", Some(100), Some(5000));
+            let (s, _) = run(
+                &PolicyState::default(),
+                leases(std::slice::from_ref(&a)),
+                &mut k,
+            );
+            let (s, _) = run(&s, leases(&[a.clone(), b.clone()]), &mut k);
+            assert_eq!(k[&gmin()], Reading::local(0));
+            assert_eq!(k[&gmax()], Reading::local(5000));
+            let mut ls = leases(&[a, b]);
+            ls.remove(order[0]);
+            let (s, _) = run(&s, ls, &mut k);
+            if order[0] == "a" {
+                assert_eq!(k[&gmin()], Reading::local(100));
+                assert_eq!(k[&gmax()], Reading::local(5000));
+            } else {
+                assert_eq!(k[&gmin()], Reading::local(0));
+                // b was the only one asking for max: restored at once
+                assert_eq!(k[&gmax()], Reading::local(200_000));
+                assert!(!s.knobs.contains_key(&gmax()));
+            }
+            let (s, _) = run(&s, BTreeMap::new(), &mut k);
+            assert!(s.knobs.is_empty());
+            assert_eq!(k[&gmin()], Reading::local(1000));
+            assert_eq!(k[&gmax()], Reading::local(200_000));
+        }
+    }
+
+    #[test]
+    fn array_min_zero_is_written_as_one_and_system_restored() {
+        let mut l = lease("w", None, None);
+        l.arrays.insert(
+            "md0".into(),
+            Limits {
+                min: Some(0),
+                max: None,
+            },
+        );
+        let mut k = readings(&[(
+            amin("md0"),
+            Reading {
+                kibs: 1000,
+                system: true,
+            },
+        )]);
+        let (s, t) = run(&PolicyState::default(), leases(&[l]), &mut k);
+        assert_eq!(t.writes[0].setting, Setting::Kibs(1));
+        assert!(s.knobs[&amin("md0")].original.system);
+        let (_, t) = run(&s, BTreeMap::new(), &mut k);
+        assert_eq!(t.writes[0].setting, Setting::System);
+    }
+
+    #[test]
+    fn admin_change_during_lease_is_left_on_restore() {
+        let mut k = readings(&[(gmin(), Reading::local(1000))]);
+        let (s, _) = run(
+            &PolicyState::default(),
+            leases(&[lease("i", Some(0), None)]),
+            &mut k,
+        );
+        k.insert(gmin(), Reading::local(5000));
+        assert_eq!(drift_warnings(&s, &k).len(), 1);
+        let (s, t) = run(&s, BTreeMap::new(), &mut k);
+        assert!(t.writes.is_empty());
+        assert_eq!(k[&gmin()], Reading::local(5000));
+        assert_eq!(
+            t.warnings,
+            vec!["speed_limit_min changed behind our back: left at 5000"]
+        );
+        assert_eq!(s.warnings, t.warnings);
+    }
+
+    #[test]
+    fn admin_change_seen_by_next_acquire_becomes_the_value_to_restore() {
+        let mut k = readings(&[(gmin(), Reading::local(1000))]);
+        let (s, _) = run(
+            &PolicyState::default(),
+            leases(&[lease("i", Some(0), None)]),
+            &mut k,
+        );
+        k.insert(gmin(), Reading::local(5000));
+        let (s, t) = run(
+            &s,
+            leases(&[lease("i", Some(0), None), lease("j", Some(10), None)]),
+            &mut k,
+        );
+        assert_eq!(t.warnings.len(), 1);
+        assert_eq!(s.knobs[&gmin()].original, Reading::local(5000));
+        assert_eq!(k[&gmin()], Reading::local(0));
+        run(&s, BTreeMap::new(), &mut k);
+        assert_eq!(k[&gmin()], Reading::local(5000));
+    }
+
+    #[test]
+    fn crash_after_mid_save_restores_cleanly() {
+        // The mid state was saved, the write never happened: the kernel still has the original.
+        let k = readings(&[(gmin(), Reading::local(1000))]);
+        let t = transition(
+            &PolicyState::default(),
+            leases(&[lease("i", Some(0), None)]),
+            &k,
+        )
+        .unwrap();
+        let mut k2 = k.clone();
+        let (s, t2) = run(&t.mid, BTreeMap::new(), &mut k2);
+        assert!(t2.writes.is_empty());
+        assert!(t2.warnings.is_empty());
+        assert!(s.knobs.is_empty());
+        // And when the write did land before the crash:
+        let mut k3 = readings(&[(gmin(), Reading::local(0))]);
+        let (_, t3) = run(&t.mid, BTreeMap::new(), &mut k3);
+        assert_eq!(t3.writes[0].setting, Setting::Kibs(1000));
+        assert!(t3.warnings.is_empty());
+    }
+
+    #[test]
+    fn crash_mid_restore_is_resumed() {
+        let mut k = readings(&[(gmin(), Reading::local(1000))]);
+        let (s, _) = run(
+            &PolicyState::default(),
+            leases(&[lease("i", Some(0), None)]),
+            &mut k,
+        );
+        let t = transition(&s, BTreeMap::new(), &k).unwrap();
+        // Crash after mid save, before or after the write: the next restore finishes the job.
+        for kernel_value in [0, 1000] {
+            let mut k2 = readings(&[(gmin(), Reading::local(kernel_value))]);
+            let (s2, t2) = run(&t.mid, BTreeMap::new(), &mut k2);
+            assert!(t2.warnings.is_empty(), "{:?}", t2.warnings);
+            assert!(s2.knobs.is_empty());
+            assert_eq!(k2[&gmin()], Reading::local(1000));
+        }
+    }
+
+    #[test]
+    fn crash_during_restore_after_crash_during_apply_still_restores() {
+        // Apply crashed after its write landed but before the end state was saved.
+        let k = readings(&[(gmin(), Reading::local(1000))]);
+        let apply = transition(
+            &PolicyState::default(),
+            leases(&[lease("i", Some(0), None)]),
+            &k,
+        )
+        .unwrap();
+        let k0 = readings(&[(gmin(), Reading::local(0))]);
+        // Restore crashed after its mid state was saved, before its write landed.
+        let restore = transition(&apply.mid, BTreeMap::new(), &k0).unwrap();
+        let mut k2 = k0.clone();
+        let (s, t) = run(&restore.mid, BTreeMap::new(), &mut k2);
+        assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+        assert!(s.knobs.is_empty());
+        assert_eq!(k2[&gmin()], Reading::local(1000));
+        // Same with a re-apply (another value) crashing in between.
+        let reapply = transition(&apply.mid, leases(&[lease("i", Some(5), None)]), &k0).unwrap();
+        let mut k3 = k0.clone();
+        let (_, t) = run(&reapply.mid, BTreeMap::new(), &mut k3);
+        assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+        assert_eq!(k3[&gmin()], Reading::local(1000));
+    }
+
+    #[test]
+    fn missing_reading_for_target_is_an_error() {
+        let e = transition(
+            &PolicyState::default(),
+            leases(&[lease("i", Some(0), None)]),
+            &BTreeMap::new(),
+        )
+        .unwrap_err();
+        assert_eq!(e, CoreError::MissingReading(gmin()));
+    }
+
+    #[test]
+    fn gone_array_is_dropped_with_warning() {
+        let mut l = lease("w", None, None);
+        l.arrays.insert(
+            "md5".into(),
+            Limits {
+                min: Some(10),
+                max: None,
+            },
+        );
+        let mut k = readings(&[(amin("md5"), Reading::local(1000))]);
+        let (s, _) = run(&PolicyState::default(), leases(&[l]), &mut k);
+        let t = transition(&s, BTreeMap::new(), &BTreeMap::new()).unwrap();
+        assert!(t.writes.is_empty());
+        assert!(t.end.knobs.is_empty());
+        assert!(t.warnings[0].contains("is gone"));
+    }
+
+    #[test]
+    fn warnings_cleared_on_fresh_cycle_and_capped() {
+        let old = PolicyState {
+            warnings: (0..MAX_WARNINGS).map(|i| i.to_string()).collect(),
+            ..Default::default()
+        };
+        let k = readings(&[(gmin(), Reading::local(1000))]);
+        let t = transition(&old, leases(&[lease("i", Some(0), None)]), &k).unwrap();
+        assert!(t.end.warnings.is_empty());
+        // Not fresh: kept and capped.
+        let mut old2 = t.end.clone();
+        old2.warnings = (0..MAX_WARNINGS).map(|i| i.to_string()).collect();
+        let k2 = readings(&[(gmin(), Reading::local(7))]);
+        let t2 = transition(&old2, BTreeMap::new(), &k2).unwrap();
+        assert_eq!(t2.end.warnings.len(), MAX_WARNINGS);
+        assert!(t2.end.warnings.last().unwrap().contains("left at 7"));
+    }
+
+    #[test]
+    fn validate_rejects_bad_requests() {
+        assert!(matches!(
+            validate(&lease("", Some(0), None)),
+            Err(CoreError::InvalidHolder(_))
+        ));
+        assert!(matches!(
+            validate(&lease("a\n", Some(0), None)),
+            Err(CoreError::InvalidHolder(_))
+        ));
+        assert!(matches!(
+            validate(&lease("a", None, None)),
+            Err(CoreError::EmptyLease(_))
+        ));
+        assert!(matches!(
+            validate(&lease("a", Some(1 << 40), None)),
+            Err(CoreError::LimitTooLarge { .. })
+        ));
+        let mut l = lease("a", None, None);
+        l.arrays.insert(
+            "../sda".into(),
+            Limits {
+                min: Some(1),
+                max: None,
+            },
+        );
+        assert!(matches!(validate(&l), Err(CoreError::InvalidArray(_))));
+        assert!(validate(&lease("a", Some(0), Some(0))).is_ok());
+    }
+
+    #[test]
+    fn knob_names_round_trip() {
+        for k in [gmin(), gmax(), amin("md127")] {
+            assert_eq!(k.to_string().parse::<KnobId>().unwrap(), k);
+        }
+        assert!("md0/../x/sync_speed_min".parse::<KnobId>().is_err());
+        assert!("../x/sync_speed_min".parse::<KnobId>().is_err());
+        assert_eq!(
+            amin("md0").kernel_path(),
+            "/sys/block/md0/md/sync_speed_min"
+        );
+        assert!(valid_array_name("md_d0"));
+        assert!(!valid_array_name("md"));
+        assert!(!valid_array_name("sda"));
+    }
+
+    mod model {
+        use super::*;
+        use proptest::prelude::*;
+
+        fn pool() -> Vec<LeaseRequest> {
+            let mut w = lease("w", None, Some(50));
+            w.arrays.insert(
+                "md0".into(),
+                Limits {
+                    min: Some(0),
+                    max: None,
+                },
+            );
+            vec![
+                lease("i", Some(0), None),
+                lease("a", Some(300), Some(9000)),
+                lease("i", Some(7), Some(100)),
+                w,
+            ]
+        }
+
+        fn originals() -> BTreeMap<KnobId, Reading> {
+            readings(&[
+                (gmin(), Reading::local(1000)),
+                (gmax(), Reading::local(200_000)),
+                (
+                    amin("md0"),
+                    Reading {
+                        kibs: 1000,
+                        system: true,
+                    },
+                ),
+            ])
+        }
+
+        fn write(kernel: &mut BTreeMap<KnobId, Reading>, w: &Write) {
+            let r = match w.setting {
+                Setting::Kibs(v) => Reading::local(v),
+                // The kernel shows the live global value; only the flag matters here.
+                Setting::System => Reading {
+                    kibs: 1000,
+                    system: true,
+                },
+            };
+            kernel.insert(w.knob.clone(), r);
+        }
+
+        proptest! {
+            /// Any sequence of lease sets, each transition possibly crashing after its mid
+            /// state was saved with any prefix of its writes done, then a clean restore: the
+            /// originals are back and no drift was ever reported (nobody else wrote).
+            #[test]
+            fn crashes_anywhere_never_lose_the_originals(
+                ops in proptest::collection::vec(
+                    (proptest::collection::vec(0usize..4, 0..3), proptest::option::of(0usize..4)),
+                    1..8,
+                )
+            ) {
+                let pool = pool();
+                let mut kernel = originals();
+                let mut disk = PolicyState::default();
+                for (picks, crash) in ops {
+                    let ls = leases(&picks.iter().map(|&i| pool[i].clone()).collect::<Vec<_>>());
+                    let t = transition(&disk, ls, &kernel).unwrap();
+                    prop_assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+                    match crash {
+                        Some(j) if !t.writes.is_empty() => {
+                            for w in t.writes.iter().take(j) {
+                                write(&mut kernel, w);
+                            }
+                            disk = t.mid;
+                        }
+                        _ => {
+                            for w in &t.writes {
+                                write(&mut kernel, w);
+                            }
+                            disk = t.end;
+                        }
+                    }
+                }
+                let t = transition(&disk, BTreeMap::new(), &kernel).unwrap();
+                prop_assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+                for w in &t.writes {
+                    write(&mut kernel, w);
+                }
+                prop_assert!(t.end.knobs.is_empty());
+                prop_assert_eq!(kernel, originals());
+            }
+        }
+    }
+}

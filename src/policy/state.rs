@@ -1,0 +1,448 @@
+//! The durable policy state: a TOML file (default `/run/mdpilot/policy.toml`) holding the live
+//! leases and, per managed knob, the original reading and what we wrote; plus the lock file
+//! beside it (`policy.toml.lock`, `flock`) that serialises writers.
+//!
+//! Saving is atomic: a temporary file in the same directory, `fsync`, `rename` over the state
+//! file, `fsync` of the directory. A state file that does not parse is never guessed from: it is
+//! moved aside to `policy.toml.corrupt-<unix seconds>` and the error names both paths.
+//!
+//! File shape (version 1), as written:
+//! ```toml
+//! version = 1
+//! warnings = []
+//!
+//! [[lease]]
+//! holder = "installer"
+//! kind = "installer"            # installer | wipe-job | admin | dbus-client
+//! owner = "none"                # or {pid = 1234} or {bus-name = ":1.42"}
+//! [lease.global]
+//! min = 0
+//! [lease.arrays.md0]
+//! min = 0
+//!
+//! [[knob]]
+//! knob = "speed_limit_min"      # or "md0/sync_speed_min"
+//! written = 0                   # what we last wrote
+//! pending = {kibs = 0}          # only while a write is in progress ("system" for system)
+//! [knob.original]
+//! kibs = 1000
+//! system = false                # true: the per-array file read "N (system)"
+//! ```
+
+use super::lease::{KnobId, LeaseRequest, Managed, PolicyState, Reading, Setting};
+use nix::fcntl::{Flock, FlockArg};
+use serde::{Deserialize, Serialize};
+use std::fs::{File, OpenOptions};
+use std::io::{self, Write as _};
+use std::path::{Path, PathBuf};
+
+/// The state file format version written by this code.
+pub const STATE_VERSION: u32 = 1;
+
+/// Failures reading, writing or locking the state file; each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum StateError {
+    /// The file exists but cannot be read (EACCES, EIO...).
+    #[error("cannot read policy state {path}")]
+    Read {
+        /// The state file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The file does not parse; it was moved aside and is no longer used.
+    #[error(
+        "policy state {path} is corrupt ({reason}); moved it to {moved_to}; originals are \
+         unknown: check the limits, or run `mdpilot policy restore --defaults`"
+    )]
+    Corrupt {
+        /// The state file.
+        path: PathBuf,
+        /// Where it is now.
+        moved_to: PathBuf,
+        /// The parse error.
+        reason: String,
+    },
+    /// The file does not parse and could not be moved aside either.
+    #[error("policy state {path} is corrupt ({reason}) and could not be moved to {moved_to}")]
+    CorruptStuck {
+        /// The state file.
+        path: PathBuf,
+        /// Where we tried to move it.
+        moved_to: PathBuf,
+        /// The parse error.
+        reason: String,
+        /// Why the rename failed.
+        #[source]
+        source: io::Error,
+    },
+    /// Creating, writing, syncing or renaming the file (or its temporary) failed.
+    #[error("cannot write policy state {path}")]
+    Write {
+        /// The file that failed (state file, temporary or directory).
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// Opening or locking the lock file failed.
+    #[error("cannot lock {path}")]
+    Lock {
+        /// The lock file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct StateFile {
+    version: u32,
+    #[serde(default)]
+    warnings: Vec<String>,
+    #[serde(default, rename = "lease")]
+    leases: Vec<LeaseRequest>,
+    #[serde(default, rename = "knob")]
+    knobs: Vec<KnobEntry>,
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+struct KnobEntry {
+    knob: String,
+    original: Reading,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    written: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pending: Option<Setting>,
+}
+
+/// Renders a state as the TOML text of the file.
+pub fn to_toml(state: &PolicyState) -> String {
+    let file = StateFile {
+        version: STATE_VERSION,
+        warnings: state.warnings.clone(),
+        leases: state.leases.values().cloned().collect(),
+        knobs: state
+            .knobs
+            .iter()
+            .map(|(k, m)| KnobEntry {
+                knob: k.to_string(),
+                original: m.original,
+                written: m.written,
+                pending: m.pending,
+            })
+            .collect(),
+    };
+    // Serialising these plain types cannot fail; fall back to an empty string defensively.
+    toml::to_string(&file).unwrap_or_default()
+}
+
+/// Parses the TOML text of a state file. Errors: a message (syntax, unknown field, wrong
+/// version, duplicate holder or knob, bad knob name).
+pub fn from_toml(text: &str) -> Result<PolicyState, String> {
+    let file: StateFile = toml::from_str(text).map_err(|e| e.message().to_string())?;
+    if file.version != STATE_VERSION {
+        return Err(format!(
+            "unsupported version {} (want {STATE_VERSION})",
+            file.version
+        ));
+    }
+    let mut state = PolicyState {
+        warnings: file.warnings,
+        ..Default::default()
+    };
+    for l in file.leases {
+        super::lease::validate(&l).map_err(|e| e.to_string())?;
+        let holder = l.holder.clone();
+        if state.leases.insert(holder.clone(), l).is_some() {
+            return Err(format!("duplicate lease holder {holder:?}"));
+        }
+    }
+    for k in file.knobs {
+        let id: KnobId = k.knob.parse()?;
+        let m = Managed {
+            original: k.original,
+            written: k.written,
+            pending: k.pending,
+        };
+        if state.knobs.insert(id, m).is_some() {
+            return Err(format!("duplicate knob {:?}", k.knob));
+        }
+    }
+    Ok(state)
+}
+
+/// Loads the state at `path`: `Ok(default)` when missing; a corrupt file is moved aside to
+/// `<path>.corrupt-<unix seconds>` and reported as [`StateError::Corrupt`].
+pub fn load(path: &Path) -> Result<PolicyState, StateError> {
+    let text = match std::fs::read_to_string(path) {
+        Ok(t) => t,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(PolicyState::default()),
+        Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+            return move_aside(path, format!("not UTF-8: {e}"))
+        }
+        Err(source) => {
+            return Err(StateError::Read {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    };
+    match from_toml(&text) {
+        Ok(s) => Ok(s),
+        Err(reason) => move_aside(path, reason),
+    }
+}
+
+fn move_aside(path: &Path, reason: String) -> Result<PolicyState, StateError> {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    let mut moved_to = sibling(path, &format!(".corrupt-{secs}"));
+    // Two corrupt files in the same second: never overwrite the first one.
+    let mut n = 1;
+    while moved_to.exists() {
+        moved_to = sibling(path, &format!(".corrupt-{secs}.{n}"));
+        n += 1;
+    }
+    match std::fs::rename(path, &moved_to) {
+        Ok(()) => {
+            tracing::error!(path = %path.display(), moved_to = %moved_to.display(), %reason, "corrupt policy state moved aside");
+            Err(StateError::Corrupt {
+                path: path.to_path_buf(),
+                moved_to,
+                reason,
+            })
+        }
+        Err(source) => Err(StateError::CorruptStuck {
+            path: path.to_path_buf(),
+            moved_to,
+            reason,
+            source,
+        }),
+    }
+}
+
+/// `path` with `suffix` appended to its file name (`policy.toml` -> `policy.toml.lock`).
+pub fn sibling(path: &Path, suffix: &str) -> PathBuf {
+    let mut name = path.file_name().unwrap_or_default().to_os_string();
+    name.push(suffix);
+    path.with_file_name(name)
+}
+
+/// Saves `state` to `path` atomically (temporary file in the same directory, fsync, rename,
+/// fsync of the directory). The directory is created when missing.
+pub fn save(path: &Path, state: &PolicyState) -> Result<(), StateError> {
+    let err = |p: &Path| {
+        let p = p.to_path_buf();
+        move |source| StateError::Write { path: p, source }
+    };
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    std::fs::create_dir_all(dir).map_err(err(dir))?;
+    let tmp = sibling(path, &format!(".tmp-{}", std::process::id()));
+    let result = (|| {
+        let mut f = OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)
+            .map_err(err(&tmp))?;
+        f.write_all(to_toml(state).as_bytes()).map_err(err(&tmp))?;
+        f.sync_all().map_err(err(&tmp))?;
+        std::fs::rename(&tmp, path).map_err(err(path))?;
+        File::open(dir).and_then(|d| d.sync_all()).map_err(err(dir))
+    })();
+    if result.is_err() {
+        let _ = std::fs::remove_file(&tmp);
+    }
+    result
+}
+
+/// An exclusive `flock` on `<state>.lock`, held until dropped (the kernel drops it when the
+/// process dies, so a killed writer never blocks the next one).
+#[derive(Debug)]
+pub struct StateLock {
+    _lock: Flock<File>,
+}
+
+/// Takes the lock beside `state_path`, waiting for any other writer. Creates the directory.
+pub fn lock(state_path: &Path) -> Result<StateLock, StateError> {
+    let path = sibling(state_path, ".lock");
+    let err = |source| StateError::Lock {
+        path: path.clone(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(err)?;
+    }
+    let file = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(err)?;
+    let lock = Flock::lock(file, FlockArg::LockExclusive)
+        .map_err(|(_, errno)| err(io::Error::from(errno)))?;
+    remove_stale_temps(state_path);
+    Ok(StateLock { _lock: lock })
+}
+
+/// Removes `<state>.tmp-<pid>` files left by a writer killed mid-save. Only called under the
+/// lock, when no other writer can be saving. Best effort: failures are ignored.
+fn remove_stale_temps(state_path: &Path) {
+    let (Some(dir), Some(name)) = (state_path.parent(), state_path.file_name()) else {
+        return;
+    };
+    let prefix = format!("{}.tmp-", name.to_string_lossy());
+    if let Ok(entries) = std::fs::read_dir(dir) {
+        for e in entries.flatten() {
+            if e.file_name().to_string_lossy().starts_with(&prefix) {
+                tracing::debug!(path = %e.path().display(), "removing stale temporary state");
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::lease::{Bound, LeaseKind, Limits, Owner};
+    use pretty_assertions::assert_eq;
+    use std::collections::BTreeMap;
+
+    fn sample() -> PolicyState {
+        let mut s = PolicyState::default();
+        let mut arrays = BTreeMap::new();
+        arrays.insert(
+            "md0".to_string(),
+            Limits {
+                min: Some(0),
+                max: None,
+            },
+        );
+        for (h, owner) in [
+            ("installer", Owner::None),
+            ("job", Owner::Pid(42)),
+            (":1.7", Owner::BusName(":1.7".into())),
+        ] {
+            s.leases.insert(
+                h.into(),
+                LeaseRequest {
+                    holder: h.into(),
+                    kind: LeaseKind::WipeJob,
+                    owner,
+                    global: Limits {
+                        min: Some(0),
+                        max: Some(5),
+                    },
+                    arrays: arrays.clone(),
+                },
+            );
+        }
+        s.knobs.insert(
+            KnobId::Global(Bound::Min),
+            Managed {
+                original: Reading::local(1000),
+                written: Some(0),
+                pending: None,
+            },
+        );
+        s.knobs.insert(
+            KnobId::Array {
+                array: "md0".into(),
+                bound: Bound::Min,
+            },
+            Managed {
+                original: Reading {
+                    kibs: 1000,
+                    system: true,
+                },
+                written: None,
+                pending: Some(Setting::System),
+            },
+        );
+        s.warnings.push("x changed".into());
+        s
+    }
+
+    #[test]
+    fn toml_round_trip() {
+        let s = sample();
+        let text = to_toml(&s);
+        assert_eq!(from_toml(&text).unwrap(), s, "{text}");
+    }
+
+    #[test]
+    fn save_load_atomic_and_missing_is_empty() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("run/mdpilot/policy.toml");
+        assert_eq!(load(&p).unwrap(), PolicyState::default());
+        save(&p, &sample()).unwrap();
+        assert_eq!(load(&p).unwrap(), sample());
+        let names: Vec<_> = std::fs::read_dir(p.parent().unwrap())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("policy.toml")]);
+    }
+
+    #[test]
+    fn corrupt_is_moved_aside() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("policy.toml");
+        std::fs::write(&p, "version = 1\n[[knob]]\nknob = \"bogus\"\n").unwrap();
+        match load(&p) {
+            Err(StateError::Corrupt { moved_to, .. }) => {
+                assert!(moved_to.exists());
+                assert!(!p.exists());
+                assert!(moved_to
+                    .file_name()
+                    .unwrap()
+                    .to_string_lossy()
+                    .starts_with("policy.toml.corrupt-"));
+            }
+            other => panic!("{other:?}"),
+        }
+        // A second load sees no state.
+        assert_eq!(load(&p).unwrap(), PolicyState::default());
+        for bad in [
+            "garbage",
+            "version = 2",
+            "version = 1\nextra = 3",
+            "\u{0}\u{ff}",
+        ] {
+            std::fs::write(&p, bad).unwrap();
+            assert!(matches!(load(&p), Err(StateError::Corrupt { .. })), "{bad}");
+        }
+    }
+
+    #[test]
+    fn lock_removes_temps_of_killed_writers() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("policy.toml");
+        std::fs::write(d.path().join("policy.toml.tmp-123"), "half").unwrap();
+        std::fs::write(d.path().join("policy.toml.corrupt-1"), "kept").unwrap();
+        drop(lock(&p).unwrap());
+        assert!(!d.path().join("policy.toml.tmp-123").exists());
+        assert!(d.path().join("policy.toml.corrupt-1").exists());
+    }
+
+    #[test]
+    fn lock_is_exclusive() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("x/policy.toml");
+        let l = lock(&p).unwrap();
+        let f = File::open(sibling(&p, ".lock")).unwrap();
+        assert!(Flock::lock(f, FlockArg::LockExclusiveNonblock).is_err());
+        drop(l);
+        let f = File::open(sibling(&p, ".lock")).unwrap();
+        assert!(Flock::lock(f, FlockArg::LockExclusiveNonblock).is_ok());
+    }
+}
