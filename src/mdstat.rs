@@ -90,8 +90,13 @@ fn classify(t: &str) -> Kind {
     if t.starts_with("bitmap") {
         return Kind::Bitmap;
     }
-    if t.starts_with('[') {
-        return Kind::Progress;
+    // A progress bar `[==>...]` followed by text; an elision marker like `[...]` or `[snip]`
+    // alone is pasted text, not a sync line.
+    if let Some((bar, after)) = t.strip_prefix('[').and_then(|r| r.split_once(']')) {
+        if bar.chars().all(|c| matches!(c, '=' | '>' | '.')) && !after.trim().is_empty() {
+            return Kind::Progress;
+        }
+        return Kind::Unknown;
     }
     if let Some((word, _)) = t.split_once('=') {
         let word = word.trim();
