@@ -122,6 +122,7 @@ fn header_split(t: &str) -> Option<(&str, &str)> {
 struct Stanza {
     array: Array,
     header_line: usize,
+    header_text: String,
     stage: Stage,
     /// The first error of this stanza; once set, the rest of the stanza is swallowed.
     broken: Option<ParseIssue>,
@@ -247,7 +248,7 @@ impl Parser {
             if st.broken.is_some() && !st.blank_since {
                 return;
             }
-            if !st.complete() && st.broken.is_none() {
+            if !st.complete() && st.broken.is_none() && !st.blank_since {
                 let msg = format!(
                     "{}: not an mdstat line where the blocks line is due",
                     st.array.name
@@ -297,7 +298,7 @@ impl Parser {
         } else if st.stage == Stage::Header && !st.array.members.is_empty() {
             self.out.errors.push(ParseIssue {
                 line: st.header_line,
-                text: String::new(),
+                text: st.header_text,
                 message: format!("{}: members but no blocks line", st.array.name),
             });
         } else {
@@ -311,6 +312,7 @@ fn start_stanza(n: usize, line: &str, t: &str) -> Stanza {
     let mut st = Stanza {
         array: empty_array(name),
         header_line: n,
+        header_text: line.to_string(),
         stage: Stage::Header,
         broken: None,
         blank_since: false,

@@ -216,3 +216,13 @@ fn blank_line_inside_a_stanza_is_only_whitespace() {
     );
     assert_eq!(s.arrays[0].size_kib, Some(3886394368));
 }
+
+#[test]
+fn header_then_blank_then_garbage_is_two_parts() {
+    let s = parse("md1 : active raid1 sda[0] sdb[1]\n\n# prompt\n");
+    assert_eq!(error_lines(&s), [1, 3]);
+    assert_eq!(s.errors[0].text, "md1 : active raid1 sda[0] sdb[1]");
+    // Without the blank line the garbage is where the stanza breaks: one part.
+    let s = parse("md1 : active raid1 sda[0] sdb[1]\n# prompt\n$ more\n");
+    assert_eq!(error_lines(&s), [2]);
+}
