@@ -53,15 +53,21 @@ pub const EXIT_PARSE_ERRORS: u8 = 3;
 /// cannot be read. Parse problems are not errors: they are listed in [`MdStat::errors`]. Bytes
 /// that are not UTF-8 are replaced (U+FFFD) before parsing.
 pub fn collect(root: &Root) -> Result<MdStat, StatusError> {
+    let mut stat = read_mdstat(root)?;
+    crate::sysfs::enrich(root, &mut stat);
+    Ok(stat)
+}
+
+/// Reads and parses `/proc/mdstat` under `root` only: no speed limits, no sysfs (for callers
+/// that poll often and enrich selectively). Errors as [`collect`].
+pub fn read_mdstat(root: &Root) -> Result<MdStat, StatusError> {
     let path = root.proc("mdstat");
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(StatusError::NoMdstat),
         Err(source) => return Err(StatusError::Read { path, source }),
     };
-    let mut stat = crate::mdstat::parse(&String::from_utf8_lossy(&bytes));
-    crate::sysfs::enrich(root, &mut stat);
-    Ok(stat)
+    Ok(crate::mdstat::parse(&String::from_utf8_lossy(&bytes)))
 }
 
 /// Keeps only the arrays named in `wanted` (`md0` or `/dev/md0`), in `/proc/mdstat` order.
