@@ -16,9 +16,11 @@
 pub mod cli;
 pub mod config;
 pub mod host;
+pub mod mdstat;
 pub mod model;
 pub mod monitor;
 pub mod policy;
 pub mod service;
 pub mod status;
+pub mod sysfs;
 pub mod wipe;

@@ -1,6 +1,16 @@
-//! `mdpilot status`: arrays from /proc/mdstat enriched with sysfs (issue 2 fills this in).
+//! `mdpilot status`: arrays from `/proc/mdstat` enriched with sysfs, as text or JSON.
+//!
+//! [`collect`] is the library entry the D-Bus service reuses: read `/proc/mdstat` under a
+//! [`Root`], parse it (crate::mdstat), add speed limits and sysfs values (crate::sysfs).
+//! [`render_text`] is pure (model in, text out). The JSON form follows
+//! `../shared/contracts/status-json.md` (version 1): it is the [`MdStat`] model serialized.
 
-use crate::cli::Context;
+use crate::cli::{fail, Context};
+use crate::host::Root;
+use crate::model::{Array, ArrayState, MdStat, MemberFlag, ReadOnly, SyncState, SyncStatus};
+use std::fmt::Write as _;
+use std::io::Write as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Arguments of `mdpilot status [--json] [ARRAY...]`.
@@ -13,8 +23,454 @@ pub struct StatusArgs {
     pub arrays: Vec<String>,
 }
 
-/// Runs `mdpilot status`.
-pub fn run(_ctx: &Context, _args: StatusArgs) -> ExitCode {
-    eprintln!("mdpilot: status: not implemented yet");
-    ExitCode::from(1)
+/// Why `mdpilot status` could not report.
+#[derive(Debug, thiserror::Error)]
+pub enum StatusError {
+    /// `/proc/mdstat` does not exist: md is not built in and the module is not loaded.
+    #[error("no /proc/mdstat: the md driver is not loaded")]
+    NoMdstat,
+    /// `/proc/mdstat` exists but reading it failed.
+    #[error("cannot read {}", path.display())]
+    Read {
+        /// The file (under the root).
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// An `ARRAY` argument names no array of `/proc/mdstat`.
+    #[error("no array {0} in /proc/mdstat")]
+    UnknownArray(String),
+}
+
+/// Exit status when part of `/proc/mdstat` could not be parsed (the rest is still shown).
+pub const EXIT_PARSE_ERRORS: u8 = 3;
+
+/// Reads `/proc/mdstat` under `root`, parses it and enriches it with the speed limits and sysfs
+/// (see `crate::sysfs::enrich`).
+///
+/// Errors: [`StatusError::NoMdstat`] when the file is missing, [`StatusError::Read`] when it
+/// cannot be read. Parse problems are not errors: they are listed in [`MdStat::errors`]. Bytes
+/// that are not UTF-8 are replaced (U+FFFD) before parsing.
+pub fn collect(root: &Root) -> Result<MdStat, StatusError> {
+    let mut stat = read_mdstat(root)?;
+    crate::sysfs::enrich(root, &mut stat);
+    Ok(stat)
+}
+
+/// Reads and parses `/proc/mdstat` under `root` only: no speed limits, no sysfs (for callers
+/// that poll often and enrich selectively). Errors as [`collect`].
+pub fn read_mdstat(root: &Root) -> Result<MdStat, StatusError> {
+    let path = root.proc("mdstat");
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(StatusError::NoMdstat),
+        Err(source) => return Err(StatusError::Read { path, source }),
+    };
+    Ok(crate::mdstat::parse(&String::from_utf8_lossy(&bytes)))
+}
+
+/// Keeps only the arrays named in `wanted` (`md0` or `/dev/md0`), in `/proc/mdstat` order.
+/// An empty `wanted` keeps all. Errors: [`StatusError::UnknownArray`] for the first name that
+/// matches no array.
+pub fn select(stat: &mut MdStat, wanted: &[String]) -> Result<(), StatusError> {
+    if wanted.is_empty() {
+        return Ok(());
+    }
+    let names: Vec<&str> = wanted.iter().map(|w| kernel_name(w)).collect();
+    if let Some(missing) = names
+        .iter()
+        .zip(wanted)
+        .find(|(n, _)| !stat.arrays.iter().any(|a| a.name == **n))
+    {
+        return Err(StatusError::UnknownArray(missing.1.clone()));
+    }
+    stat.arrays.retain(|a| names.contains(&a.name.as_str()));
+    Ok(())
+}
+
+/// `/dev/md0` → `md0`; `md0` stays.
+fn kernel_name(arg: &str) -> &str {
+    arg.strip_prefix("/dev/").unwrap_or(arg)
+}
+
+/// Runs `mdpilot status`: exit 0, [`EXIT_PARSE_ERRORS`] when `errors` is not empty, 1 when
+/// `/proc/mdstat` cannot be read or an `ARRAY` is unknown.
+pub fn run(ctx: &Context, args: StatusArgs) -> ExitCode {
+    let mut stat = match collect(&ctx.root) {
+        Ok(s) => s,
+        Err(e) => return fail(&e, 1),
+    };
+    if let Err(e) = select(&mut stat, &args.arrays) {
+        return fail(&e, 1);
+    }
+    let text = if args.json {
+        match serde_json::to_string_pretty(&stat) {
+            Ok(s) => s + "\n",
+            Err(e) => return fail(&e, 1),
+        }
+    } else {
+        render_text(&stat)
+    };
+    // A closed pipe (`mdpilot status | head`) is the reader's choice, not a failure to report.
+    let mut stdout = std::io::stdout().lock();
+    if let Err(e) = stdout
+        .write_all(text.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        if e.kind() != std::io::ErrorKind::BrokenPipe {
+            return fail(&e, 1);
+        }
+    }
+    if !args.json {
+        for e in &stat.errors {
+            eprintln!("mdpilot: /proc/mdstat line {}: {}", e.line, e.message);
+        }
+    }
+    if stat.errors.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(EXIT_PARSE_ERRORS)
+    }
+}
+
+/// The human form: one block per array in the manner of `mdadm --detail`'s summary (level,
+/// state, size, counts, sync with a progress bar, bitmap, members), then the global speed
+/// limits. Pure; ends with a newline.
+pub fn render_text(stat: &MdStat) -> String {
+    let mut out = String::new();
+    if stat.arrays.is_empty() {
+        out.push_str("no md arrays\n\n");
+    }
+    for a in &stat.arrays {
+        render_array(&mut out, a);
+        out.push('\n');
+    }
+    let limit = |v: Option<u64>| v.map_or("unknown".to_string(), |k| format!("{k} KiB/s"));
+    let _ = writeln!(
+        out,
+        "Resync speed limits: min {}, max {}",
+        limit(stat.speed_limit_min),
+        limit(stat.speed_limit_max)
+    );
+    out
+}
+
+fn render_array(out: &mut String, a: &Array) {
+    let sys = a.sysfs.as_ref();
+    let _ = writeln!(out, "/dev/{}:", a.name);
+    let row = |out: &mut String, label: &str, value: &str| {
+        let _ = writeln!(out, "{label:>16} : {value}");
+    };
+    let level = a
+        .level
+        .as_deref()
+        .or(sys.and_then(|s| s.level.as_deref()))
+        .unwrap_or("none (container or not started)");
+    row(out, "Raid Level", level);
+    let mut state = match a.state {
+        ArrayState::Active => "active".to_string(),
+        ArrayState::Inactive => "inactive".to_string(),
+        ArrayState::Broken => "broken".to_string(),
+    };
+    match a.read_only {
+        Some(ReadOnly::ReadOnly) => state.push_str(", read-only"),
+        Some(ReadOnly::AutoReadOnly) => state.push_str(", auto-read-only"),
+        None => {}
+    }
+    if let (Some(t), Some(act)) = (a.raid_disks, a.active_disks) {
+        if act < t {
+            state.push_str(", degraded");
+        }
+    }
+    if let Some(s) = &a.sync {
+        let _ = write!(state, ", {}", sync_state_word(s));
+    }
+    if let Some(st) = sys.and_then(|s| s.array_state.as_deref()) {
+        let _ = write!(state, " (sysfs: {st})");
+    }
+    row(out, "State", &state);
+    if let Some(kib) = a.size_kib {
+        row(
+            out,
+            "Array Size",
+            &format!("{} ({kib} KiB)", human_kib(kib)),
+        );
+    }
+    if let Some(kib) = sys.and_then(|s| s.component_size_kib) {
+        row(
+            out,
+            "Used Dev Size",
+            &format!("{} ({kib} KiB)", human_kib(kib)),
+        );
+    }
+    row(
+        out,
+        "Metadata",
+        a.metadata.as_deref().unwrap_or("0.90 or none"),
+    );
+    if let Some(chunk) = sys.and_then(|s| s.chunk_size_bytes).filter(|&c| c > 0) {
+        row(out, "Chunk Size", &human_bytes(chunk));
+    }
+    if let Some(uuid) = sys.and_then(|s| s.uuid.as_deref()) {
+        row(out, "UUID", uuid);
+    }
+    if let Some(t) = a.raid_disks {
+        row(out, "Raid Devices", &t.to_string());
+    }
+    if let Some(act) = a.active_disks {
+        let status = a.member_status.as_deref().unwrap_or("");
+        row(out, "Active Devices", &format!("{act} [{status}]"));
+    }
+    let count = |f: MemberFlag| a.members.iter().filter(|m| m.flags.contains(&f)).count();
+    let (failed, spare) = (count(MemberFlag::Faulty), count(MemberFlag::Spare));
+    if failed > 0 {
+        row(out, "Failed Devices", &failed.to_string());
+    }
+    if spare > 0 {
+        row(out, "Spare Devices", &spare.to_string());
+    }
+    if let Some(s) = &a.sync {
+        row(out, &sync_label(s), &sync_text(s));
+    }
+    if let Some(m) = sys.and_then(|s| s.mismatch_cnt).filter(|&m| m > 0) {
+        row(out, "Mismatch Count", &format!("{m} sectors"));
+    }
+    if let Some(b) = &a.bitmap {
+        let mut text = format!(
+            "{}/{} pages [{} KiB], {} chunk",
+            b.pages_used,
+            b.pages_total,
+            b.memory_kib,
+            human_bytes(b.chunk_bytes)
+        );
+        if let Some(f) = &b.file {
+            let _ = write!(text, ", file {f}");
+        }
+        row(out, "Bitmap", &text);
+    }
+    if let Some(lim) = sys.and_then(|s| s.sync_speed_min.zip(s.sync_speed_max)) {
+        let src = |l: crate::model::SpeedLimit| if l.system { "system" } else { "local" };
+        row(
+            out,
+            "Sync Speed Limits",
+            &format!(
+                "min {} KiB/s ({}), max {} KiB/s ({})",
+                lim.0.kib_s,
+                src(lim.0),
+                lim.1.kib_s,
+                src(lim.1)
+            ),
+        );
+    }
+    if a.members.is_empty() {
+        out.push_str("    (no member devices)\n");
+        return;
+    }
+    let width = a
+        .members
+        .iter()
+        .map(|m| m.name.len())
+        .max()
+        .unwrap_or(0)
+        .max(6);
+    let _ = writeln!(out, "    Number  RaidDevice  {:<width$}  State", "Device");
+    for m in &a.members {
+        let member_sys = sys.and_then(|s| s.members.iter().find(|x| x.name == m.name));
+        let role = member_sys
+            .and_then(|x| x.slot)
+            .map_or("-".to_string(), |r| r.to_string());
+        let mut words: Vec<String> = m
+            .flags
+            .iter()
+            .map(|f| {
+                match f {
+                    MemberFlag::WriteMostly => "write-mostly",
+                    MemberFlag::Journal => "journal",
+                    MemberFlag::Faulty => "faulty",
+                    MemberFlag::Spare => "spare",
+                    MemberFlag::Replacement => "replacement",
+                }
+                .to_string()
+            })
+            .collect();
+        if !m
+            .flags
+            .iter()
+            .any(|f| matches!(f, MemberFlag::Faulty | MemberFlag::Spare))
+        {
+            words.insert(0, "active".into());
+        }
+        if let Some(x) = member_sys.filter(|x| !x.state.is_empty()) {
+            words.push(format!("(sysfs: {})", x.state.join(",")));
+        }
+        if let Some(e) = member_sys.and_then(|x| x.errors).filter(|&e| e > 0) {
+            words.push(format!("{e} errors"));
+        }
+        let _ = writeln!(
+            out,
+            "    {:>6}  {:>10}  {:<width$}  {}",
+            m.slot,
+            role,
+            m.name,
+            words.join(" ")
+        );
+    }
+}
+
+fn sync_state_word(s: &SyncStatus) -> String {
+    let verb = match s.action.as_str() {
+        "resync" => "resyncing",
+        "recovery" | "recover" => "recovering",
+        "reshape" => "reshaping",
+        "check" => "checking",
+        "repair" => "repairing",
+        other => other,
+    };
+    match s.state {
+        SyncState::Running => verb.to_string(),
+        SyncState::Delayed => format!("{} delayed", s.action),
+        SyncState::Pending => format!("{} pending", s.action),
+        SyncState::Remote => format!("{} on another node", s.action),
+    }
+}
+
+fn sync_label(s: &SyncStatus) -> String {
+    let mut word = s.action.clone();
+    if let Some(c) = word.get_mut(..1) {
+        c.make_ascii_uppercase();
+    }
+    format!("{word} Status")
+}
+
+/// `[=====>..............]  27.3% (142848/523264 KiB) at 53.6 MiB/s, ETA 2m 06s`.
+fn sync_text(s: &SyncStatus) -> String {
+    match s.state {
+        SyncState::Delayed => "delayed: waits for another array on the same disks".into(),
+        SyncState::Pending => "pending: starts on the first write (auto-read-only)".into(),
+        SyncState::Remote => "done by another cluster node".into(),
+        SyncState::Running => {
+            let pct = s.percent.unwrap_or(0.0);
+            let mut t = format!("{} {pct:5.1}%", progress_bar(pct, 20));
+            if let (Some(d), Some(total)) = (s.done_kib, s.total_kib) {
+                let _ = write!(t, " ({d}/{total} KiB)");
+            }
+            if let Some(v) = s.speed_kib_s {
+                let _ = write!(t, " at {}/s", human_kib(v));
+            }
+            if let Some(m) = s.finish_min {
+                let _ = write!(t, ", ETA {}", human_minutes(m));
+            }
+            t
+        }
+    }
+}
+
+/// A text progress bar `[====>.....]` of `width` cells for `percent` (0..=100, clamped).
+pub fn progress_bar(percent: f64, width: usize) -> String {
+    let p = if percent.is_finite() {
+        percent.clamp(0.0, 100.0)
+    } else {
+        0.0
+    };
+    let filled = ((p / 100.0) * width as f64).floor() as usize;
+    let filled = filled.min(width);
+    let mut bar = String::with_capacity(width + 2);
+    bar.push('[');
+    bar.push_str(&"=".repeat(filled));
+    if filled < width {
+        bar.push('>');
+        bar.push_str(&".".repeat(width - filled - 1));
+    }
+    bar.push(']');
+    bar
+}
+
+/// KiB as a binary-unit size with one decimal: `523264` → `511.0 MiB`.
+pub fn human_kib(kib: u64) -> String {
+    human_bytes(kib.saturating_mul(1024))
+}
+
+/// Bytes as a binary-unit size with one decimal: `512` → `512 B`, `67108864` → `64.0 MiB`.
+pub fn human_bytes(bytes: u64) -> String {
+    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
+    if bytes < 1024 {
+        return format!("{bytes} B");
+    }
+    let mut v = bytes as f64 / 1024.0;
+    let mut unit = 0;
+    while v >= 1024.0 && unit + 1 < UNITS.len() {
+        v /= 1024.0;
+        unit += 1;
+    }
+    format!("{v:.1} {}", UNITS[unit])
+}
+
+/// Minutes (as mdstat's `finish=`) as `3h 17m`, `12m 06s` or `42s`.
+pub fn human_minutes(min: f64) -> String {
+    let secs = if min.is_finite() && min > 0.0 {
+        (min * 60.0).round() as u64
+    } else {
+        0
+    };
+    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
+    if h > 0 {
+        format!("{h}h {m:02}m")
+    } else if m > 0 {
+        format!("{m}m {s:02}s")
+    } else {
+        format!("{s}s")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn human_units() {
+        assert_eq!(human_kib(523264), "511.0 MiB");
+        assert_eq!(human_bytes(512), "512 B");
+        assert_eq!(human_bytes(67108864), "64.0 MiB");
+        assert_eq!(human_kib(5853468288), "5.5 TiB");
+        assert_eq!(human_minutes(197.2), "3h 17m");
+        assert_eq!(human_minutes(0.2), "12s");
+        assert_eq!(human_minutes(4.6), "4m 36s");
+    }
+
+    #[test]
+    fn bar_shapes() {
+        assert_eq!(progress_bar(0.0, 10), "[>.........]");
+        assert_eq!(progress_bar(50.0, 10), "[=====>....]");
+        assert_eq!(progress_bar(100.0, 10), "[==========]");
+        assert_eq!(progress_bar(f64::NAN, 4), "[>...]");
+    }
+
+    #[test]
+    fn select_accepts_dev_paths_and_names_unknown() {
+        let mut s = crate::mdstat::parse(
+            "md0 : active raid0 sda[0]\n  100 blocks 64k chunks\nmd1 : active raid0 sdb[0]\n  100 blocks 64k chunks\n",
+        );
+        select(&mut s, &["/dev/md1".into()]).unwrap();
+        assert_eq!(s.arrays.len(), 1);
+        assert_eq!(s.arrays[0].name, "md1");
+        let err = select(&mut s, &["md9".into()]).unwrap_err();
+        assert_eq!(err.to_string(), "no array md9 in /proc/mdstat");
+    }
+
+    #[test]
+    fn text_has_size_sync_and_limits() {
+        let mut s = crate::mdstat::parse(
+            "Personalities : [raid1]\nmd0 : active raid1 vdb[1] vda[0]\n      523264 blocks super 1.2 [2/2] [UU]\n      [=============>.......]  resync = 68.5% (359232/523264) finish=0.0min speed=179616K/sec\n      bitmap: 0/8 pages [0KB], 65536KB chunk\n\nunused devices: <none>\n",
+        );
+        s.speed_limit_min = Some(1000);
+        let t = render_text(&s);
+        assert!(t.contains("511.0 MiB (523264 KiB)"), "{t}");
+        assert!(
+            t.contains("Resync Status : [=============>......]  68.5%"),
+            "{t}"
+        );
+        assert!(t.contains("175.4 MiB/s"), "{t}");
+        assert!(t.contains("min 1000 KiB/s, max unknown"), "{t}");
+    }
 }
