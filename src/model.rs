@@ -205,42 +205,60 @@ pub struct MemberSysfs {
 }
 
 /// What `/sys/block/mdN/md/*` and `/sys/block/mdN/queue/*` say; every field is `None` where the
-/// file is missing (older kernels, test roots) — absence is never an error.
+/// file is missing (older kernels, test roots) — absence is never an error, and absent fields are
+/// left out of the JSON rather than printed as `null`.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub struct ArraySysfs {
     /// `md/array_state` (`clean`, `active`, `readonly`, `inactive`, `read-auto`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub array_state: Option<String>,
     /// `md/level` (`raid1`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub level: Option<String>,
     /// `md/raid_disks`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub raid_disks: Option<u32>,
     /// `md/degraded`: number of missing devices.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub degraded: Option<u32>,
     /// `md/sync_action`: `idle`, `resync`, `recover`, `check`, `repair`, `reshape`, `frozen`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_action: Option<String>,
     /// `md/sync_completed`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_completed: Option<SyncCompleted>,
     /// `md/sync_speed`: recent speed in KiB/s.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_speed_kib_s: Option<u64>,
     /// `md/sync_speed_min`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_speed_min: Option<SpeedLimit>,
     /// `md/sync_speed_max`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_speed_max: Option<SpeedLimit>,
     /// `md/metadata_version` (`1.2`, `external:imsm`, `none`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub metadata_version: Option<String>,
     /// `md/chunk_size` in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub chunk_size_bytes: Option<u64>,
     /// `md/component_size` in KiB (per member).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub component_size_kib: Option<u64>,
     /// `md/uuid` (where the kernel exposes it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub uuid: Option<String>,
     /// `md/mismatch_cnt` in sectors.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mismatch_cnt: Option<u64>,
     /// `queue/logical_block_size` in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub logical_block_size: Option<u64>,
     /// `queue/physical_block_size` in bytes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub physical_block_size: Option<u64>,
     /// `queue/optimal_io_size` in bytes (a full stripe for raid5/6; 0 = none).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub optimal_io_size: Option<u64>,
     /// `md/dev-*` directories.
     pub members: Vec<MemberSysfs>,
