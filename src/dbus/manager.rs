@@ -388,6 +388,7 @@ impl Manager {
     /// Raises resync priority until ReleasePriority or until the caller leaves the bus.
     /// Options: min, max (t, KiB/s, global); arrays (a{s(tt)}, per-array min/max, 0 = unset);
     /// kind (s: client, installer, admin). Returns the lease id.
+    #[zbus(out_args("lease_id"))]
     async fn acquire_priority(
         &self,
         options: Options,
@@ -557,6 +558,7 @@ impl Manager {
 
     /// Starts wiping a block device; returns the job object. (Not available in this build yet:
     /// answers Failed after authorization and argument checks.)
+    #[zbus(out_args("job"))]
     async fn start_wipe(
         &self,
         device: String,
