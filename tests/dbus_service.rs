@@ -195,7 +195,11 @@ async fn arrays_are_listed_with_their_properties() {
     assert_eq!((min, how.as_str()), (1000, "system"));
     // The ObjectManager lists the objects below it; the manager itself is read directly.
     // (zbus also lists the interface-less parent node `.../arrays`.)
-    assert_eq!(objs.values().filter(|i| !i.is_empty()).count(), 2, "{objs:?}");
+    assert_eq!(
+        objs.values().filter(|i| !i.is_empty()).count(),
+        2,
+        "{objs:?}"
+    );
     assert_eq!(get_u64(&conn, "SpeedLimitMax").await, 200_000);
 }
 
@@ -400,11 +404,81 @@ async fn unprivileged_client_helper() {
         .build()
         .await
         .unwrap();
+    // SAFETY: geteuid has no preconditions.
+    println!("UID {}", unsafe { libc::geteuid() });
     // Reads stay open to everyone.
     let _ = get(&c, PATH, MANAGER, "SpeedLimitMin").await;
     for (m, e) in mutating_calls(&c).await {
         println!("RESULT {m} {e}");
     }
+    let own = match c.request_name("org.mdpilot.MdPilot1").await {
+        Ok(()) => "owned".to_string(),
+        Err(zbus::Error::FDO(e)) => format!("{}", zbus::DBusError::name(&*e)),
+        Err(e) => format!("{e}"),
+    };
+    println!("OWN {own}");
+}
+
+/// Runs the helper as `nobody` against `bus`; returns its RESULT and OWN lines.
+async fn run_helper_as_nobody(bus: &Bus) -> Vec<String> {
+    let exe = std::env::current_exe().unwrap();
+    let out = tokio::process::Command::new("setpriv")
+        .args(["--reuid", "nobody", "--regid", "nogroup", "--clear-groups"])
+        .arg(&exe)
+        .args([
+            "--exact",
+            "unprivileged_client_helper",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("MDPILOT_TEST_BUS", &bus.address)
+        .output()
+        .await
+        .expect("setpriv");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        out.status.success(),
+        "helper failed: {stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert!(
+        stdout.contains("UID 65534"),
+        "helper did not run as nobody: {stdout}"
+    );
+    stdout
+        .lines()
+        .filter(|l| l.starts_with("RESULT ") || l.starts_with("OWN "))
+        .map(str::to_string)
+        .collect()
+}
+
+fn is_root() -> bool {
+    // SAFETY: geteuid has no preconditions.
+    unsafe { libc::geteuid() == 0 }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn shipped_bus_policy_lets_everyone_call_but_only_root_own_the_name() {
+    if !is_root() {
+        eprintln!("skipping: needs root to switch to nobody");
+        return;
+    }
+    let Some(bus) = Bus::start_system_like() else {
+        return;
+    };
+    let _svc = Service::start(&bus, &["--sim"], &[]).await;
+    let lines = run_helper_as_nobody(&bus).await;
+    // Calls get through the bus policy and are refused by the service itself.
+    let results: Vec<&String> = lines.iter().filter(|l| l.starts_with("RESULT ")).collect();
+    assert_eq!(results.len(), 5, "{lines:?}");
+    for l in results {
+        assert!(
+            l.ends_with(" org.mdpilot.MdPilot1.Error.NotAuthorized"),
+            "{l}"
+        );
+    }
+    let own = lines.iter().find(|l| l.starts_with("OWN ")).unwrap();
+    assert!(own.contains("AccessDenied"), "{own}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

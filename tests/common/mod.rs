@@ -20,6 +20,48 @@ pub struct Bus {
 impl Bus {
     /// Starts the daemon; `None` (with a message) when `dbus-daemon` is missing.
     pub fn start() -> Option<Bus> {
+        Bus::start_with(
+            "session",
+            r#"<policy context="default">
+    <allow user="*"/>
+    <allow own="*"/>
+    <allow send_destination="*"/>
+    <allow receive_sender="*"/>
+  </policy>"#,
+        )
+    }
+
+    /// A bus whose default policy is the system bus's (deny owning and calling), plus the
+    /// shipped `dbus/org.mdpilot.MdPilot1.conf`.
+    pub fn start_system_like() -> Option<Bus> {
+        let shipped =
+            std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("dbus/org.mdpilot.MdPilot1.conf");
+        Bus::start_with(
+            "system",
+            &format!(
+                r#"<policy context="default">
+    <allow user="*"/>
+    <deny own="*"/>
+    <deny send_type="method_call"/>
+    <allow send_type="signal"/>
+    <allow send_requested_reply="true" send_type="method_return"/>
+    <allow send_requested_reply="true" send_type="error"/>
+    <allow receive_type="method_call"/>
+    <allow receive_type="method_return"/>
+    <allow receive_type="error"/>
+    <allow receive_type="signal"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus"/>
+    <allow send_destination="org.freedesktop.DBus"
+           send_interface="org.freedesktop.DBus.Introspectable"/>
+    <allow send_destination="org.freedesktop.DBus" send_interface="org.freedesktop.DBus.Properties"/>
+  </policy>
+  <include>{}</include>"#,
+                shipped.display()
+            ),
+        )
+    }
+
+    fn start_with(kind: &str, policy: &str) -> Option<Bus> {
         if Command::new("dbus-daemon")
             .arg("--version")
             .output()
@@ -43,15 +85,10 @@ impl Bus {
                 r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
  "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
 <busconfig>
-  <type>session</type>
+  <type>{kind}</type>
   <listen>unix:path={}</listen>
   <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/>
-    <allow own="*"/>
-    <allow send_destination="*"/>
-    <allow receive_sender="*"/>
-  </policy>
+  {policy}
 </busconfig>
 "#,
                 sock.display()
