@@ -159,6 +159,12 @@ fn collect(root: &Root) -> Option<MdStat> {
 }
 
 async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
+    // Handlers first: a SIGTERM during start-up must still go through the orderly shutdown.
+    use tokio::signal::unix::{signal, SignalKind};
+    let signals = Signals {
+        term: signal(SignalKind::terminate()).map_err(ServeError::Signals)?,
+        int: signal(SignalKind::interrupt()).map_err(ServeError::Signals)?,
+    };
     let sim = if args.sim {
         let s = crate::sim::Sim::create().map_err(ServeError::Sim)?;
         eprintln!("mdpilot: simulated tree in {}", s.path().display());
@@ -272,7 +278,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         model,
         progress,
     };
-    let result = lp.run(rx, &mut owners).await;
+    let result = lp.run(rx, &mut owners, signals).await;
 
     notify(&[sd_notify::NotifyState::Stopping]);
     // Shutdown goes through here, never through a bare exit: limits first, then the name.
@@ -290,6 +296,11 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     result
 }
 
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
 struct Loop {
     root: Root,
     conn: zbus::Connection,
@@ -304,10 +315,9 @@ impl Loop {
         &mut self,
         mut rx: UnboundedReceiver<Event>,
         owners: &mut zbus::fdo::NameOwnerChangedStream,
+        signals: Signals,
     ) -> Result<(), ServeError> {
-        use tokio::signal::unix::{signal, SignalKind};
-        let mut term = signal(SignalKind::terminate()).map_err(ServeError::Signals)?;
-        let mut int = signal(SignalKind::interrupt()).map_err(ServeError::Signals)?;
+        let Signals { mut term, mut int } = signals;
         let mut ticker = self.ticker(None);
         let manager_emitter =
             SignalEmitter::new(&self.conn, MANAGER_PATH).map_err(bus_err("emitter"))?;

@@ -239,7 +239,11 @@ fn watch_loop(root: Root, mut mdstat: File, stop_r: OwnedFd, tx: UnboundedSender
             }
         }
         for (i, a) in attrs.iter_mut().enumerate() {
-            if fds[3 + i].revents != 0 {
+            let rev = fds[3 + i].revents;
+            // A removed array's attributes report POLLERR for good: reopen the set, or the
+            // loop would spin on them.
+            rescan |= rev & (libc::POLLERR | libc::POLLNVAL) != 0;
+            if rev != 0 {
                 drain(&mut a.file);
                 let ev = Event::ArrayAttr {
                     array: a.array.clone(),

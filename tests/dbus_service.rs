@@ -609,3 +609,65 @@ async fn monitor_prints_one_json_line_per_change() {
     );
     assert!(added >= 3, "initial objects not listed ({added})");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arrays_appearing_and_vanishing_are_interfaces_added_and_removed() {
+    let Some(bus) = Bus::start() else { return };
+    let sim = mdpilot::sim::Sim::create().unwrap();
+    let root = sim.root().clone();
+    let _svc = Service::start(&bus, &["--root", sim.path().to_str().unwrap()], &[]).await;
+    let conn = bus.connect().await;
+    let rule = zbus::MatchRule::builder()
+        .msg_type(zbus::message::Type::Signal)
+        .interface("org.freedesktop.DBus.ObjectManager")
+        .unwrap()
+        .build();
+    let mut stream = zbus::MessageStream::for_match_rule(rule, &conn, None)
+        .await
+        .unwrap();
+    let manager = mdpilot::dbus::client::ManagerProxy::new(&conn)
+        .await
+        .unwrap();
+    assert_eq!(manager.version().await.unwrap(), env!("CARGO_PKG_VERSION"));
+
+    // md0 stops: its stanza leaves mdstat and its md/ directory goes.
+    let mdstat = std::fs::read_to_string(root.proc("mdstat")).unwrap();
+    let without: String = {
+        let start = mdstat.find("md0 : ").unwrap();
+        let end = mdstat.find("md1 : ").unwrap();
+        format!("{}{}", &mdstat[..start], &mdstat[end..])
+    };
+    let md0 = root.sys("block/md0");
+    let parked = sim.path().join("md0.parked");
+    std::fs::rename(&md0, &parked).unwrap();
+    std::fs::write(root.proc("mdstat"), &without).unwrap();
+    // A regular-file tree raises no POLLPRI; any limit change makes the service re-read all.
+    manager.restore_limits(HashMap::new()).await.unwrap();
+    let msg = next_signal(&mut stream).await;
+    assert_eq!(msg.header().member().unwrap().as_str(), "InterfacesRemoved");
+    let (path, ifaces): (OwnedObjectPath, Vec<String>) = msg.body().deserialize().unwrap();
+    assert_eq!(path.as_str(), "/org/mdpilot/MdPilot1/arrays/md0");
+    assert_eq!(ifaces, vec![ARRAY.to_string()]);
+
+    // It comes back.
+    std::fs::rename(&parked, &md0).unwrap();
+    std::fs::write(root.proc("mdstat"), &mdstat).unwrap();
+    manager.restore_limits(HashMap::new()).await.unwrap();
+    let msg = next_signal(&mut stream).await;
+    assert_eq!(msg.header().member().unwrap().as_str(), "InterfacesAdded");
+    let (path, ifaces): (
+        OwnedObjectPath,
+        HashMap<String, HashMap<String, OwnedValue>>,
+    ) = msg.body().deserialize().unwrap();
+    assert_eq!(path.as_str(), "/org/mdpilot/MdPilot1/arrays/md0");
+    let level = String::try_from(ifaces[ARRAY]["Level"].try_clone().unwrap()).unwrap();
+    assert_eq!(level, "raid1");
+}
+
+async fn next_signal(s: &mut zbus::MessageStream) -> zbus::Message {
+    tokio::time::timeout(Duration::from_secs(10), s.next())
+        .await
+        .expect("no ObjectManager signal")
+        .unwrap()
+        .unwrap()
+}

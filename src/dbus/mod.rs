@@ -11,6 +11,7 @@
 
 pub mod array;
 pub mod auth;
+pub mod client;
 pub mod errors;
 pub mod job;
 pub mod manager;
