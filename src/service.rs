@@ -176,7 +176,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     let _lock = lock_instance(&root)?;
     let config = Config::load(&root).map_err(ServeError::Config)?;
     let progress = Duration::from_millis(config.service.progress_interval_ms.max(50));
-    let policy = Policy::new(root.clone(), config.policy.clone());
+    let policy = Policy::new(root.clone(), config.policy_settings(&root));
 
     let model = collect(&root).unwrap_or_default();
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
@@ -271,6 +271,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     let sim_task = sim.map(|s| tokio::spawn(s.run(tx.clone())));
     drop(tx);
     let mut lp = Loop {
+        sim: args.sim,
         root,
         conn: conn.clone(),
         shared: shared.clone(),
@@ -303,6 +304,7 @@ struct Signals {
 
 struct Loop {
     root: Root,
+    sim: bool,
     conn: zbus::Connection,
     shared: Arc<Shared>,
     published: BTreeMap<String, ArrayProps>,
@@ -384,6 +386,13 @@ impl Loop {
         let full = batch
             .iter()
             .any(|e| matches!(e, Event::Mdstat | Event::Udev { .. }));
+        if self.sim {
+            // The simulator's limit files are regular files: give them the kernel's read-back
+            // form before reading (a limit change always arrives here as a refresh).
+            if let Err(e) = crate::sim::normalize_all_limits(&self.root) {
+                tracing::warn!("simulator: {e}");
+            }
+        }
         if full {
             if let Some(m) = collect(&self.root) {
                 self.model = m;

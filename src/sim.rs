@@ -107,6 +107,42 @@ pub fn global_limits(root: &Root) -> (u64, u64) {
     )
 }
 
+/// Rewrites `/sys/block/<array>/md/sync_speed_{min,max}` in the kernel's read-back form
+/// (`N (local)` / `N (system)`) after a writer (the policy) left `N`, `0` or `system` in them: a
+/// regular file cannot do what the kernel's store/show pair does. Errors: the files cannot be
+/// written.
+pub fn normalize_limits(root: &Root, array: &str) -> std::io::Result<()> {
+    let (min, max) = effective_limits(root, array);
+    let (gmin, gmax) = global_limits(root);
+    for (f, v, g) in [("sync_speed_min", min, gmin), ("sync_speed_max", max, gmax)] {
+        let p = root.sys(format!("block/{array}/md/{f}"));
+        let Some(raw) = read_optional(&p)? else {
+            continue;
+        };
+        let system = raw.contains("(system)") || raw.starts_with("system") || raw == "0";
+        let text = if system {
+            format!("{g} (system)\n")
+        } else {
+            format!("{v} (local)\n")
+        };
+        if raw + "\n" != text {
+            std::fs::write(&p, text)?;
+        }
+    }
+    Ok(())
+}
+
+/// [`normalize_limits`] for every array of the tree (`/sys/block/md*/md`).
+pub fn normalize_all_limits(root: &Root) -> std::io::Result<()> {
+    for e in std::fs::read_dir(root.sys("block"))?.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("md") && e.path().join("md").is_dir() {
+            normalize_limits(root, &name)?;
+        }
+    }
+    Ok(())
+}
+
 /// `/proc/mdstat` for the simulated arrays, in md.c's `md_seq_show` format.
 pub fn render_mdstat(arrays: &[SimArray]) -> String {
     let mut s = String::from("Personalities : [raid1] [raid6] [raid5] [raid4] \n");
@@ -263,29 +299,7 @@ impl Sim {
             "none".to_string()
         };
         write(self.md(a, "sync_speed"), &format!("{speed}\n"))?;
-        // Normalise what a writer (the policy) left in the limit files to the kernel's form.
-        let (min, max) = effective_limits(&self.root, &a.name);
-        let (gmin, gmax) = global_limits(&self.root);
-        let form = |v: u64, g: u64, f: &str| {
-            let raw = read_optional(&self.md(a, f))
-                .ok()
-                .flatten()
-                .unwrap_or_default();
-            let system = raw.contains("(system)") || raw.starts_with("system") || raw == "0";
-            if system {
-                format!("{g} (system)\n")
-            } else {
-                format!("{v} (local)\n")
-            }
-        };
-        write(
-            self.md(a, "sync_speed_min"),
-            &form(min, gmin, "sync_speed_min"),
-        )?;
-        write(
-            self.md(a, "sync_speed_max"),
-            &form(max, gmax, "sync_speed_max"),
-        )?;
+        normalize_limits(&self.root, &a.name)?;
         Ok(())
     }
 

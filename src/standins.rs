@@ -262,7 +262,6 @@ pub mod config {
     #[derive(Debug, Clone)]
     pub struct Config {
         pub service: ServiceConfig,
-        pub policy: super::policy::PolicySettings,
     }
     /// Config could not be loaded.
     #[derive(Debug, thiserror::Error)]
@@ -276,8 +275,16 @@ pub mod config {
                 service: ServiceConfig {
                     progress_interval_ms: 1000,
                 },
-                policy: Default::default(),
             })
+        }
+
+        /// The policy adapter's settings, with `state_path` resolved under `root`.
+        pub fn policy_settings(&self, root: &Root) -> super::policy::PolicySettings {
+            super::policy::PolicySettings {
+                state_path: root.run("mdpilot/policy.toml"),
+                install_min: 0,
+                install_max: None,
+            }
         }
     }
 }
@@ -315,14 +322,27 @@ pub mod policy {
         pub global: Limits,
         pub arrays: BTreeMap<String, Limits>,
     }
-    #[derive(Debug, Clone, Default)]
-    pub struct PolicySettings {}
+    #[derive(Debug, Clone)]
+    pub struct PolicySettings {
+        pub state_path: std::path::PathBuf,
+        pub install_min: u64,
+        pub install_max: Option<u64>,
+    }
 
-    /// What the policy looks like now.
+    /// Saved originals of `speed_limit_{min,max}`, KiB/s.
+    #[derive(Debug, Clone, Default, Serialize)]
+    pub struct GlobalOriginals {
+        pub speed_limit_min: Option<u64>,
+        pub speed_limit_max: Option<u64>,
+    }
+
+    /// What the policy looks like now (same field names as issue 3's `PolicyView`).
     #[derive(Debug, Clone, Default, Serialize)]
     pub struct PolicyView {
-        pub current: Limits,
-        pub originals: Option<Limits>,
+        pub state_path: std::path::PathBuf,
+        pub speed_limit_min: Option<u64>,
+        pub speed_limit_max: Option<u64>,
+        pub originals: GlobalOriginals,
         pub leases: Vec<LeaseRequest>,
         pub warnings: Vec<String>,
     }
@@ -423,9 +443,16 @@ pub mod policy {
             Ok(())
         }
         fn view(&self, st: &State) -> PolicyView {
+            let cur = self.read_global();
+            let orig = st.originals.as_ref().map(|o| o.0).unwrap_or_default();
             PolicyView {
-                current: self.read_global(),
-                originals: st.originals.as_ref().map(|o| o.0),
+                state_path: self.root.run("mdpilot/policy.toml"),
+                speed_limit_min: cur.min,
+                speed_limit_max: cur.max,
+                originals: GlobalOriginals {
+                    speed_limit_min: orig.min,
+                    speed_limit_max: orig.max,
+                },
                 leases: st.leases.clone(),
                 warnings: vec![],
             }

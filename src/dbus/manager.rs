@@ -64,12 +64,11 @@ impl ManagerProps {
     /// Maps the policy's view (and the model's limits where the view has none) to properties.
     /// The one place that knows `PolicyView`'s fields.
     pub fn from_view(view: &PolicyView, model: &MdStat) -> ManagerProps {
-        let orig = view.originals.unwrap_or_default();
         ManagerProps {
-            speed_limit_min: view.current.min.or(model.speed_limit_min).unwrap_or(0),
-            speed_limit_max: view.current.max.or(model.speed_limit_max).unwrap_or(0),
-            original_speed_limit_min: orig.min.unwrap_or(0),
-            original_speed_limit_max: orig.max.unwrap_or(0),
+            speed_limit_min: view.speed_limit_min.or(model.speed_limit_min).unwrap_or(0),
+            speed_limit_max: view.speed_limit_max.or(model.speed_limit_max).unwrap_or(0),
+            original_speed_limit_min: view.originals.speed_limit_min.unwrap_or(0),
+            original_speed_limit_max: view.originals.speed_limit_max.unwrap_or(0),
             leases: view
                 .leases
                 .iter()
