@@ -384,7 +384,9 @@ impl Manager {
         self.props().leases
     }
 
-    /// Raises resync priority until ReleasePriority or until the caller leaves the bus.
+    /// Takes a lease on the resync speed limits, held until ReleasePriority or until the caller
+    /// leaves the bus. Leases combine in the policy: the most yielding request wins (lowest min,
+    /// lowest max); the saved originals come back when the last lease goes.
     /// Options: min, max (t, KiB/s, global); arrays (a{s(tt)}, per-array min/max, 0 = unset);
     /// kind (s: client, installer, admin). Returns the lease id.
     #[zbus(out_args("lease_id"))]
