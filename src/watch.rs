@@ -89,13 +89,27 @@ impl Watcher {
     /// Starts watching under `root`, sending events to `tx`. udev is used only when `root` is the
     /// real system (a test tree gets no uevents); a failing udev monitor is logged, not fatal.
     ///
-    /// Errors: `/proc/mdstat` cannot be opened; the thread cannot be started.
+    /// Errors: `/proc/mdstat` cannot be opened under a test root (on the real system a missing
+    /// mdstat is waited for through udev); the thread cannot be started.
     pub fn start(root: Root, tx: UnboundedSender<Event>) -> Result<Watcher, WatchError> {
         let mdstat_path = root.proc("mdstat");
-        let mdstat = File::open(&mdstat_path).map_err(|source| WatchError::Mdstat {
-            path: mdstat_path.display().to_string(),
-            source,
-        })?;
+        let mdstat = match File::open(&mdstat_path) {
+            Ok(f) => Some(f),
+            // Without udev nothing would ever tell us md appeared: that is an error then.
+            Err(source) if !root.is_system() => {
+                return Err(WatchError::Mdstat {
+                    path: mdstat_path.display().to_string(),
+                    source,
+                })
+            }
+            Err(e) => {
+                tracing::info!(
+                    "{} not there yet ({e}); waiting for md arrays via udev",
+                    mdstat_path.display()
+                );
+                None
+            }
+        };
         let (r, w) = nix::unistd::pipe().map_err(|e| WatchError::Thread(e.into()))?;
         let thread = std::thread::Builder::new()
             .name("mdpilot-watch".into())
@@ -171,7 +185,7 @@ fn open_attrs(root: &Root) -> Vec<AttrFd> {
     out
 }
 
-fn watch_loop(root: Root, mut mdstat: File, stop_r: OwnedFd, tx: UnboundedSender<Event>) {
+fn watch_loop(root: Root, mut mdstat: Option<File>, stop_r: OwnedFd, tx: UnboundedSender<Event>) {
     let monitor = if root.is_system() {
         match udev::MonitorBuilder::new()
             .and_then(|b| b.match_subsystem("block"))
@@ -186,7 +200,9 @@ fn watch_loop(root: Root, mut mdstat: File, stop_r: OwnedFd, tx: UnboundedSender
     } else {
         None
     };
-    drain(&mut mdstat);
+    if let Some(f) = mdstat.as_mut() {
+        drain(f);
+    }
     let mut attrs = open_attrs(&root);
     loop {
         let mut fds: Vec<libc::pollfd> = Vec::with_capacity(3 + attrs.len());
@@ -196,7 +212,11 @@ fn watch_loop(root: Root, mut mdstat: File, stop_r: OwnedFd, tx: UnboundedSender
             revents: 0,
         };
         fds.push(pfd(stop_r.as_raw_fd(), libc::POLLIN));
-        fds.push(pfd(mdstat.as_raw_fd(), libc::POLLPRI));
+        // A negative fd is ignored by poll(2): no mdstat yet (md module not loaded).
+        fds.push(pfd(
+            mdstat.as_ref().map_or(-1, |f| f.as_raw_fd()),
+            libc::POLLPRI,
+        ));
         fds.push(pfd(
             monitor.as_ref().map_or(-1, |m| m.as_raw_fd()),
             libc::POLLIN,
@@ -219,7 +239,9 @@ fn watch_loop(root: Root, mut mdstat: File, stop_r: OwnedFd, tx: UnboundedSender
         }
         let mut rescan = false;
         if fds[1].revents != 0 {
-            drain(&mut mdstat);
+            if let Some(f) = mdstat.as_mut() {
+                drain(f);
+            }
             rescan = true;
             if tx.send(Event::Mdstat).is_err() {
                 return;
@@ -229,8 +251,8 @@ fn watch_loop(root: Root, mut mdstat: File, stop_r: OwnedFd, tx: UnboundedSender
             if let Some(m) = &monitor {
                 for ev in m.iter() {
                     let ev = Event::from(&ev);
-                    if let Event::Udev { device, action } = &ev {
-                        rescan |= device.starts_with("md") && action != "change";
+                    if let Event::Udev { device, .. } = &ev {
+                        rescan |= device.starts_with("md");
                     }
                     if tx.send(ev).is_err() {
                         return;
@@ -257,6 +279,13 @@ fn watch_loop(root: Root, mut mdstat: File, stop_r: OwnedFd, tx: UnboundedSender
         if rescan {
             // Arrays may have come or gone: reopen the set (old fds of removed arrays get POLLERR).
             attrs = open_attrs(&root);
+            if mdstat.is_none() {
+                // The md module may just have been loaded.
+                mdstat = File::open(root.proc("mdstat")).ok();
+                if let Some(f) = mdstat.as_mut() {
+                    drain(f);
+                }
+            }
         }
     }
 }
