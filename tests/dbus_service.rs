@@ -702,3 +702,35 @@ async fn an_idle_service_does_not_wake_up() {
     let woke = after.saturating_sub(before);
     assert!(woke <= 2, "{woke} wake-ups in 3 s while idle");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ready_is_sent_after_the_name_is_owned_and_stopping_on_sigterm() {
+    let Some(bus) = Bus::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let sock_path = dir.path().join("notify");
+    let sock = std::os::unix::net::UnixDatagram::bind(&sock_path).unwrap();
+    sock.set_read_timeout(Some(Duration::from_secs(20)))
+        .unwrap();
+    let mut child = std::process::Command::new(BIN)
+        .args(["serve", "--sim", "--bus", &bus.address])
+        .env("NOTIFY_SOCKET", &sock_path)
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut buf = [0u8; 512];
+    let n = sock.recv(&mut buf).unwrap();
+    let msg = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(msg.lines().any(|l| l == "READY=1"), "{msg}");
+    // By the time READY arrives, the objects are served and the name is owned.
+    let conn = bus.connect().await;
+    let dbus = zbus::fdo::DBusProxy::new(&conn).await.unwrap();
+    let name = zbus::names::BusName::try_from(NAME).unwrap();
+    assert!(dbus.name_has_owner(name).await.unwrap());
+    assert_eq!(leases(&conn).await, 0);
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(child.id() as i32, libc::SIGTERM) };
+    let n = sock.recv(&mut buf).unwrap();
+    let msg = String::from_utf8_lossy(&buf[..n]).to_string();
+    assert!(msg.lines().any(|l| l == "STOPPING=1"), "{msg}");
+    assert_eq!(child.wait().unwrap().code(), Some(0));
+}
