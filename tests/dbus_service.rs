@@ -734,3 +734,99 @@ async fn ready_is_sent_after_the_name_is_owned_and_stopping_on_sigterm() {
     assert!(msg.lines().any(|l| l == "STOPPING=1"), "{msg}");
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
+
+type Subject = (String, HashMap<String, OwnedValue>);
+
+/// A stand-in polkit authority on the private bus: answers `allow` and records what it was asked.
+struct FakePolkit {
+    allow: bool,
+    asked: std::sync::Arc<std::sync::Mutex<Vec<(String, String, u32)>>>,
+}
+
+#[zbus::interface(name = "org.freedesktop.PolicyKit1.Authority")]
+impl FakePolkit {
+    fn check_authorization(
+        &self,
+        subject: Subject,
+        action_id: String,
+        _details: HashMap<String, String>,
+        flags: u32,
+        _cancellation_id: String,
+    ) -> (bool, bool, HashMap<String, String>) {
+        let uid = subject
+            .1
+            .get("uid")
+            .and_then(|v| i32::try_from(v.try_clone().ok()?).ok())
+            .unwrap_or(-1);
+        self.asked
+            .lock()
+            .unwrap()
+            .push((format!("{} uid={uid}", subject.0), action_id, flags));
+        (self.allow, false, HashMap::new())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn polkit_decides_for_unprivileged_callers() {
+    if !is_root() {
+        eprintln!("skipping: needs root to switch to nobody");
+        return;
+    }
+    for allow in [true, false] {
+        let Some(bus) = Bus::start() else { return };
+        let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let _polkit = zbus::connection::Builder::address(bus.address.as_str())
+            .unwrap()
+            .serve_at(
+                "/org/freedesktop/PolicyKit1/Authority",
+                FakePolkit {
+                    allow,
+                    asked: asked.clone(),
+                },
+            )
+            .unwrap()
+            .name("org.freedesktop.PolicyKit1")
+            .unwrap()
+            .build()
+            .await
+            .unwrap();
+        // The service asks "the system bus" for polkit: point it at the private one.
+        let _svc = Service::start(
+            &bus,
+            &["--sim"],
+            &[("DBUS_SYSTEM_BUS_ADDRESS", bus.address.as_str())],
+        )
+        .await;
+        let lines = run_helper_as_nobody(&bus).await;
+        let got: HashMap<&str, &str> = lines
+            .iter()
+            .filter_map(|l| {
+                let mut w = l.strip_prefix("RESULT ")?.split(' ');
+                Some((w.next()?, w.next()?))
+            })
+            .collect();
+        let na = "org.mdpilot.MdPilot1.Error.NotAuthorized";
+        if allow {
+            assert_eq!(got["AcquirePriority"], "success", "{lines:?}");
+            assert_eq!(
+                got["ReleasePriority"],
+                "org.mdpilot.MdPilot1.Error.InvalidArgument"
+            );
+            assert_eq!(got["SetArraySpeedLimits"], "success");
+            assert_eq!(got["RestoreLimits"], "success");
+            assert_eq!(got["StartWipe"], "org.mdpilot.MdPilot1.Error.Failed");
+        } else {
+            assert!(got.values().all(|e| *e == na), "{lines:?}");
+        }
+        let asked = asked.lock().unwrap().clone();
+        assert_eq!(asked.len(), 5, "{asked:?}");
+        for (subject, action, flags) in asked {
+            assert_eq!(subject, "unix-process uid=65534");
+            assert_eq!(action, "org.mdpilot.MdPilot1.manage");
+            assert_eq!(
+                flags, 0,
+                "no interactive auth unless the caller asked for it"
+            );
+        }
+    }
+}
