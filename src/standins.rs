@@ -404,24 +404,27 @@ pub mod policy {
             let Some((orig, orig_arrays)) = &st.originals else {
                 return Ok(());
             };
-            let mut g = *orig;
+            // As issue 3's policy: the most yielding request wins (lowest min, lowest max);
+            // knobs no lease targets keep their originals.
+            let low = |a: Option<u64>, b: Option<u64>| match (a, b) {
+                (Some(x), Some(y)) => Some(x.min(y)),
+                (x, y) => x.or(y),
+            };
+            let mut lease_g = Limits::default();
             let mut arrays: BTreeMap<String, Limits> = BTreeMap::new();
             for l in &st.leases {
-                if let Some(m) = l.global.min {
-                    g.min = Some(g.min.unwrap_or(0).max(m));
-                }
-                if let Some(m) = l.global.max {
-                    g.max = Some(g.max.unwrap_or(0).max(m));
-                }
+                lease_g.min = low(lease_g.min, l.global.min);
+                lease_g.max = low(lease_g.max, l.global.max);
                 for (a, lim) in &l.arrays {
                     let e = arrays.entry(a.clone()).or_default();
-                    e.min = e.min.max(lim.min);
-                    e.max = e.max.max(lim.max);
+                    e.min = low(e.min, lim.min);
+                    e.max = low(e.max, lim.max);
                 }
             }
-            if let (Some(mn), Some(mx)) = (g.min, g.max) {
-                g.max = Some(mx.max(mn));
-            }
+            let g = Limits {
+                min: lease_g.min.or(orig.min),
+                max: lease_g.max.or(orig.max),
+            };
             if let Some(v) = g.min {
                 self.write(self.knob("speed_limit_min"), &v.to_string())?;
             }
