@@ -4,7 +4,7 @@
 mod common;
 
 use common::{Bus, Service, BIN};
-use futures_util::StreamExt;
+use futures_util::{FutureExt, StreamExt};
 use std::collections::HashMap;
 use std::time::Duration;
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
@@ -829,4 +829,36 @@ async fn polkit_decides_for_unprivileged_callers() {
             );
         }
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lease_on_max_slows_the_simulated_resync() {
+    let Some(bus) = Bus::start() else { return };
+    let _svc = Service::start(&bus, &["--sim"], &[("MDPILOT_SIM_TICK_MS", "100")]).await;
+    let conn = bus.connect().await;
+    let md1 = format!("{PATH}/arrays/md1");
+    let rate = |c: zbus::Connection, p: String| async move {
+        u64::try_from(get(&c, &p, ARRAY, "SyncRate").await).unwrap()
+    };
+    eventually("resync at the system max", || {
+        rate(conn.clone(), md1.clone()).map(|r| r == 200_000 * 1024)
+    })
+    .await;
+    let manager = mdpilot::dbus::client::ManagerProxy::new(&conn)
+        .await
+        .unwrap();
+    let id = manager
+        .acquire_priority(HashMap::from([("max", Value::U64(50_000))]))
+        .await
+        .unwrap();
+    assert_eq!(manager.speed_limit_max().await.unwrap(), 50_000);
+    eventually("resync at the leased max", || {
+        rate(conn.clone(), md1.clone()).map(|r| r == 50_000 * 1024)
+    })
+    .await;
+    manager.release_priority(&id).await.unwrap();
+    eventually("resync back at the system max", || {
+        rate(conn.clone(), md1.clone()).map(|r| r == 200_000 * 1024)
+    })
+    .await;
 }
