@@ -133,12 +133,18 @@ impl Drop for Watcher {
 }
 
 /// Reads a pollable attribute to the end from offset 0: required to (re-)arm `POLLPRI`.
-fn drain(f: &mut File) {
+/// Returns false when the read fails (a removed array's attribute answers ENODEV).
+fn drain(f: &mut File) -> bool {
     let mut buf = [0u8; 4096];
-    let _ = f.seek(SeekFrom::Start(0));
-    while let Ok(n) = f.read(&mut buf) {
-        if n == 0 {
-            break;
+    if f.seek(SeekFrom::Start(0)).is_err() {
+        return false;
+    }
+    loop {
+        match f.read(&mut buf) {
+            Ok(0) => return true,
+            Ok(_) => {}
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(_) => return false,
         }
     }
 }
@@ -170,7 +176,7 @@ fn open_attrs(root: &Root) -> Vec<AttrFd> {
             let p = root.sys(format!("block/{array}/md/{attr}"));
             match File::open(&p) {
                 Ok(mut file) => {
-                    drain(&mut file);
+                    let _ = drain(&mut file);
                     out.push(AttrFd {
                         array: array.clone(),
                         attr,
@@ -201,7 +207,7 @@ fn watch_loop(root: Root, mut mdstat: Option<File>, stop_r: OwnedFd, tx: Unbound
         None
     };
     if let Some(f) = mdstat.as_mut() {
-        drain(f);
+        let _ = drain(f);
     }
     let mut attrs = open_attrs(&root);
     loop {
@@ -240,7 +246,7 @@ fn watch_loop(root: Root, mut mdstat: Option<File>, stop_r: OwnedFd, tx: Unbound
         let mut rescan = false;
         if fds[1].revents != 0 {
             if let Some(f) = mdstat.as_mut() {
-                drain(f);
+                let _ = drain(f);
             }
             rescan = true;
             if tx.send(Event::Mdstat).is_err() {
@@ -262,11 +268,11 @@ fn watch_loop(root: Root, mut mdstat: Option<File>, stop_r: OwnedFd, tx: Unbound
         }
         for (i, a) in attrs.iter_mut().enumerate() {
             let rev = fds[3 + i].revents;
-            // A removed array's attributes report POLLERR for good: reopen the set, or the
-            // loop would spin on them.
-            rescan |= rev & (libc::POLLERR | libc::POLLNVAL) != 0;
             if rev != 0 {
-                drain(&mut a.file);
+                // kernfs reports POLLERR|POLLPRI on every notification, so POLLERR alone says
+                // nothing; a removed array's attribute fails to read: reopen the set then, or
+                // the loop would spin on it.
+                rescan |= !drain(&mut a.file) || rev & libc::POLLNVAL != 0;
                 let ev = Event::ArrayAttr {
                     array: a.array.clone(),
                     attr: a.attr.to_string(),
@@ -283,7 +289,7 @@ fn watch_loop(root: Root, mut mdstat: Option<File>, stop_r: OwnedFd, tx: Unbound
                 // The md module may just have been loaded.
                 mdstat = File::open(root.proc("mdstat")).ok();
                 if let Some(f) = mdstat.as_mut() {
-                    drain(f);
+                    let _ = drain(f);
                 }
             }
         }
