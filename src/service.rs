@@ -72,6 +72,9 @@ pub enum ServeError {
         #[source]
         source: Box<zbus::Error>,
     },
+    /// The connection to the bus ended while serving.
+    #[error("lost the connection to the bus")]
+    BusLost,
     /// Another process owns the bus name.
     #[error("the name {BUS_NAME} is already owned on this bus")]
     NameTaken,
@@ -354,7 +357,12 @@ impl Loop {
                     self.handle(&batch, &manager_emitter).await;
                     ticker = self.ticker(ticker);
                 }
-                Some(sig) = owners.next() => {
+                sig = owners.next() => {
+                    let Some(sig) = sig else {
+                        // The bus connection is gone: without it leases cannot follow their
+                        // owners. Stop (limits are restored) and let systemd restart us.
+                        return Err(ServeError::BusLost);
+                    };
                     let Ok(a) = sig.args() else { continue };
                     // A unique name (":1.42") that lost its owner: that client has gone.
                     if a.new_owner().is_none() && a.name().starts_with(':') {

@@ -862,3 +862,41 @@ async fn a_lease_on_max_slows_the_simulated_resync() {
     })
     .await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn losing_the_bus_stops_the_service_and_restores_limits() {
+    let Some(mut bus) = Bus::start() else { return };
+    let sim = mdpilot::sim::Sim::create().unwrap();
+    let knob = sim.root().proc("sys/dev/raid/speed_limit_min");
+    let mut svc = Service::start(&bus, &["--root", sim.path().to_str().unwrap()], &[]).await;
+    let client = bus.connect().await;
+    call(
+        &client,
+        PATH,
+        MANAGER,
+        "AcquirePriority",
+        &(opts(&[("min", Value::U64(60_000))]),),
+    )
+    .await
+    .unwrap();
+    assert_eq!(std::fs::read_to_string(&knob).unwrap().trim(), "60000");
+    bus.kill();
+    let mut child = svc.child.take().unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let status = loop {
+        if let Some(st) = child.try_wait().unwrap() {
+            break st;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "service kept running without a bus"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert_eq!(
+        status.code(),
+        Some(1),
+        "a lost bus is a failure (systemd restarts)"
+    );
+    assert_eq!(std::fs::read_to_string(&knob).unwrap().trim(), "1000");
+}

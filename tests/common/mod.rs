@@ -124,6 +124,14 @@ impl Bus {
     }
 }
 
+impl Bus {
+    /// Kills the daemon now (every connection drops).
+    pub fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
 impl Drop for Bus {
     fn drop(&mut self) {
         let _ = self.child.kill();
