@@ -15,12 +15,15 @@
 
 pub mod cli;
 pub mod config;
+pub mod dbus;
 pub mod host;
 pub mod mdstat;
 pub mod model;
 pub mod monitor;
 pub mod policy;
 pub mod service;
+pub mod sim;
 pub mod status;
 pub mod sysfs;
+pub mod watch;
 pub mod wipe;

@@ -1,7 +1,22 @@
-//! `mdpilot monitor`: follows the service's D-Bus signals (issue 4 fills this in).
+//! `mdpilot monitor [--json] [--bus BUS]`: follows the service's D-Bus signals live, one line per
+//! change.
+//!
+//! At start it prints the current objects (from `GetManagedObjects`) as `added` lines, then one
+//! line per `PropertiesChanged`, `InterfacesAdded` and `InterfacesRemoved` from
+//! `org.mdpilot.MdPilot1`, plus `service started` / `service stopped` when the name changes owner.
+//!
+//! Text: `md1 changed SyncCompleted=0.25 SyncRate=204800000` (properties sorted by name).
+//! JSON (`--json`): `{"event":"changed","object":"md1","path":"/org/...","interface":"...",
+//! "properties":{"SyncCompleted":0.25,...}}`; `object` is `manager` for the manager object.
 
 use crate::cli::Context;
+use crate::dbus::{BusChoice, BUS_NAME, MANAGER_IFACE, MANAGER_PATH};
+use futures_util::StreamExt;
+use serde_json::{json, Map, Value as Json};
+use std::collections::{BTreeMap, HashMap};
+use std::io::Write;
 use std::process::ExitCode;
+use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 
 /// Arguments of `mdpilot monitor [--json]`.
 #[derive(Debug, clap::Args)]
@@ -9,10 +24,254 @@ pub struct MonitorArgs {
     /// One JSON object per line.
     #[arg(long)]
     pub json: bool,
+    /// Bus to follow: `system`, `session`, or a D-Bus address.
+    #[arg(long, default_value = "system", value_name = "BUS")]
+    pub bus: BusChoice,
 }
 
-/// Runs `mdpilot monitor` until interrupted.
-pub fn run(_ctx: &Context, _args: MonitorArgs) -> ExitCode {
-    eprintln!("mdpilot: monitor: not implemented yet");
-    ExitCode::from(1)
+/// Converts a D-Bus value to JSON: structures become arrays, dicts objects (keys as text).
+pub fn value_to_json(v: &Value<'_>) -> Json {
+    match v {
+        Value::U8(n) => json!(n),
+        Value::Bool(b) => json!(b),
+        Value::I16(n) => json!(n),
+        Value::U16(n) => json!(n),
+        Value::I32(n) => json!(n),
+        Value::U32(n) => json!(n),
+        Value::I64(n) => json!(n),
+        Value::U64(n) => json!(n),
+        Value::F64(n) => json!(n),
+        Value::Str(s) => json!(s.as_str()),
+        Value::Signature(s) => json!(s.to_string()),
+        Value::ObjectPath(p) => json!(p.as_str()),
+        Value::Value(b) => value_to_json(b),
+        Value::Array(a) => Json::Array(a.inner().iter().map(value_to_json).collect()),
+        Value::Dict(d) => {
+            let mut m = Map::new();
+            for (k, v) in d.iter() {
+                let key = match k {
+                    Value::Str(s) => s.to_string(),
+                    other => value_to_json(other).to_string(),
+                };
+                m.insert(key, value_to_json(v));
+            }
+            Json::Object(m)
+        }
+        Value::Structure(s) => Json::Array(s.fields().iter().map(value_to_json).collect()),
+        #[allow(unreachable_patterns)]
+        _ => Json::Null,
+    }
+}
+
+/// `manager` for the manager path, the last path element for an array, else the path.
+pub fn object_name(path: &str) -> String {
+    if path == MANAGER_PATH {
+        return "manager".into();
+    }
+    path.strip_prefix(&format!("{MANAGER_PATH}/arrays/"))
+        .unwrap_or(path)
+        .to_string()
+}
+
+/// One output line for an event on `path`/`iface` with `props` (may be empty).
+pub fn format_line(
+    event: &str,
+    path: &str,
+    iface: &str,
+    props: &BTreeMap<String, Json>,
+    json_out: bool,
+) -> String {
+    if json_out {
+        let mut o = Map::new();
+        o.insert("event".into(), json!(event));
+        o.insert("object".into(), json!(object_name(path)));
+        o.insert("path".into(), json!(path));
+        o.insert("interface".into(), json!(iface));
+        o.insert(
+            "properties".into(),
+            Json::Object(props.clone().into_iter().collect()),
+        );
+        Json::Object(o).to_string()
+    } else {
+        let mut s = format!("{} {event}", object_name(path));
+        for (k, v) in props {
+            match v {
+                Json::String(t) => s.push_str(&format!(" {k}={t}")),
+                other => s.push_str(&format!(" {k}={other}")),
+            }
+        }
+        s
+    }
+}
+
+fn props_json(m: &HashMap<String, OwnedValue>) -> BTreeMap<String, Json> {
+    m.iter()
+        .map(|(k, v)| (k.clone(), value_to_json(v)))
+        .collect()
+}
+
+/// Runs `mdpilot monitor` until interrupted (or stdout closes). Exit 1 if the bus is unreachable.
+pub fn run(_ctx: &Context, args: MonitorArgs) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return crate::cli::fail(&e, 1),
+    };
+    match rt.block_on(monitor(args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e) => crate::cli::fail(&e, 1),
+    }
+}
+
+type Managed = HashMap<OwnedObjectPath, HashMap<String, HashMap<String, OwnedValue>>>;
+
+async fn monitor(args: MonitorArgs) -> zbus::Result<()> {
+    let conn = args.bus.builder()?.build().await?;
+    let rule = zbus::MatchRule::builder()
+        .msg_type(zbus::message::Type::Signal)
+        .sender(BUS_NAME)?
+        .path_namespace(MANAGER_PATH)?
+        .build();
+    let mut stream = zbus::MessageStream::for_match_rule(rule, &conn, None).await?;
+    let dbus = zbus::fdo::DBusProxy::new(&conn).await?;
+    let mut owners = dbus
+        .receive_name_owner_changed_with_args(&[(0, BUS_NAME)])
+        .await?;
+    let mut out = std::io::stdout();
+    let mut emit =
+        |line: String| -> bool { writeln!(out, "{line}").and_then(|_| out.flush()).is_ok() };
+    let mgr = conn
+        .call_method(
+            Some(BUS_NAME),
+            MANAGER_PATH,
+            Some("org.freedesktop.DBus.Properties"),
+            "GetAll",
+            &(MANAGER_IFACE,),
+        )
+        .await;
+    if let Ok(r) = mgr {
+        let props: HashMap<String, OwnedValue> = r.body().deserialize()?;
+        let line = format_line(
+            "added",
+            MANAGER_PATH,
+            MANAGER_IFACE,
+            &props_json(&props),
+            args.json,
+        );
+        if !emit(line) {
+            return Ok(());
+        }
+    }
+    let reply = conn
+        .call_method(
+            Some(BUS_NAME),
+            MANAGER_PATH,
+            Some("org.freedesktop.DBus.ObjectManager"),
+            "GetManagedObjects",
+            &(),
+        )
+        .await;
+    match reply {
+        Ok(r) => {
+            let objs: Managed = r.body().deserialize()?;
+            let mut paths: Vec<_> = objs.keys().cloned().collect();
+            paths.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+            for p in paths {
+                for (iface, props) in &objs[&p] {
+                    if !emit(format_line(
+                        "added",
+                        p.as_str(),
+                        iface,
+                        &props_json(props),
+                        args.json,
+                    )) {
+                        return Ok(());
+                    }
+                }
+            }
+        }
+        Err(e) => tracing::info!("service not running yet: {e}"),
+    }
+    loop {
+        tokio::select! {
+            msg = stream.next() => {
+                let Some(Ok(msg)) = msg else { return Ok(()) };
+                let h = msg.header();
+                let path = h.path().map(|p| p.to_string()).unwrap_or_default();
+                let member = h.member().map(|m| m.to_string()).unwrap_or_default();
+                let lines: Vec<String> = match member.as_str() {
+                    "PropertiesChanged" => {
+                        let Ok((iface, changed, _inv)) = msg
+                            .body()
+                            .deserialize::<(String, HashMap<String, OwnedValue>, Vec<String>)>()
+                        else { continue };
+                        vec![format_line("changed", &path, &iface, &props_json(&changed), args.json)]
+                    }
+                    "InterfacesAdded" => {
+                        let Ok((obj, ifaces)) = msg.body().deserialize::<(
+                            OwnedObjectPath,
+                            HashMap<String, HashMap<String, OwnedValue>>,
+                        )>() else { continue };
+                        ifaces.iter().map(|(i, p)| format_line("added", obj.as_str(), i, &props_json(p), args.json)).collect()
+                    }
+                    "InterfacesRemoved" => {
+                        let Ok((obj, ifaces)) = msg.body().deserialize::<(OwnedObjectPath, Vec<String>)>()
+                        else { continue };
+                        ifaces.iter().map(|i| format_line("removed", obj.as_str(), i, &BTreeMap::new(), args.json)).collect()
+                    }
+                    _ => continue,
+                };
+                for l in lines {
+                    if !emit(l) { return Ok(()); }
+                }
+            }
+            sig = owners.next() => {
+                let Some(sig) = sig else { return Ok(()) };
+                let Ok(a) = sig.args() else { continue };
+                let ev = if a.new_owner().is_some() { "started" } else { "stopped" };
+                let line = if args.json {
+                    json!({"event": format!("service-{ev}"), "object": "service"}).to_string()
+                } else {
+                    format!("service {ev}")
+                };
+                if !emit(line) { return Ok(()); }
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn text_and_json_lines() {
+        let mut p = BTreeMap::new();
+        p.insert("SyncCompleted".to_string(), json!(0.25));
+        p.insert("SyncAction".to_string(), json!("resync"));
+        let path = "/org/mdpilot/MdPilot1/arrays/md1";
+        assert_eq!(
+            format_line("changed", path, "org.mdpilot.MdPilot1.Array", &p, false),
+            "md1 changed SyncAction=resync SyncCompleted=0.25"
+        );
+        let j: Json = serde_json::from_str(&format_line("changed", path, "x", &p, true)).unwrap();
+        assert_eq!(j["object"], "md1");
+        assert_eq!(j["properties"]["SyncCompleted"], 0.25);
+        assert_eq!(object_name(MANAGER_PATH), "manager");
+    }
+
+    #[test]
+    fn structures_and_dicts_convert() {
+        let v = Value::from(vec![(
+            String::from("sda1"),
+            0i32,
+            vec![String::from("in_sync")],
+            0u64,
+        )]);
+        assert_eq!(value_to_json(&v), json!([["sda1", 0, ["in_sync"], 0]]));
+        let d: HashMap<String, (u64, u64)> = HashMap::from([("md0".into(), (1, 2))]);
+        assert_eq!(value_to_json(&Value::from(d)), json!({"md0": [1, 2]}));
+    }
 }

@@ -1,18 +1,490 @@
-//! `mdpilot serve`: the one event loop (issue 4 fills this in).
+//! `mdpilot serve`: the one event loop.
+//!
+//! Start-up: take the single-instance lock (`/run/mdpilot/serve.lock` under the root), read the
+//! arrays, start the [`crate::watch::Watcher`] (and the simulator with `--sim`), serve every object
+//! on the bus, then request `org.mdpilot.MdPilot1` and tell systemd READY.
+//!
+//! Loop: watcher/simulator events are drained in batches; each batch re-reads only what it
+//! concerns (mdstat/udev → everything; a sysfs attribute → that array's sysfs), diffs the new
+//! model with the published one and emits PropertiesChanged / InterfacesAdded / InterfacesRemoved
+//! for the differences only. While a sync runs, a timer re-reads progress every
+//! `progress_interval_ms`; with no sync running there is no timer. A client leaving the bus
+//! (`NameOwnerChanged` with an empty new owner) loses its leases.
+//!
+//! Shutdown (SIGTERM/SIGINT): STOPPING, restore limits through the policy, release the name,
+//! exit 0. A failed read is logged and the last good state kept: bad input never kills the loop.
 
 use crate::cli::Context;
+use crate::dbus::array::{ArrayObject, ArrayProps};
+use crate::dbus::manager::{emit_changed, Manager, Shared};
+use crate::dbus::{array_path, BusChoice, ARRAY_IFACE, BUS_NAME, MANAGER_PATH};
+use crate::host::Root;
+use crate::model::MdStat;
+use crate::config::Config;
+use crate::policy::{Owner, Policy};
+use crate::{status, sysfs};
+use crate::watch::{Event, Watcher};
+use futures_util::StreamExt;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::os::fd::AsRawFd;
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedReceiver;
+use zbus::fdo::ObjectManager;
+use zbus::object_server::SignalEmitter;
 
 /// Arguments of `mdpilot serve`.
 #[derive(Debug, clap::Args)]
 pub struct ServeArgs {
-    /// Run against a simulated kernel tree.
+    /// Run against a simulated kernel tree in a temporary directory (ignores --root).
     #[arg(long)]
     pub sim: bool,
+    /// Bus to serve on: `system`, `session`, or a D-Bus address (`unix:path=/tmp/bus`).
+    #[arg(long, default_value = "system", value_name = "BUS")]
+    pub bus: BusChoice,
 }
 
-/// Runs the service until SIGTERM/SIGINT.
-pub fn run(_ctx: &Context, _args: ServeArgs) -> ExitCode {
-    eprintln!("mdpilot: serve: not implemented yet");
-    ExitCode::from(1)
+/// Why the service could not start (or stopped abnormally).
+#[derive(Debug, thiserror::Error)]
+pub enum ServeError {
+    /// Another `mdpilot serve` holds the lock.
+    #[error("another mdpilot serve is running (lock {0} is held)")]
+    AlreadyRunning(String),
+    /// The lock file could not be created.
+    #[error("cannot create the lock file {path}")]
+    Lock {
+        /// The lock file.
+        path: String,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The simulated tree could not be created.
+    #[error("cannot create the simulated tree")]
+    Sim(#[source] std::io::Error),
+    /// The bus is unreachable or refused an operation.
+    #[error("D-Bus: {what}")]
+    Bus {
+        /// What we were doing.
+        what: String,
+        /// Why.
+        #[source]
+        source: Box<zbus::Error>,
+    },
+    /// The connection to the bus ended while serving.
+    #[error("lost the connection to the bus")]
+    BusLost,
+    /// Another process owns the bus name.
+    #[error("the name {BUS_NAME} is already owned on this bus")]
+    NameTaken,
+    /// Configuration could not be loaded.
+    #[error("configuration")]
+    Config(#[source] crate::config::ConfigError),
+    /// Signal handlers could not be installed.
+    #[error("cannot install signal handlers")]
+    Signals(#[source] std::io::Error),
+}
+
+fn bus_err(what: &str) -> impl FnOnce(zbus::Error) -> ServeError + '_ {
+    move |source| ServeError::Bus {
+        what: what.to_string(),
+        source: Box::new(source),
+    }
+}
+
+/// Runs the service until SIGTERM/SIGINT. Exit codes: 0 clean stop, 1 failure, 3 already running.
+pub fn run(ctx: &Context, args: ServeArgs) -> ExitCode {
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return crate::cli::fail(&e, 1),
+    };
+    match rt.block_on(serve(ctx.root.clone(), args)) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(e @ (ServeError::AlreadyRunning(_) | ServeError::NameTaken)) => crate::cli::fail(&e, 3),
+        Err(e) => crate::cli::fail(&e, 1),
+    }
+}
+
+/// Holds `flock(LOCK_EX)` on the lock file for the life of the service.
+struct InstanceLock {
+    _file: std::fs::File,
+}
+
+fn lock_instance(root: &Root) -> Result<InstanceLock, ServeError> {
+    let path = root.run("mdpilot/serve.lock");
+    let err = |source| ServeError::Lock {
+        path: path.display().to_string(),
+        source,
+    };
+    if let Some(dir) = path.parent() {
+        std::fs::create_dir_all(dir).map_err(err)?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(&path)
+        .map_err(err)?;
+    // SAFETY: flock on an fd we own; the lock lives as long as the file.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc != 0 {
+        let e = std::io::Error::last_os_error();
+        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
+            return Err(ServeError::AlreadyRunning(path.display().to_string()));
+        }
+        return Err(ServeError::Lock {
+            path: path.display().to_string(),
+            source: e,
+        });
+    }
+    Ok(InstanceLock { _file: file })
+}
+
+fn notify(state: &[sd_notify::NotifyState]) {
+    if let Err(e) = sd_notify::notify(false, state) {
+        tracing::warn!("sd_notify failed: {e}");
+    }
+}
+
+/// Reads the whole model; on failure logs and returns `None` (the caller keeps the old one).
+fn collect(root: &Root) -> Option<MdStat> {
+    match status::collect(root) {
+        Ok(m) => Some(m),
+        Err(e) => {
+            tracing::warn!("cannot read the arrays, keeping the last good state: {e}");
+            None
+        }
+    }
+}
+
+async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
+    // Handlers first: a SIGTERM during start-up must still go through the orderly shutdown.
+    use tokio::signal::unix::{signal, SignalKind};
+    let signals = Signals {
+        term: signal(SignalKind::terminate()).map_err(ServeError::Signals)?,
+        int: signal(SignalKind::interrupt()).map_err(ServeError::Signals)?,
+    };
+    let sim = if args.sim {
+        let s = crate::sim::Sim::create().map_err(ServeError::Sim)?;
+        eprintln!("mdpilot: simulated tree in {}", s.path().display());
+        Some(s)
+    } else {
+        None
+    };
+    let root = sim.as_ref().map_or(root, |s| s.root().clone());
+    let _lock = lock_instance(&root)?;
+    let config = Config::load(&root).map_err(ServeError::Config)?;
+    let progress = Duration::from_millis(config.service.progress_interval_ms.max(50));
+    let policy = Policy::new(root.clone(), config.policy_settings(&root));
+
+    let model = collect(&root).unwrap_or_default();
+    let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let _watcher = match Watcher::start(root.clone(), tx.clone()) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            tracing::warn!(
+                "no kernel notifications: {e}: {:?}",
+                std::error::Error::source(&e)
+            );
+            None
+        }
+    };
+    let shared = Arc::new(Shared::new(
+        root.clone(),
+        policy,
+        args.bus.clone(),
+        model.clone(),
+        tx.clone(),
+    ));
+
+    // Serve every object first, then ask for the name: a client that sees the name sees them.
+    let mut builder = args
+        .bus
+        .builder()
+        .map_err(bus_err("cannot open the bus"))?
+        .serve_at(MANAGER_PATH, ObjectManager)
+        .map_err(bus_err("serve ObjectManager"))?
+        .serve_at(
+            MANAGER_PATH,
+            Manager {
+                shared: shared.clone(),
+            },
+        )
+        .map_err(bus_err("serve Manager"))?;
+    let mut published: BTreeMap<String, ArrayProps> = BTreeMap::new();
+    for a in &model.arrays {
+        let props = ArrayProps::from_model(a);
+        builder = builder
+            .serve_at(
+                array_path(&a.name),
+                ArrayObject {
+                    props: props.clone(),
+                },
+            )
+            .map_err(bus_err("serve array"))?;
+        published.insert(a.name.clone(), props);
+    }
+    let conn = builder
+        .build()
+        .await
+        .map_err(bus_err("cannot connect to the bus"))?;
+
+    let dbus = zbus::fdo::DBusProxy::new(&conn)
+        .await
+        .map_err(bus_err("org.freedesktop.DBus"))?;
+    let mut owners = dbus
+        .receive_name_owner_changed()
+        .await
+        .map_err(bus_err("watch NameOwnerChanged"))?;
+    // Leases from a previous run whose owners are gone (the policy keeps them durably).
+    let names: HashSet<String> = dbus
+        .list_names()
+        .await
+        .map(|v| v.into_iter().map(|n| n.to_string()).collect())
+        .unwrap_or_default();
+    let reaped = shared.policy.reap(&|o: &Owner| match o {
+        Owner::BusName(n) => names.contains(n),
+        Owner::Pid(p) => std::path::Path::new(&format!("/proc/{p}")).exists(),
+        Owner::None => true,
+    });
+    if let Err(e) = reaped {
+        tracing::warn!("cannot reap stale leases: {e}");
+    }
+
+    use zbus::fdo::RequestNameFlags as F;
+    let reply = conn
+        .request_name_with_flags(BUS_NAME, F::DoNotQueue.into())
+        .await;
+    match reply {
+        Ok(zbus::fdo::RequestNameReply::PrimaryOwner)
+        | Ok(zbus::fdo::RequestNameReply::AlreadyOwner) => {}
+        Ok(_) | Err(zbus::Error::NameTaken) => return Err(ServeError::NameTaken),
+        Err(e) => return Err(bus_err("request the name")(e)),
+    }
+    notify(&[
+        sd_notify::NotifyState::Ready,
+        sd_notify::NotifyState::Status("watching md arrays"),
+    ]);
+    tracing::info!("serving {BUS_NAME} with {} arrays", published.len());
+
+    let sim_task = sim.map(|s| tokio::spawn(s.run(tx.clone())));
+    drop(tx);
+    let mut lp = Loop {
+        sim: args.sim,
+        root,
+        conn: conn.clone(),
+        shared: shared.clone(),
+        published,
+        model,
+        progress,
+    };
+    let result = lp.run(rx, &mut owners, signals).await;
+
+    notify(&[sd_notify::NotifyState::Stopping]);
+    // Shutdown goes through here, never through a bare exit: limits first, then the name.
+    if let Err(e) = shared.policy.restore(false) {
+        tracing::error!("cannot restore speed limits on shutdown: {e}");
+    }
+    if let Err(e) = conn.release_name(BUS_NAME).await {
+        tracing::warn!("cannot release {BUS_NAME}: {e}");
+    }
+    if let Some(t) = sim_task {
+        t.abort();
+        // The simulated tree (a TempDir) is deleted when the task's Sim drops.
+        let _ = t.await;
+    }
+    result
+}
+
+struct Signals {
+    term: tokio::signal::unix::Signal,
+    int: tokio::signal::unix::Signal,
+}
+
+struct Loop {
+    root: Root,
+    sim: bool,
+    conn: zbus::Connection,
+    shared: Arc<Shared>,
+    published: BTreeMap<String, ArrayProps>,
+    model: MdStat,
+    progress: Duration,
+}
+
+impl Loop {
+    async fn run(
+        &mut self,
+        mut rx: UnboundedReceiver<Event>,
+        owners: &mut zbus::fdo::NameOwnerChangedStream,
+        signals: Signals,
+    ) -> Result<(), ServeError> {
+        let Signals { mut term, mut int } = signals;
+        let mut ticker = self.ticker(None);
+        let manager_emitter =
+            SignalEmitter::new(&self.conn, MANAGER_PATH).map_err(bus_err("emitter"))?;
+        loop {
+            tokio::select! {
+                _ = term.recv() => { tracing::info!("SIGTERM: stopping"); return Ok(()); }
+                _ = int.recv() => { tracing::info!("SIGINT: stopping"); return Ok(()); }
+                ev = rx.recv() => {
+                    let Some(ev) = ev else {
+                        // Every sender is gone (no watcher, no sim): keep serving the last state.
+                        std::future::pending::<()>().await;
+                        continue;
+                    };
+                    let mut batch = vec![ev];
+                    while let Ok(e) = rx.try_recv() {
+                        batch.push(e);
+                    }
+                    self.handle(&batch, &manager_emitter).await;
+                    ticker = self.ticker(ticker);
+                }
+                _ = async {
+                    match ticker.as_mut() {
+                        Some(t) => { t.tick().await; }
+                        None => std::future::pending::<()>().await,
+                    }
+                } => {
+                    let syncing: Vec<String> = self.published.iter()
+                        .filter(|(_, p)| p.syncing()).map(|(n, _)| n.clone()).collect();
+                    let batch: Vec<Event> = syncing.into_iter()
+                        .map(|array| Event::ArrayAttr { array, attr: "sync_completed".into() })
+                        .collect();
+                    self.handle(&batch, &manager_emitter).await;
+                    ticker = self.ticker(ticker);
+                }
+                sig = owners.next() => {
+                    let Some(sig) = sig else {
+                        // The bus connection is gone: without it leases cannot follow their
+                        // owners. Stop (limits are restored) and let systemd restart us.
+                        return Err(ServeError::BusLost);
+                    };
+                    let Ok(a) = sig.args() else { continue };
+                    // A unique name (":1.42") that lost its owner: that client has gone.
+                    if a.new_owner().is_none() && a.name().starts_with(':') {
+                        let name = a.name().to_string();
+                        self.shared.release_owner(&manager_emitter, &name).await;
+                    }
+                }
+            }
+        }
+    }
+
+    /// The progress timer exists only while some array syncs.
+    fn ticker(&self, cur: Option<tokio::time::Interval>) -> Option<tokio::time::Interval> {
+        if !self.published.values().any(ArrayProps::syncing) {
+            return None;
+        }
+        cur.or_else(|| {
+            let mut t = tokio::time::interval_at(
+                tokio::time::Instant::now() + self.progress,
+                self.progress,
+            );
+            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            Some(t)
+        })
+    }
+
+    /// Re-reads what `batch` concerns, then publishes the differences.
+    async fn handle(&mut self, batch: &[Event], manager_emitter: &SignalEmitter<'_>) {
+        let full = batch
+            .iter()
+            .any(|e| matches!(e, Event::Mdstat | Event::Udev { .. }));
+        if self.sim {
+            // The simulator's limit files are regular files: give them the kernel's read-back
+            // form before reading (a limit change always arrives here as a refresh).
+            if let Err(e) = crate::sim::normalize_all_limits(&self.root) {
+                tracing::warn!("simulator: {e}");
+            }
+        }
+        if full {
+            if let Some(m) = collect(&self.root) {
+                self.model = m;
+            }
+        } else {
+            let arrays: BTreeSet<&str> = batch
+                .iter()
+                .filter_map(|e| match e {
+                    Event::ArrayAttr { array, .. } => Some(array.as_str()),
+                    _ => None,
+                })
+                .collect();
+            for a in self.model.arrays.iter_mut() {
+                if arrays.contains(a.name.as_str()) {
+                    a.sysfs = Some(sysfs::read_array(&self.root, &a.name));
+                }
+            }
+        }
+        *self.shared.model.lock().unwrap_or_else(|e| e.into_inner()) = self.model.clone();
+        self.publish_arrays().await;
+        if full {
+            // Global limits are re-read with the model; the manager shows them.
+            let view = self.shared.policy.show().ok();
+            if let Some(view) = view {
+                let model = self.model.clone();
+                let changed = {
+                    let new = crate::dbus::manager::ManagerProps::from_view(&view, &model);
+                    let mut cur = self.shared.props.lock().unwrap_or_else(|e| e.into_inner());
+                    let c = crate::dbus::manager::ManagerProps::changed(&cur, &new);
+                    *cur = new;
+                    c
+                };
+                emit_changed(manager_emitter, crate::dbus::MANAGER_IFACE, changed).await;
+            }
+        }
+    }
+
+    async fn publish_arrays(&mut self) {
+        let server = self.conn.object_server();
+        let new: BTreeMap<String, ArrayProps> = self
+            .model
+            .arrays
+            .iter()
+            .map(|a| (a.name.clone(), ArrayProps::from_model(a)))
+            .collect();
+        let gone: Vec<String> = self
+            .published
+            .keys()
+            .filter(|n| !new.contains_key(*n))
+            .cloned()
+            .collect();
+        for name in gone {
+            // ObjectServer::remove emits InterfacesRemoved through the ObjectManager.
+            if let Err(e) = server.remove::<ArrayObject, _>(array_path(&name)).await {
+                tracing::warn!("cannot remove {name}: {e}");
+            }
+            self.published.remove(&name);
+        }
+        for (name, props) in new {
+            let path = array_path(&name);
+            match self.published.get(&name) {
+                None => {
+                    // ObjectServer::at emits InterfacesAdded through the ObjectManager.
+                    let obj = ArrayObject {
+                        props: props.clone(),
+                    };
+                    if let Err(e) = server.at(path.as_str(), obj).await {
+                        tracing::warn!("cannot add {name}: {e}");
+                        continue;
+                    }
+                }
+                Some(old) if *old != props => {
+                    let changed = ArrayProps::changed(old, &props);
+                    match server.interface::<_, ArrayObject>(path.as_str()).await {
+                        Ok(iface) => {
+                            iface.get_mut().await.props = props.clone();
+                            emit_changed(iface.signal_emitter(), ARRAY_IFACE, changed).await;
+                        }
+                        Err(e) => tracing::warn!("array object {path} missing: {e}"),
+                    }
+                }
+                Some(_) => {}
+            }
+            self.published.insert(name, props);
+        }
+    }
 }

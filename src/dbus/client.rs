@@ -1,0 +1,70 @@
+//! Client side of the service for other subcommands (`mdpilot policy ...` goes through the
+//! service when it runs): a typed proxy of `org.mdpilot.MdPilot1.Manager` and a probe.
+//!
+//! ```no_run
+//! # async fn f() -> zbus::Result<()> {
+//! use mdpilot::dbus::client::ManagerProxy;
+//! let conn = zbus::Connection::system().await?;
+//! let m = ManagerProxy::new(&conn).await?;
+//! let opts = std::collections::HashMap::from([("min", zbus::zvariant::Value::U64(50_000))]);
+//! let lease = m.acquire_priority(opts).await?;
+//! m.release_priority(&lease).await?;
+//! # Ok(()) }
+//! ```
+
+use super::manager::LeaseInfo;
+use std::collections::HashMap;
+use zbus::zvariant::Value;
+
+/// `org.mdpilot.MdPilot1.Manager` (see `dbus/org.mdpilot.MdPilot1.Manager.xml`).
+#[zbus::proxy(
+    interface = "org.mdpilot.MdPilot1.Manager",
+    default_service = "org.mdpilot.MdPilot1",
+    default_path = "/org/mdpilot/MdPilot1",
+    gen_blocking = false
+)]
+pub trait Manager {
+    /// Takes a resync priority lease tied to this connection; returns its id.
+    fn acquire_priority(&self, options: HashMap<&str, Value<'_>>) -> zbus::Result<String>;
+    /// Ends a lease.
+    fn release_priority(&self, lease_id: &str) -> zbus::Result<()>;
+    /// Per-array limits in KiB/s (0 = follow the system).
+    fn set_array_speed_limits(
+        &self,
+        array: &str,
+        min: u64,
+        max: u64,
+        options: HashMap<&str, Value<'_>>,
+    ) -> zbus::Result<()>;
+    /// Drops every lease and restores the saved limits.
+    fn restore_limits(&self, options: HashMap<&str, Value<'_>>) -> zbus::Result<()>;
+    /// Service version.
+    #[zbus(property)]
+    fn version(&self) -> zbus::Result<String>;
+    /// Current `speed_limit_min`, KiB/s.
+    #[zbus(property)]
+    fn speed_limit_min(&self) -> zbus::Result<u64>;
+    /// Current `speed_limit_max`, KiB/s.
+    #[zbus(property)]
+    fn speed_limit_max(&self) -> zbus::Result<u64>;
+    /// Saved `speed_limit_min`, KiB/s (0 = none).
+    #[zbus(property)]
+    fn original_speed_limit_min(&self) -> zbus::Result<u64>;
+    /// Saved `speed_limit_max`, KiB/s (0 = none).
+    #[zbus(property)]
+    fn original_speed_limit_max(&self) -> zbus::Result<u64>;
+    /// Live leases.
+    #[zbus(property)]
+    fn leases(&self) -> zbus::Result<Vec<LeaseInfo>>;
+}
+
+/// True when some process owns `org.mdpilot.MdPilot1` on `conn`'s bus (the service runs).
+pub async fn service_running(conn: &zbus::Connection) -> bool {
+    let Ok(dbus) = zbus::fdo::DBusProxy::new(conn).await else {
+        return false;
+    };
+    let Ok(name) = zbus::names::BusName::try_from(super::BUS_NAME) else {
+        return false;
+    };
+    dbus.name_has_owner(name).await.unwrap_or(false)
+}

@@ -1,0 +1,457 @@
+//! `mdpilot serve --sim`: a simulated kernel tree in a temporary root, so installer developers can
+//! build against the D-Bus API without RAID hardware.
+//!
+//! The tree has what the service reads: `/proc/mdstat`, `/proc/sys/dev/raid/speed_limit_{min,max}`
+//! and `/sys/block/mdN/md/*` (formats as in kernel Documentation/admin-guide/md.rst). Two arrays:
+//! `md0` (raid1, clean, idle) and `md1` (raid5, resyncing). The resync advances on a timer
+//! honouring md's speed-limit semantics (see [`sync_rate_kib_s`]) and stops at the end; the
+//! timer runs only while a sync runs. Regular files raise no `POLLPRI`, so after each write the
+//! simulator sends the watcher's [`Event`]s into the service's channel itself.
+//!
+//! Env: `MDPILOT_SIM_TICK_MS` (default 1000) sets the step; `MDPILOT_SIM_TRACE=FILE` appends
+//! `<CLOCK_MONOTONIC ns> <array> <sync_completed sectors>` per step (used by the latency bench).
+
+use crate::host::{read_optional, Root};
+use crate::watch::Event;
+use std::io::Write;
+use std::time::Duration;
+use tokio::sync::mpsc::UnboundedSender;
+
+/// The simulated disks' bandwidth for resync in KiB/s (what an idle array could reach).
+pub const DEVICE_KIB_S: u64 = 400_000;
+
+/// One simulated array.
+#[derive(Debug, Clone, PartialEq)]
+pub struct SimArray {
+    /// `md0`.
+    pub name: String,
+    /// `raid1`, `raid5`.
+    pub level: String,
+    /// Members in slot order.
+    pub members: Vec<String>,
+    /// `md/component_size` in KiB.
+    pub component_kib: u64,
+    /// Chunk size in bytes (0 for raid1).
+    pub chunk_bytes: u64,
+    /// `md/uuid`.
+    pub uuid: String,
+    /// Sectors done of the running resync; `None` when idle.
+    pub sync_done_sectors: Option<u64>,
+    /// Last step's rate in KiB/s.
+    pub sync_rate_kib_s: u64,
+}
+
+impl SimArray {
+    /// Size of the array in KiB (raid1: one component; raid5: n-1 components).
+    pub fn size_kib(&self) -> u64 {
+        let n = self.members.len() as u64;
+        match self.level.as_str() {
+            "raid5" => self.component_kib * n.saturating_sub(1),
+            "raid6" => self.component_kib * n.saturating_sub(2),
+            "raid0" => self.component_kib * n,
+            _ => self.component_kib,
+        }
+    }
+
+    /// Total sectors of a sync (per member: `component_size` × 2).
+    pub fn sync_total_sectors(&self) -> u64 {
+        self.component_kib * 2
+    }
+}
+
+/// md's resync throttle (drivers/md/md.c `md_do_sync`): a sync never goes faster than `max`;
+/// it may be slowed down to `min` when the array has other I/O, never below. The simulated disks
+/// are otherwise idle, so the rate is the device's bandwidth capped at `max` (and at least `min`,
+/// which can exceed the device only if the admin asks the impossible; the device wins then).
+pub fn sync_rate_kib_s(min: u64, max: u64, device_kib_s: u64, foreground_io: bool) -> u64 {
+    let wanted = if foreground_io { min } else { max };
+    wanted.min(device_kib_s)
+}
+
+/// Effective `(min, max)` in KiB/s for an array: a local value in `md/sync_speed_{min,max}`
+/// overrides the system `speed_limit_{min,max}`. A file holding `system` or `0` follows the system.
+pub fn effective_limits(root: &Root, array: &str) -> (u64, u64) {
+    let (gmin, gmax) = global_limits(root);
+    let local = |f: &str| -> Option<u64> {
+        let s = read_optional(&root.sys(format!("block/{array}/md/{f}")))
+            .ok()
+            .flatten()?;
+        if s.contains("(system)") {
+            return None;
+        }
+        s.split_whitespace()
+            .next()?
+            .parse()
+            .ok()
+            .filter(|v: &u64| *v != 0)
+    };
+    (
+        local("sync_speed_min").unwrap_or(gmin),
+        local("sync_speed_max").unwrap_or(gmax),
+    )
+}
+
+/// The system `(speed_limit_min, speed_limit_max)` in KiB/s (kernel defaults 1000 and 200000
+/// where unreadable).
+pub fn global_limits(root: &Root) -> (u64, u64) {
+    let global = |f: &str, dflt: u64| {
+        read_optional(&root.proc(format!("sys/dev/raid/{f}")))
+            .ok()
+            .flatten()
+            .and_then(|s| s.trim().parse().ok())
+            .unwrap_or(dflt)
+    };
+    (
+        global("speed_limit_min", 1000),
+        global("speed_limit_max", 200_000),
+    )
+}
+
+/// Rewrites `/sys/block/<array>/md/sync_speed_{min,max}` in the kernel's read-back form
+/// (`N (local)` / `N (system)`) after a writer (the policy) left `N`, `0` or `system` in them: a
+/// regular file cannot do what the kernel's store/show pair does. Errors: the files cannot be
+/// written.
+pub fn normalize_limits(root: &Root, array: &str) -> std::io::Result<()> {
+    let (min, max) = effective_limits(root, array);
+    let (gmin, gmax) = global_limits(root);
+    for (f, v, g) in [("sync_speed_min", min, gmin), ("sync_speed_max", max, gmax)] {
+        let p = root.sys(format!("block/{array}/md/{f}"));
+        let Some(raw) = read_optional(&p)? else {
+            continue;
+        };
+        let system = raw.contains("(system)") || raw.starts_with("system") || raw == "0";
+        let text = if system {
+            format!("{g} (system)\n")
+        } else {
+            format!("{v} (local)\n")
+        };
+        if raw + "\n" != text {
+            std::fs::write(&p, text)?;
+        }
+    }
+    Ok(())
+}
+
+/// [`normalize_limits`] for every array of the tree (`/sys/block/md*/md`).
+pub fn normalize_all_limits(root: &Root) -> std::io::Result<()> {
+    for e in std::fs::read_dir(root.sys("block"))?.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        if name.starts_with("md") && e.path().join("md").is_dir() {
+            normalize_limits(root, &name)?;
+        }
+    }
+    Ok(())
+}
+
+/// `/proc/mdstat` for the simulated arrays, in md.c's `md_seq_show` format.
+pub fn render_mdstat(arrays: &[SimArray]) -> String {
+    let mut s = String::from("Personalities : [raid1] [raid6] [raid5] [raid4] \n");
+    for a in arrays {
+        s.push_str(&format!("{} : active {}", a.name, a.level));
+        for (i, m) in a.members.iter().enumerate().rev() {
+            s.push_str(&format!(" {m}[{i}]"));
+        }
+        s.push('\n');
+        let n = a.members.len();
+        let u = "U".repeat(n);
+        if a.level == "raid1" {
+            s.push_str(&format!(
+                "      {} blocks super 1.2 [{n}/{n}] [{u}]\n",
+                a.size_kib()
+            ));
+        } else {
+            s.push_str(&format!(
+                "      {} blocks super 1.2 level 5, {}k chunk, algorithm 2 [{n}/{n}] [{u}]\n",
+                a.size_kib(),
+                a.chunk_bytes / 1024
+            ));
+        }
+        if let Some(done) = a.sync_done_sectors {
+            let total_kib = a.component_kib;
+            let done_kib = done / 2;
+            let permille = done_kib * 1000 / total_kib.max(1);
+            let bar = (permille * 20 / 1000) as usize;
+            let rate = a.sync_rate_kib_s.max(1);
+            let finish = (total_kib - done_kib) as f64 / rate as f64 / 60.0;
+            s.push_str(&format!(
+                "      [{}>{}]  resync = {:>2}.{}% ({done_kib}/{total_kib}) finish={finish:.1}min speed={rate}K/sec\n",
+                "=".repeat(bar),
+                ".".repeat(20 - bar.min(20)),
+                permille / 10,
+                permille % 10
+            ));
+        }
+        s.push_str("      \n");
+    }
+    s.push_str("unused devices: <none>\n");
+    s
+}
+
+/// The simulator: owns the temporary tree (deleted on drop) and the array states.
+pub struct Sim {
+    dir: tempfile::TempDir,
+    root: Root,
+    arrays: Vec<SimArray>,
+}
+
+fn write(path: std::path::PathBuf, text: &str) -> std::io::Result<()> {
+    if let Some(p) = path.parent() {
+        std::fs::create_dir_all(p)?;
+    }
+    std::fs::write(path, text)
+}
+
+impl Sim {
+    /// Creates the tree in a new temporary directory. Errors: the directory cannot be written.
+    pub fn create() -> std::io::Result<Sim> {
+        let dir = tempfile::Builder::new().prefix("mdpilot-sim.").tempdir()?;
+        let root = Root::new(dir.path());
+        let arrays = vec![
+            SimArray {
+                name: "md0".into(),
+                level: "raid1".into(),
+                members: vec!["sda1".into(), "sdb1".into()],
+                component_kib: 1_048_576,
+                chunk_bytes: 0,
+                uuid: "3b6c2a6e-0d0e-4b7a-9d5e-8a7b1c2d3e4f".into(),
+                sync_done_sectors: None,
+                sync_rate_kib_s: 0,
+            },
+            SimArray {
+                name: "md1".into(),
+                level: "raid5".into(),
+                members: vec!["sdc1".into(), "sdd1".into(), "sde1".into()],
+                component_kib: 64 * 1_048_576,
+                chunk_bytes: 512 * 1024,
+                uuid: "9f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b".into(),
+                sync_done_sectors: Some(0),
+                sync_rate_kib_s: 0,
+            },
+        ];
+        write(root.proc("sys/dev/raid/speed_limit_min"), "1000\n")?;
+        write(root.proc("sys/dev/raid/speed_limit_max"), "200000\n")?;
+        std::fs::create_dir_all(root.run("mdpilot"))?;
+        std::fs::create_dir_all(root.dev(""))?;
+        let sim = Sim { dir, root, arrays };
+        for a in &sim.arrays {
+            sim.write_static(a)?;
+            sim.write_dynamic(a)?;
+        }
+        write(sim.root.proc("mdstat"), &render_mdstat(&sim.arrays))?;
+        Ok(sim)
+    }
+
+    /// The root of the simulated tree (pass it to everything that reads the kernel).
+    pub fn root(&self) -> &Root {
+        &self.root
+    }
+
+    /// The temporary directory (for logs).
+    pub fn path(&self) -> &std::path::Path {
+        self.dir.path()
+    }
+
+    fn md(&self, a: &SimArray, f: &str) -> std::path::PathBuf {
+        self.root.sys(format!("block/{}/md/{f}", a.name))
+    }
+
+    fn write_static(&self, a: &SimArray) -> std::io::Result<()> {
+        write(self.md(a, "level"), &format!("{}\n", a.level))?;
+        write(self.md(a, "raid_disks"), &format!("{}\n", a.members.len()))?;
+        write(self.md(a, "metadata_version"), "1.2\n")?;
+        write(self.md(a, "chunk_size"), &format!("{}\n", a.chunk_bytes))?;
+        write(
+            self.md(a, "component_size"),
+            &format!("{}\n", a.component_kib),
+        )?;
+        write(self.md(a, "uuid"), &format!("{}\n", a.uuid))?;
+        write(self.md(a, "mismatch_cnt"), "0\n")?;
+        write(self.md(a, "degraded"), "0\n")?;
+        write(self.md(a, "sync_speed_min"), "1000 (system)\n")?;
+        write(self.md(a, "sync_speed_max"), "200000 (system)\n")?;
+        write(
+            self.root.sys(format!("block/{}/size", a.name)),
+            &format!("{}\n", a.size_kib() * 2),
+        )?;
+        for (i, m) in a.members.iter().enumerate() {
+            write(self.md(a, &format!("dev-{m}/state")), "in_sync\n")?;
+            write(self.md(a, &format!("dev-{m}/slot")), &format!("{i}\n"))?;
+            write(self.md(a, &format!("dev-{m}/errors")), "0\n")?;
+        }
+        Ok(())
+    }
+
+    fn write_dynamic(&self, a: &SimArray) -> std::io::Result<()> {
+        let (action, completed, state) = match a.sync_done_sectors {
+            Some(d) => (
+                "resync",
+                format!("{d} / {}", a.sync_total_sectors()),
+                "active",
+            ),
+            None => ("idle", "none".to_string(), "clean"),
+        };
+        write(self.md(a, "sync_action"), &format!("{action}\n"))?;
+        write(self.md(a, "sync_completed"), &format!("{completed}\n"))?;
+        write(self.md(a, "array_state"), &format!("{state}\n"))?;
+        let speed = if a.sync_done_sectors.is_some() {
+            a.sync_rate_kib_s.to_string()
+        } else {
+            "none".to_string()
+        };
+        write(self.md(a, "sync_speed"), &format!("{speed}\n"))?;
+        normalize_limits(&self.root, &a.name)?;
+        Ok(())
+    }
+
+    /// True while any array syncs.
+    pub fn syncing(&self) -> bool {
+        self.arrays.iter().any(|a| a.sync_done_sectors.is_some())
+    }
+
+    /// Advances every running sync by `elapsed`, rewrites the tree and returns the events the
+    /// kernel would raise (mdstat when a sync ends, sysfs attributes on progress).
+    pub fn step(&mut self, elapsed: Duration) -> std::io::Result<Vec<Event>> {
+        let mut events = Vec::new();
+        let mut arrays = std::mem::take(&mut self.arrays);
+        let mut res = Ok(());
+        for a in &mut arrays {
+            let Some(done) = a.sync_done_sectors else {
+                continue;
+            };
+            let (min, max) = effective_limits(&self.root, &a.name);
+            let rate = sync_rate_kib_s(min, max, DEVICE_KIB_S, false);
+            a.sync_rate_kib_s = rate;
+            let add = (rate as f64 * 2.0 * elapsed.as_secs_f64()) as u64;
+            let total = a.sync_total_sectors();
+            let done = (done + add.max(1)).min(total);
+            if done >= total {
+                a.sync_done_sectors = None;
+                events.push(Event::Mdstat);
+            } else {
+                a.sync_done_sectors = Some(done);
+            }
+            for attr in ["sync_completed", "sync_action", "array_state"] {
+                events.push(Event::ArrayAttr {
+                    array: a.name.clone(),
+                    attr: attr.into(),
+                });
+            }
+            if res.is_ok() {
+                res = self.write_dynamic(a);
+            }
+        }
+        self.arrays = arrays;
+        res?;
+        write(self.root.proc("mdstat"), &render_mdstat(&self.arrays))?;
+        Ok(events)
+    }
+
+    /// Runs the simulation until `tx` closes: steps every `MDPILOT_SIM_TICK_MS` (default 1000)
+    /// while a sync runs, then returns (no timer when idle).
+    pub async fn run(mut self, tx: UnboundedSender<Event>) -> Sim {
+        let tick = std::env::var("MDPILOT_SIM_TICK_MS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(1000u64);
+        let mut trace = std::env::var_os("MDPILOT_SIM_TRACE").and_then(|p| {
+            std::fs::OpenOptions::new()
+                .create(true)
+                .append(true)
+                .open(p)
+                .ok()
+        });
+        let mut interval = tokio::time::interval(Duration::from_millis(tick.max(1)));
+        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        interval.tick().await;
+        let mut last = tokio::time::Instant::now();
+        while self.syncing() {
+            interval.tick().await;
+            let now = tokio::time::Instant::now();
+            match self.step(now - last) {
+                Ok(events) => {
+                    if let Some(f) = trace.as_mut() {
+                        let ns = monotonic_ns();
+                        for a in &self.arrays {
+                            let d = a.sync_done_sectors.unwrap_or(0);
+                            let _ = writeln!(f, "{ns} {} {d}", a.name);
+                        }
+                    }
+                    for e in events {
+                        if tx.send(e).is_err() {
+                            return self;
+                        }
+                    }
+                }
+                Err(e) => tracing::error!("simulator cannot write its tree: {e}"),
+            }
+            last = now;
+        }
+        self
+    }
+}
+
+/// `CLOCK_MONOTONIC` in ns: comparable across processes (the bench joins on it).
+pub fn monotonic_ns() -> u64 {
+    let mut ts = libc::timespec {
+        tv_sec: 0,
+        tv_nsec: 0,
+    };
+    // SAFETY: ts is a valid timespec; CLOCK_MONOTONIC is always available on Linux.
+    unsafe { libc::clock_gettime(libc::CLOCK_MONOTONIC, &mut ts) };
+    ts.tv_sec as u64 * 1_000_000_000 + ts.tv_nsec as u64
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rate_is_capped_by_max_and_device() {
+        assert_eq!(sync_rate_kib_s(1000, 200_000, 400_000, false), 200_000);
+        assert_eq!(sync_rate_kib_s(1000, 900_000, 400_000, false), 400_000);
+        assert_eq!(sync_rate_kib_s(1000, 200_000, 400_000, true), 1000);
+    }
+
+    #[test]
+    fn local_limits_override_system() {
+        let mut sim = Sim::create().unwrap();
+        let root = sim.root().clone();
+        assert_eq!(effective_limits(&root, "md1"), (1000, 200_000));
+        std::fs::write(root.sys("block/md1/md/sync_speed_max"), "50000\n").unwrap();
+        assert_eq!(effective_limits(&root, "md1"), (1000, 50_000));
+        sim.step(Duration::from_secs(1)).unwrap();
+        let t = std::fs::read_to_string(root.sys("block/md1/md/sync_speed_max")).unwrap();
+        assert_eq!(t, "50000 (local)\n");
+        let c = std::fs::read_to_string(root.sys("block/md1/md/sync_completed")).unwrap();
+        assert_eq!(c, format!("100000 / {}\n", 64 * 1_048_576 * 2));
+        std::fs::write(root.sys("block/md1/md/sync_speed_max"), "system\n").unwrap();
+        sim.step(Duration::from_secs(1)).unwrap();
+        let t = std::fs::read_to_string(root.sys("block/md1/md/sync_speed_max")).unwrap();
+        assert_eq!(t, "200000 (system)\n");
+    }
+
+    #[test]
+    fn sync_ends_with_mdstat_event_and_idle_tree() {
+        let mut sim = Sim::create().unwrap();
+        let ev = sim.step(Duration::from_secs(100_000)).unwrap();
+        assert!(ev.contains(&Event::Mdstat));
+        assert!(!sim.syncing());
+        let root = sim.root().clone();
+        let a = std::fs::read_to_string(root.sys("block/md1/md/sync_action")).unwrap();
+        assert_eq!(a, "idle\n");
+        let m = std::fs::read_to_string(root.proc("mdstat")).unwrap();
+        assert!(!m.contains("resync"), "{m}");
+    }
+
+    #[test]
+    fn mdstat_has_progress_line_while_syncing() {
+        let mut sim = Sim::create().unwrap();
+        sim.step(Duration::from_secs(10)).unwrap();
+        let m = std::fs::read_to_string(sim.root().proc("mdstat")).unwrap();
+        assert!(
+            m.contains("md1 : active raid5 sde1[2] sdd1[1] sdc1[0]"),
+            "{m}"
+        );
+        assert!(m.contains("resync =  2.9% (2000000/67108864)"), "{m}");
+    }
+}
