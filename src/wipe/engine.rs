@@ -98,19 +98,19 @@ struct Shared {
     verified: AtomicU64,
     total: u64,
     phase: AtomicU8,
-    cancel: AtomicBool,
+    cancel: Arc<AtomicBool>,
     started: Instant,
     phase_started: Mutex<Instant>,
 }
 
 impl Shared {
-    fn new(total: u64) -> Self {
+    fn new(total: u64, cancel: Arc<AtomicBool>) -> Self {
         Shared {
             done: AtomicU64::new(0),
             verified: AtomicU64::new(0),
             total,
             phase: AtomicU8::new(Phase::Starting as u8),
-            cancel: AtomicBool::new(false),
+            cancel,
             started: Instant::now(),
             phase_started: Mutex::new(Instant::now()),
         }
@@ -166,6 +166,7 @@ pub struct Job {
     sink: Option<Arc<dyn Sink>>,
     leases: Arc<dyn LeaseProvider>,
     on_progress: Option<ProgressFn>,
+    cancel: Arc<AtomicBool>,
 }
 
 /// Handle of a started job (see [`Job::start`]).
@@ -211,7 +212,14 @@ impl Job {
             sink: None,
             leases: Arc::new(NoLeases),
             on_progress: None,
+            cancel: Arc::new(AtomicBool::new(false)),
         }
+    }
+
+    /// The job's cancel flag: storing `true` has the effect of [`JobHandle::cancel`] (usable
+    /// from the progress callback or a signal handler, before or after start).
+    pub fn cancel_token(&self) -> Arc<AtomicBool> {
+        self.cancel.clone()
     }
 
     /// Runs on `sink` instead of opening the device (tests: files, memory).
@@ -239,7 +247,7 @@ impl Job {
 
     /// Starts the job on its own thread.
     pub fn start(self) -> JobHandle {
-        let shared = Arc::new(Shared::new(self.plan.total_bytes()));
+        let shared = Arc::new(Shared::new(self.plan.total_bytes(), self.cancel.clone()));
         let s2 = shared.clone();
         let thread = std::thread::Builder::new()
             .name("mdpilot-wipe".into())
@@ -253,7 +261,7 @@ impl Job {
 
     /// Runs the job on the calling thread; `cancel` is polled between blocks.
     pub fn run(self, cancel: &AtomicBool) -> Result<Outcome, WipeError> {
-        let shared = Arc::new(Shared::new(self.plan.total_bytes()));
+        let shared = Arc::new(Shared::new(self.plan.total_bytes(), self.cancel.clone()));
         std::thread::scope(|s| {
             let sh = shared.clone();
             let h = s.spawn(move || self.run_shared(&sh));
@@ -676,7 +684,7 @@ fn verify(
 /// Reads back `plan`'s ranges from `sink` and compares them with what the plan writes; the
 /// first mismatching offset is the error. Used by `--verify` (also exposed for tests).
 pub fn verify_plan(plan: &Plan, sink: &dyn Sink) -> Result<(), WipeError> {
-    let shared = Shared::new(plan.total_bytes());
+    let shared = Shared::new(plan.total_bytes(), Arc::new(AtomicBool::new(false)));
     let units = Units::new(&plan.ranges, plan.block_bytes.max(1));
     verify(plan, sink, &shared, &units, &Mutex::new(None))
 }
