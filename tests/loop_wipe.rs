@@ -512,14 +512,22 @@ fn loop_blockdev_wipe_f_streams_a_device() {
 }
 
 #[test]
-fn loop_engine_plan_for_loop_uses_zeroout_or_direct() {
+fn loop_zero_by_forced_writes_reads_back_zeroes() {
     need_root!();
-    let d = LoopDev::new(64 * MIB);
+    let d = LoopDev::filled(32 * MIB, 0x99);
     let p = probe(&Root::system(), &d.path).unwrap();
-    let pl = plan(&p, Method::Zero, &opts()).unwrap();
-    if p.write_zeroes_max_bytes > 0 {
-        assert_eq!(pl.op, Op::ZeroOut);
-    } else {
-        assert_eq!(pl.op, Op::Write(Data::Zero));
-    }
+    let o = Options {
+        prefer_writes: true,
+        verify: true,
+        ..opts()
+    };
+    let pl = plan(&p, Method::Zero, &o).unwrap();
+    assert_eq!(pl.op, Op::Write(Data::Zero));
+    assert!(
+        Job::new(pl, Root::system())
+            .run(&AtomicBool::new(false))
+            .unwrap()
+            .verified
+    );
+    assert!(d.read_all().iter().all(|&b| b == 0));
 }

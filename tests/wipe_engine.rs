@@ -28,6 +28,7 @@ fn plan(size: u64, op: Op) -> Plan {
             read: false,
         },
         block_bytes: BLOCK,
+        step_bytes: 2 * BLOCK,
         queue_depth: 3,
         ranges: vec![Range {
             offset: 0,
@@ -402,4 +403,31 @@ fn random_generator_is_not_the_bottleneck() {
     if !cfg!(debug_assertions) {
         assert!(mbs > 500.0, "{mbs} MB/s");
     }
+}
+
+#[test]
+fn zero_falls_back_to_writes_when_zeroout_is_unsupported() {
+    let size = 6 * BLOCK;
+    let mut sink = MemSink::new(size as usize, 0xAA);
+    sink.ranges_unsupported = true;
+    let sink = Arc::new(sink);
+    let o = Job::new(plan(size, Op::ZeroOut), root())
+        .with_sink(sink.clone())
+        .run(&AtomicBool::new(false))
+        .unwrap();
+    assert_eq!(o.bytes, size);
+    assert!(sink.contents().iter().all(|&b| b == 0));
+    // `zeroout` asked explicitly does not fall back.
+    let mut p = plan(size, Op::ZeroOut);
+    p.method = Method::Zeroout;
+    let mut sink = MemSink::new(size as usize, 0xAA);
+    sink.ranges_unsupported = true;
+    let e = Job::new(p, root())
+        .with_sink(Arc::new(sink))
+        .run(&AtomicBool::new(false))
+        .unwrap_err();
+    assert!(
+        matches!(e, WipeError::Unsupported { op: "zeroout", .. }),
+        "{e:?}"
+    );
 }

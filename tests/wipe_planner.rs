@@ -120,15 +120,36 @@ fn logical_4k_and_hint_are_respected() {
 }
 
 #[test]
-fn zero_uses_zeroout_where_offloaded_or_md_else_direct_writes() {
+fn zero_uses_zeroout_unless_writes_are_asked_for() {
     let mut d = disk(1 << 30);
     let p = plan(&d, Method::Zero, &opts()).unwrap();
-    assert_eq!(p.op, Op::Write(Data::Zero));
+    assert_eq!(p.op, Op::ZeroOut);
+    assert!(p.reasons.iter().any(|r| r.contains("zero-page")));
+    assert!(p.step_bytes >= p.block_bytes && p.step_bytes % p.block_bytes == 0);
+    assert_eq!(p.request_bytes(), p.step_bytes);
     d.write_zeroes_max_bytes = 1 << 30;
-    assert_eq!(plan(&d, Method::Zero, &opts()).unwrap().op, Op::ZeroOut);
+    let p = plan(&d, Method::Zero, &opts()).unwrap();
+    assert!(p.reasons.iter().any(|r| r.contains("offloads")));
     let p = plan(&md("raid1", "idle", 0), Method::Zero, &opts()).unwrap();
     assert_eq!(p.op, Op::ZeroOut);
     assert!(p.reasons.iter().any(|r| r.contains("md array")));
+    let w = Options {
+        prefer_writes: true,
+        ..opts()
+    };
+    let p = plan(&d, Method::Zero, &w).unwrap();
+    assert_eq!(p.op, Op::Write(Data::Zero));
+    assert_eq!(p.request_bytes(), p.block_bytes);
+    let p = plan(
+        &d,
+        Method::Zero,
+        &Options {
+            queue_depth: Some(1000),
+            ..w
+        },
+    )
+    .unwrap();
+    assert_eq!(p.queue_depth, 64);
 }
 
 #[test]

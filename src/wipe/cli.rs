@@ -54,6 +54,12 @@ pub struct WipeArgs {
     /// Never freeze or skip a resync of the target array.
     #[arg(long)]
     pub keep_resync: bool,
+    /// Benchmarks: `zero` by O_DIRECT writes even where BLKZEROOUT would be used.
+    #[arg(long, hide = true)]
+    pub force_writes: bool,
+    /// Benchmarks: requests in flight (default 4).
+    #[arg(long, hide = true, value_name = "N")]
+    pub queue_depth: Option<usize>,
 }
 
 /// Arguments of `mdpilot blockdev-wipe [-f FILE] [-s NUM] DEVICE`.
@@ -162,6 +168,8 @@ pub fn run_wipe(ctx: &Context, args: WipeArgs) -> ExitCode {
         keep_resync: args.keep_resync,
         seed,
         owner: Some(Owner::Pid(std::process::id())),
+        prefer_writes: args.force_writes,
+        queue_depth: args.queue_depth,
         ..Options::default()
     };
     let plan = match planner::plan(&p, args.method, &opts) {
@@ -176,6 +184,7 @@ pub fn run_wipe(ctx: &Context, args: WipeArgs) -> ExitCode {
             "size_bytes": plan.size_bytes,
             "method": plan.method,
             "block_bytes": plan.block_bytes,
+            "request_bytes": plan.request_bytes(),
             "queue_depth": plan.queue_depth,
             "total_bytes": plan.total_bytes(),
             "resync": plan.resync,

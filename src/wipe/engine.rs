@@ -13,7 +13,7 @@
 use super::buffer::AlignedBuf;
 use super::error::WipeError;
 use super::leases::{LeaseProvider, NoLeases};
-use super::planner::{Data, Op, Plan, Range, ResyncAction};
+use super::planner::{Data, Method, Op, Plan, Range, ResyncAction};
 use super::resync::ResyncControl;
 use super::sink::{BlockDevice, Sink};
 use super::stream;
@@ -324,7 +324,24 @@ impl Job {
             ResyncAction::Leave => None,
         };
         let on_progress = Mutex::new(self.on_progress.take());
-        let result = run_phases(&plan, &*sink, shared, stream_src.as_ref(), &on_progress);
+        let mut result = run_phases(&plan, &*sink, shared, stream_src.as_ref(), &on_progress);
+        if let Err(WipeError::Unsupported {
+            op: "zeroout",
+            detail,
+            ..
+        }) = &result
+        {
+            // `zero` chose BLKZEROOUT but the driver refuses it: same result by writes.
+            if plan.method == Method::Zero && shared.done.load(Ordering::SeqCst) == 0 {
+                let p2 = plan.zeroout_fallback(detail);
+                tracing::info!(
+                    "{}: {}",
+                    p2.device.display(),
+                    p2.reasons.last().map_or("", |r| r)
+                );
+                result = run_phases(&p2, &*sink, shared, stream_src.as_ref(), &on_progress);
+            }
+        }
         self.on_progress = on_progress.into_inner().unwrap_or_else(|e| e.into_inner());
         let result = match (result, &resync) {
             (Ok(mut o), Some(c)) => match c.mark_in_sync() {
@@ -503,7 +520,7 @@ fn run_phases(
     on_progress: &Mutex<Option<ProgressFn>>,
 ) -> Result<Outcome, WipeError> {
     let dev = plan.device.as_path();
-    let units = Units::new(&plan.ranges, plan.block_bytes.max(1));
+    let units = Units::new(&plan.ranges, plan.request_bytes().max(1));
     let next = AtomicU64::new(0);
     let fail = Failure {
         err: Mutex::new(None),
@@ -558,9 +575,11 @@ fn run_phases(
                             notify(on_progress, shared);
                         }
                         Err((op, e)) => {
-                            let err = if e.raw_os_error() == Some(libc::EOPNOTSUPP)
-                                && !matches!(plan.op, Op::Write(_))
-                            {
+                            let unsupported = matches!(
+                                e.raw_os_error(),
+                                Some(libc::EOPNOTSUPP) | Some(libc::ENOTTY)
+                            );
+                            let err = if unsupported && !matches!(plan.op, Op::Write(_)) {
                                 WipeError::Unsupported {
                                     device: dev.to_path_buf(),
                                     op,
@@ -607,7 +626,8 @@ fn run_phases(
     if plan.verify {
         shared.set_phase(Phase::Verify);
         notify(on_progress, shared);
-        verify(plan, sink, shared, &units, on_progress)?;
+        let reads = Units::new(&plan.ranges, plan.block_bytes.max(1));
+        verify(plan, sink, shared, &reads, on_progress)?;
         outcome.verified = true;
     }
     Ok(outcome)

@@ -134,6 +134,11 @@ pub struct Options {
     pub block_hint: Option<u64>,
     /// Owner of the leases (the CLI passes its pid; D-Bus the caller's bus name).
     pub owner: Option<Owner>,
+    /// `zero` by O_DIRECT writes even where BLKZEROOUT is preferred (benchmarks, and devices
+    /// whose zero-out offload is known to be slow).
+    pub prefer_writes: bool,
+    /// Overrides [`QUEUE_DEPTH`] (1..=64; benchmarks).
+    pub queue_depth: Option<usize>,
 }
 
 /// Everything the engine needs, and the reasons for each choice.
@@ -151,8 +156,10 @@ pub struct Plan {
     pub op: Op,
     /// How the device is opened.
     pub open: OpenFlags,
-    /// Bytes per request (writes: buffer size; zero-out/discard: step).
+    /// Bytes per write request and per verify read (the size of each aligned buffer).
     pub block_bytes: u64,
+    /// Bytes per `BLKZEROOUT`/`BLKDISCARD` request (a multiple of `block_bytes`).
+    pub step_bytes: u64,
     /// Requests in flight (worker threads).
     pub queue_depth: usize,
     /// Byte ranges to process, sorted, non-overlapping, logical-block aligned.
@@ -171,6 +178,25 @@ impl Plan {
     /// Total bytes the job processes (the sum of the ranges).
     pub fn total_bytes(&self) -> u64 {
         self.ranges.iter().map(|r| r.len).sum()
+    }
+
+    /// Bytes per request of this plan's operation (`block_bytes` or `step_bytes`).
+    pub fn request_bytes(&self) -> u64 {
+        match self.op {
+            Op::Write(_) => self.block_bytes,
+            Op::ZeroOut | Op::Discard => self.step_bytes,
+        }
+    }
+
+    /// The same plan with O_DIRECT writes of zeroes instead of `BLKZEROOUT`, for a device that
+    /// turned out not to support the ioctl (EOPNOTSUPP/ENOTTY on the first step).
+    pub fn zeroout_fallback(&self, why: &str) -> Plan {
+        let mut p = self.clone();
+        p.op = Op::Write(Data::Zero);
+        p.reasons.push(format!(
+            "BLKZEROOUT refused ({why}): O_DIRECT writes of an aligned zero buffer instead"
+        ));
+        p
     }
 
     /// The same plan with buffered writes, for devices that refuse O_DIRECT (EINVAL at open):
@@ -197,7 +223,7 @@ impl Plan {
         };
         let mut s = format!(
             "device: {} ({})\nsize: {} bytes\nmethod: {:?}\noperation: {op}\n\
-             open: O_{}{}{}\nblock: {} bytes, {} in flight\nranges: {} ({} bytes)\n\
+             open: O_{}{}{}\nrequest: {} bytes, {} in flight\nranges: {} ({} bytes)\n\
              resync: {}\nverify: {}\n",
             self.device.display(),
             self.name,
@@ -206,7 +232,7 @@ impl Plan {
             if self.open.read { "RDWR" } else { "WRONLY" },
             if self.open.exclusive { "|O_EXCL" } else { "" },
             if self.open.direct { "|O_DIRECT" } else { "" },
-            self.block_bytes,
+            self.request_bytes(),
             self.queue_depth,
             self.ranges.len(),
             self.total_bytes(),
@@ -375,31 +401,32 @@ pub fn plan(p: &Probe, method: Method, opts: &Options) -> Result<Plan, WipeError
     }];
     let zero_data = opts.data.clone().unwrap_or(Data::Zero);
     let is_md = p.array.is_some();
-    let (op, ranges, block_bytes) = match method {
+    let (op, ranges) = match method {
         Method::Zero if opts.data.is_some() => {
             reasons.push(format!("writing {}", zero_data.describe()));
-            (Op::Write(zero_data.clone()), whole, block)
+            (Op::Write(zero_data.clone()), whole)
         }
-        Method::Zero if p.write_zeroes_max_bytes > 0 => {
-            reasons.push(format!(
-                "zero: BLKZEROOUT, the device offloads zeroing (write_zeroes_max_bytes {})",
-                p.write_zeroes_max_bytes
-            ));
-            (Op::ZeroOut, whole, round_up(RANGE_STEP.max(block), block))
-        }
-        Method::Zero if is_md => {
-            reasons.push(
-                "zero: BLKZEROOUT on an md array: the kernel writes zero pages with many bios \
-                 in flight, faster than O_DIRECT writes (issue 5: ~1380 vs 437 MB/s)"
-                    .into(),
-            );
-            (Op::ZeroOut, whole, round_up(RANGE_STEP.max(block), block))
+        Method::Zero if opts.prefer_writes => {
+            reasons.push("zero: O_DIRECT writes of an aligned zero buffer, as asked".into());
+            (Op::Write(Data::Zero), whole)
         }
         Method::Zero => {
-            reasons.push(
-                "zero: O_DIRECT writes of an aligned zero buffer (no write-zeroes offload)".into(),
-            );
-            (Op::Write(Data::Zero), whole, block)
+            let why = if p.write_zeroes_max_bytes > 0 {
+                format!(
+                    "the device offloads zeroing (write_zeroes_max_bytes {})",
+                    p.write_zeroes_max_bytes
+                )
+            } else if is_md {
+                "md array: the kernel writes zero pages with many bios in flight (issue 5: \
+                 ~1380 MB/s against 437 for O_DIRECT writes)"
+                    .to_string()
+            } else {
+                "no offload, but the kernel's zero-page writes (no user buffers, many bios in \
+                 flight) beat O_DIRECT writes (benches/wipe.sh)"
+                    .to_string()
+            };
+            reasons.push(format!("zero: BLKZEROOUT in steps: {why}"));
+            (Op::ZeroOut, whole)
         }
         Method::Random => {
             let seed = opts
@@ -411,11 +438,11 @@ pub fn plan(p: &Probe, method: Method, opts: &Options) -> Result<Plan, WipeError
                  by each writer thread"
                     .into(),
             );
-            (Op::Write(Data::Random(seed)), whole, block)
+            (Op::Write(Data::Random(seed)), whole)
         }
         Method::Zeroout => {
             reasons.push("zeroout: BLKZEROOUT only, as asked".into());
-            (Op::ZeroOut, whole, round_up(RANGE_STEP.max(block), block))
+            (Op::ZeroOut, whole)
         }
         Method::Discard => {
             if p.discard_max_bytes == 0 {
@@ -429,7 +456,7 @@ pub fn plan(p: &Probe, method: Method, opts: &Options) -> Result<Plan, WipeError
                 "discard: BLKDISCARD (discard_max_bytes {}); contents afterwards are device-defined",
                 p.discard_max_bytes
             ));
-            (Op::Discard, whole, round_up(RANGE_STEP.max(block), block))
+            (Op::Discard, whole)
         }
         Method::Signatures => {
             let r = signature_ranges(p.size_bytes, p.logical_block_size.max(1));
@@ -438,7 +465,7 @@ pub fn plan(p: &Probe, method: Method, opts: &Options) -> Result<Plan, WipeError
                  of metadata 0.90, 1.0, 1.1 and 1.2"
                     .into(),
             );
-            (Op::Write(zero_data.clone()), r, block)
+            (Op::Write(zero_data.clone()), r)
         }
     };
     if opts.verify && (op == Op::Discard || matches!(op, Op::Write(Data::Stream(_)))) {
@@ -454,12 +481,12 @@ pub fn plan(p: &Probe, method: Method, opts: &Options) -> Result<Plan, WipeError
     }
     let queue_depth = match op {
         Op::Write(Data::Stream(_)) => 1,
-        _ => QUEUE_DEPTH,
+        _ => opts.queue_depth.unwrap_or(QUEUE_DEPTH).clamp(1, 64),
     };
     reasons.push(format!(
         "{queue_depth} requests in flight; memory bounded by {} bytes of buffers",
-        if matches!(op, Op::Write(_)) {
-            queue_depth as u64 * block_bytes
+        if matches!(op, Op::Write(_)) || opts.verify {
+            queue_depth as u64 * block
         } else {
             0
         }
@@ -556,7 +583,8 @@ pub fn plan(p: &Probe, method: Method, opts: &Options) -> Result<Plan, WipeError
             exclusive: true,
             read: opts.verify,
         },
-        block_bytes,
+        block_bytes: block,
+        step_bytes: round_up(RANGE_STEP.max(block), block),
         queue_depth,
         ranges,
         resync,

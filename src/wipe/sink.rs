@@ -141,6 +141,8 @@ pub struct MemSink {
     pub data: Mutex<Cursor<Vec<u8>>>,
     /// Offset of a simulated bad sector.
     pub fail_at: Option<u64>,
+    /// Simulates a driver without BLKZEROOUT/BLKDISCARD (EOPNOTSUPP).
+    pub ranges_unsupported: bool,
 }
 
 impl MemSink {
@@ -149,6 +151,7 @@ impl MemSink {
         MemSink {
             data: Mutex::new(Cursor::new(vec![fill; size])),
             fail_at: None,
+            ranges_unsupported: false,
         }
     }
 
@@ -196,6 +199,9 @@ impl Sink for MemSink {
         c.read_exact(buf)
     }
     fn zeroout(&self, offset: u64, len: u64) -> io::Result<()> {
+        if self.ranges_unsupported {
+            return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
+        }
         self.check(offset, len)?;
         let mut c = self.data.lock().unwrap_or_else(|e| e.into_inner());
         c.get_mut()[offset as usize..(offset + len) as usize].fill(0);
