@@ -431,3 +431,15 @@ fn zero_falls_back_to_writes_when_zeroout_is_unsupported() {
         "{e:?}"
     );
 }
+
+#[test]
+fn on_complete_gets_the_result_once() {
+    let got = Arc::new(Mutex::new(Vec::new()));
+    let g2 = got.clone();
+    let h = Job::new(plan(4 * BLOCK, Op::Write(Data::Zero)), root())
+        .with_sink(Arc::new(MemSink::new((4 * BLOCK) as usize, 1)))
+        .on_complete(move |r| g2.lock().unwrap().push(r.as_ref().map(|o| o.bytes).ok()))
+        .start();
+    h.wait().unwrap();
+    assert_eq!(*got.lock().unwrap(), vec![Some(4 * BLOCK)]);
+}

@@ -158,6 +158,7 @@ impl Shared {
 }
 
 type ProgressFn = Box<dyn FnMut(&Progress) + Send>;
+type CompleteFn = Box<dyn FnOnce(&Result<Outcome, WipeError>) + Send>;
 
 /// A wipe job: a plan, where to run it, and who to tell.
 pub struct Job {
@@ -166,6 +167,7 @@ pub struct Job {
     sink: Option<Arc<dyn Sink>>,
     leases: Arc<dyn LeaseProvider>,
     on_progress: Option<ProgressFn>,
+    on_complete: Option<CompleteFn>,
     cancel: Arc<AtomicBool>,
 }
 
@@ -212,6 +214,7 @@ impl Job {
             sink: None,
             leases: Arc::new(NoLeases),
             on_progress: None,
+            on_complete: None,
             cancel: Arc::new(AtomicBool::new(false)),
         }
     }
@@ -237,6 +240,17 @@ impl Job {
     /// Calls `f` (from a worker thread) after every completed request and at phase changes.
     pub fn on_progress(mut self, f: impl FnMut(&Progress) + Send + 'static) -> Self {
         self.on_progress = Some(Box::new(f));
+        self
+    }
+
+    /// Calls `f` once on the job thread when the job has ended (after leases are released and
+    /// the resync is unfrozen) with its result: what a D-Bus `Completed(b success, s message)`
+    /// signal is emitted from.
+    pub fn on_complete(
+        mut self,
+        f: impl FnOnce(&Result<Outcome, WipeError>) + Send + 'static,
+    ) -> Self {
+        self.on_complete = Some(Box::new(f));
         self
     }
 
@@ -282,6 +296,9 @@ impl Job {
         let snap = shared.snapshot();
         if let Some(f) = self.on_progress.as_mut() {
             f(&snap);
+        }
+        if let Some(f) = self.on_complete.take() {
+            f(&r);
         }
         r
     }
