@@ -114,10 +114,9 @@ fn drive(
             h.cancel();
         }
         each(&h.progress());
-        if h.is_finished() {
+        if h.wait_for(tick) {
             break;
         }
-        std::thread::sleep(tick);
     }
     each(&h.progress());
     h.wait()

@@ -23,7 +23,7 @@ use std::io::Read;
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::Path;
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicU8, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Condvar, Mutex};
 use std::thread::JoinHandle;
 use std::time::{Duration, Instant};
 
@@ -101,6 +101,8 @@ struct Shared {
     cancel: Arc<AtomicBool>,
     started: Instant,
     phase_started: Mutex<Instant>,
+    /// Set (and notified) when the job thread is about to end.
+    ended: (Mutex<bool>, Condvar),
 }
 
 impl Shared {
@@ -113,6 +115,7 @@ impl Shared {
             cancel,
             started: Instant::now(),
             phase_started: Mutex::new(Instant::now()),
+            ended: (Mutex::new(false), Condvar::new()),
         }
     }
 
@@ -187,6 +190,17 @@ impl JobHandle {
     /// [`WipeError::Cancelled`] (unless it already finished). Idempotent.
     pub fn cancel(&self) {
         self.shared.cancel.store(true, Ordering::SeqCst);
+    }
+
+    /// Waits up to `timeout` for the job to end; true when it has (front ends poll progress
+    /// with this instead of sleeping, so a short job is not held up by the poll interval).
+    pub fn wait_for(&self, timeout: Duration) -> bool {
+        let (m, cv) = &self.shared.ended;
+        let g = m.lock().unwrap_or_else(|e| e.into_inner());
+        let (g, _) = cv
+            .wait_timeout_while(g, timeout, |ended| !*ended)
+            .unwrap_or_else(|e| e.into_inner());
+        *g || self.is_finished()
     }
 
     /// True once the job thread has ended (then [`JobHandle::wait`] does not block).
@@ -279,12 +293,18 @@ impl Job {
         std::thread::scope(|s| {
             let sh = shared.clone();
             let h = s.spawn(move || self.run_shared(&sh));
-            while !h.is_finished() {
+            let (m, cv) = &shared.ended;
+            let mut ended = m.lock().unwrap_or_else(|e| e.into_inner());
+            while !*ended && !h.is_finished() {
                 if cancel.load(Ordering::SeqCst) {
                     shared.cancel.store(true, Ordering::SeqCst);
                 }
-                std::thread::sleep(Duration::from_millis(20));
+                ended = cv
+                    .wait_timeout(ended, Duration::from_millis(20))
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
             }
+            drop(ended);
             h.join()
                 .unwrap_or_else(|_| Err(WipeError::Usage("wipe job thread panicked".into())))
         })
@@ -300,6 +320,9 @@ impl Job {
         if let Some(f) = self.on_complete.take() {
             f(&r);
         }
+        let (m, cv) = &shared.ended;
+        *m.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        cv.notify_all();
         r
     }
 
