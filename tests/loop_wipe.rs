@@ -531,3 +531,107 @@ fn loop_zero_by_forced_writes_reads_back_zeroes() {
     );
     assert!(d.read_all().iter().all(|&b| b == 0));
 }
+
+/// Builds a fake `/sys` and `/proc` under a temp root for the real loop device `d`: a partition
+/// that is mounted, an md holder, and a resyncing array on the same disk.
+fn fake_tree(d: &LoopDev, holder_state: &str) -> tempfile::TempDir {
+    use std::os::unix::fs::symlink;
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path();
+    let name = d.name();
+    let (maj, min) = {
+        use std::os::unix::fs::MetadataExt;
+        let r = std::fs::metadata(&d.path).unwrap().rdev();
+        (libc::major(r), libc::minor(r))
+    };
+    let dev = root.join("sys/devices/virtual/block").join(&name);
+    let part = dev.join(format!("{name}p1"));
+    for dir in [dev.join("queue"), dev.join("holders"), part.join("holders")] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(dev.join("queue/optimal_io_size"), "1572864\n").unwrap();
+    std::fs::write(dev.join("queue/minimum_io_size"), "524288\n").unwrap();
+    std::fs::write(dev.join("queue/write_zeroes_max_bytes"), "0\n").unwrap();
+    std::fs::write(dev.join("queue/discard_max_bytes"), "4096\n").unwrap();
+    std::fs::write(dev.join("queue/rotational"), "1\n").unwrap();
+    std::fs::write(part.join("partition"), "1\n").unwrap();
+    std::fs::write(part.join("dev"), "259:77\n").unwrap();
+    // md5 holds the partition; md7 (resyncing) has the disk as a slave.
+    for md in ["md5", "md7"] {
+        let m = root.join("sys/devices/virtual/block").join(md);
+        std::fs::create_dir_all(m.join("md")).unwrap();
+        std::fs::create_dir_all(m.join("slaves")).unwrap();
+        std::fs::create_dir_all(root.join("sys/class/block")).unwrap();
+        std::fs::create_dir_all(root.join("sys/block")).unwrap();
+        symlink(&m, root.join("sys/class/block").join(md)).unwrap();
+        symlink(&m, root.join("sys/block").join(md)).unwrap();
+    }
+    let md5 = root.join("sys/devices/virtual/block/md5");
+    std::fs::write(md5.join("md/array_state"), holder_state).unwrap();
+    std::fs::write(md5.join("md/sync_action"), "idle").unwrap();
+    std::fs::create_dir_all(part.join("holders/md5")).unwrap();
+    let md7 = root.join("sys/devices/virtual/block/md7");
+    std::fs::write(md7.join("md/sync_action"), "resync\n").unwrap();
+    std::fs::create_dir_all(md7.join("slaves").join(&name)).unwrap();
+    symlink(&dev, root.join("sys/class/block").join(&name)).unwrap();
+    std::fs::create_dir_all(root.join("sys/dev/block")).unwrap();
+    symlink(
+        format!("../../devices/virtual/block/{name}"),
+        root.join(format!("sys/dev/block/{maj}:{min}")),
+    )
+    .unwrap();
+    std::fs::create_dir_all(root.join("proc/self")).unwrap();
+    std::fs::write(
+        root.join("proc/self/mountinfo"),
+        "22 1 8:2 / / rw - ext4 /dev/sda2 rw\n\
+         40 22 259:77 / /srv/data rw,relatime - ext4 /dev/fake rw\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("proc/swaps"),
+        "Filename\tType\tSize\tUsed\tPriority\n",
+    )
+    .unwrap();
+    t
+}
+
+#[test]
+fn loop_probe_reads_sysfs_and_proc_under_the_root() {
+    need_root!();
+    let d = LoopDev::new(16 * MIB);
+    let t = fake_tree(&d, "clean");
+    let p = probe(&Root::new(t.path()), &d.path).unwrap();
+    assert_eq!(p.name, d.name());
+    assert_eq!(p.size_bytes, 16 * MIB); // from the ioctl, not sysfs
+    assert_eq!(p.optimal_io_size, 1_572_864);
+    assert_eq!(p.minimum_io_size, 524_288);
+    assert_eq!(p.discard_max_bytes, 4096);
+    assert!(p.rotational);
+    assert_eq!(p.mounts.len(), 1, "{:?}", p.mounts);
+    assert_eq!(p.mounts[0].mount_point, "/srv/data");
+    assert_eq!(p.mounts[0].device, format!("{}p1", d.name()));
+    assert_eq!(p.holders.len(), 1);
+    assert_eq!(p.holders[0].name, "md5");
+    assert_eq!(p.holders[0].md_array_state.as_deref(), Some("clean"));
+    assert_eq!(p.resyncing_neighbours, vec!["md7".to_string()]);
+    assert!(!p.backs_root);
+    let e = plan(&p, Method::Zero, &opts()).unwrap_err();
+    assert!(e.to_string().contains("mounted on /srv/data"), "{e}");
+}
+
+#[test]
+fn loop_member_of_inactive_array_may_be_wiped_with_a_global_lease() {
+    need_root!();
+    let d = LoopDev::new(16 * MIB);
+    let t = fake_tree(&d, "inactive");
+    std::fs::write(
+        t.path().join("proc/self/mountinfo"),
+        "22 1 8:2 / / rw - ext4 /dev/sda2 rw\n",
+    )
+    .unwrap();
+    let p = probe(&Root::new(t.path()), &d.path).unwrap();
+    let pl = plan(&p, Method::Random, &opts()).unwrap();
+    assert_eq!(pl.block_bytes, 3 * 1_572_864);
+    assert_eq!(pl.leases.len(), 1);
+    assert_eq!(pl.leases[0].global.min, Some(0));
+}
