@@ -9,6 +9,7 @@ use mdpilot::wipe::sink::{FileSink, MemSink, Sink};
 use mdpilot::wipe::stream::{self, Seed};
 use mdpilot::wipe::WipeError;
 use std::collections::BTreeMap;
+use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -442,4 +443,29 @@ fn on_complete_gets_the_result_once() {
         .start();
     h.wait().unwrap();
     assert_eq!(*got.lock().unwrap(), vec![Some(4 * BLOCK)]);
+}
+
+#[test]
+fn buffered_block_device_sink_on_a_file_settles_each_block() {
+    // BlockDevice over a regular file: buffered writes go through sync_file_range (the O_DIRECT
+    // fallback path), and BLKZEROOUT fails with ENOTTY, so `zero` falls back to writes.
+    use mdpilot::wipe::sink::BlockDevice;
+    let f = tempfile::tempfile().unwrap();
+    let size = 12 * BLOCK;
+    f.set_len(size).unwrap();
+    f.write_all_at(&vec![0xCC; size as usize], 0).unwrap();
+    let sink = Arc::new(BlockDevice {
+        file: f.try_clone().unwrap(),
+        direct: false,
+    });
+    let mut p = plan(size, Op::ZeroOut).buffered_fallback();
+    p.verify = true;
+    let o = Job::new(p, root())
+        .with_sink(sink)
+        .run(&AtomicBool::new(false))
+        .unwrap();
+    assert!(o.verified);
+    let mut back = vec![1u8; size as usize];
+    f.read_exact_at(&mut back, 0).unwrap();
+    assert!(back.iter().all(|&b| b == 0));
 }
