@@ -635,3 +635,34 @@ fn loop_member_of_inactive_array_may_be_wiped_with_a_global_lease() {
     assert_eq!(pl.leases.len(), 1);
     assert_eq!(pl.leases[0].global.min, Some(0));
 }
+
+#[test]
+fn loop_blockdev_wipe_sigterm_cancels_with_exit_1() {
+    // partman-crypto cancels by killing blockdev-wipe (SIGTERM).
+    need_root!();
+    let d = LoopDev::filled(256 * MIB, 0x42);
+    let mut c = Command::new(BIN)
+        .args(["blockdev-wipe", "-f", "/dev/urandom"])
+        .arg(&d.path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut r = BufReader::new(c.stdout.take().unwrap());
+    let mut line = String::new();
+    assert!(
+        r.read_line(&mut line).unwrap() > 0,
+        "no star before the end"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(c.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut r, &mut rest).unwrap();
+    let out = c.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(1 + rest.lines().count() < 1000);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cancelled"));
+}
