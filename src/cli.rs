@@ -13,6 +13,12 @@ pub struct Context {
 /// Prints `mdpilot: <error>: <cause>: <cause>...` on stderr (the whole chain, once) and returns
 /// `ExitCode::from(code)`.
 pub fn fail(err: &dyn std::error::Error, code: u8) -> ExitCode {
+    eprintln!("mdpilot: {}", error_chain(err));
+    ExitCode::from(code)
+}
+
+/// `error: cause: cause...` on one line: the whole `source()` chain of `err`.
+pub fn error_chain(err: &dyn std::error::Error) -> String {
     let mut msg = err.to_string();
     let mut src = err.source();
     while let Some(e) = src {
@@ -20,6 +26,5 @@ pub fn fail(err: &dyn std::error::Error, code: u8) -> ExitCode {
         msg.push_str(&e.to_string());
         src = e.source();
     }
-    eprintln!("mdpilot: {msg}");
-    ExitCode::from(code)
+    msg
 }

@@ -15,15 +15,15 @@
 //! exit 0. A failed read is logged and the last good state kept: bad input never kills the loop.
 
 use crate::cli::Context;
+use crate::config::Config;
 use crate::dbus::array::{ArrayObject, ArrayProps};
 use crate::dbus::manager::{emit_changed, Manager, Shared};
 use crate::dbus::{array_path, BusChoice, ARRAY_IFACE, BUS_NAME, MANAGER_PATH};
 use crate::host::Root;
 use crate::model::MdStat;
-use crate::config::Config;
 use crate::policy::{Owner, Policy};
-use crate::{status, sysfs};
 use crate::watch::{Event, Watcher};
+use crate::{status, sysfs};
 use futures_util::StreamExt;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::os::fd::AsRawFd;

@@ -1,0 +1,118 @@
+//! The errors of wipe jobs: every message names the device and the reason.
+
+use std::io;
+use std::path::PathBuf;
+
+/// Why a wipe job did not start, stopped, or failed. Messages name the device (as resolved) and
+/// carry the offset and the OS error (errno) where one applies.
+#[derive(Debug, thiserror::Error)]
+pub enum WipeError {
+    /// A safety check refused the device; nothing was written.
+    #[error("{device}: refusing to wipe: {reason}")]
+    Refused {
+        /// The device as resolved.
+        device: PathBuf,
+        /// Why (mounted, swap, holders, backs `/`, ...).
+        reason: String,
+    },
+    /// Reading a fact about the device failed (stat, sysfs, `/proc`, an ioctl).
+    #[error("{device}: {what}")]
+    Probe {
+        /// The device as given or resolved.
+        device: PathBuf,
+        /// What was being read.
+        what: String,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The device (or the `-f` data file) could not be opened.
+    #[error("{path}: cannot open")]
+    Open {
+        /// The file that was opened.
+        path: PathBuf,
+        /// The OS error (EBUSY when another opener holds it exclusively).
+        #[source]
+        source: io::Error,
+    },
+    /// An I/O operation failed; the job ended at `offset` (bytes from the start of the device).
+    #[error("{device}: {op} failed at offset {offset} bytes (errno {errno})")]
+    Io {
+        /// The device.
+        device: PathBuf,
+        /// `write`, `zeroout`, `discard`, `read`, `flush`.
+        op: &'static str,
+        /// Byte offset of the failing request.
+        offset: u64,
+        /// The raw errno (0 when the error has none, e.g. a short write).
+        errno: i32,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The device does not support the requested operation (e.g. `discard`).
+    #[error("{device}: {op} is not supported by this device: {detail}")]
+    Unsupported {
+        /// The device.
+        device: PathBuf,
+        /// The operation (`discard`, `zeroout`).
+        op: &'static str,
+        /// What the kernel said.
+        detail: String,
+    },
+    /// The job was cancelled between two blocks.
+    #[error("{device}: cancelled after {done_bytes} of {total_bytes} bytes")]
+    Cancelled {
+        /// The device.
+        device: PathBuf,
+        /// Durable bytes when the job stopped.
+        done_bytes: u64,
+        /// Bytes the job would have written.
+        total_bytes: u64,
+    },
+    /// `--verify` read back something other than what was written.
+    #[error("{device}: verify: first mismatch at offset {offset} bytes")]
+    VerifyMismatch {
+        /// The device.
+        device: PathBuf,
+        /// Byte offset of the first differing byte.
+        offset: u64,
+    },
+    /// Writing `md/sync_action` or `md/resync_start` failed.
+    #[error("{path}: cannot write {value:?}")]
+    Resync {
+        /// The sysfs file.
+        path: PathBuf,
+        /// The value written.
+        value: String,
+        /// The OS error.
+        #[source]
+        source: io::Error,
+    },
+    /// The policy refused or failed to grant a lease on the speed limits.
+    #[error("{device}: policy lease {holder}: {message}")]
+    Lease {
+        /// The device.
+        device: PathBuf,
+        /// The lease holder name.
+        holder: String,
+        /// The policy's message.
+        message: String,
+    },
+    /// A bad option combination (e.g. `--verify` with a streamed `-f` source).
+    #[error("{0}")]
+    Usage(String),
+}
+
+impl WipeError {
+    /// An [`WipeError::Io`] with the errno taken from `source`.
+    pub fn io(device: &std::path::Path, op: &'static str, offset: u64, source: io::Error) -> Self {
+        WipeError::Io {
+            device: device.to_path_buf(),
+            op,
+            offset,
+            errno: source.raw_os_error().unwrap_or(0),
+            source,
+        }
+    }
+}

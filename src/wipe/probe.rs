@@ -1,0 +1,466 @@
+//! What the kernel says about a block device before it is wiped.
+//!
+//! [`Probe`] is plain data (the planner's input, built by hand in tests); [`probe`] is the
+//! adapter that fills it: `stat` and ioctls on the device node (a real path, resolved as given),
+//! sysfs under `root.sys()` found through `/sys/dev/block/MAJ:MIN`, and `/proc/self/mountinfo`
+//! and `/proc/swaps` under `root.proc()`. Sources: Documentation/ABI/stable/sysfs-block,
+//! Documentation/admin-guide/md.rst, proc(5).
+
+use super::error::WipeError;
+use super::ioctl;
+use crate::host::{read_optional, Root};
+use std::collections::BTreeSet;
+use std::fs;
+use std::os::unix::fs::{FileTypeExt, MetadataExt};
+use std::path::{Path, PathBuf};
+
+/// A device number `(major, minor)`.
+pub type DevNum = (u32, u32);
+
+/// Facts about a device that the planner decides from. Sizes are bytes.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Probe {
+    /// The device node, links resolved (`/dev/loop0`, `/dev/md0`).
+    pub path: PathBuf,
+    /// Kernel name (`loop0`, `md0`, `sda2`), the sysfs directory's name.
+    pub name: String,
+    /// Device number.
+    pub dev: DevNum,
+    /// Size in bytes (BLKGETSIZE64).
+    pub size_bytes: u64,
+    /// Logical block size in bytes (BLKSSZGET; `queue/logical_block_size`).
+    pub logical_block_size: u64,
+    /// Physical block size in bytes (BLKPBSZGET).
+    pub physical_block_size: u64,
+    /// `queue/optimal_io_size`: full stripe for raid5/6 (0 = not reported).
+    pub optimal_io_size: u64,
+    /// `queue/minimum_io_size`: chunk size for md arrays.
+    pub minimum_io_size: u64,
+    /// `queue/write_zeroes_max_bytes`: 0 when the device cannot offload zeroing.
+    pub write_zeroes_max_bytes: u64,
+    /// `queue/discard_max_bytes`: 0 when the device cannot discard.
+    pub discard_max_bytes: u64,
+    /// `queue/rotational`.
+    pub rotational: bool,
+    /// Whether this is a partition (has a `partition` attribute).
+    pub is_partition: bool,
+    /// Entries of `holders/` (of the device and its partitions).
+    pub holders: Vec<Holder>,
+    /// Mounts of the device or one of its partitions (`/proc/self/mountinfo`).
+    pub mounts: Vec<MountUse>,
+    /// Active swap areas on the device or its partitions (`/proc/swaps`).
+    pub swaps: Vec<String>,
+    /// The filesystem mounted at `/` lives on this device (directly or through dm/md/partitions).
+    pub backs_root: bool,
+    /// When the device is an md array: its state.
+    pub array: Option<ArrayFacts>,
+    /// Other md arrays in `resync`/`recover` whose members share a physical disk with this device.
+    pub resyncing_neighbours: Vec<String>,
+}
+
+/// A holder of the device (`/sys/class/block/X/holders/Y`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Holder {
+    /// Kernel name of the holding device (`md0`, `dm-3`).
+    pub name: String,
+    /// Which of the device's block devices is held (the device itself or a partition).
+    pub held: String,
+    /// For an md holder: its `md/array_state` (`inactive`, `clear`, `active`, `clean`, ...).
+    pub md_array_state: Option<String>,
+}
+
+impl Holder {
+    /// True for a holder that keeps the data in use: anything but an md array that is stopped
+    /// or inactive (md.rst: `clear`, `inactive`).
+    pub fn is_active(&self) -> bool {
+        !matches!(
+            self.md_array_state.as_deref(),
+            Some("inactive") | Some("clear")
+        )
+    }
+}
+
+/// A mount of the device or of one of its partitions.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct MountUse {
+    /// The mounted block device's kernel name.
+    pub device: String,
+    /// The mount point.
+    pub mount_point: String,
+}
+
+/// State of an md array (from `/sys/block/mdX/md/`, md.rst).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct ArrayFacts {
+    /// Kernel name (`md0`).
+    pub name: String,
+    /// `md/level` (`raid1`, `raid5`, ...).
+    pub level: String,
+    /// `md/sync_action`: `idle`, `resync`, `recover`, `check`, `repair`, `reshape`, `frozen`.
+    pub sync_action: String,
+    /// `md/raid_disks`.
+    pub raid_disks: u32,
+    /// `md/chunk_size` in bytes (0 for raid1).
+    pub chunk_size: u64,
+}
+
+/// One parsed line of `/proc/self/mountinfo` (proc(5)): the fields we need.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MountInfo {
+    /// Field 3, `major:minor` of `st_dev`.
+    pub dev: DevNum,
+    /// Field 5, the mount point (octal escapes left as they are).
+    pub mount_point: String,
+    /// The mount source after the ` - ` separator (`/dev/sda1`, `tmpfs`).
+    pub source: String,
+}
+
+/// Parses `/proc/self/mountinfo`; lines that do not parse are skipped.
+pub fn parse_mountinfo(text: &str) -> Vec<MountInfo> {
+    text.lines()
+        .filter_map(|line| {
+            let mut f = line.split(' ');
+            let _id = f.next()?;
+            let _parent = f.next()?;
+            let dev = parse_devnum(f.next()?)?;
+            let _root = f.next()?;
+            let mount_point = f.next()?.to_string();
+            let (_, after) = line.split_once(" - ")?;
+            let mut a = after.split(' ');
+            let _fstype = a.next()?;
+            let source = a.next()?.to_string();
+            Some(MountInfo {
+                dev,
+                mount_point,
+                source,
+            })
+        })
+        .collect()
+}
+
+/// Parses `/proc/swaps`: the `Filename` column of every active swap area.
+pub fn parse_swaps(text: &str) -> Vec<String> {
+    text.lines()
+        .skip(1)
+        .filter_map(|l| l.split_whitespace().next())
+        .map(|s| s.replace("\\040", " "))
+        .collect()
+}
+
+/// Parses `MAJ:MIN`.
+pub fn parse_devnum(s: &str) -> Option<DevNum> {
+    let (a, b) = s.trim().split_once(':')?;
+    Some((a.parse().ok()?, b.parse().ok()?))
+}
+
+fn read_u64(dir: &Path, rel: &str) -> u64 {
+    read_optional(&dir.join(rel))
+        .ok()
+        .flatten()
+        .and_then(|s| s.split_whitespace().next().and_then(|v| v.parse().ok()))
+        .unwrap_or(0)
+}
+
+fn read_str(dir: &Path, rel: &str) -> Option<String> {
+    read_optional(&dir.join(rel)).ok().flatten()
+}
+
+fn list_dir(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.file_name().to_string_lossy().into_owned())
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort();
+    v
+}
+
+/// The sysfs directory of a block device by kernel name (`/sys/class/block/<name>`).
+fn class_dir(root: &Root, name: &str) -> PathBuf {
+    root.sys("class/block").join(name)
+}
+
+/// Kernel names of the partitions of `dir` (subdirectories with a `partition` attribute).
+fn partitions(dir: &Path) -> Vec<String> {
+    list_dir(dir)
+        .into_iter()
+        .filter(|n| dir.join(n).join("partition").exists())
+        .collect()
+}
+
+/// The physical disks under a block device: through `slaves/` (dm, md) recursively, and from a
+/// partition to its disk. Bounded depth so a malformed tree cannot loop.
+fn base_disks(root: &Root, name: &str, depth: u32, out: &mut BTreeSet<String>) {
+    if depth > 16 {
+        return;
+    }
+    let dir = class_dir(root, name);
+    if dir.join("partition").exists() {
+        if let Some(parent) = fs::canonicalize(&dir)
+            .ok()
+            .and_then(|p| p.parent().and_then(|p| p.file_name()).map(|f| f.to_owned()))
+        {
+            base_disks(root, &parent.to_string_lossy(), depth + 1, out);
+            return;
+        }
+    }
+    let slaves = list_dir(&dir.join("slaves"));
+    if slaves.is_empty() {
+        out.insert(name.to_string());
+    } else {
+        for s in slaves {
+            base_disks(root, &s, depth + 1, out);
+        }
+    }
+}
+
+/// Every block device name at or below `name` (slaves recursively, partitions' disks).
+fn ancestry(root: &Root, name: &str, depth: u32, out: &mut BTreeSet<String>) {
+    if depth > 16 || !out.insert(name.to_string()) {
+        return;
+    }
+    let dir = class_dir(root, name);
+    if dir.join("partition").exists() {
+        if let Some(parent) = fs::canonicalize(&dir)
+            .ok()
+            .and_then(|p| p.parent().and_then(|p| p.file_name()).map(|f| f.to_owned()))
+        {
+            ancestry(root, &parent.to_string_lossy(), depth + 1, out);
+        }
+    }
+    for s in list_dir(&dir.join("slaves")) {
+        ancestry(root, &s, depth + 1, out);
+    }
+}
+
+fn name_of_devnum(root: &Root, dev: DevNum) -> Option<String> {
+    let link = root.sys(format!("dev/block/{}:{}", dev.0, dev.1));
+    fs::canonicalize(&link)
+        .ok()
+        .or_else(|| fs::read_link(&link).ok())
+        .and_then(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
+}
+
+/// Probes `device` (resolved as given: links followed; must be a block device).
+///
+/// Errors: [`WipeError::Probe`] when the path does not resolve, is not a block device, or the
+/// size ioctls fail; missing sysfs attributes read as 0 (older kernels, test roots).
+pub fn probe(root: &Root, device: &Path) -> Result<Probe, WipeError> {
+    let perr = |what: &str, source: std::io::Error| WipeError::Probe {
+        device: device.to_path_buf(),
+        what: what.to_string(),
+        source,
+    };
+    let path = fs::canonicalize(device).map_err(|e| perr("cannot resolve", e))?;
+    let meta = fs::metadata(&path).map_err(|e| perr("cannot stat", e))?;
+    if !meta.file_type().is_block_device() {
+        return Err(WipeError::Probe {
+            device: path,
+            what: "not a block device".into(),
+            source: std::io::Error::from_raw_os_error(libc::ENOTBLK),
+        });
+    }
+    let rdev = meta.rdev();
+    let dev = (libc::major(rdev), libc::minor(rdev));
+    let f = fs::File::open(&path).map_err(|e| perr("cannot open read-only", e))?;
+    let size_bytes = ioctl::size_bytes(&f).map_err(|e| perr("BLKGETSIZE64", e))?;
+    let logical = u64::from(ioctl::logical_block_size(&f).map_err(|e| perr("BLKSSZGET", e))?);
+    let physical = u64::from(ioctl::physical_block_size(&f).map_err(|e| perr("BLKPBSZGET", e))?);
+    drop(f);
+
+    let sysdir = root.sys(format!("dev/block/{}:{}", dev.0, dev.1));
+    let name = name_of_devnum(root, dev).unwrap_or_else(|| {
+        path.file_name()
+            .map(|f| f.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    });
+    let is_partition = sysdir.join("partition").exists();
+    // Partitions have no queue/ of their own: use the disk's.
+    let queue = if is_partition {
+        sysdir.join("../queue")
+    } else {
+        sysdir.join("queue")
+    };
+
+    // The device and its partitions, by name and number.
+    let mut own: Vec<(String, Option<DevNum>)> = vec![(name.clone(), Some(dev))];
+    for p in partitions(&sysdir) {
+        let num = read_str(&sysdir.join(&p), "dev").and_then(|s| parse_devnum(&s));
+        own.push((p, num));
+    }
+    let own_nums: BTreeSet<DevNum> = own.iter().filter_map(|(_, n)| *n).collect();
+    let own_paths: BTreeSet<PathBuf> = std::iter::once(path.clone())
+        .chain(own.iter().map(|(n, _)| root.dev(n)))
+        .collect();
+
+    let mut holders = Vec::new();
+    for (held, _) in &own {
+        let hdir = if held == &name {
+            sysdir.join("holders")
+        } else {
+            sysdir.join(held).join("holders")
+        };
+        for h in list_dir(&hdir) {
+            let md_array_state = read_str(&class_dir(root, &h), "md/array_state");
+            holders.push(Holder {
+                name: h,
+                held: held.clone(),
+                md_array_state,
+            });
+        }
+    }
+
+    let mountinfo = fs::read_to_string(root.proc("self/mountinfo")).unwrap_or_default();
+    let mounts_parsed = parse_mountinfo(&mountinfo);
+    let name_of = |n: DevNum| {
+        own.iter()
+            .find(|(_, d)| *d == Some(n))
+            .map(|(s, _)| s.clone())
+    };
+    let mut mounts = Vec::new();
+    for m in &mounts_parsed {
+        let by_num = if own_nums.contains(&m.dev) {
+            name_of(m.dev)
+        } else {
+            None
+        };
+        let by_source = if by_num.is_none() && m.source.starts_with('/') {
+            let src = fs::canonicalize(&m.source).unwrap_or_else(|_| PathBuf::from(&m.source));
+            own_paths.contains(&src).then(|| m.source.clone())
+        } else {
+            None
+        };
+        if let Some(d) = by_num.or(by_source) {
+            mounts.push(MountUse {
+                device: d,
+                mount_point: m.mount_point.clone(),
+            });
+        }
+    }
+
+    let swaps_text = fs::read_to_string(root.proc("swaps")).unwrap_or_default();
+    let swaps = parse_swaps(&swaps_text)
+        .into_iter()
+        .filter(|s| {
+            let p = Path::new(s);
+            if own_paths.contains(p) {
+                return true;
+            }
+            fs::metadata(p)
+                .ok()
+                .filter(|m| m.file_type().is_block_device())
+                .map(|m| own_nums.contains(&(libc::major(m.rdev()), libc::minor(m.rdev()))))
+                .unwrap_or(false)
+        })
+        .collect();
+
+    let backs_root = mounts_parsed
+        .iter()
+        .filter(|m| m.mount_point == "/")
+        .filter_map(|m| name_of_devnum(root, m.dev))
+        .any(|rootdev| {
+            let mut anc = BTreeSet::new();
+            ancestry(root, &rootdev, 0, &mut anc);
+            own.iter().any(|(n, _)| anc.contains(n))
+        });
+
+    let mddir = sysdir.join("md");
+    let array = mddir.is_dir().then(|| ArrayFacts {
+        name: name.clone(),
+        level: read_str(&mddir, "level").unwrap_or_default(),
+        sync_action: read_str(&mddir, "sync_action").unwrap_or_default(),
+        raid_disks: read_u64(&mddir, "raid_disks") as u32,
+        chunk_size: read_u64(&mddir, "chunk_size"),
+    });
+
+    let mut mine = BTreeSet::new();
+    base_disks(root, &name, 0, &mut mine);
+    let mut resyncing_neighbours = Vec::new();
+    for other in list_dir(&root.sys("block")) {
+        if other == name || !other.starts_with("md") {
+            continue;
+        }
+        let action = read_str(&class_dir(root, &other), "md/sync_action").unwrap_or_default();
+        if !matches!(action.as_str(), "resync" | "recover") {
+            continue;
+        }
+        let mut theirs = BTreeSet::new();
+        base_disks(root, &other, 0, &mut theirs);
+        if !mine.is_disjoint(&theirs) {
+            resyncing_neighbours.push(other);
+        }
+    }
+
+    Ok(Probe {
+        path,
+        name,
+        dev,
+        size_bytes,
+        logical_block_size: logical.max(1),
+        physical_block_size: physical.max(1),
+        optimal_io_size: read_u64(&queue, "optimal_io_size"),
+        minimum_io_size: read_u64(&queue, "minimum_io_size"),
+        write_zeroes_max_bytes: read_u64(&queue, "write_zeroes_max_bytes"),
+        discard_max_bytes: read_u64(&queue, "discard_max_bytes"),
+        rotational: read_u64(&queue, "rotational") == 1,
+        is_partition,
+        holders,
+        mounts,
+        swaps,
+        backs_root,
+        array,
+        resyncing_neighbours,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn mountinfo_fields() {
+        let t = "22 1 8:2 / / rw,relatime shared:1 - ext4 /dev/sda2 rw\n\
+                 30 22 0:25 / /run rw - tmpfs tmpfs rw\n\
+                 garbage\n";
+        let m = parse_mountinfo(t);
+        assert_eq!(m.len(), 2);
+        assert_eq!(m[0].dev, (8, 2));
+        assert_eq!(m[0].mount_point, "/");
+        assert_eq!(m[0].source, "/dev/sda2");
+        assert_eq!(m[1].source, "tmpfs");
+    }
+
+    #[test]
+    fn swaps_filenames() {
+        let t = "Filename\t\t\t\tType\t\tSize\t\tUsed\t\tPriority\n\
+                 /dev/loop3                              partition\t65532\t\t0\t\t-2\n";
+        assert_eq!(parse_swaps(t), vec!["/dev/loop3".to_string()]);
+        assert!(parse_swaps("Filename Type Size Used Priority\n").is_empty());
+    }
+
+    #[test]
+    fn holder_activity() {
+        let h = |s: Option<&str>| Holder {
+            name: "md0".into(),
+            held: "sda1".into(),
+            md_array_state: s.map(String::from),
+        };
+        assert!(!h(Some("inactive")).is_active());
+        assert!(!h(Some("clear")).is_active());
+        assert!(h(Some("clean")).is_active());
+        assert!(h(None).is_active());
+    }
+
+    #[test]
+    fn not_a_block_device_is_an_error() {
+        let d = tempfile::tempdir().unwrap();
+        let f = d.path().join("file");
+        std::fs::write(&f, b"x").unwrap();
+        let e = probe(&Root::new(d.path()), &f).unwrap_err();
+        assert!(e.to_string().contains("not a block device"), "{e}");
+        let e = probe(&Root::new(d.path()), &d.path().join("missing")).unwrap_err();
+        assert!(e.to_string().contains("cannot resolve"), "{e}");
+    }
+}

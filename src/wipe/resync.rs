@@ -1,0 +1,51 @@
+//! Freezing and skipping an md resync through sysfs (md.rst: `sync_action`, `resync_start`).
+//!
+//! Sequence for a complete wipe of a resyncing array: `frozen` -> `sync_action` before the first
+//! write; after the last block is durable, `none` -> `resync_start` (the array is in sync) and
+//! `idle` -> `sync_action`. On cancel or failure only `idle`, so the resync resumes from its
+//! checkpoint and the array is never marked clean without being written.
+
+use super::error::WipeError;
+use crate::host::Root;
+use std::path::PathBuf;
+
+/// Writes to one array's `md/` directory under a root.
+#[derive(Debug, Clone)]
+pub struct ResyncControl {
+    dir: PathBuf,
+}
+
+impl ResyncControl {
+    /// Control of array `name` (`md0`): `/sys/block/<name>/md/` under `root`.
+    pub fn new(root: &Root, name: &str) -> Self {
+        ResyncControl {
+            dir: root.sys("block").join(name).join("md"),
+        }
+    }
+
+    fn write(&self, file: &str, value: &str) -> Result<(), WipeError> {
+        let path = self.dir.join(file);
+        std::fs::write(&path, value).map_err(|source| WipeError::Resync {
+            path,
+            value: value.to_string(),
+            source,
+        })
+    }
+
+    /// `frozen` -> `sync_action`: the resync stops at its checkpoint.
+    pub fn freeze(&self) -> Result<(), WipeError> {
+        self.write("sync_action", "frozen")
+    }
+
+    /// `none` -> `resync_start`, then `idle` -> `sync_action`: the resync is skipped. Only after
+    /// the whole array was written and flushed.
+    pub fn mark_in_sync(&self) -> Result<(), WipeError> {
+        self.write("resync_start", "none")?;
+        self.write("sync_action", "idle")
+    }
+
+    /// `idle` -> `sync_action`: the resync continues from its checkpoint.
+    pub fn unfreeze(&self) -> Result<(), WipeError> {
+        self.write("sync_action", "idle")
+    }
+}

@@ -1,0 +1,668 @@
+//! Loop-device tests (root only; each attaches its own loop devices, an RAII guard detaches):
+//! every method read back, the refusal table, cancel half-way, failure mid-job, the CLI, and
+//! the installer's `blockdev-wipe` drop-in.
+
+#[macro_use]
+mod wipe_support;
+
+use mdpilot::host::Root;
+use mdpilot::wipe::engine::Job;
+use mdpilot::wipe::planner::{plan, Data, Method, Op, Options};
+use mdpilot::wipe::probe::probe;
+use mdpilot::wipe::stream::{self, Seed};
+use mdpilot::wipe::WipeError;
+use std::io::{BufRead, BufReader, Write};
+use std::process::{Command, Stdio};
+use std::sync::atomic::{AtomicBool, Ordering};
+use wipe_support::{DmLinear, LoopDev, Mounted, Swap};
+
+const MIB: u64 = 1 << 20;
+const BIN: &str = env!("CARGO_BIN_EXE_mdpilot");
+
+fn opts() -> Options {
+    Options {
+        seed: Some(Seed::from_os().unwrap()),
+        ..Options::default()
+    }
+}
+
+fn wipe(dev: &LoopDev, method: Method, o: &Options) -> Result<mdpilot::wipe::Outcome, WipeError> {
+    let p = probe(&Root::system(), &dev.path)?;
+    let pl = plan(&p, method, o)?;
+    Job::new(pl, Root::system()).run(&AtomicBool::new(false))
+}
+
+#[test]
+fn loop_probe_reads_kernel_facts() {
+    need_root!();
+    let d = LoopDev::new(64 * MIB);
+    let p = probe(&Root::system(), &d.path).unwrap();
+    assert_eq!(p.size_bytes, 64 * MIB);
+    assert_eq!(p.name, d.name());
+    assert!(p.logical_block_size >= 512);
+    assert!(p.mounts.is_empty() && p.swaps.is_empty() && p.holders.is_empty());
+    assert!(!p.backs_root);
+    assert!(p.array.is_none());
+}
+
+#[test]
+fn loop_zero_reads_back_zeroes() {
+    need_root!();
+    let d = LoopDev::filled(64 * MIB, 0xA5);
+    let o = wipe(&d, Method::Zero, &opts()).unwrap();
+    assert_eq!(o.bytes, 64 * MIB);
+    assert!(d.read_all().iter().all(|&b| b == 0));
+}
+
+#[test]
+fn loop_zeroout_reads_back_zeroes() {
+    need_root!();
+    let d = LoopDev::filled(64 * MIB, 0x5A);
+    let o = Options {
+        verify: true,
+        ..opts()
+    };
+    assert!(wipe(&d, Method::Zeroout, &o).unwrap().verified);
+    assert!(d.read_all().iter().all(|&b| b == 0));
+}
+
+#[test]
+fn loop_random_reads_back_the_stream_and_verifies() {
+    need_root!();
+    let d = LoopDev::filled(64 * MIB, 0);
+    let seed = Seed::from_os().unwrap();
+    let o = Options {
+        verify: true,
+        seed: Some(seed.clone()),
+        ..Options::default()
+    };
+    let out = wipe(&d, Method::Random, &o).unwrap();
+    assert!(out.verified);
+    let got = d.read_all();
+    let mut want = vec![0u8; got.len()];
+    stream::fill(&seed, 0, &mut want);
+    assert!(got == want, "device content differs from the seeded stream");
+}
+
+#[test]
+fn loop_discard_leaves_zeroes_on_a_sparse_backing_file() {
+    need_root!();
+    let d = LoopDev::filled(64 * MIB, 0x77);
+    let p = probe(&Root::system(), &d.path).unwrap();
+    match wipe(&d, Method::Discard, &opts()) {
+        Ok(o) => {
+            assert_eq!(o.bytes, 64 * MIB);
+            // A loop device punches holes in its backing file: discarded ranges read as zeroes.
+            assert!(d.read_all().iter().all(|&b| b == 0));
+        }
+        Err(e @ WipeError::Unsupported { .. }) => {
+            assert_eq!(p.discard_max_bytes, 0, "{e}");
+        }
+        Err(e) => panic!("{e}"),
+    }
+}
+
+#[test]
+fn loop_signatures_clear_superblocks_and_edges_only() {
+    need_root!();
+    let size = 64 * MIB;
+    let d = LoopDev::filled(size, 0xEE);
+    wipe(&d, Method::Signatures, &opts()).unwrap();
+    let c = d.read_all();
+    let zero = |a: u64, b: u64| c[a as usize..b as usize].iter().all(|&x| x == 0);
+    assert!(zero(0, MIB));
+    assert!(zero(size - MIB, size));
+    assert!(zero((size & !65535) - 65536, size & !65535)); // 0.90
+    assert!(zero((size - 8192) & !4095, ((size - 8192) & !4095) + 4096)); // 1.0
+    assert!(c[(2 * MIB) as usize..(size - 2 * MIB) as usize]
+        .iter()
+        .all(|&x| x == 0xEE));
+}
+
+#[test]
+fn loop_refuses_mounted_ext4() {
+    need_root!();
+    let d = LoopDev::new(64 * MIB);
+    let m = Mounted::new(&d.path);
+    let e = wipe(&d, Method::Zero, &opts()).unwrap_err();
+    let s = e.to_string();
+    assert!(matches!(e, WipeError::Refused { .. }), "{s}");
+    assert!(
+        s.contains(d.path.to_str().unwrap()) && s.contains("mounted on"),
+        "{s}"
+    );
+    assert!(s.contains(m.dir.path().to_str().unwrap()), "{s}");
+    // Nothing was written: the filesystem is intact.
+    drop(m);
+    let out = Command::new("fsck.ext4")
+        .args(["-n", d.path.to_str().unwrap()])
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stdout)
+    );
+}
+
+#[test]
+fn loop_refuses_active_swap() {
+    need_root!();
+    let d = LoopDev::new(64 * MIB);
+    let Some(_s) = Swap::new(&d.path) else {
+        eprintln!("skipped: swapon not permitted here");
+        return;
+    };
+    let e = wipe(&d, Method::Zero, &opts()).unwrap_err();
+    assert!(e.to_string().contains("swap"), "{e}");
+}
+
+#[test]
+fn loop_refuses_device_held_by_dm() {
+    need_root!();
+    let d = LoopDev::new(64 * MIB);
+    let Some(dm) = DmLinear::new(&d.path, 64 * MIB / 512) else {
+        eprintln!("skipped: device-mapper unavailable");
+        return;
+    };
+    let e = wipe(&d, Method::Zero, &opts()).unwrap_err();
+    assert!(e.to_string().contains("held by device-mapper"), "{e}");
+    drop(dm);
+}
+
+#[test]
+fn loop_o_excl_refuses_a_second_exclusive_opener() {
+    need_root!();
+    use std::os::unix::fs::OpenOptionsExt;
+    let d = LoopDev::new(64 * MIB);
+    let p = probe(&Root::system(), &d.path).unwrap();
+    let pl = plan(&p, Method::Zero, &opts()).unwrap();
+    let _holder = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_EXCL)
+        .open(&d.path)
+        .unwrap();
+    let e = Job::new(pl, Root::system())
+        .run(&AtomicBool::new(false))
+        .unwrap_err();
+    assert!(
+        matches!(&e, WipeError::Open { source, .. } if source.raw_os_error() == Some(libc::EBUSY)),
+        "{e:?}"
+    );
+}
+
+#[test]
+fn loop_cancel_half_way() {
+    need_root!();
+    let size = 128 * MIB;
+    let d = LoopDev::filled(size, 0x11);
+    let p = probe(&Root::system(), &d.path).unwrap();
+    let pl = plan(&p, Method::Random, &opts()).unwrap();
+    let job = Job::new(pl, Root::system());
+    let token = job.cancel_token();
+    let h = job
+        .on_progress(move |pr| {
+            if pr.done_bytes >= pr.total_bytes / 2 {
+                token.store(true, Ordering::SeqCst);
+            }
+        })
+        .start();
+    match h.wait() {
+        Err(WipeError::Cancelled { done_bytes, .. }) => {
+            assert!(done_bytes >= size / 2 && done_bytes < size, "{done_bytes}");
+            // The tail was never written.
+            let c = d.read_all();
+            assert!(c[(size - 8 * MIB) as usize..].iter().all(|&b| b == 0x11));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn loop_failure_mid_job_reports_offset_and_errno() {
+    need_root!();
+    // A loop device over a file on a 24 MiB tmpfs: real writes past ~24 MiB fail (ENOSPC in
+    // the backing file, EIO on the loop device) half-way through a 64 MiB device.
+    let mnt = tempfile::tempdir().unwrap();
+    let ok = Command::new("mount")
+        .args(["-t", "tmpfs", "-o", "size=24m", "tmpfs"])
+        .arg(mnt.path())
+        .status()
+        .map(|s| s.success())
+        .unwrap_or(false);
+    if !ok {
+        eprintln!("skipped: cannot mount tmpfs");
+        return;
+    }
+    struct Umount(std::path::PathBuf);
+    impl Drop for Umount {
+        fn drop(&mut self) {
+            let _ = Command::new("umount").arg(&self.0).status();
+        }
+    }
+    let _u = Umount(mnt.path().to_path_buf());
+    let file = mnt.path().join("disk.img");
+    std::fs::File::create(&file)
+        .unwrap()
+        .set_len(64 * MIB)
+        .unwrap();
+    let dev = wipe_support::run(
+        "losetup",
+        &["--find", "--show", "--direct-io=on", file.to_str().unwrap()],
+    );
+    struct Detach(String);
+    impl Drop for Detach {
+        fn drop(&mut self) {
+            let _ = Command::new("losetup").args(["-d", &self.0]).status();
+        }
+    }
+    let _dt = Detach(dev.clone());
+    let p = probe(&Root::system(), std::path::Path::new(&dev)).unwrap();
+    let pl = plan(&p, Method::Random, &opts()).unwrap();
+    let e = Job::new(pl, Root::system())
+        .run(&AtomicBool::new(false))
+        .unwrap_err();
+    match &e {
+        WipeError::Io {
+            offset, errno, op, ..
+        } => {
+            assert!(*offset > 0 && *offset < 64 * MIB, "{e}");
+            assert!(*errno != 0, "{e}");
+            assert_eq!(*op, "write");
+            assert!(e.to_string().contains(&dev));
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn loop_cli_dry_run_writes_nothing_and_shows_reasons() {
+    need_root!();
+    let d = LoopDev::filled(64 * MIB, 0x42);
+    let out = Command::new(BIN)
+        .args(["wipe", "--dry-run", "--method", "random"])
+        .arg(&d.path)
+        .output()
+        .unwrap();
+    assert!(out.status.success());
+    let s = String::from_utf8_lossy(&out.stdout);
+    assert!(s.contains("reasons:") && s.contains("O_DIRECT"), "{s}");
+    assert!(d.read_all().iter().all(|&b| b == 0x42));
+}
+
+#[test]
+fn loop_cli_confirmation_required_without_yes() {
+    need_root!();
+    let d = LoopDev::filled(64 * MIB, 0x42);
+    let mut c = Command::new(BIN)
+        .arg("wipe")
+        .arg(&d.path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    c.stdin.take().unwrap().write_all(b"no\n").unwrap();
+    let out = c.wait_with_output().unwrap();
+    assert!(!out.status.success());
+    assert!(d.read_all().iter().all(|&b| b == 0x42));
+    // Typing the device name confirms.
+    let mut c = Command::new(BIN)
+        .arg("wipe")
+        .arg(&d.path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    c.stdin
+        .take()
+        .unwrap()
+        .write_all(format!("{}\n", d.path.display()).as_bytes())
+        .unwrap();
+    assert!(c.wait().unwrap().success());
+    assert!(d.read_all().iter().all(|&b| b == 0));
+}
+
+#[test]
+fn loop_cli_json_progress_and_completion() {
+    need_root!();
+    let d = LoopDev::filled(64 * MIB, 0x42);
+    let out = Command::new(BIN)
+        .args([
+            "wipe",
+            "--yes",
+            "--verify",
+            "--progress",
+            "json",
+            "--method",
+            "random",
+        ])
+        .arg(&d.path)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let lines: Vec<serde_json::Value> = String::from_utf8_lossy(&out.stdout)
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.first().unwrap()["event"], "plan");
+    let last = lines.last().unwrap();
+    assert_eq!(last["event"], "completed");
+    assert_eq!(last["success"], true);
+    assert_eq!(last["outcome"]["bytes"], 64 * MIB);
+    assert_eq!(last["outcome"]["verified"], true);
+}
+
+#[test]
+fn loop_cli_sigint_cancels_and_exits_nonzero() {
+    need_root!();
+    let d = LoopDev::filled(256 * MIB, 0x42);
+    let mut c = Command::new(BIN)
+        .args(["wipe", "--yes", "--progress", "json", "--method", "random"])
+        .arg(&d.path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut r = BufReader::new(c.stdout.take().unwrap());
+    let mut line = String::new();
+    // Wait for the first progress line: the job has started.
+    loop {
+        line.clear();
+        assert!(r.read_line(&mut line).unwrap() > 0, "no progress line");
+        if line.contains("\"progress\"") {
+            break;
+        }
+    }
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(c.id() as i32),
+        nix::sys::signal::Signal::SIGINT,
+    )
+    .unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut r, &mut rest).unwrap();
+    let out = c.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(130), "{rest}");
+    assert!(rest.contains("cancelled"), "{rest}");
+}
+
+fn star_lines(stdout: &[u8]) -> usize {
+    let s = String::from_utf8_lossy(stdout);
+    assert!(s.lines().all(|l| l == "*"), "unexpected output: {s:.200}");
+    s.lines().count()
+}
+
+#[test]
+fn loop_blockdev_wipe_prints_exactly_1000_stars() {
+    need_root!();
+    for size in [64 * MIB, MIB + 512 * 3] {
+        let d = LoopDev::filled(size, 0x33);
+        let out = Command::new(BIN)
+            .args(["blockdev-wipe", "-s", "65536"])
+            .arg(&d.path)
+            .output()
+            .unwrap();
+        assert_eq!(
+            out.status.code(),
+            Some(0),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        assert_eq!(star_lines(&out.stdout), 1000);
+        assert!(d.read_all().iter().all(|&b| b == 0));
+    }
+}
+
+#[test]
+fn loop_blockdev_wipe_via_argv0_name() {
+    need_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let link = dir.path().join("blockdev-wipe");
+    std::os::unix::fs::symlink(BIN, &link).unwrap();
+    let d = LoopDev::filled(16 * MIB, 0x33);
+    let out = Command::new(&link).arg(&d.path).output().unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    assert_eq!(star_lines(&out.stdout), 1000);
+}
+
+#[test]
+fn loop_blockdev_wipe_exit_1_on_errors() {
+    need_root!();
+    let out = Command::new(BIN)
+        .args(["blockdev-wipe", "/dev/does-not-exist"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("/dev/does-not-exist"));
+    let d = LoopDev::new(64 * MIB);
+    let _m = Mounted::new(&d.path);
+    let out = Command::new(BIN)
+        .arg("blockdev-wipe")
+        .arg(&d.path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("mounted"));
+    assert!(star_lines(&out.stdout) < 1000);
+}
+
+#[test]
+fn loop_blockdev_wipe_f_repeats_a_regular_file() {
+    need_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("pattern");
+    let content: Vec<u8> = (0..7777u32).map(|i| (i * 31 % 256) as u8).collect();
+    std::fs::write(&src, &content).unwrap();
+    let d = LoopDev::filled(16 * MIB, 0);
+    let out = Command::new(BIN)
+        .arg("blockdev-wipe")
+        .arg("-f")
+        .arg(&src)
+        .arg(&d.path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(star_lines(&out.stdout), 1000);
+    let got = d.read_all();
+    assert!(got
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == content[i % content.len()]));
+}
+
+#[test]
+fn loop_blockdev_wipe_f_streams_a_device() {
+    need_root!();
+    let d = LoopDev::filled(16 * MIB, 0);
+    let out = Command::new(BIN)
+        .args(["blockdev-wipe", "-f", "/dev/urandom"])
+        .arg(&d.path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(star_lines(&out.stdout), 1000);
+    let got = d.read_all();
+    let zeros = got.iter().filter(|&&b| b == 0).count();
+    assert!(zeros < got.len() / 100, "{zeros} zero bytes");
+    // And an empty file is an error.
+    let e = tempfile::NamedTempFile::new().unwrap();
+    let out = Command::new(BIN)
+        .arg("blockdev-wipe")
+        .arg("-f")
+        .arg(e.path())
+        .arg(&d.path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(1));
+}
+
+#[test]
+fn loop_zero_by_forced_writes_reads_back_zeroes() {
+    need_root!();
+    let d = LoopDev::filled(32 * MIB, 0x99);
+    let p = probe(&Root::system(), &d.path).unwrap();
+    let o = Options {
+        prefer_writes: true,
+        verify: true,
+        ..opts()
+    };
+    let pl = plan(&p, Method::Zero, &o).unwrap();
+    assert_eq!(pl.op, Op::Write(Data::Zero));
+    assert!(
+        Job::new(pl, Root::system())
+            .run(&AtomicBool::new(false))
+            .unwrap()
+            .verified
+    );
+    assert!(d.read_all().iter().all(|&b| b == 0));
+}
+
+/// Builds a fake `/sys` and `/proc` under a temp root for the real loop device `d`: a partition
+/// that is mounted, an md holder, and a resyncing array on the same disk.
+fn fake_tree(d: &LoopDev, holder_state: &str) -> tempfile::TempDir {
+    use std::os::unix::fs::symlink;
+    let t = tempfile::tempdir().unwrap();
+    let root = t.path();
+    let name = d.name();
+    let (maj, min) = {
+        use std::os::unix::fs::MetadataExt;
+        let r = std::fs::metadata(&d.path).unwrap().rdev();
+        (libc::major(r), libc::minor(r))
+    };
+    let dev = root.join("sys/devices/virtual/block").join(&name);
+    let part = dev.join(format!("{name}p1"));
+    for dir in [dev.join("queue"), dev.join("holders"), part.join("holders")] {
+        std::fs::create_dir_all(dir).unwrap();
+    }
+    std::fs::write(dev.join("queue/optimal_io_size"), "1572864\n").unwrap();
+    std::fs::write(dev.join("queue/minimum_io_size"), "524288\n").unwrap();
+    std::fs::write(dev.join("queue/write_zeroes_max_bytes"), "0\n").unwrap();
+    std::fs::write(dev.join("queue/discard_max_bytes"), "4096\n").unwrap();
+    std::fs::write(dev.join("queue/rotational"), "1\n").unwrap();
+    std::fs::write(part.join("partition"), "1\n").unwrap();
+    std::fs::write(part.join("dev"), "259:77\n").unwrap();
+    // md5 holds the partition; md7 (resyncing) has the disk as a slave.
+    for md in ["md5", "md7"] {
+        let m = root.join("sys/devices/virtual/block").join(md);
+        std::fs::create_dir_all(m.join("md")).unwrap();
+        std::fs::create_dir_all(m.join("slaves")).unwrap();
+        std::fs::create_dir_all(root.join("sys/class/block")).unwrap();
+        std::fs::create_dir_all(root.join("sys/block")).unwrap();
+        symlink(&m, root.join("sys/class/block").join(md)).unwrap();
+        symlink(&m, root.join("sys/block").join(md)).unwrap();
+    }
+    let md5 = root.join("sys/devices/virtual/block/md5");
+    std::fs::write(md5.join("md/array_state"), holder_state).unwrap();
+    std::fs::write(md5.join("md/sync_action"), "idle").unwrap();
+    std::fs::create_dir_all(part.join("holders/md5")).unwrap();
+    let md7 = root.join("sys/devices/virtual/block/md7");
+    std::fs::write(md7.join("md/sync_action"), "resync\n").unwrap();
+    std::fs::create_dir_all(md7.join("slaves").join(&name)).unwrap();
+    symlink(&dev, root.join("sys/class/block").join(&name)).unwrap();
+    std::fs::create_dir_all(root.join("sys/dev/block")).unwrap();
+    symlink(
+        format!("../../devices/virtual/block/{name}"),
+        root.join(format!("sys/dev/block/{maj}:{min}")),
+    )
+    .unwrap();
+    std::fs::create_dir_all(root.join("proc/self")).unwrap();
+    std::fs::write(
+        root.join("proc/self/mountinfo"),
+        "22 1 8:2 / / rw - ext4 /dev/sda2 rw\n\
+         40 22 259:77 / /srv/data rw,relatime - ext4 /dev/fake rw\n",
+    )
+    .unwrap();
+    std::fs::write(
+        root.join("proc/swaps"),
+        "Filename\tType\tSize\tUsed\tPriority\n",
+    )
+    .unwrap();
+    t
+}
+
+#[test]
+fn loop_probe_reads_sysfs_and_proc_under_the_root() {
+    need_root!();
+    let d = LoopDev::new(16 * MIB);
+    let t = fake_tree(&d, "clean");
+    let p = probe(&Root::new(t.path()), &d.path).unwrap();
+    assert_eq!(p.name, d.name());
+    assert_eq!(p.size_bytes, 16 * MIB); // from the ioctl, not sysfs
+    assert_eq!(p.optimal_io_size, 1_572_864);
+    assert_eq!(p.minimum_io_size, 524_288);
+    assert_eq!(p.discard_max_bytes, 4096);
+    assert!(p.rotational);
+    assert_eq!(p.mounts.len(), 1, "{:?}", p.mounts);
+    assert_eq!(p.mounts[0].mount_point, "/srv/data");
+    assert_eq!(p.mounts[0].device, format!("{}p1", d.name()));
+    assert_eq!(p.holders.len(), 1);
+    assert_eq!(p.holders[0].name, "md5");
+    assert_eq!(p.holders[0].md_array_state.as_deref(), Some("clean"));
+    assert_eq!(p.resyncing_neighbours, vec!["md7".to_string()]);
+    assert!(!p.backs_root);
+    let e = plan(&p, Method::Zero, &opts()).unwrap_err();
+    assert!(e.to_string().contains("mounted on /srv/data"), "{e}");
+}
+
+#[test]
+fn loop_member_of_inactive_array_may_be_wiped_with_a_global_lease() {
+    need_root!();
+    let d = LoopDev::new(16 * MIB);
+    let t = fake_tree(&d, "inactive");
+    std::fs::write(
+        t.path().join("proc/self/mountinfo"),
+        "22 1 8:2 / / rw - ext4 /dev/sda2 rw\n",
+    )
+    .unwrap();
+    let p = probe(&Root::new(t.path()), &d.path).unwrap();
+    let pl = plan(&p, Method::Random, &opts()).unwrap();
+    assert_eq!(pl.block_bytes, 3 * 1_572_864);
+    assert_eq!(pl.leases.len(), 1);
+    assert_eq!(pl.leases[0].global.min, Some(0));
+}
+
+#[test]
+fn loop_blockdev_wipe_sigterm_cancels_with_exit_1() {
+    // partman-crypto cancels by killing blockdev-wipe (SIGTERM).
+    need_root!();
+    let d = LoopDev::filled(256 * MIB, 0x42);
+    let mut c = Command::new(BIN)
+        .args(["blockdev-wipe", "-f", "/dev/urandom"])
+        .arg(&d.path)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut r = BufReader::new(c.stdout.take().unwrap());
+    let mut line = String::new();
+    assert!(
+        r.read_line(&mut line).unwrap() > 0,
+        "no star before the end"
+    );
+    nix::sys::signal::kill(
+        nix::unistd::Pid::from_raw(c.id() as i32),
+        nix::sys::signal::Signal::SIGTERM,
+    )
+    .unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut r, &mut rest).unwrap();
+    let out = c.wait_with_output().unwrap();
+    assert_eq!(out.status.code(), Some(1));
+    assert!(1 + rest.lines().count() < 1000);
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cancelled"));
+}
