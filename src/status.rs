@@ -299,7 +299,13 @@ fn render_array(out: &mut String, a: &Array) {
             .iter()
             .any(|f| matches!(f, MemberFlag::Faulty | MemberFlag::Spare))
         {
-            words.insert(0, "active".into());
+            // Members of an inactive or broken array are assembled, not in service.
+            let role = if a.state == ArrayState::Active {
+                "active"
+            } else {
+                "assembled"
+            };
+            words.insert(0, role.into());
         }
         if let Some(x) = member_sys.filter(|x| !x.state.is_empty()) {
             words.push(format!("(sysfs: {})", x.state.join(",")));
@@ -406,7 +412,7 @@ pub fn human_bytes(bytes: u64) -> String {
     format!("{v:.1} {}", UNITS[unit])
 }
 
-/// Minutes (as mdstat's `finish=`) as `3h 17m`, `12m 06s` or `42s`.
+/// Minutes (as mdstat's `finish=`) as `5d 02h` (from 48 hours on), `3h 17m`, `12m 06s` or `42s`.
 pub fn human_minutes(min: f64) -> String {
     let secs = if min.is_finite() && min > 0.0 {
         (min * 60.0).round() as u64
@@ -414,7 +420,9 @@ pub fn human_minutes(min: f64) -> String {
         0
     };
     let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
-    if h > 0 {
+    if h >= 48 {
+        format!("{}d {:02}h", h / 24, h % 24)
+    } else if h > 0 {
         format!("{h}h {m:02}m")
     } else if m > 0 {
         format!("{m}m {s:02}s")
@@ -426,6 +434,12 @@ pub fn human_minutes(min: f64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn eta_of_days_prints_days() {
+        assert_eq!(human_minutes(43200.0), "30d 00h");
+        assert_eq!(human_minutes(197.2), "3h 17m");
+    }
 
     #[test]
     fn human_units() {
