@@ -271,7 +271,10 @@ fn move_aside(path: &Path, reason: String) -> Result<PolicyState, StateError> {
     // state path missing (a missing file would read as "no state" and the next apply would
     // capture the kernel's current value, possibly our own 0, as the original). If saving the
     // marker fails, the corrupt file is still in place and the next load tries again.
-    std::fs::hard_link(path, &moved_to).map_err(stuck)?;
+    // A file system without hard links: a copy keeps the same guarantee.
+    std::fs::hard_link(path, &moved_to)
+        .or_else(|_| std::fs::copy(path, &moved_to).map(drop))
+        .map_err(stuck)?;
     let marker = PolicyState {
         originals_unknown: Some(moved_to.display().to_string()),
         ..Default::default()
