@@ -655,6 +655,12 @@ pub fn transition(
                 }
             }
             (None, Some(m)) => {
+                // No lease wants this knob any more: "restore will write back" no longer holds.
+                let stale = format!("{knob} changed behind our back (");
+                for st in [&mut mid, &mut end] {
+                    st.warnings
+                        .retain(|w| !(w.starts_with(&stale) && w.ends_with(WRITE_BACK_SUFFIX)));
+                }
                 let Some(r) = reading else {
                     warnings.push(format!(
                         "{knob}: {} is gone (array stopped?); nothing to restore",
@@ -919,6 +925,19 @@ mod tests {
         let (s, t) = run(&s, leases(&[lease("i", Some(0), None)]), &mut k);
         assert!(t.warnings[0].ends_with(WRITE_BACK_SUFFIX));
         let (s, _) = run(&s, BTreeMap::new(), &mut k);
+        assert_eq!(k[&gmin()], Reading::local(5000));
+        assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+        // Also when only that knob's lease goes and another lease lives on.
+        let mut k = readings(&[
+            (gmin(), Reading::local(1000)),
+            (gmax(), Reading::local(200_000)),
+        ]);
+        let both = leases(&[lease("i", Some(0), None), lease("j", None, Some(10))]);
+        let (s, _) = run(&PolicyState::default(), both.clone(), &mut k);
+        k.insert(gmin(), Reading::local(5000));
+        let (s, t) = run(&s, both, &mut k);
+        assert_eq!(t.warnings.len(), 1);
+        let (s, _) = run(&s, leases(&[lease("j", None, Some(10))]), &mut k);
         assert_eq!(k[&gmin()], Reading::local(5000));
         assert!(s.warnings.is_empty(), "{:?}", s.warnings);
     }
