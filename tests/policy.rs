@@ -663,6 +663,15 @@ fn corrupt_state_never_captures_our_value_as_original() {
         v.warnings
     );
     assert_eq!(t.gmin(), "0");
+    assert!(v
+        .originals_unknown
+        .as_deref()
+        .is_some_and(|m| m.ends_with(&moved)));
+    let (_, out, _) = cli(&t, &["show"]);
+    assert!(
+        out.contains("speed_limit_min: 0 KiB/s (original unknown)"),
+        "{out}"
+    );
     // Last release: the value is left, with the warning naming the fix.
     let v = p.release("installer").unwrap();
     assert_eq!(t.gmin(), "0", "never write a guessed original");

@@ -364,6 +364,7 @@ impl Policy {
                 .collect(),
             arrays,
             warnings,
+            originals_unknown: st.originals_unknown.clone(),
         }
     }
 }

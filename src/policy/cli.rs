@@ -189,9 +189,10 @@ pub fn render(v: &PolicyView) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let _ = writeln!(s, "state: {}", v.state_path.display());
-    let orig = |o: Option<u64>| {
-        o.map(|o| format!(" (original {o})"))
-            .unwrap_or_else(|| " (not managed)".into())
+    let orig = |o: Option<u64>| match (o, &v.originals_unknown) {
+        (Some(o), _) => format!(" (original {o})"),
+        (None, Some(_)) => " (original unknown)".into(),
+        (None, None) => " (not managed)".into(),
     };
     let _ = writeln!(
         s,

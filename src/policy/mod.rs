@@ -93,6 +93,10 @@ pub struct PolicyView {
     pub arrays: BTreeMap<String, ArrayView>,
     /// Warnings kept in the state file plus knobs changed behind our back right now.
     pub warnings: Vec<String>,
+    /// Where a corrupt state file was moved to, while the originals are unknown (until
+    /// `restore --defaults`); `null` normally.
+    #[serde(default)]
+    pub originals_unknown: Option<String>,
 }
 
 /// A lease as shown: the request's fields plus `dead` (JSON:
