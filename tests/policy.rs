@@ -167,7 +167,9 @@ fn corrupt_state_is_moved_aside_and_only_defaults_restore_it() {
     let msg = e.to_string();
     assert!(msg.contains("policy.toml is corrupt"), "{msg}");
     assert!(msg.contains("policy.toml.corrupt-"), "{msg}");
-    assert!(!t.state_path().exists());
+    // Replaced by a fresh state that records "originals unknown" (never a missing file).
+    let text = std::fs::read_to_string(t.state_path()).unwrap();
+    assert!(text.contains("originals_unknown = "), "{text}");
     let moved: Vec<_> = std::fs::read_dir(t.state_path().parent().unwrap())
         .unwrap()
         .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
@@ -501,11 +503,23 @@ fn cli_apply_show_release_restore() {
 #[test]
 fn cli_pid_lease_is_reaped_by_the_next_command() {
     let t = FakeTree::new();
-    let mut child = Command::new("true").spawn().unwrap();
-    let dead = child.id().to_string();
-    child.wait().unwrap();
-    let (code, _, err) = cli(&t, &["apply", "--pid", &dead, "--holder", "short"]);
+    let mut child = Command::new("sleep").arg("60").spawn().unwrap();
+    let pid = child.id().to_string();
+    let (code, _, err) = cli(&t, &["apply", "--pid", &pid, "--holder", "short"]);
     assert_eq!(code, 0, "{err}");
+    assert_eq!(t.gmin(), "0");
+    child.kill().unwrap();
+    child.wait().unwrap();
+    // show marks it, and changes nothing.
+    let (code, out, _) = cli(&t, &["show"]);
+    assert_eq!(code, 0);
+    assert!(
+        out.contains(&format!("owner pid {pid} (dead: will be dropped)")),
+        "{out}"
+    );
+    let (_, out, _) = cli(&t, &["show", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(v["leases"][0]["dead"], true);
     assert_eq!(t.gmin(), "0");
     let (code, _, _) = cli(&t, &["release", "--holder", "other"]);
     assert_eq!(code, 0);
@@ -541,7 +555,11 @@ fn cli_errors_exit_1_and_name_the_file() {
     std::fs::remove_file(t.path("/proc/sys/dev/raid/speed_limit_min")).unwrap();
     let (code, _, err) = cli(&t, &["apply"]);
     assert_eq!(code, 1);
-    assert!(err.contains("speed_limit_min does not exist"), "{err}");
+    assert!(
+        err.contains("speed_limit_min does not exist (md driver not loaded?)"),
+        "{err}"
+    );
+    assert!(!err.contains("no such array"), "{err}");
     let (code, _, err) = cli(&t, &["apply", "--array", "sda"]);
     assert_eq!(code, 1);
     assert!(err.contains("invalid array name"), "{err}");
@@ -608,4 +626,182 @@ fn loop_not_root_names_the_file_and_changes_nothing() {
     assert_eq!((t.gmin(), t.gmax()), ("1000".into(), "200000".into()));
     assert_eq!(std::fs::read(&state).unwrap(), before);
     assert_eq!(t.amin(), "5");
+}
+
+/// Names of the files in the state directory.
+fn state_dir_names(t: &FakeTree) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(t.state_path().parent().unwrap())
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn corrupt_state_never_captures_our_value_as_original() {
+    let t = FakeTree::new();
+    let p = t.policy();
+    p.acquire(global("installer", Some(0), None)).unwrap();
+    std::fs::write(t.state_path(), "this is [not toml").unwrap();
+    // The operation that finds the corruption reports it, on one line.
+    let e = p.acquire(global("installer", Some(0), None)).unwrap_err();
+    let msg = mdpilot_chain(&e);
+    assert!(msg.contains("is corrupt") && !msg.contains('\n'), "{msg}");
+    let moved = state_dir_names(&t)
+        .into_iter()
+        .find(|n| n.starts_with("policy.toml.corrupt-"))
+        .unwrap();
+    // The next apply takes the lease but captures no original (the kernel holds our own 0).
+    let v = p.acquire(global("installer", Some(0), None)).unwrap();
+    assert_eq!(v.originals.speed_limit_min, None);
+    assert!(
+        v.warnings
+            .iter()
+            .any(|w| w.contains("originals unknown") && w.contains(&moved)),
+        "{:?}",
+        v.warnings
+    );
+    assert_eq!(t.gmin(), "0");
+    assert!(v
+        .originals_unknown
+        .as_deref()
+        .is_some_and(|m| m.ends_with(&moved)));
+    let (_, out, _) = cli(&t, &["show"]);
+    assert!(
+        out.contains("speed_limit_min: 0 KiB/s (original unknown)"),
+        "{out}"
+    );
+    // Last release: the value is left, with the warning naming the fix.
+    let v = p.release("installer").unwrap();
+    assert_eq!(t.gmin(), "0", "never write a guessed original");
+    let want = format!(
+        "originals unknown (state file was corrupt, moved to {}): run `mdpilot policy restore --defaults`",
+        t.state_path().parent().unwrap().join(&moved).display()
+    );
+    assert!(v.warnings.contains(&want), "{:?}", v.warnings);
+    // A new cycle, reap and plain restore do not forget it either.
+    p.acquire(global("again", Some(3), None)).unwrap();
+    p.reap(&|_| false).unwrap();
+    assert_eq!(t.gmin(), "3");
+    p.restore(false).unwrap();
+    assert!(p.show().unwrap().warnings.contains(&want));
+    // Only restore --defaults clears it; then originals are captured again.
+    let v = p.restore(true).unwrap();
+    assert_eq!(t.gmin(), "1000");
+    assert!(
+        !v.warnings.iter().any(|w| w.contains("originals unknown")),
+        "{:?}",
+        v.warnings
+    );
+    let v = p.acquire(global("installer", Some(0), None)).unwrap();
+    assert_eq!(v.originals.speed_limit_min, Some(1000));
+    p.release("installer").unwrap();
+    assert_eq!(t.gmin(), "1000");
+}
+
+#[test]
+fn show_is_read_only() {
+    let t = FakeTree::new();
+    // No state dir: show creates neither the dir nor the lock file.
+    let (code, out, err) = cli(&t, &["show"]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("leases: none"), "{out}");
+    assert!(!t.state_path().parent().unwrap().exists());
+    // A corrupt state file is reported, not moved.
+    std::fs::create_dir_all(t.state_path().parent().unwrap()).unwrap();
+    std::fs::write(t.state_path(), "this is [not toml").unwrap();
+    let (code, _, err) = cli(&t, &["show"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("is corrupt") && err.contains("restore --defaults"),
+        "{err}"
+    );
+    assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
+    assert_eq!(state_dir_names(&t), vec!["policy.toml".to_string()]);
+    assert_eq!(
+        std::fs::read_to_string(t.state_path()).unwrap(),
+        "this is [not toml"
+    );
+}
+
+#[test]
+fn last_release_after_admin_change_leaves_it_like_restore() {
+    let t = FakeTree::new();
+    let (code, _, err) = cli(&t, &["apply"]);
+    assert_eq!(code, 0, "{err}");
+    t.set("/proc/sys/dev/raid/speed_limit_min", "5000\n");
+    let (code, out, err) = cli(&t, &["release", "--holder", "installer"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(t.gmin(), "5000");
+    assert!(
+        out.contains("warning: speed_limit_min changed behind our back: left at 5000"),
+        "{out}"
+    );
+    assert!(!out.contains("write back"), "{out}");
+    assert!(!err.contains("write back"), "{err}");
+    let (_, out, _) = cli(&t, &["show"]);
+    assert!(!out.contains("write back"), "{out}");
+}
+
+#[test]
+fn stale_write_back_warning_is_gone_after_restore() {
+    let t = FakeTree::new();
+    let p = t.policy();
+    p.acquire(global("installer", Some(0), None)).unwrap();
+    t.set("/proc/sys/dev/raid/speed_limit_min", "5000\n");
+    // Re-applied while leased: the admin's value becomes the one to write back (true now).
+    let v = p.acquire(global("installer", Some(0), None)).unwrap();
+    assert!(v.warnings.iter().any(|w| w.contains("write back")));
+    let v = p.restore(false).unwrap();
+    assert_eq!(t.gmin(), "5000");
+    assert!(!v.warnings.iter().any(|w| w.contains("write back")));
+    let v = p.show().unwrap();
+    assert!(
+        !v.warnings.iter().any(|w| w.contains("write back")),
+        "{:?}",
+        v.warnings
+    );
+}
+
+#[test]
+fn per_array_max_zero_is_written_as_one() {
+    let t = FakeTree::new();
+    let (code, _, err) = cli(&t, &["apply", "--array", "md0", "--max", "0"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(t.amax(), "1");
+    let (code, _, _) = cli(&t, &["restore"]);
+    assert_eq!(code, 0);
+    assert_eq!(t.amax(), "system");
+}
+
+#[test]
+fn cli_rejects_dead_pid_and_min_above_max() {
+    let t = FakeTree::new();
+    let mut child = Command::new("true").spawn().unwrap();
+    let dead = child.id().to_string();
+    child.wait().unwrap();
+    let (code, _, err) = cli(&t, &["apply", "--pid", &dead]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains(&format!("--pid {dead}: no such process")),
+        "{err}"
+    );
+    let (code, _, err) = cli(&t, &["apply", "--min", "10", "--max", "5"]);
+    assert_eq!(code, 1);
+    assert!(
+        err.contains("invalid argument: min 10 KiB/s is above max 5 KiB/s"),
+        "{err}"
+    );
+    assert_eq!((t.gmin(), t.gmax()), ("1000".into(), "200000".into()));
+    assert!(!t.state_path().exists());
+}
+
+#[test]
+fn cli_array_accepts_dev_path() {
+    let t = FakeTree::new();
+    let (code, out, err) = cli(&t, &["apply", "--array", "/dev/md0", "--min", "5"]);
+    assert_eq!(code, 0, "{err}");
+    assert_eq!(t.amin(), "5");
+    assert!(out.contains("md0: sync_speed_min 5"), "{out}");
 }

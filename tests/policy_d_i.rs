@@ -112,6 +112,38 @@ fn scripts_never_fail_the_install() {
 }
 
 #[test]
+fn finish_logs_when_mdpilot_is_missing() {
+    for sh in shells() {
+        let t = FakeTree::new();
+        let empty = bin_dir(t.dir.path(), false);
+        // A fake logger that records its arguments (busybox may use its own applet instead).
+        let log = t.dir.path().join("logger.out");
+        let logger = empty.join("logger");
+        std::fs::write(
+            &logger,
+            format!("#!/bin/sh\necho \"$*\" >> {}\n", log.display()),
+        )
+        .unwrap();
+        let mut perm = std::fs::metadata(&logger).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        std::fs::set_permissions(&logger, perm).unwrap();
+        let (code, err) = run(&sh, FINISH, &t, &empty);
+        assert_eq!(code, 0, "{sh:?}");
+        assert!(
+            err.contains("mdpilot-finish: mdpilot not installed"),
+            "{sh:?}: {err}"
+        );
+        if sh[0].ends_with("dash") {
+            let logged = std::fs::read_to_string(&log).unwrap();
+            assert!(
+                logged.contains("-t mdpilot-finish -- mdpilot not installed"),
+                "{logged}"
+            );
+        }
+    }
+}
+
+#[test]
 fn scripts_parse_as_posix_sh() {
     for sh in shells() {
         for script in [HOOK, FINISH] {

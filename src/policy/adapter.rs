@@ -6,8 +6,8 @@ use super::knobs::{FsKnobs, KnobError, KnobIo};
 use super::lease::{self, KnobId, PolicyState, Reading, Setting};
 use super::state::{self, StateError};
 use super::{
-    ArrayView, Bound, GlobalOriginals, LeaseRequest, Owner, PolicyError, PolicySettings,
-    PolicyView, KERNEL_DEFAULT_MAX, KERNEL_DEFAULT_MIN,
+    cli_alive, ArrayView, Bound, GlobalOriginals, LeaseRequest, LeaseView, Owner, PolicyError,
+    PolicySettings, PolicyView, KERNEL_DEFAULT_MAX, KERNEL_DEFAULT_MIN,
 };
 use crate::host::Root;
 use std::collections::{BTreeMap, BTreeSet};
@@ -72,7 +72,7 @@ impl Policy {
         self.change(Vec::new(), move |old| {
             let mut leases = old.leases.clone();
             leases.insert(req.holder.clone(), req);
-            leases
+            Some(leases)
         })
     }
 
@@ -86,7 +86,7 @@ impl Policy {
         let view = self.change(Vec::new(), |old| {
             let mut leases = old.leases.clone();
             unknown = leases.remove(holder).is_none();
-            leases
+            Some(leases)
         })?;
         Ok(if unknown {
             let mut v = view;
@@ -110,7 +110,7 @@ impl Policy {
     /// state is then left as it was; run it again).
     pub fn restore(&self, defaults: bool) -> Result<PolicyView, PolicyError> {
         if !defaults {
-            return self.change(Vec::new(), |_| BTreeMap::new());
+            return self.change(Vec::new(), |_| Some(BTreeMap::new()));
         }
         let path = &self.settings.state_path;
         let _lock = state::lock(path)?;
@@ -171,29 +171,29 @@ impl Policy {
         Ok(self.view_of(&end, Vec::new()))
     }
 
-    /// Reads state and knobs without changing anything (a corrupt state file is still moved
-    /// aside and reported).
+    /// Reads state and knobs without changing anything: no lock, no directory or lock file
+    /// created, a corrupt state file is reported and left where it is.
     ///
     /// # Errors
-    /// [`PolicyError::State`] when the state file is unreadable or corrupt. Unreadable knobs are
-    /// not errors: they show as `null` with a warning.
+    /// [`PolicyError::State`] when the state file is unreadable or corrupt
+    /// ([`StateError::CorruptUntouched`]). Unreadable knobs are not errors: they show as `null`
+    /// with a warning.
     pub fn show(&self) -> Result<PolicyView, PolicyError> {
-        let path = &self.settings.state_path;
-        // Reading needs no lock (saves are atomic renames); take it when we can so a corrupt
-        // file is not moved aside under a writer's feet, but do not fail for a non-root reader.
-        let _lock = state::lock(path).ok();
-        let st = state::load(path)?;
+        // Saves are atomic renames, so a reader without the lock sees the old or the new file.
+        let st = state::read(&self.settings.state_path)?;
         Ok(self.view_of(&st, Vec::new()))
     }
 
     /// Drops the leases whose owner `alive` says is dead, and restores knobs no remaining lease
-    /// targets (all originals when none remain).
+    /// targets (all originals when none remain). When every owner is alive nothing is read or
+    /// written (a drift is then handled by the release or restore that follows, not re-applied).
     ///
     /// # Errors
     /// As [`Policy::release`].
     pub fn reap(&self, alive: &dyn Fn(&Owner) -> bool) -> Result<PolicyView, PolicyError> {
         self.change(Vec::new(), |old| {
-            old.leases
+            let kept: BTreeMap<String, LeaseRequest> = old
+                .leases
                 .iter()
                 .filter(|(holder, l)| {
                     let keep = alive(&l.owner);
@@ -203,21 +203,25 @@ impl Policy {
                     keep
                 })
                 .map(|(h, l)| (h.clone(), l.clone()))
-                .collect()
+                .collect();
+            (kept.len() != old.leases.len()).then_some(kept)
         })
     }
 
-    /// The one transaction every mutating operation goes through.
+    /// The one transaction every mutating operation goes through. `next` gives the new lease
+    /// set, or `None` for "no change" (the view of the current state is returned).
     fn change(
         &self,
         extra_warnings: Vec<String>,
-        next: impl FnOnce(&PolicyState) -> BTreeMap<String, LeaseRequest>,
+        next: impl FnOnce(&PolicyState) -> Option<BTreeMap<String, LeaseRequest>>,
     ) -> Result<PolicyView, PolicyError> {
         let path = &self.settings.state_path;
         let _lock = state::lock(path)?;
         let existed = path.exists();
         let old = state::load(path)?;
-        let leases = next(&old);
+        let Some(leases) = next(&old) else {
+            return Ok(self.view_of(&old, extra_warnings));
+        };
         let targets = lease::targets(&leases);
         let mut readings = BTreeMap::new();
         for knob in lease::knobs_to_read(&old, &leases) {
@@ -333,6 +337,12 @@ impl Policy {
             arrays.insert(array, v);
         }
         warnings.extend(lease::drift_warnings(st, &readings));
+        if let Some(moved_to) = &st.originals_unknown {
+            let w = lease::originals_unknown_warning(moved_to);
+            if !warnings.contains(&w) {
+                warnings.push(w);
+            }
+        }
         warnings.extend(extra);
         let orig = |b| {
             st.knobs
@@ -347,9 +357,14 @@ impl Policy {
                 speed_limit_min: orig(Bound::Min),
                 speed_limit_max: orig(Bound::Max),
             },
-            leases: st.leases.values().cloned().collect(),
+            leases: st
+                .leases
+                .values()
+                .map(|l| LeaseView::new(l.clone(), !cli_alive(&l.owner)))
+                .collect(),
             arrays,
             warnings,
+            originals_unknown: st.originals_unknown.clone(),
         }
     }
 }

@@ -50,10 +50,12 @@ pub struct ApplyArgs {
     /// is written as 1, the lowest the kernel accepts).
     #[arg(long, value_name = "KIBS")]
     pub min: Option<u64>,
-    /// Wanted maximum resync speed, KiB/s (0 pauses resync).
+    /// Wanted maximum resync speed, KiB/s (0 pauses resync; per array, 0 is written as 1, the
+    /// lowest the kernel accepts).
     #[arg(long, value_name = "KIBS")]
     pub max: Option<u64>,
-    /// Apply to this array's sync_speed_{min,max} (`md0`) instead of the global limits.
+    /// Apply to this array's sync_speed_{min,max} (`md0` or `/dev/md0`) instead of the global
+    /// limits.
     #[arg(long, value_name = "mdN")]
     pub array: Option<String>,
     /// Lease holder name; applying again with the same name replaces the lease.
@@ -97,7 +99,11 @@ impl ApplyArgs {
             }
         };
         let (global, arrays) = match &self.array {
-            Some(a) => (Limits::default(), BTreeMap::from([(a.clone(), limits)])),
+            // `/dev/md0` names the same array as the kernel name `md0`.
+            Some(a) => (
+                Limits::default(),
+                BTreeMap::from([(a.strip_prefix("/dev/").unwrap_or(a).to_string(), limits)]),
+            ),
             None => (limits, BTreeMap::new()),
         };
         LeaseRequest {
@@ -110,9 +116,21 @@ impl ApplyArgs {
     }
 }
 
+/// `--pid` named a process that does not exist.
+#[derive(Debug, thiserror::Error)]
+#[error("--pid {0}: no such process; lease not taken")]
+pub struct NoSuchPid(pub u32);
+
 /// Runs a `mdpilot policy` subcommand: through the service when it runs
 /// ([`super::client::try_service`]), else on the files under `ctx.root`.
 pub fn run(ctx: &Context, cmd: PolicyCommand) -> ExitCode {
+    if let PolicyCommand::Apply(ApplyArgs { pid: Some(pid), .. }) = &cmd {
+        // A lease tied to a process that is already gone would be dropped by the next command:
+        // surely a mistake (typo, wrong $$), so say so instead of applying.
+        if !super::pid_alive(*pid) {
+            return fail(&NoSuchPid(*pid), 1);
+        }
+    }
     if let Some(code) = super::client::try_service(ctx, &cmd) {
         return code;
     }
@@ -171,9 +189,10 @@ pub fn render(v: &PolicyView) -> String {
     use std::fmt::Write as _;
     let mut s = String::new();
     let _ = writeln!(s, "state: {}", v.state_path.display());
-    let orig = |o: Option<u64>| {
-        o.map(|o| format!(" (original {o})"))
-            .unwrap_or_else(|| " (not managed)".into())
+    let orig = |o: Option<u64>| match (o, &v.originals_unknown) {
+        (Some(o), _) => format!(" (original {o})"),
+        (None, Some(_)) => " (original unknown)".into(),
+        (None, None) => " (not managed)".into(),
     };
     let _ = writeln!(
         s,
@@ -211,9 +230,14 @@ pub fn render(v: &PolicyView) -> String {
             for (a, lim) in &l.arrays {
                 what.push(format!("{a} {}", limits_text(lim)));
             }
+            let dead = if l.dead {
+                " (dead: will be dropped)"
+            } else {
+                ""
+            };
             let _ = writeln!(
                 s,
-                "  {}: kind {}, owner {}, {}",
+                "  {}: kind {}, owner {}{dead}, {}",
                 l.holder,
                 l.kind,
                 l.owner,
@@ -269,5 +293,13 @@ mod tests {
             }
         );
         assert!(T::try_parse_from(["t", "apply", "--kind", "boss"]).is_err());
+    }
+
+    #[test]
+    fn apply_accepts_dev_path_for_array() {
+        let T { c } = T::parse_from(["t", "apply", "--array", "/dev/md0", "--min", "5"]);
+        let PolicyCommand::Apply(a) = c else { panic!() };
+        let r = a.request(0, None);
+        assert_eq!(r.arrays.keys().collect::<Vec<_>>(), vec!["md0"]);
     }
 }

@@ -3,7 +3,8 @@
 //! - `/proc/sys/dev/raid/speed_limit_{min,max}`: a decimal number, KiB/s.
 //! - `/sys/block/mdN/md/sync_speed_{min,max}`: `N (local)` or `N (system)` (a bare `N` is
 //!   accepted too); writing `system` reverts the array to the global value. The kernel rejects 0
-//!   for `sync_speed_min` with EINVAL, which is why the core never asks for it.
+//!   for `sync_speed_min` and `sync_speed_max` with EINVAL, which is why the core never asks for
+//!   it (0 is written as 1).
 //!
 //! Source of truth: kernel `Documentation/admin-guide/md.rst` and `drivers/md/md.c`
 //! (`sync_min_show` prints `"%d (%s)\n"` with `system` or `local`).
@@ -18,10 +19,16 @@ use std::path::PathBuf;
 #[derive(Debug, thiserror::Error)]
 pub enum KnobError {
     /// The file does not exist (no md driver loaded, or no such array).
-    #[error("{path} does not exist (md driver not loaded, or no such array?)")]
+    #[error("{path} does not exist ({})", if *array {
+        "no such array, or it is stopped?"
+    } else {
+        "md driver not loaded?"
+    })]
     Missing {
         /// The knob file.
         path: PathBuf,
+        /// True for a per-array knob (the hint differs: a global one means no md driver).
+        array: bool,
     },
     /// The file does not hold a number (or `N (local|system)` for per-array knobs).
     #[error("{path} holds {text:?}, not a speed limit in KiB/s")]
@@ -122,7 +129,12 @@ impl KnobIo for FsKnobs {
         let path = self.path(knob);
         let text = match crate::host::read_optional(&path) {
             Ok(Some(t)) => t,
-            Ok(None) => return Err(KnobError::Missing { path }),
+            Ok(None) => {
+                return Err(KnobError::Missing {
+                    path,
+                    array: knob.is_array(),
+                })
+            }
             Err(source) => return Err(KnobError::Read { path, source }),
         };
         parse_reading(knob, &text).ok_or(KnobError::NotNumeric { path, text })
@@ -133,7 +145,10 @@ impl KnobIo for FsKnobs {
         let value = setting.to_text();
         let err = |source: io::Error| {
             if source.kind() == io::ErrorKind::NotFound {
-                KnobError::Missing { path: path.clone() }
+                KnobError::Missing {
+                    path: path.clone(),
+                    array: knob.is_array(),
+                }
             } else {
                 KnobError::Write {
                     path: path.clone(),
@@ -225,7 +240,15 @@ mod tests {
         let d = tempfile::tempdir().unwrap();
         let k = FsKnobs::new(Root::new(d.path()));
         let g = KnobId::Global(Bound::Max);
-        assert!(k.read(&g).unwrap_err().is_missing());
+        let e = k.read(&g).unwrap_err();
+        assert!(e.is_missing());
+        assert!(
+            e.to_string()
+                .ends_with("does not exist (md driver not loaded?)"),
+            "{e}"
+        );
+        let e = k.read(&arr()).unwrap_err().to_string();
+        assert!(e.ends_with("(no such array, or it is stopped?)"), "{e}");
         assert!(k.write(&g, Setting::Kibs(1)).unwrap_err().is_missing());
         assert!(!k.path(&g).exists(), "write must not create the knob");
         std::fs::create_dir_all(k.path(&g).parent().unwrap()).unwrap();

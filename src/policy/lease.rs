@@ -18,8 +18,9 @@ use std::fmt;
 pub const KERNEL_DEFAULT_MIN: u64 = 1000;
 /// Kernel default of `/proc/sys/dev/raid/speed_limit_max`, KiB/s (md.rst).
 pub const KERNEL_DEFAULT_MAX: u64 = 200_000;
-/// The lowest value `sync_speed_min` accepts: the kernel rejects 0 with EINVAL, so a per-array
-/// request of 0 is written as 1.
+/// The lowest value `sync_speed_min` and `sync_speed_max` accept: the kernel rejects 0 with
+/// EINVAL (`sync_min_store` / `sync_max_store` in `drivers/md/md.c`), so a per-array request of
+/// 0 is written as 1.
 pub const ARRAY_MIN_FLOOR: u64 = 1;
 /// The largest limit accepted: the kernel stores the global limits as C `int`.
 pub const LIMIT_CEILING: u64 = i32::MAX as u64;
@@ -149,6 +150,16 @@ pub enum CoreError {
     /// The lease asks for nothing.
     #[error("lease of {0:?} requests no limit")]
     EmptyLease(String),
+    /// The same request asks for a minimum above its maximum.
+    #[error("invalid argument: min {min} KiB/s is above max {max} KiB/s for {knob}")]
+    MinAboveMax {
+        /// The knob pair (the `min` one).
+        knob: KnobId,
+        /// Requested minimum, KiB/s.
+        min: u64,
+        /// Requested maximum, KiB/s.
+        max: u64,
+    },
     /// The adapter did not provide a reading for a knob a lease targets (a bug in the adapter).
     #[error("no reading for {0}")]
     MissingReading(KnobId),
@@ -205,14 +216,12 @@ impl KnobId {
         matches!(self, KnobId::Array { .. })
     }
 
-    /// The value actually written for a wanted value: per-array minimums are raised to
-    /// [`ARRAY_MIN_FLOOR`] because the kernel rejects 0.
+    /// The value actually written for a wanted value: per-array limits (min and max) are raised
+    /// to [`ARRAY_MIN_FLOOR`] because the kernel rejects 0 for both; the global limits accept 0.
     pub fn writable(&self, wanted: u64) -> u64 {
         match self {
-            KnobId::Array {
-                bound: Bound::Min, ..
-            } => wanted.max(ARRAY_MIN_FLOOR),
-            _ => wanted,
+            KnobId::Array { .. } => wanted.max(ARRAY_MIN_FLOOR),
+            KnobId::Global(_) => wanted,
         }
     }
 }
@@ -377,6 +386,11 @@ pub struct PolicyState {
     pub knobs: BTreeMap<KnobId, Managed>,
     /// Warnings kept for `policy show` (drift noticed, arrays gone...), oldest first.
     pub warnings: Vec<String>,
+    /// Set when a corrupt state file was moved aside (the path it was moved to): the originals
+    /// are unknown. While set, leases are applied but no original is captured (the kernel may
+    /// hold our own earlier value), and knobs no lease wants any more are left as they are.
+    /// Only `restore --defaults` clears it.
+    pub originals_unknown: Option<String>,
 }
 
 /// One kernel write of a transition, with the reading before it (for rollback).
@@ -418,12 +432,24 @@ pub fn validate(req: &LeaseRequest) -> Result<(), CoreError> {
         Some(value) if value > LIMIT_CEILING => Err(CoreError::LimitTooLarge { knob, value }),
         _ => Ok(()),
     };
+    let ordered = |knob: KnobId, l: &Limits| match (l.min, l.max) {
+        (Some(min), Some(max)) if min > max => Err(CoreError::MinAboveMax { knob, min, max }),
+        _ => Ok(()),
+    };
     check(KnobId::Global(Bound::Min), req.global.min)?;
     check(KnobId::Global(Bound::Max), req.global.max)?;
+    ordered(KnobId::Global(Bound::Min), &req.global)?;
     for (array, l) in &req.arrays {
         if !valid_array_name(array) {
             return Err(CoreError::InvalidArray(array.clone()));
         }
+        ordered(
+            KnobId::Array {
+                array: array.clone(),
+                bound: Bound::Min,
+            },
+            l,
+        )?;
         for bound in [Bound::Min, Bound::Max] {
             let knob = KnobId::Array {
                 array: array.clone(),
@@ -477,6 +503,19 @@ pub fn knobs_to_read(
     set
 }
 
+/// Suffix of the warning raised when a knob changed behind our back while a lease still wants
+/// it; the warning stops being true once the lease cycle ends, and is dropped then.
+pub const WRITE_BACK_SUFFIX: &str = "it is the value restore will write back";
+
+/// The warning about unknown originals (see [`PolicyState::originals_unknown`]); `moved_to` is
+/// where the corrupt state file went.
+pub fn originals_unknown_warning(moved_to: &str) -> String {
+    format!(
+        "originals unknown (state file was corrupt, moved to {moved_to}): run \
+         `mdpilot policy restore --defaults`"
+    )
+}
+
 /// Warnings for knobs changed behind our back, as `policy show` reports them (no state change).
 pub fn drift_warnings(state: &PolicyState, readings: &BTreeMap<KnobId, Reading>) -> Vec<String> {
     let mut out = Vec::new();
@@ -509,6 +548,13 @@ pub fn drift_warnings(state: &PolicyState, readings: &BTreeMap<KnobId, Reading>)
 /// - managed and no longer targeted: if the reading is ours, write the original back; if it is
 ///   already the original, nothing; otherwise leave the other writer's value and warn.
 ///
+/// While [`PolicyState::originals_unknown`] is set, targeted knobs are written but never become
+/// managed (no original is captured), and knobs that lose their last lease are left as they are
+/// with the originals-unknown warning.
+///
+/// When the cycle ends (no lease and no managed knob left), warnings ending in
+/// [`WRITE_BACK_SUFFIX`] no longer hold and are dropped.
+///
 /// Errors: [`CoreError::MissingReading`] when a targeted knob has no reading.
 pub fn transition(
     old: &PolicyState,
@@ -525,10 +571,41 @@ pub fn transition(
         } else {
             old.warnings.clone()
         },
+        originals_unknown: old.originals_unknown.clone(),
     };
     let mut end = mid.clone();
     let mut writes = Vec::new();
     let mut warnings = Vec::new();
+
+    if let Some(moved_to) = &old.originals_unknown {
+        // Nothing is managed: write the targets, capture nothing, restore nothing.
+        for (knob, t) in &targets {
+            let r = *readings
+                .get(knob)
+                .ok_or_else(|| CoreError::MissingReading(knob.clone()))?;
+            let setting = Setting::Kibs(*t);
+            if !setting.matches(&r) {
+                writes.push(Write {
+                    knob: knob.clone(),
+                    setting,
+                    before: r,
+                });
+            }
+        }
+        let old_targets = self::targets(&old.leases);
+        if old_targets.keys().any(|k| !targets.contains_key(k)) {
+            warnings.push(originals_unknown_warning(moved_to));
+        }
+        end.warnings.extend(warnings.iter().cloned());
+        let excess = end.warnings.len().saturating_sub(MAX_WARNINGS);
+        end.warnings.drain(..excess);
+        return Ok(Transition {
+            mid,
+            writes,
+            end,
+            warnings,
+        });
+    }
 
     for knob in knobs_to_read(old, &leases) {
         let reading = readings.get(&knob).copied();
@@ -548,8 +625,7 @@ pub fn transition(
                         };
                         if old_m.drifted(&r) {
                             warnings.push(format!(
-                                "{knob} changed behind our back (found {r}); \
-                                 it is the value restore will write back"
+                                "{knob} changed behind our back (found {r}); {WRITE_BACK_SUFFIX}"
                             ));
                             m.original = r;
                         } else if old_m.is_ours(&r) && !r.system {
@@ -579,6 +655,12 @@ pub fn transition(
                 }
             }
             (None, Some(m)) => {
+                // No lease wants this knob any more: "restore will write back" no longer holds.
+                let stale = format!("{knob} changed behind our back (");
+                for st in [&mut mid, &mut end] {
+                    st.warnings
+                        .retain(|w| !(w.starts_with(&stale) && w.ends_with(WRITE_BACK_SUFFIX)));
+                }
                 let Some(r) = reading else {
                     warnings.push(format!(
                         "{knob}: {} is gone (array stopped?); nothing to restore",
@@ -611,6 +693,10 @@ pub fn transition(
             }
             (None, None) => {}
         }
+    }
+    if end.leases.is_empty() && end.knobs.is_empty() {
+        // The cycle is over: "restore will write back" was true while leased, not any more.
+        end.warnings.retain(|w| !w.ends_with(WRITE_BACK_SUFFIX));
     }
     end.warnings.extend(warnings.iter().cloned());
     let excess = end.warnings.len().saturating_sub(MAX_WARNINGS);
@@ -781,6 +867,123 @@ mod tests {
         assert!(s.knobs[&amin("md0")].original.system);
         let (_, t) = run(&s, BTreeMap::new(), &mut k);
         assert_eq!(t.writes[0].setting, Setting::System);
+    }
+
+    #[test]
+    fn array_max_zero_is_written_as_one() {
+        let mut l = lease("w", None, None);
+        l.arrays.insert(
+            "md0".into(),
+            Limits {
+                min: None,
+                max: Some(0),
+            },
+        );
+        let amax = KnobId::Array {
+            array: "md0".into(),
+            bound: Bound::Max,
+        };
+        assert_eq!(targets(&leases(&[l]))[&amax], 1);
+        // The global max accepts 0 (pause).
+        assert_eq!(targets(&leases(&[lease("g", None, Some(0))]))[&gmax()], 0);
+    }
+
+    #[test]
+    fn min_above_max_in_one_request_is_rejected() {
+        let e = validate(&lease("a", Some(10), Some(5))).unwrap_err();
+        assert!(matches!(
+            e,
+            CoreError::MinAboveMax {
+                min: 10,
+                max: 5,
+                ..
+            }
+        ));
+        assert!(e.to_string().starts_with("invalid argument"), "{e}");
+        let mut l = lease("a", None, None);
+        l.arrays.insert(
+            "md0".into(),
+            Limits {
+                min: Some(7),
+                max: Some(6),
+            },
+        );
+        assert!(matches!(validate(&l), Err(CoreError::MinAboveMax { .. })));
+        assert!(validate(&lease("a", Some(5), Some(5))).is_ok());
+    }
+
+    #[test]
+    fn write_back_warning_is_dropped_when_the_cycle_ends() {
+        let mut k = readings(&[(gmin(), Reading::local(1000))]);
+        let (s, _) = run(
+            &PolicyState::default(),
+            leases(&[lease("i", Some(0), None)]),
+            &mut k,
+        );
+        k.insert(gmin(), Reading::local(5000));
+        // Re-applied while leased: the admin's value becomes the one to write back.
+        let (s, t) = run(&s, leases(&[lease("i", Some(0), None)]), &mut k);
+        assert!(t.warnings[0].ends_with(WRITE_BACK_SUFFIX));
+        let (s, _) = run(&s, BTreeMap::new(), &mut k);
+        assert_eq!(k[&gmin()], Reading::local(5000));
+        assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+        // Also when only that knob's lease goes and another lease lives on.
+        let mut k = readings(&[
+            (gmin(), Reading::local(1000)),
+            (gmax(), Reading::local(200_000)),
+        ]);
+        let both = leases(&[lease("i", Some(0), None), lease("j", None, Some(10))]);
+        let (s, _) = run(&PolicyState::default(), both.clone(), &mut k);
+        k.insert(gmin(), Reading::local(5000));
+        let (s, t) = run(&s, both, &mut k);
+        assert_eq!(t.warnings.len(), 1);
+        let (s, _) = run(&s, leases(&[lease("j", None, Some(10))]), &mut k);
+        assert_eq!(k[&gmin()], Reading::local(5000));
+        assert!(s.warnings.is_empty(), "{:?}", s.warnings);
+    }
+
+    #[test]
+    fn originals_unknown_applies_without_capturing_and_leaves_values() {
+        let unknown = PolicyState {
+            originals_unknown: Some("/run/mdpilot/policy.toml.corrupt-1".into()),
+            ..Default::default()
+        };
+        // The kernel holds our own earlier 0: it must never become "the original".
+        let mut k = readings(&[(gmin(), Reading::local(0)), (gmax(), Reading::local(9))]);
+        let (s, t) = run(
+            &unknown,
+            leases(&[lease("i", Some(0), None), lease("j", Some(50), Some(100))]),
+            &mut k,
+        );
+        assert!(s.knobs.is_empty(), "{:?}", s.knobs);
+        assert_eq!(t.writes.len(), 1, "max 9 -> 100");
+        assert_eq!(k[&gmax()], Reading::local(100));
+        let mut only_j = leases(&[lease("j", Some(50), Some(100))]);
+        let (s, t) = run(&s, only_j.clone(), &mut k);
+        assert_eq!(
+            k[&gmin()],
+            Reading::local(50),
+            "remaining lease still applies"
+        );
+        assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+        only_j.clear();
+        let (s, t) = run(&s, only_j, &mut k);
+        assert!(t.writes.is_empty());
+        assert_eq!(
+            (k[&gmin()], k[&gmax()]),
+            (Reading::local(50), Reading::local(100))
+        );
+        assert_eq!(
+            t.warnings,
+            vec![originals_unknown_warning(
+                "/run/mdpilot/policy.toml.corrupt-1"
+            )]
+        );
+        assert!(t.warnings[0].contains("restore --defaults"));
+        assert_eq!(
+            s.originals_unknown, unknown.originals_unknown,
+            "still unknown"
+        );
     }
 
     #[test]

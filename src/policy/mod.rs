@@ -87,12 +87,52 @@ pub struct PolicyView {
     pub speed_limit_max: Option<u64>,
     /// Saved originals of the global knobs we manage (`null` when not managed).
     pub originals: GlobalOriginals,
-    /// Live leases, by holder.
-    pub leases: Vec<LeaseRequest>,
+    /// Leases in the state file, by holder (`dead`: a pid owner that has exited).
+    pub leases: Vec<LeaseView>,
     /// Arrays that are leased or managed.
     pub arrays: BTreeMap<String, ArrayView>,
     /// Warnings kept in the state file plus knobs changed behind our back right now.
     pub warnings: Vec<String>,
+    /// Where a corrupt state file was moved to, while the originals are unknown (until
+    /// `restore --defaults`); `null` normally.
+    #[serde(default)]
+    pub originals_unknown: Option<String>,
+}
+
+/// A lease as shown: the request's fields plus `dead` (JSON:
+/// `{"holder": .., "kind": .., "owner": .., "global": {..}, "arrays": {..}, "dead": false}`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LeaseView {
+    /// Unique name of the holder.
+    pub holder: String,
+    /// What kind of client holds it.
+    pub kind: LeaseKind,
+    /// What keeps it alive.
+    pub owner: Owner,
+    /// Global limits.
+    #[serde(default)]
+    pub global: Limits,
+    /// Per-array limits by kernel name.
+    #[serde(default)]
+    pub arrays: BTreeMap<String, Limits>,
+    /// True when the owner is a pid that no longer exists ([`pid_alive`]): the next mutating
+    /// command (or the service) drops the lease. Bus-name owners are never shown dead here.
+    #[serde(default)]
+    pub dead: bool,
+}
+
+impl LeaseView {
+    /// The view of `lease`, with `dead` as given.
+    pub fn new(lease: LeaseRequest, dead: bool) -> Self {
+        LeaseView {
+            holder: lease.holder,
+            kind: lease.kind,
+            owner: lease.owner,
+            global: lease.global,
+            arrays: lease.arrays,
+            dead,
+        }
+    }
 }
 
 /// Saved originals of `speed_limit_{min,max}`, KiB/s.

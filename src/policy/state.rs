@@ -4,12 +4,17 @@
 //!
 //! Saving is atomic: a temporary file in the same directory, `fsync`, `rename` over the state
 //! file, `fsync` of the directory. A state file that does not parse is never guessed from: it is
-//! moved aside to `policy.toml.corrupt-<unix seconds>` and the error names both paths.
+//! moved aside to `policy.toml.corrupt-<unix seconds>` (hard link, then a fresh state saved over
+//! it, so the state path never goes missing), the fresh state records
+//! `originals_unknown = "<moved-to path>"`, and the error names both paths. Until
+//! `restore --defaults`, no original is captured (the kernel may hold our own earlier value).
+//! [`read`] (for `policy show`) only reports corruption and changes nothing.
 //!
 //! File shape (version 1), as written:
 //! ```toml
 //! version = 1
 //! warnings = []
+//! # originals_unknown = "/run/mdpilot/policy.toml.corrupt-1700000000"  (only after corruption)
 //!
 //! [[lease]]
 //! holder = "installer"
@@ -64,6 +69,18 @@ pub enum StateError {
         /// The parse error.
         reason: String,
     },
+    /// The file does not parse; found by a read-only reader ([`read`]), so it was left in place.
+    #[error(
+        "policy state {path} is corrupt ({reason}); originals are unknown: the next \
+         `mdpilot policy apply|release|restore` moves it aside; check the limits, or run \
+         `mdpilot policy restore --defaults`"
+    )]
+    CorruptUntouched {
+        /// The state file.
+        path: PathBuf,
+        /// The parse error (one line).
+        reason: String,
+    },
     /// The file does not parse and could not be moved aside either.
     #[error("policy state {path} is corrupt ({reason}) and could not be moved to {moved_to}")]
     CorruptStuck {
@@ -103,6 +120,8 @@ struct StateFile {
     version: u32,
     #[serde(default)]
     warnings: Vec<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    originals_unknown: Option<String>,
     #[serde(default, rename = "lease")]
     leases: Vec<LeaseRequest>,
     #[serde(default, rename = "knob")]
@@ -125,6 +144,7 @@ pub fn to_toml(state: &PolicyState) -> String {
     let file = StateFile {
         version: STATE_VERSION,
         warnings: state.warnings.clone(),
+        originals_unknown: state.originals_unknown.clone(),
         leases: state.leases.values().cloned().collect(),
         knobs: state
             .knobs
@@ -142,8 +162,22 @@ pub fn to_toml(state: &PolicyState) -> String {
 }
 
 /// Parses the TOML text of a state file. Errors: a message (syntax, unknown field, wrong
-/// version, duplicate holder or knob, bad knob name).
+/// version, duplicate holder or knob, bad knob name), on one line.
 pub fn from_toml(text: &str) -> Result<PolicyState, String> {
+    from_toml_inner(text).map_err(|e| one_line(&e))
+}
+
+/// `text` with line breaks (the TOML parser's messages can have them) replaced by spaces, so
+/// that error messages stay one line in logs.
+fn one_line(text: &str) -> String {
+    text.split(['\n', '\r'])
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+fn from_toml_inner(text: &str) -> Result<PolicyState, String> {
     let file: StateFile = toml::from_str(text).map_err(|e| e.message().to_string())?;
     if file.version != STATE_VERSION {
         return Err(format!(
@@ -153,6 +187,7 @@ pub fn from_toml(text: &str) -> Result<PolicyState, String> {
     }
     let mut state = PolicyState {
         warnings: file.warnings,
+        originals_unknown: file.originals_unknown,
         ..Default::default()
     };
     for l in file.leases {
@@ -176,25 +211,41 @@ pub fn from_toml(text: &str) -> Result<PolicyState, String> {
     Ok(state)
 }
 
-/// Loads the state at `path`: `Ok(default)` when missing; a corrupt file is moved aside to
-/// `<path>.corrupt-<unix seconds>` and reported as [`StateError::Corrupt`].
+/// Reads the state at `path` without changing anything: `Ok(default)` when missing, a corrupt
+/// file is [`StateError::CorruptUntouched`]. Needs no lock (saves are atomic renames).
+pub fn read(path: &Path) -> Result<PolicyState, StateError> {
+    match parse_file(path)? {
+        Ok(s) => Ok(s),
+        Err(reason) => Err(StateError::CorruptUntouched {
+            path: path.to_path_buf(),
+            reason,
+        }),
+    }
+}
+
+/// Loads the state at `path` (call it under [`lock`]): `Ok(default)` when missing. A corrupt
+/// file is moved aside to `<path>.corrupt-<unix seconds>`, a fresh state with
+/// `originals_unknown` set is saved in its place, and [`StateError::Corrupt`] is returned (the
+/// next load sees the fresh state).
 pub fn load(path: &Path) -> Result<PolicyState, StateError> {
-    let text = match std::fs::read_to_string(path) {
-        Ok(t) => t,
-        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(PolicyState::default()),
-        Err(e) if e.kind() == io::ErrorKind::InvalidData => {
-            return move_aside(path, format!("not UTF-8: {e}"))
-        }
-        Err(source) => {
-            return Err(StateError::Read {
-                path: path.to_path_buf(),
-                source,
-            })
-        }
-    };
-    match from_toml(&text) {
+    match parse_file(path)? {
         Ok(s) => Ok(s),
         Err(reason) => move_aside(path, reason),
+    }
+}
+
+/// The parsed file (`Ok(Ok(default))` when missing), `Ok(Err(reason))` when it does not parse.
+fn parse_file(path: &Path) -> Result<Result<PolicyState, String>, StateError> {
+    match std::fs::read_to_string(path) {
+        Ok(t) => Ok(from_toml(&t)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(Ok(PolicyState::default())),
+        Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+            Ok(Err(one_line(&format!("not UTF-8: {e}"))))
+        }
+        Err(source) => Err(StateError::Read {
+            path: path.to_path_buf(),
+            source,
+        }),
     }
 }
 
@@ -210,22 +261,34 @@ fn move_aside(path: &Path, reason: String) -> Result<PolicyState, StateError> {
         moved_to = sibling(path, &format!(".corrupt-{secs}.{n}"));
         n += 1;
     }
-    match std::fs::rename(path, &moved_to) {
-        Ok(()) => {
-            tracing::error!(path = %path.display(), moved_to = %moved_to.display(), %reason, "corrupt policy state moved aside");
-            Err(StateError::Corrupt {
-                path: path.to_path_buf(),
-                moved_to,
-                reason,
-            })
-        }
-        Err(source) => Err(StateError::CorruptStuck {
-            path: path.to_path_buf(),
-            moved_to,
-            reason,
-            source,
-        }),
-    }
+    let stuck = |source| StateError::CorruptStuck {
+        path: path.to_path_buf(),
+        moved_to: moved_to.clone(),
+        reason: reason.clone(),
+        source,
+    };
+    // Link first, then replace the state atomically by the marker state: at no point is the
+    // state path missing (a missing file would read as "no state" and the next apply would
+    // capture the kernel's current value, possibly our own 0, as the original). If saving the
+    // marker fails, the corrupt file is still in place and the next load tries again.
+    // A file system without hard links: a copy keeps the same guarantee.
+    std::fs::hard_link(path, &moved_to)
+        .or_else(|_| std::fs::copy(path, &moved_to).map(drop))
+        .map_err(stuck)?;
+    let marker = PolicyState {
+        originals_unknown: Some(moved_to.display().to_string()),
+        ..Default::default()
+    };
+    save(path, &marker).map_err(|e| match e {
+        StateError::Write { source, .. } => stuck(source),
+        other => other,
+    })?;
+    tracing::error!(path = %path.display(), moved_to = %moved_to.display(), %reason, "corrupt policy state moved aside; originals unknown");
+    Err(StateError::Corrupt {
+        path: path.to_path_buf(),
+        moved_to,
+        reason,
+    })
 }
 
 /// `path` with `suffix` appended to its file name (`policy.toml` -> `policy.toml.lock`).
@@ -401,7 +464,12 @@ mod tests {
         match load(&p) {
             Err(StateError::Corrupt { moved_to, .. }) => {
                 assert!(moved_to.exists());
-                assert!(!p.exists());
+                // The state path never goes missing: it now holds the marker state.
+                assert!(p.exists());
+                assert_eq!(
+                    std::fs::read_to_string(&moved_to).unwrap(),
+                    "version = 1\n[[knob]]\nknob = \"bogus\"\n"
+                );
                 assert!(moved_to
                     .file_name()
                     .unwrap()
@@ -410,8 +478,13 @@ mod tests {
             }
             other => panic!("{other:?}"),
         }
-        // A second load sees no state.
-        assert_eq!(load(&p).unwrap(), PolicyState::default());
+        // A second load sees the marker state: no leases, originals unknown.
+        let s = load(&p).unwrap();
+        assert!(s.leases.is_empty() && s.knobs.is_empty());
+        assert!(s
+            .originals_unknown
+            .as_deref()
+            .is_some_and(|m| m.contains("policy.toml.corrupt-")));
         for bad in [
             "garbage",
             "version = 2",
@@ -421,6 +494,25 @@ mod tests {
             std::fs::write(&p, bad).unwrap();
             assert!(matches!(load(&p), Err(StateError::Corrupt { .. })), "{bad}");
         }
+    }
+
+    #[test]
+    fn corrupt_reason_is_one_line_and_read_leaves_the_file() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("policy.toml");
+        std::fs::write(&p, "this is [not toml").unwrap();
+        let e = read(&p).unwrap_err();
+        assert!(matches!(e, StateError::CorruptUntouched { .. }), "{e:?}");
+        assert!(!e.to_string().contains('\n'), "{e}");
+        // read-only: nothing moved or created
+        let names: Vec<_> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(names, vec![std::ffi::OsString::from("policy.toml")]);
+        let e = load(&p).unwrap_err();
+        assert!(matches!(e, StateError::Corrupt { .. }), "{e:?}");
+        assert!(!e.to_string().contains('\n'), "{e}");
     }
 
     #[test]
