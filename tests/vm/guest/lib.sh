@@ -1,0 +1,131 @@
+# Helpers for the scenarios in tests/vm/scenarios (sourced by bash in the guest, with -eu -o pipefail).
+# Data disks: DISKS=(/dev/vdb /dev/vdc ...) — /dev/vda is the results disk, never touched here.
+# Conventions: `fail MSG` (exit 1), `skip MSG` (exit 77; also from a subshell, via /tmp/vm-skip),
+# `info MSG` (a figure the host runner prints), `mdp ARGS` (mdpilot, skipping the scenario when the
+# subcommand is still a stub that says "not implemented yet").
+
+MDP=/usr/bin/mdpilot
+BUS_NAME=org.mdpilot.MdPilot1
+BUS_PATH=/org/mdpilot/MdPilot1
+mapfile -t DISKS < <(ls /dev/vd[b-z] 2>/dev/null)
+
+log() { echo "[$(cut -d' ' -f1 /proc/uptime)] $*"; }
+info() { echo "@@INFO $*"; echo "$*" >>/tmp/vm-info; }
+fail() { echo "FAIL: $*"; [ -s /tmp/vm-fail ] || echo "$*" >/tmp/vm-fail; exit 1; }
+skip() { echo "SKIP: $*"; [ -s /tmp/vm-skip ] || echo "$*" >/tmp/vm-skip; exit 77; }
+need_disks() { [ "${#DISKS[@]}" -ge "$1" ] || fail "needs $1 data disks, the guest has ${#DISKS[@]}"; }
+
+# assert_eq ACTUAL EXPECTED WHAT
+assert_eq() { [ "$1" = "$2" ] || fail "$3: expected '$2', got '$1'"; log "ok: $3 = $2"; }
+# assert CMD...: the command succeeds
+assert() { "$@" || fail "assertion failed: $*"; }
+
+# wait_for SECONDS CMD...: polls CMD every 0.1 s until it succeeds; 1 on timeout.
+wait_for() {
+    local end=$(($(date +%s%N) + $1 * 1000000000))
+    shift
+    until "$@"; do
+        [ "$(date +%s%N)" -lt "$end" ] || return 1
+        sleep 0.1
+    done
+}
+now_ms() { echo $(($(date +%s%N) / 1000000)); }
+
+md_attr() { cat "/sys/block/$1/md/$2"; }           # md_attr md0 sync_action
+md_set() { echo "$3" >"/sys/block/$1/md/$2"; }     # md_set md0 sync_action idle
+set_limits() { echo "$1" >/proc/sys/dev/raid/speed_limit_min; echo "$2" >/proc/sys/dev/raid/speed_limit_max; }
+limit_min() { cat /proc/sys/dev/raid/speed_limit_min; }
+limit_max() { cat /proc/sys/dev/raid/speed_limit_max; }
+sync_is() { [ "$(md_attr "$1" sync_action)" = "$2" ]; }
+
+# md_create NAME LEVEL DISK... : mdadm --create with metadata 1.2, no questions, waits for udev.
+md_create() {
+    local name=$1 level=$2
+    shift 2
+    local n=0 d
+    for d in "$@"; do n=$((n + 1)); done
+    mdadm --create "/dev/$name" --run --quiet --metadata=1.2 --level="$level" --raid-devices="$n" "$@" \
+        || fail "mdadm --create /dev/$name failed"
+    udevadm settle --timeout=10 || true
+}
+
+# Bytes/s of a running sync measured from sync_completed over SECONDS (prints MB/s, 1 decimal).
+sync_rate_mbs() {
+    local md=$1 secs=$2 a b
+    a=$(md_attr "$md" sync_completed | cut -d' ' -f1)
+    sleep "$secs"
+    b=$(md_attr "$md" sync_completed | cut -d' ' -f1)
+    case "$a$b" in *[!0-9]*) echo "n/a"; return ;; esac
+    awk -v a="$a" -v b="$b" -v s="$secs" 'BEGIN{printf "%.1f", (b-a)*512/s/1e6}'
+}
+
+# mdp ARGS...: runs mdpilot; its stderr is shown; a stub ("not implemented yet") skips the scenario.
+mdp() {
+    local err rc=0
+    err=$(mktemp)
+    "$MDP" "$@" 2>"$err" || rc=$?
+    cat "$err" >&2
+    if grep -q 'not implemented yet' "$err"; then
+        skip "mdpilot $(grep -m1 'not implemented yet' "$err" | sed 's/^mdpilot: //')"
+    fi
+    rm -f "$err"
+    return $rc
+}
+
+# require FEATURE...: skips the scenario unless each mdpilot subcommand is implemented. The probes
+# are harmless once implemented (no bus to reach, a device that does not exist).
+require() {
+    local f out
+    mkdir -p /tmp/probe-root
+    for f in "$@"; do
+        case $f in
+            status) out=$("$MDP" --root /tmp/probe-root status 2>&1) ;;
+            policy) out=$("$MDP" --root /tmp/probe-root policy show 2>&1) ;;
+            wipe) out=$("$MDP" wipe /dev/mdpilot-probe-nonexistent 2>&1) ;;
+            blockdev-wipe) out=$("$MDP" blockdev-wipe /dev/mdpilot-probe-nonexistent 2>&1) ;;
+            serve) out=$(DBUS_SYSTEM_BUS_ADDRESS=unix:path=/nonexistent timeout 5 "$MDP" --root /tmp/probe-root serve 2>&1) ;;
+            monitor) out=$(DBUS_SYSTEM_BUS_ADDRESS=unix:path=/nonexistent timeout 5 "$MDP" monitor 2>&1) ;;
+            *) fail "require: unknown feature $f" ;;
+        esac </dev/null || true
+        if grep -q 'not implemented yet' <<<"$out"; then
+            skip "mdpilot $f: not implemented yet"
+        fi
+    done
+}
+
+# ---- D-Bus
+bus_has_name() {
+    dbus-send --system --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus \
+        org.freedesktop.DBus.NameHasOwner "string:${1:-$BUS_NAME}" 2>/dev/null | grep -q 'boolean true'
+}
+# start_service [ARGS]: `mdpilot serve` on the system bus; waits until it owns the name.
+SERVICE_PID=
+start_service() {
+    "$MDP" -v serve "$@" >>/tmp/serve.log 2>&1 &
+    SERVICE_PID=$!
+    if ! wait_for 30 bus_has_name; then
+        cat /tmp/serve.log
+        grep -q 'not implemented yet' /tmp/serve.log && skip "mdpilot serve: not implemented yet"
+        fail "mdpilot serve did not own $BUS_NAME within 30 s"
+    fi
+    log "service up (pid $SERVICE_PID)"
+}
+stop_service() {
+    [ -n "$SERVICE_PID" ] || return 0
+    kill -TERM "$SERVICE_PID" 2>/dev/null || true
+    wait "$SERVICE_PID" 2>/dev/null || true
+    SERVICE_PID=
+}
+# bus_prop OBJECT_PATH INTERFACE PROPERTY: the value as compact JSON (busctl --json).
+bus_prop() {
+    busctl --system --json=short get-property "$BUS_NAME" "$1" "$2" "$3" | jq -c '.data'
+}
+array_path() { echo "$BUS_PATH/arrays/$1"; }
+array_prop() { bus_prop "$(array_path "$1")" org.mdpilot.MdPilot1.Array "$2"; }
+manager_prop() { bus_prop "$BUS_PATH" org.mdpilot.MdPilot1.Manager "$1"; }
+# bus_call PATH INTERFACE METHOD SIGNATURE ARGS...: busctl call, JSON reply.
+bus_call() {
+    local p=$1 i=$2 m=$3
+    shift 3
+    busctl --system --json=short call "$BUS_NAME" "$p" "$i" "$m" "$@"
+}
