@@ -84,7 +84,15 @@ for name in ${list//,/ }; do
     # Leave the next scenario a clean kernel: stray processes, arrays, limits.
     pkill -KILL -f '/usr/bin/mdpilot' 2>/dev/null
     sleep 0.2
+    pkill -KILL -x busctl 2>/dev/null
+    pkill -KILL -x dbus-monitor 2>/dev/null
     mdadm --stop --scan >/dev/null 2>&1
+    for d in /dev/vd[b-z]; do
+        mdadm --zero-superblock --force "$d" >/dev/null 2>&1
+        wipefs -a -q "$d" >/dev/null 2>&1
+    done
+    rm -rf /run/mdpilot /tmp/serve.log
+    udevadm settle --timeout=10
     echo 1000 >/proc/sys/dev/raid/speed_limit_min
     echo 200000 >/proc/sys/dev/raid/speed_limit_max
 done

@@ -49,14 +49,20 @@ md_create() {
     udevadm settle --timeout=10 || true
 }
 
-# Bytes/s of a running sync measured from sync_completed over SECONDS (prints MB/s, 1 decimal).
+# sync_done_kib MD: KiB done of the running sync, from /proc/mdstat's `(done/total)` (sysfs
+# sync_completed only moves in steps of 1/16 of the device).
+sync_done_kib() {
+    awk -v md="$1" '$1 == md {f = 1; next} f && /\(([0-9]+)\/[0-9]+\)/ {
+        match($0, /\([0-9]+\//); print substr($0, RSTART + 1, RLENGTH - 2); exit} f && /^$/ {exit}' /proc/mdstat
+}
+# sync_rate_mbs MD SECONDS: MB/s of the running sync over SECONDS (1 decimal; n/a when none runs).
 sync_rate_mbs() {
-    local md=$1 secs=$2 a b
-    a=$(md_attr "$md" sync_completed | cut -d' ' -f1)
-    sleep "$secs"
-    b=$(md_attr "$md" sync_completed | cut -d' ' -f1)
-    case "$a$b" in *[!0-9]*) echo "n/a"; return ;; esac
-    awk -v a="$a" -v b="$b" -v s="$secs" 'BEGIN{printf "%.1f", (b-a)*512/s/1e6}'
+    local a b
+    a=$(sync_done_kib "$1")
+    sleep "$2"
+    b=$(sync_done_kib "$1")
+    case "$a$b" in '' | *[!0-9]*) echo "n/a"; return ;; esac
+    awk -v a="$a" -v b="$b" -v s="$2" 'BEGIN{printf "%.1f", (b-a)*1024/s/1e6}'
 }
 
 # mdp ARGS...: runs mdpilot; its stderr is shown; a stub ("not implemented yet") skips the scenario.
@@ -70,6 +76,21 @@ mdp() {
     fi
     rm -f "$err"
     return $rc
+}
+
+# run_mdp OUTFILE ARGS...: mdpilot with stdout and stderr into OUTFILE (also shown); exit status in
+# MDP_RC (never fails the script by itself); a stub skips the scenario.
+MDP_RC=0
+run_mdp() {
+    local out=$1
+    shift
+    MDP_RC=0
+    "$MDP" "$@" >"$out" 2>&1 </dev/null || MDP_RC=$?
+    cat "$out"
+    if grep -q 'not implemented yet' "$out"; then
+        skip "mdpilot $(grep -m1 'not implemented yet' "$out" | sed 's/^mdpilot: //')"
+    fi
+    return 0
 }
 
 # require FEATURE...: skips the scenario unless each mdpilot subcommand is implemented. The probes
@@ -129,3 +150,34 @@ bus_call() {
     shift 3
     busctl --system --json=short call "$BUS_NAME" "$p" "$i" "$m" "$@"
 }
+
+# ---- slow devices
+# throttle DEV BYTES_PER_S: writes to DEV from processes started with `throttled` are limited by
+# blk-throttle (cgroup v2 io.max), e.g. so that a wipe is still running when a scenario cancels it.
+throttle() {
+    local dev
+    dev=$(cat "/sys/class/block/$(basename "$1")/dev")
+    grep -qw io /sys/fs/cgroup/cgroup.subtree_control || echo +io >/sys/fs/cgroup/cgroup.subtree_control
+    mkdir -p /sys/fs/cgroup/slow
+    echo "$dev wbps=$2" >/sys/fs/cgroup/slow/io.max
+}
+throttled() { bash -c 'echo $$ >/sys/fs/cgroup/slow/cgroup.procs && exec "$@"' throttled "$@"; }
+
+# is_zero DEV [BYTES]: the first BYTES (default all) of DEV read back as zeros, bypassing the cache.
+is_zero() {
+    local n=${2:-$(blockdev --getsize64 "$1")}
+    cmp -s -n "$n" <(dd if="$1" bs=4M iflag=direct,count_bytes count="$n" status=none) /dev/zero
+}
+
+# timed CMD...: runs CMD, sets ELAPSED_MS and TIMED_RC (does not fail the script).
+ELAPSED_MS=0
+TIMED_RC=0
+timed() {
+    local t0
+    t0=$(now_ms)
+    TIMED_RC=0
+    "$@" || TIMED_RC=$?
+    ELAPSED_MS=$(($(now_ms) - t0))
+}
+# mbs BYTES MS: MB/s with one decimal.
+mbs() { awk -v b="$1" -v ms="$2" 'BEGIN{ if (ms <= 0) ms = 1; printf "%.1f", b / 1e6 / (ms / 1000) }'; }

@@ -1,0 +1,55 @@
+# vm-timeout: 300
+# Wipe during the initial resync: the whole array reads back as zeros, the resync is skipped, and a
+# `check` afterwards reports mismatch_cnt 0. The same wipe cancelled half-way: the resync resumes
+# from its checkpoint and completes.
+need_disks 2
+require wipe
+set_limits 1000 10000 # the resync would take ~100 s: it is still running when the wipe starts
+md_create md0 1 "${DISKS[0]}" "${DISKS[1]}"
+wait_for 10 sync_is md0 resync || fail "md0 is not resyncing"
+size=$(blockdev --getsize64 /dev/md0)
+# Something that is not zero, on one member only, so a skipped resync that was wrong would show.
+dd if=/dev/urandom of=/dev/md0 bs=1M count=8 seek=100 oflag=direct status=none
+dd if=/dev/urandom of="${DISKS[1]}" bs=1M count=8 seek=600 oflag=direct status=none
+
+run_mdp /tmp/wipe.jsonl wipe /dev/md0 --yes --progress json
+assert_eq "$MDP_RC" 0 "mdpilot wipe /dev/md0 exit status"
+tail -1 /tmp/wipe.jsonl | jq -e . >/dev/null || fail "last progress line is not JSON: $(tail -1 /tmp/wipe.jsonl)"
+assert_eq "$(md_attr md0 sync_action)" idle "md0 sync_action right after the wipe (resync skipped)"
+assert_eq "$(md_attr md0 resync_start)" none "md0 resync_start after the wipe"
+grep -q 'resync' /proc/mdstat && fail "/proc/mdstat still shows a resync after the wipe"
+echo 3 >/proc/sys/vm/drop_caches
+is_zero /dev/md0 "$size" || fail "md0 does not read back as zeros"
+log "ok: md0 reads back as zeros ($size bytes)"
+set_limits 1000 2000000
+md_set md0 sync_action check
+wait_for 5 sync_is md0 check || true
+wait_for 200 sync_is md0 idle || fail "check did not finish"
+assert_eq "$(md_attr md0 mismatch_cnt)" 0 "mismatch_cnt after check"
+
+# Cancelled half-way: writes to md0 from the wipe are throttled to 50 MB/s so it is still running.
+mdadm --stop /dev/md0 >/dev/null
+mdadm --zero-superblock "${DISKS[0]}" "${DISKS[1]}"
+set_limits 1000 10000
+md_create md0 1 "${DISKS[0]}" "${DISKS[1]}"
+wait_for 10 sync_is md0 resync || fail "new md0 is not resyncing"
+throttle /dev/md0 50000000
+throttled "$MDP" wipe /dev/md0 --yes --progress json >/tmp/wipe2.jsonl 2>/tmp/wipe2.err </dev/null &
+wpid=$!
+progressed() { [ "$(wc -l </tmp/wipe2.jsonl)" -ge 3 ]; }
+wait_for 30 progressed || { cat /tmp/wipe2.err; fail "no progress from the throttled wipe"; }
+frozen=$(md_attr md0 sync_action)
+log "sync_action during the wipe: $frozen"
+kill -INT "$wpid"
+rc=0
+wait "$wpid" || rc=$?
+cat /tmp/wipe2.err
+tail -2 /tmp/wipe2.jsonl
+[ "$rc" != 0 ] || fail "a cancelled wipe exited 0"
+done_at=$(md_attr md0 sync_completed)
+log "after cancel: sync_action $(md_attr md0 sync_action), sync_completed $done_at"
+set_limits 1000 2000000
+wait_for 10 sync_is md0 resync || fail "resync did not resume after the cancelled wipe (sync_action $(md_attr md0 sync_action))"
+wait_for 120 sync_is md0 idle || fail "resumed resync did not complete"
+assert_eq "$(md_attr md0 resync_start)" none "resync_start after the resumed resync"
+info "cancelled wipe: resync resumed and completed (sync_action during wipe: $frozen)"
