@@ -11,13 +11,14 @@ show() { # show CMD...: prints and runs CMD; a stub's "not implemented yet" is r
     "$@" 2> >(tee /tmp/demo.err >&2)
     local rc=$?
     sleep 0.2
-    grep -q 'not implemented yet' /tmp/demo.err 2>/dev/null && echo "   (not in this build of mdpilot yet)"
+    grep -q -E 'not implemented yet|unrecognized subcommand|unexpected argument' /tmp/demo.err 2>/dev/null &&
+        echo "   (not in this build of mdpilot yet)"
     return $rc
 }
 d0=${DISKS[0]} d1=${DISKS[1]}
 
-step "A real md RAID1 on two 1 GiB virtio disks; the resync is throttled to 40 MB/s so it stays visible"
-set_limits 1000 40000
+step "A real md RAID1 on two 1 GiB virtio disks; the resync is throttled to 10 MB/s so it stays visible"
+set_limits 1000 10000
 show mdadm --create /dev/md0 --run --quiet --metadata=1.2 --level=1 --raid-devices=2 "$d0" "$d1"
 udevadm settle
 sleep 2
