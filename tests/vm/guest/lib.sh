@@ -163,10 +163,28 @@ throttle() {
 }
 throttled() { bash -c 'echo $$ >/sys/fs/cgroup/slow/cgroup.procs && exec "$@"' throttled "$@"; }
 
-# is_zero DEV [BYTES]: the first BYTES (default all) of DEV read back as zeros, bypassing the cache.
+# Zero checks sample the device: reading a whole GiB back through user space takes minutes under
+# TCG (every byte crosses emulated SIMD code), while dd O_DIRECT alone runs at disk speed.
+# dirty DEV [STEP_MIB [FIRST_MIB]]: 1 MiB of random data at FIRST_MIB (default 0), then every
+# STEP_MIB (default 64) MiB, and in the last MiB when FIRST_MIB is 0, so a wipe that skips a region,
+# or writes only one mirror, shows up. On a member, start past the superblock and data offset.
+dirty() {
+    local dev=$1 step=${2:-64} first=${3:-0} mib off
+    mib=$(($(blockdev --getsize64 "$dev") >> 20))
+    for ((off = first; off < mib - 1; off += step)); do
+        dd if=/dev/urandom of="$dev" bs=1M count=1 seek="$off" oflag=direct status=none
+    done
+    [ "$first" != 0 ] || dd if=/dev/urandom of="$dev" bs=1M count=1 seek=$((mib - 1)) oflag=direct status=none
+}
+# is_zero DEV [STEP_MIB]: the 1 MiB blocks `dirty` wrote (and the last MiB) read back as zeros,
+# bypassing the page cache. 1 at the first non-zero block, whose offset it prints.
 is_zero() {
-    local n=${2:-$(blockdev --getsize64 "$1")}
-    cmp -s -n "$n" <(dd if="$1" bs=4M iflag=direct,count_bytes count="$n" status=none) /dev/zero
+    local dev=$1 step=${2:-64} mib off
+    mib=$(($(blockdev --getsize64 "$dev") >> 20))
+    for off in $(seq 0 "$step" $((mib - 1))) $((mib - 1)); do
+        dd if="$dev" of=/tmp/block bs=1M count=1 skip="$off" iflag=direct status=none
+        cmp -s -n 1048576 /tmp/block /dev/zero || { echo "$dev: MiB $off is not zero"; return 1; }
+    done
 }
 
 # timed CMD...: runs CMD, sets ELAPSED_MS and TIMED_RC (does not fail the script).
