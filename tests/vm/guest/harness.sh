@@ -87,9 +87,10 @@ for name in ${list//,/ }; do
     pkill -KILL -x busctl 2>/dev/null
     pkill -KILL -x dbus-monitor 2>/dev/null
     mdadm --stop --scan >/dev/null 2>&1
+    # Only where there is something: opening a disk for writing makes udev re-probe it.
     for d in /dev/vd[b-z]; do
-        mdadm --zero-superblock --force "$d" >/dev/null 2>&1
-        wipefs -a -q "$d" >/dev/null 2>&1
+        mdadm --examine "$d" >/dev/null 2>&1 && mdadm --zero-superblock --force "$d" >/dev/null 2>&1
+        [ -n "$(wipefs -n "$d" 2>/dev/null)" ] && wipefs -a -q "$d" >/dev/null 2>&1
     done
     rm -rf /run/mdpilot /tmp/serve.log
     udevadm settle --timeout=10

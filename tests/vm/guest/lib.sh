@@ -39,14 +39,15 @@ limit_max() { cat /proc/sys/dev/raid/speed_limit_max; }
 sync_is() { [ "$(md_attr "$1" sync_action)" = "$2" ]; }
 
 # md_create NAME LEVEL DISK... : mdadm --create with metadata 1.2, no questions, waits for udev.
+# MD_SIZE (e.g. 512M) limits the space used on each member: shorter syncs under TCG.
 md_create() {
     local name=$1 level=$2
     shift 2
     local n=0 d
     for d in "$@"; do n=$((n + 1)); done
-    mdadm --create "/dev/$name" --run --quiet --metadata=1.2 --level="$level" --raid-devices="$n" "$@" \
-        || fail "mdadm --create /dev/$name failed"
-    udevadm settle --timeout=10 || true
+    mdadm --create "/dev/$name" --run --quiet --metadata=1.2 --level="$level" --raid-devices="$n" \
+        ${MD_SIZE:+--size="$MD_SIZE"} "$@" || fail "mdadm --create /dev/$name failed"
+    udevadm settle --timeout=20 2>/dev/null || true
 }
 
 # sync_done_kib MD: KiB done of the running sync, from /proc/mdstat's `(done/total)` (sysfs
@@ -86,7 +87,14 @@ run_mdp() {
     shift
     MDP_RC=0
     "$MDP" "$@" >"$out" 2>&1 </dev/null || MDP_RC=$?
-    cat "$out"
+    # Progress output can be long: the start and the end are what a failure needs.
+    if [ "$(wc -l <"$out")" -gt 30 ]; then
+        head -n 10 "$out"
+        echo "... ($(wc -l <"$out") lines)"
+        tail -n 10 "$out"
+    else
+        cat "$out"
+    fi
     if grep -q 'not implemented yet' "$out"; then
         skip "mdpilot $(grep -m1 'not implemented yet' "$out" | sed 's/^mdpilot: //')"
     fi
@@ -162,6 +170,15 @@ throttle() {
     echo "$dev wbps=$2" >/sys/fs/cgroup/slow/io.max
 }
 throttled() { bash -c 'echo $$ >/sys/fs/cgroup/slow/cgroup.procs && exec "$@"' throttled "$@"; }
+# throttled_bg OUT ERR CMD...: CMD in the background, throttled, stdout/stderr to files;
+# THROTTLED_PID is CMD's own pid (the wrapper execs), so signals reach CMD itself.
+THROTTLED_PID=
+throttled_bg() {
+    local out=$1 err=$2
+    shift 2
+    bash -c 'echo $$ >/sys/fs/cgroup/slow/cgroup.procs && exec "$@"' throttled "$@" >"$out" 2>"$err" </dev/null &
+    THROTTLED_PID=$!
+}
 
 # Zero checks sample the device: reading a whole GiB back through user space takes minutes under
 # TCG (every byte crosses emulated SIMD code), while dd O_DIRECT alone runs at disk speed.

@@ -4,7 +4,8 @@
 # from its checkpoint and completes.
 need_disks 2
 require wipe
-set_limits 1000 10000 # the resync would take ~100 s: it is still running when the wipe starts
+MD_SIZE=512M # a 512 MiB array: the check and the resumed resync stay short under TCG
+set_limits 1000 10000 # the resync would take ~50 s: it is still running when the wipe starts
 md_create md0 1 "${DISKS[0]}" "${DISKS[1]}"
 wait_for 10 sync_is md0 resync || fail "md0 is not resyncing"
 size=$(blockdev --getsize64 /dev/md0)
@@ -28,20 +29,21 @@ wait_for 5 sync_is md0 check || true
 wait_for 200 sync_is md0 idle || fail "check did not finish"
 assert_eq "$(md_attr md0 mismatch_cnt)" 0 "mismatch_cnt after check"
 
-# Cancelled half-way: writes to md0 from the wipe are throttled to 50 MB/s so it is still running.
+# Cancelled half-way: writes to md0 from the wipe are throttled to 25 MB/s so it is still running.
 mdadm --stop /dev/md0 >/dev/null
 mdadm --zero-superblock "${DISKS[0]}" "${DISKS[1]}"
 set_limits 1000 10000
 md_create md0 1 "${DISKS[0]}" "${DISKS[1]}"
 wait_for 10 sync_is md0 resync || fail "new md0 is not resyncing"
-throttle /dev/md0 50000000
-throttled "$MDP" wipe /dev/md0 --yes --progress json >/tmp/wipe2.jsonl 2>/tmp/wipe2.err </dev/null &
-wpid=$!
+throttle /dev/md0 25000000
+throttled_bg /tmp/wipe2.jsonl /tmp/wipe2.err "$MDP" wipe /dev/md0 --yes --progress json
+wpid=$THROTTLED_PID
 progressed() { [ "$(wc -l </tmp/wipe2.jsonl)" -ge 3 ]; }
 wait_for 30 progressed || { cat /tmp/wipe2.err; fail "no progress from the throttled wipe"; }
 frozen=$(md_attr md0 sync_action)
 log "sync_action during the wipe: $frozen"
-kill -INT "$wpid"
+# SIGTERM: background jobs of a non-interactive shell start with SIGINT ignored.
+kill -TERM "$wpid"
 rc=0
 wait "$wpid" || rc=$?
 cat /tmp/wipe2.err
