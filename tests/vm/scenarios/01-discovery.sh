@@ -38,7 +38,8 @@ assert_eq "$(a md1 .level)" raid5 "md1 level"
 assert_eq "$(a md1 .raid_disks)" 3 "md1 raid_disks"
 assert_eq "$(a md1 '.members | length')" 3 "md1 member count"
 # mdadm builds a raid5 degraded plus a spare: its initial sync is a recovery.
-assert_eq "$(a md1 '.sync.action // "none"')" "$(md_attr md1 sync_action | sed 's/^recover$/recovery/')" "md1 sync action"
+case "$(a md1 '.sync.action // "none"')" in recovery | recover) log "ok: md1 sync action is a recovery" ;;
+    *) fail "md1 sync action: $(a md1 '.sync.action') (sysfs: $(md_attr md1 sync_action))" ;; esac
 assert_eq "$(a md2 .level)" raid1 "md2 level"
 assert_eq "$(a md2 .active_disks)" 1 "md2 active_disks"
 assert_eq "$(a md2 .member_status)" U_ "md2 member_status"
