@@ -145,6 +145,8 @@ fn read_members(md: &Path) -> Vec<MemberSysfs> {
 /// logged).
 fn read_parsed<T>(path: &Path, parse: impl FnOnce(&str) -> Option<T>) -> Option<T> {
     match read_optional(path) {
+        // An inactive array prints empty `level`, `raid_disks`...: nothing to say, not an error.
+        Ok(Some(text)) if text.trim().is_empty() => None,
         Ok(Some(text)) => {
             let v = parse(text.trim());
             if v.is_none() {

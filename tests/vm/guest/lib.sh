@@ -86,17 +86,21 @@ run_mdp() {
     local out=$1
     shift
     MDP_RC=0
-    "$MDP" "$@" >"$out" 2>&1 </dev/null || MDP_RC=$?
-    # Progress output can be long: the start and the end are what a failure needs.
-    if [ "$(wc -l <"$out")" -gt 30 ]; then
-        head -n 10 "$out"
-        echo "... ($(wc -l <"$out") lines)"
-        tail -n 10 "$out"
-    else
-        cat "$out"
-    fi
-    if grep -q 'not implemented yet' "$out"; then
-        skip "mdpilot $(grep -m1 'not implemented yet' "$out" | sed 's/^mdpilot: //')"
+    # stdout alone goes to $out (JSON must stay parseable); stderr (logs) to $out.err.
+    "$MDP" "$@" >"$out" 2>"$out.err" </dev/null || MDP_RC=$?
+    local f
+    for f in "$out" "$out.err"; do
+        # Progress output can be long: the start and the end are what a failure needs.
+        if [ "$(wc -l <"$f")" -gt 30 ]; then
+            head -n 10 "$f"
+            echo "... ($(wc -l <"$f") lines)"
+            tail -n 10 "$f"
+        else
+            cat "$f"
+        fi
+    done
+    if grep -q 'not implemented yet' "$out" "$out.err"; then
+        skip "mdpilot $(grep -h -m1 'not implemented yet' "$out" "$out.err" | sed 's/^mdpilot: //')"
     fi
     return 0
 }

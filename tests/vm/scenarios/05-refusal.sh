@@ -7,11 +7,11 @@ md_create md0 1 "${DISKS[0]}" "${DISKS[1]}"
 member=${DISKS[0]}
 run_mdp /tmp/out wipe "$member" --yes
 [ "$MDP_RC" != 0 ] || fail "wiping $member, a member of active md0, exited 0"
-grep -q "$(basename "$member")" /tmp/out || fail "the refusal does not name $member"
-grep -qi -E 'md0|member|holder|in use|busy' /tmp/out || fail "the refusal gives no reason: $(cat /tmp/out)"
+grep -q "$(basename "$member")" /tmp/out.err || fail "the refusal does not name $member"
+grep -qi -E 'md0|member|holder|in use|busy' /tmp/out.err || fail "the refusal gives no reason: $(cat /tmp/out.err)"
 mdadm --examine "$member" >/dev/null 2>&1 || fail "the refused wipe destroyed $member's superblock"
 assert_eq "$(md_attr md0 array_state | sed 's/^\(clean\|active\|write-pending\|active-idle\)$/running/')" running "md0 still running"
-info "refusal: $(grep -m1 -i mdpilot /tmp/out || head -1 /tmp/out)"
+info "refusal: $(grep -m1 -i mdpilot /tmp/out.err || head -1 /tmp/out.err)"
 
 mdadm --stop /dev/md0 >/dev/null || fail "mdadm --stop /dev/md0"
 run_mdp /tmp/out wipe "$member" --yes
