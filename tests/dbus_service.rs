@@ -954,13 +954,7 @@ async fn acquire_min_zero_install_policy_and_named_leases() {
         "a holder lease is not a bus lease"
     );
     let v = get(&watcher, PATH, MANAGER, "Leases").await;
-    let l: Vec<(
-        String,
-        String,
-        String,
-        (u64, u64),
-        HashMap<String, (u64, u64)>,
-    )> = v.try_into().unwrap();
+    let l: Vec<mdpilot::dbus::manager::LeaseInfo> = v.try_into().unwrap();
     assert_eq!(l[0].0, "installer");
     assert_eq!(l[0].1, "installer");
     assert_eq!(l[0].2, "");
@@ -1002,13 +996,7 @@ async fn acquire_min_zero_install_policy_and_named_leases() {
     .unwrap();
     assert_eq!(r.body().deserialize::<String>().unwrap(), "x");
     let v = get(&watcher, PATH, MANAGER, "Leases").await;
-    let l: Vec<(
-        String,
-        String,
-        String,
-        (u64, u64),
-        HashMap<String, (u64, u64)>,
-    )> = v.try_into().unwrap();
+    let l: Vec<mdpilot::dbus::manager::LeaseInfo> = v.try_into().unwrap();
     assert_eq!(l.len(), 1, "{l:?}");
     assert_eq!(l[0].0, "x");
 }
