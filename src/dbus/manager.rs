@@ -131,6 +131,12 @@ pub struct Shared {
     /// Asks the service loop to re-read (after a limit change).
     pub refresh: UnboundedSender<Event>,
     counter: AtomicU64,
+    /// Wipe jobs still running, by job number (see [`super::job`]).
+    pub jobs: Mutex<BTreeMap<u64, super::job::RunningJob>>,
+    /// Next job number.
+    pub job_counter: AtomicU64,
+    /// How often job progress is published (`progress_interval_ms`).
+    pub progress_interval: std::time::Duration,
 }
 
 impl Shared {
@@ -141,6 +147,7 @@ impl Shared {
         bus: BusChoice,
         model: MdStat,
         refresh: UnboundedSender<Event>,
+        progress_interval: std::time::Duration,
     ) -> Shared {
         let props = policy
             .show()
@@ -155,6 +162,9 @@ impl Shared {
             bus_leases: Mutex::new(HashMap::new()),
             refresh,
             counter: AtomicU64::new(1),
+            jobs: Mutex::new(BTreeMap::new()),
+            job_counter: AtomicU64::new(1),
+            progress_interval,
         }
     }
 
@@ -685,8 +695,11 @@ impl Manager {
         Ok(())
     }
 
-    /// Starts wiping a block device; returns the job object. (Not available in this build yet:
-    /// answers Failed after authorization and argument checks.)
+    /// Starts wiping a block device; returns the job object
+    /// /org/mdpilot/MdPilot1/jobs/<n> (interface org.mdpilot.MdPilot1.Job). Options: method (s:
+    /// zero (default), random, discard, zeroout, signatures), verify (b), keep-resync (b).
+    /// Refused devices (mounted, swap, holders, backing /, a job already on it) are Busy; bad
+    /// options or devices InvalidArgument.
     #[zbus(out_args("job"))]
     async fn start_wipe(
         &self,
@@ -695,10 +708,7 @@ impl Manager {
         #[zbus(header)] header: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<zbus::zvariant::OwnedObjectPath> {
-        authorize(conn, &header, &self.shared.bus).await?;
-        let path = super::job::start_wipe(&device, &options)?;
-        zbus::zvariant::OwnedObjectPath::try_from(path)
-            .map_err(|e| Error::Failed(format!("StartWipe: {e}")))
+        super::job::start_wipe(&self.shared, conn, &header, device, options).await
     }
 }
 
