@@ -27,7 +27,7 @@ use crate::wipe::{probe, JobHandle, Outcome, WipeError};
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use zbus::interface;
 use zbus::message::Header;
@@ -132,8 +132,10 @@ impl JobProps {
 
 /// The job object.
 pub struct JobObject {
-    /// Published values.
-    pub props: JobProps,
+    /// Published values, shared with the job's follower task (which updates them without
+    /// taking the object server's lock on the object, so a slow Cancel authorization never
+    /// delays progress or Completed).
+    pub props: Arc<Mutex<JobProps>>,
     /// The engine's handle; `None` for an object that drives nothing (introspection tests).
     pub handle: Option<Arc<JobHandle>>,
     /// The bus the service is on (for authorization).
@@ -147,57 +149,57 @@ impl JobObject {
     /// What the job does: wipe-zero, wipe-random, wipe-discard, wipe-zeroout, wipe-signatures.
     #[zbus(property(emits_changed_signal = "const"))]
     fn operation(&self) -> String {
-        self.props.operation.clone()
+        self.p().operation
     }
     /// The block device, as resolved.
     #[zbus(property(emits_changed_signal = "const"))]
     fn device(&self) -> String {
-        self.props.device.clone()
+        self.p().device
     }
     /// Durably written fraction, 0..1.
     #[zbus(property)]
     fn progress(&self) -> f64 {
-        self.props.progress
+        self.p().progress
     }
     /// Bytes the job writes in all.
     #[zbus(property(emits_changed_signal = "const"))]
     fn bytes(&self) -> u64 {
-        self.props.bytes
+        self.p().bytes
     }
     /// Bytes durably written (O_DIRECT completion or BLKZEROOUT return, never merely queued).
     #[zbus(property)]
     fn bytes_done(&self) -> u64 {
-        self.props.bytes_done
+        self.p().bytes_done
     }
     /// Current rate, bytes/s.
     #[zbus(property)]
     fn rate(&self) -> u64 {
-        self.props.rate
+        self.p().rate
     }
     /// Start time, µs since the epoch.
     #[zbus(property(emits_changed_signal = "const"))]
     fn start_time(&self) -> u64 {
-        self.props.start_time
+        self.p().start_time
     }
     /// Expected end at the current rate, µs since the epoch; 0 while unknown.
     #[zbus(property)]
     fn expected_end_time(&self) -> u64 {
-        self.props.expected_end_time
+        self.p().expected_end_time
     }
     /// The plan: open flags, request size, queue depth, resync handling and the reasons.
     #[zbus(property(emits_changed_signal = "const"))]
     fn plan(&self) -> String {
-        self.props.plan.clone()
+        self.p().plan
     }
     /// True while the job runs.
     #[zbus(property)]
     fn cancelable(&self) -> bool {
-        self.props.cancelable
+        self.p().cancelable
     }
     /// Uid of the caller that started the job.
     #[zbus(property(emits_changed_signal = "const"), name = "StartedByUID")]
     fn started_by_uid(&self) -> u32 {
-        self.props.started_by_uid
+        self.p().started_by_uid
     }
 
     /// Stops the job between two blocks; Completed(false, ...) follows once in-flight requests
@@ -216,13 +218,13 @@ impl JobObject {
             )));
         }
         match &self.handle {
-            Some(h) if !h.is_finished() && self.props.cancelable => {
+            Some(h) if !h.is_finished() && self.p().cancelable => {
                 h.cancel();
                 Ok(())
             }
             _ => Err(Error::Failed(format!(
                 "Cancel: the job on {} has already finished",
-                self.props.device
+                self.p().device
             ))),
         }
     }
@@ -235,6 +237,13 @@ impl JobObject {
         success: bool,
         message: &str,
     ) -> zbus::Result<()>;
+}
+
+impl JobObject {
+    /// A snapshot of the published values.
+    fn p(&self) -> JobProps {
+        self.props.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
 }
 
 /// The wipe job's leases, through the service's policy; every change asks the service loop to
@@ -425,8 +434,9 @@ pub async fn start_wipe(
         cancelable: true,
         started_by_uid: uid,
     };
+    let props = Arc::new(Mutex::new(props));
     let obj = JobObject {
-        props,
+        props: props.clone(),
         handle: Some(handle.clone()),
         bus: shared.bus.clone(),
     };
@@ -443,32 +453,36 @@ pub async fn start_wipe(
         shared.clone(),
         n,
         path.clone(),
+        props,
         handle,
         rx,
     ));
     OwnedObjectPath::try_from(path).map_err(|e| Error::Failed(format!("StartWipe: {e}")))
 }
 
-/// Publishes `handle`'s progress on `path`; returns false when the object is gone.
-async fn update(conn: &zbus::Connection, path: &str, handle: &JobHandle, end: bool) -> bool {
-    let server = conn.object_server();
-    let Ok(iface) = server.interface::<_, JobObject>(path).await else {
-        return false;
-    };
+/// Publishes `handle`'s progress on `path` (PropertiesChanged for what changed).
+async fn update(
+    conn: &zbus::Connection,
+    path: &str,
+    props: &Mutex<JobProps>,
+    handle: &JobHandle,
+    end: bool,
+) {
     let changed = {
-        let mut obj = iface.get_mut().await;
-        let mut new = obj.props.with_progress(&handle.progress());
+        let mut cur = props.lock().unwrap_or_else(|e| e.into_inner());
+        let mut new = cur.with_progress(&handle.progress());
         if end {
             new.cancelable = false;
             new.rate = 0;
             new.expected_end_time = 0;
         }
-        let c = JobProps::changed(&obj.props, &new);
-        obj.props = new;
+        let c = JobProps::changed(&cur, &new);
+        *cur = new;
         c
     };
-    emit_changed(iface.signal_emitter(), JOB_IFACE, changed).await;
-    true
+    if let Ok(emitter) = SignalEmitter::new(conn, path) {
+        emit_changed(&emitter, JOB_IFACE, changed).await;
+    }
 }
 
 /// The job's follower: progress every interval while it runs, Completed at the end, then the
@@ -478,6 +492,7 @@ async fn follow(
     shared: Arc<Shared>,
     n: u64,
     path: String,
+    props: Arc<Mutex<JobProps>>,
     handle: Arc<JobHandle>,
     mut done: tokio::sync::oneshot::Receiver<(bool, String)>,
 ) {
@@ -489,10 +504,10 @@ async fn follow(
             r = &mut done => break r.unwrap_or_else(|_| {
                 (false, "the wipe job ended without a result".to_string())
             }),
-            _ = tick.tick() => { update(&conn, &path, &handle, false).await; }
+            _ = tick.tick() => { update(&conn, &path, &props, &handle, false).await; }
         }
     };
-    update(&conn, &path, &handle, true).await;
+    update(&conn, &path, &props, &handle, true).await;
     if let Ok(emitter) = SignalEmitter::new(&conn, path.as_str()) {
         if let Err(e) = JobObject::completed(&emitter, ok, &message).await {
             tracing::warn!("cannot emit Completed on {path}: {e}");

@@ -7,7 +7,8 @@
 //! - [`auth`]: who may call mutating methods.
 //! - [`errors`]: the typed `org.mdpilot.MdPilot1.Error.*` errors.
 //!
-//! The introspection of both interfaces is committed under `dbus/` and checked by a test.
+//! The introspection of every interface is committed under `dbus/` and checked by tests
+//! (`tests/dbus_service.rs`, `tests/dbus_jobs.rs`).
 
 pub mod array;
 pub mod auth;
