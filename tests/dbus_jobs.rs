@@ -257,6 +257,15 @@ async fn loop_start_wipe_reports_progress_and_completes() {
         u32::try_from(job_prop(&c, job.as_str(), "StartedByUID").await).unwrap(),
         0
     );
+    // The typed client proxy reads the same object.
+    let jp = mdpilot::dbus::client::JobProxy::builder(&c)
+        .path(job.as_str())
+        .unwrap()
+        .build()
+        .await
+        .unwrap();
+    assert_eq!(jp.started_by_uid().await.unwrap(), 0);
+    assert_eq!(jp.progress().await.unwrap(), 1.0);
     let data = dev.read_all();
     assert!(data.iter().all(|&b| b == 0), "device not zeroed");
     // Cancel after the end is Failed; refusals name the device.
