@@ -414,3 +414,74 @@ async fn loop_unprivileged_caller_cannot_start_or_cancel() {
     let seen = watch(&mut sig, job.as_str(), Duration::from_secs(60), |_| false).await;
     assert_eq!(seen.completed.map(|c| c.0), Some(false));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loop_job_objects_come_and_go_through_the_object_manager() {
+    need_root!();
+    let Some(bus) = Bus::start() else { return };
+    let root = job_root();
+    let _svc = Service::start(
+        &bus,
+        &["--root", root.path().to_str().unwrap()],
+        &[("MDPILOT_JOB_LINGER_MS", "300")],
+    )
+    .await;
+    let dev = LoopDev::filled(16 * MIB, 0x11);
+    let c = bus.connect().await;
+    let rule = zbus::MatchRule::builder()
+        .msg_type(zbus::message::Type::Signal)
+        .interface("org.freedesktop.DBus.ObjectManager")
+        .unwrap()
+        .build();
+    let mut om = zbus::MessageStream::for_match_rule(rule, &c, Some(64))
+        .await
+        .unwrap();
+    let mut sig = job_signals(&c).await;
+    let job = start_wipe(&c, &dev.path, opts(&[("verify", Value::Bool(true))]))
+        .await
+        .unwrap();
+    let seen = watch(&mut sig, job.as_str(), Duration::from_secs(60), |_| false).await;
+    let (ok, msg) = seen.completed.unwrap();
+    assert!(ok && msg.contains("verified"), "{msg}");
+    let mut added = false;
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let m = tokio::time::timeout_at(deadline, om.next())
+            .await
+            .expect("no InterfacesRemoved for the job")
+            .unwrap()
+            .unwrap();
+        let member = m.header().member().map(|m| m.to_string());
+        let (path, _): (OwnedObjectPath, zbus::zvariant::OwnedValue) = match member.as_deref() {
+            Some("InterfacesAdded") | Some("InterfacesRemoved") => {
+                let b = m.body();
+                let s: zbus::zvariant::Structure = b.deserialize().unwrap();
+                let f = s.into_fields();
+                (
+                    OwnedObjectPath::try_from(f[0].try_clone().unwrap()).unwrap(),
+                    OwnedValue::try_from(f[1].try_clone().unwrap()).unwrap(),
+                )
+            }
+            _ => continue,
+        };
+        if path != job {
+            continue;
+        }
+        if member.as_deref() == Some("InterfacesAdded") {
+            added = true;
+        } else {
+            break;
+        }
+    }
+    assert!(added, "no InterfacesAdded for {job}");
+    let r = c
+        .call_method(
+            Some(NAME),
+            job.as_str(),
+            Some("org.freedesktop.DBus.Properties"),
+            "Get",
+            &(JOB, "Progress"),
+        )
+        .await;
+    assert_ne!(error_name(r), "success", "the job object should be gone");
+}

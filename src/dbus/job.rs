@@ -37,8 +37,16 @@ use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 /// Job interface name.
 pub const JOB_IFACE: &str = "org.mdpilot.MdPilot1.Job";
 /// How long a finished job's object stays on the bus after `Completed` (clients that missed the
-/// signal can still read the final properties).
+/// signal can still read the final properties). Env `MDPILOT_JOB_LINGER_MS` overrides it (tests).
 pub const JOB_LINGER: Duration = Duration::from_secs(30);
+
+fn linger() -> Duration {
+    std::env::var("MDPILOT_JOB_LINGER_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis)
+        .unwrap_or(JOB_LINGER)
+}
 
 /// Object path of job `n`: `/org/mdpilot/MdPilot1/jobs/<n>`.
 pub fn job_path(n: u64) -> String {
@@ -519,7 +527,7 @@ async fn follow(
         .lock()
         .unwrap_or_else(|e| e.into_inner())
         .remove(&n);
-    tokio::time::sleep(JOB_LINGER).await;
+    tokio::time::sleep(linger()).await;
     if let Err(e) = conn
         .object_server()
         .remove::<JobObject, _>(path.as_str())
