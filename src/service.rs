@@ -11,7 +11,7 @@
 //! `progress_interval_ms`; with no sync running there is no timer. A client leaving the bus
 //! (`NameOwnerChanged` with an empty new owner) loses its leases.
 //!
-//! Shutdown (SIGTERM/SIGINT): STOPPING, restore limits through the policy, release the name,
+//! Shutdown (SIGTERM/SIGINT): STOPPING, cancel wipe jobs, restore limits through the policy, release the name,
 //! exit 0. A failed read is logged and the last good state kept: bad input never kills the loop.
 
 use crate::cli::Context;
@@ -199,6 +199,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         args.bus.clone(),
         model.clone(),
         tx.clone(),
+        progress,
     ));
 
     // Serve every object first, then ask for the name: a client that sees the name sees them.
@@ -285,7 +286,9 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     let result = lp.run(rx, &mut owners, signals).await;
 
     notify(&[sd_notify::NotifyState::Stopping]);
-    // Shutdown goes through here, never through a bare exit: limits first, then the name.
+    // Shutdown goes through here, never through a bare exit: jobs first (the engine unfreezes
+    // their resync and releases their leases), then limits, then the name.
+    shared.cancel_jobs(Duration::from_secs(30)).await;
     if let Err(e) = shared.policy.restore(false) {
         tracing::error!("cannot restore speed limits on shutdown: {e}");
     }

@@ -814,7 +814,11 @@ async fn polkit_decides_for_unprivileged_callers() {
             );
             assert_eq!(got["SetArraySpeedLimits"], "success");
             assert_eq!(got["RestoreLimits"], "success");
-            assert_eq!(got["StartWipe"], "org.mdpilot.MdPilot1.Error.Failed");
+            // Authorized, then refused by the probe: there is no /dev/md0 here.
+            assert_eq!(
+                got["StartWipe"],
+                "org.mdpilot.MdPilot1.Error.InvalidArgument"
+            );
         } else {
             assert!(got.values().all(|e| *e == na), "{lines:?}");
         }
@@ -899,4 +903,104 @@ async fn losing_the_bus_stops_the_service_and_restores_limits() {
         "a lost bus is a failure (systemd restarts)"
     );
     assert_eq!(std::fs::read_to_string(&knob).unwrap().trim(), "1000");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn acquire_min_zero_install_policy_and_named_leases() {
+    let Some(bus) = Bus::start() else { return };
+    let svc = Service::start(&bus, &["--sim"], &[]).await;
+    let knob = svc
+        .sim_root
+        .clone()
+        .unwrap()
+        .join("proc/sys/dev/raid/speed_limit_min");
+    let watcher = bus.connect().await;
+    // A present min of 0 means 0 (it used to mean "unset").
+    let client = bus.connect().await;
+    let r = call(
+        &client,
+        PATH,
+        MANAGER,
+        "AcquirePriority",
+        &(opts(&[("min", Value::U64(0))]),),
+    )
+    .await
+    .unwrap();
+    let id: String = r.body().deserialize().unwrap();
+    assert_eq!(std::fs::read_to_string(&knob).unwrap().trim(), "0");
+    assert_eq!(get_u64(&watcher, "SpeedLimitMin").await, 0);
+    call(&client, PATH, MANAGER, "ReleasePriority", &(id.as_str(),))
+        .await
+        .unwrap();
+    assert_eq!(std::fs::read_to_string(&knob).unwrap().trim(), "1000");
+    // Empty options: the install policy (install_min defaults to 0). A holder lease outlives
+    // the connection that took it.
+    let r = call(
+        &client,
+        PATH,
+        MANAGER,
+        "AcquirePriority",
+        &(opts(&[
+            ("holder", Value::from("installer")),
+            ("kind", Value::from("installer")),
+        ]),),
+    )
+    .await
+    .unwrap();
+    let id: String = r.body().deserialize().unwrap();
+    assert_eq!(id, "installer");
+    assert_eq!(std::fs::read_to_string(&knob).unwrap().trim(), "0");
+    drop(client);
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        leases(&watcher).await,
+        1,
+        "a holder lease is not a bus lease"
+    );
+    let v = get(&watcher, PATH, MANAGER, "Leases").await;
+    let l: Vec<mdpilot::dbus::manager::LeaseInfo> = v.try_into().unwrap();
+    assert_eq!(l[0].0, "installer");
+    assert_eq!(l[0].1, "installer");
+    assert_eq!(l[0].2, "");
+    // Another client releases it by name.
+    call(&watcher, PATH, MANAGER, "ReleasePriority", &("installer",))
+        .await
+        .unwrap();
+    assert_eq!(leases(&watcher).await, 0);
+    assert_eq!(std::fs::read_to_string(&knob).unwrap().trim(), "1000");
+    // A pid lease dies with its process (reaped at the next AcquirePriority).
+    let mut child = std::process::Command::new("sleep")
+        .arg("30")
+        .spawn()
+        .unwrap();
+    let pid = child.id();
+    call(
+        &watcher,
+        PATH,
+        MANAGER,
+        "AcquirePriority",
+        &(opts(&[("pid", Value::U32(pid)), ("min", Value::U64(5))]),),
+    )
+    .await
+    .unwrap();
+    assert_eq!(leases(&watcher).await, 1);
+    child.kill().unwrap();
+    child.wait().unwrap();
+    let r = call(
+        &watcher,
+        PATH,
+        MANAGER,
+        "AcquirePriority",
+        &(opts(&[
+            ("holder", Value::from("x")),
+            ("max", Value::U64(0)),
+        ]),),
+    )
+    .await
+    .unwrap();
+    assert_eq!(r.body().deserialize::<String>().unwrap(), "x");
+    let v = get(&watcher, PATH, MANAGER, "Leases").await;
+    let l: Vec<mdpilot::dbus::manager::LeaseInfo> = v.try_into().unwrap();
+    assert_eq!(l.len(), 1, "{l:?}");
+    assert_eq!(l[0].0, "x");
 }

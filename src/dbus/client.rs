@@ -38,6 +38,13 @@ pub trait Manager {
     ) -> zbus::Result<()>;
     /// Drops every lease and restores the saved limits.
     fn restore_limits(&self, options: HashMap<&str, Value<'_>>) -> zbus::Result<()>;
+    /// Starts wiping `device`; options `method` (s), `verify` (b), `keep-resync` (b). Returns
+    /// the job object (see [`JobProxy`]).
+    fn start_wipe(
+        &self,
+        device: &str,
+        options: HashMap<&str, Value<'_>>,
+    ) -> zbus::Result<zbus::zvariant::OwnedObjectPath>;
     /// Service version.
     #[zbus(property)]
     fn version(&self) -> zbus::Result<String>;
@@ -56,6 +63,54 @@ pub trait Manager {
     /// Live leases.
     #[zbus(property)]
     fn leases(&self) -> zbus::Result<Vec<LeaseInfo>>;
+}
+
+/// `org.mdpilot.MdPilot1.Job` at `/org/mdpilot/MdPilot1/jobs/<n>` (see
+/// `dbus/org.mdpilot.MdPilot1.Job.xml`); build it with `JobProxy::builder(&conn).path(job)`.
+#[zbus::proxy(
+    interface = "org.mdpilot.MdPilot1.Job",
+    default_service = "org.mdpilot.MdPilot1",
+    gen_blocking = false
+)]
+pub trait Job {
+    /// Stops the job between two blocks.
+    fn cancel(&self, options: HashMap<&str, Value<'_>>) -> zbus::Result<()>;
+    /// The job ended: success and a message.
+    #[zbus(signal)]
+    fn completed(&self, success: bool, message: String) -> zbus::Result<()>;
+    /// `wipe-<method>`.
+    #[zbus(property)]
+    fn operation(&self) -> zbus::Result<String>;
+    /// The device as resolved.
+    #[zbus(property)]
+    fn device(&self) -> zbus::Result<String>;
+    /// Durable fraction, 0..1.
+    #[zbus(property)]
+    fn progress(&self) -> zbus::Result<f64>;
+    /// Total bytes.
+    #[zbus(property)]
+    fn bytes(&self) -> zbus::Result<u64>;
+    /// Durable bytes.
+    #[zbus(property)]
+    fn bytes_done(&self) -> zbus::Result<u64>;
+    /// Bytes/s.
+    #[zbus(property)]
+    fn rate(&self) -> zbus::Result<u64>;
+    /// µs since the epoch.
+    #[zbus(property)]
+    fn start_time(&self) -> zbus::Result<u64>;
+    /// µs since the epoch; 0 while unknown.
+    #[zbus(property)]
+    fn expected_end_time(&self) -> zbus::Result<u64>;
+    /// The plan with its reasons.
+    #[zbus(property)]
+    fn plan(&self) -> zbus::Result<String>;
+    /// True while the job runs.
+    #[zbus(property)]
+    fn cancelable(&self) -> zbus::Result<bool>;
+    /// Uid of the caller that started it.
+    #[zbus(property, name = "StartedByUID")]
+    fn started_by_uid(&self) -> zbus::Result<u32>;
 }
 
 /// True when some process owns `org.mdpilot.MdPilot1` on `conn`'s bus (the service runs).

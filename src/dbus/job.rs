@@ -1,21 +1,629 @@
-//! Wipe jobs on the bus. Placeholder: issue 5 (the wipe engine) fills in `StartWipe`; until then
-//! the method authorizes the caller, validates the device and returns `Failed`.
+//! Wipe jobs on the bus: `Manager.StartWipe(s device, a{sv} options)` probes and plans the wipe
+//! ([`crate::wipe::probe`], [`crate::wipe::planner`]), starts a [`crate::wipe::engine::Job`] on
+//! its own thread, and serves `/org/mdpilot/MdPilot1/jobs/<n>` with interface
+//! `org.mdpilot.MdPilot1.Job` ([`JobObject`]).
+//!
+//! Progress: a per-job tokio task (it exists only while the job does: no timer without jobs)
+//! samples [`crate::wipe::JobHandle::progress`] every `progress_interval_ms` and emits
+//! PropertiesChanged for the values that changed; the engine's `on_complete` callback wakes it at
+//! the end, it emits the last values and `Completed(b success, s message)`, and removes the
+//! object [`JOB_LINGER`] later (InterfacesRemoved through the ObjectManager). On SIGTERM the
+//! service cancels every running job ([`Shared::cancel_jobs`]) before restoring the limits; the
+//! engine unfreezes the resync and releases the job's leases itself.
+//!
+//! Leases go through the service's [`crate::policy::Policy`] ([`ServiceLeases`]), owned by the
+//! service's pid (a lease of a job that died with the service is reaped at the next start).
 
+use super::auth::authorize;
 use super::errors::{Error, Result};
+use super::manager::{emit_changed, Options, Shared};
+use super::{BusChoice, MANAGER_PATH};
+use crate::policy::{LeaseRequest, Owner};
+use crate::watch::Event;
+use crate::wipe::leases::LeaseProvider;
+use crate::wipe::planner::{self, Method};
+use crate::wipe::stream::Seed;
+use crate::wipe::{probe, JobHandle, Outcome, WipeError};
+use std::collections::HashMap;
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use zbus::interface;
+use zbus::message::Header;
+use zbus::object_server::SignalEmitter;
+use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 
-/// Checks `StartWipe`'s arguments and answers that wipe jobs are not available yet.
+/// Job interface name.
+pub const JOB_IFACE: &str = "org.mdpilot.MdPilot1.Job";
+/// How long a finished job's object stays on the bus after `Completed` (clients that missed the
+/// signal can still read the final properties). Env `MDPILOT_JOB_LINGER_MS` overrides it (tests).
+pub const JOB_LINGER: Duration = Duration::from_secs(30);
+
+fn linger() -> Duration {
+    std::env::var("MDPILOT_JOB_LINGER_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .map(Duration::from_millis)
+        .unwrap_or(JOB_LINGER)
+}
+
+/// Object path of job `n`: `/org/mdpilot/MdPilot1/jobs/<n>`.
+pub fn job_path(n: u64) -> String {
+    format!("{MANAGER_PATH}/jobs/{n}")
+}
+
+/// A running job as the service tracks it (one per device at a time).
+pub struct RunningJob {
+    /// The device as resolved by the probe.
+    pub device: PathBuf,
+    /// The engine's handle (progress, cancel).
+    pub handle: Arc<JobHandle>,
+}
+
+/// The published properties of a job.
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct JobProps {
+    /// `wipe-<method>` (`wipe-zero`, `wipe-random`, `wipe-discard`, `wipe-zeroout`,
+    /// `wipe-signatures`).
+    pub operation: String,
+    /// The device as resolved (`/dev/loop3`).
+    pub device: String,
+    /// Durable fraction done, 0..=1.
+    pub progress: f64,
+    /// Bytes the job writes in all.
+    pub bytes: u64,
+    /// Bytes durably written.
+    pub bytes_done: u64,
+    /// Current rate, bytes/s.
+    pub rate: u64,
+    /// Start, µs since the epoch.
+    pub start_time: u64,
+    /// Expected end at the current rate, µs since the epoch; 0 while unknown.
+    pub expected_end_time: u64,
+    /// The plan and its reasons (what `mdpilot wipe --dry-run` prints).
+    pub plan: String,
+    /// True while the job runs.
+    pub cancelable: bool,
+    /// Uid of the caller of StartWipe.
+    pub started_by_uid: u32,
+}
+
+fn now_us() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_micros() as u64)
+        .unwrap_or(0)
+}
+
+impl JobProps {
+    /// Refreshes the progress fields from `p` (pure but for the clock).
+    pub fn with_progress(&self, p: &crate::wipe::Progress) -> JobProps {
+        let mut n = self.clone();
+        n.bytes_done = p.done_bytes;
+        n.progress = p.fraction().clamp(0.0, 1.0);
+        n.rate = p.rate_bytes_per_s.max(0.0) as u64;
+        n.expected_end_time = p
+            .eta_s()
+            .map(|s| now_us().saturating_add((s * 1e6) as u64))
+            .unwrap_or(0);
+        n
+    }
+
+    /// Properties whose values differ, by D-Bus name (only the ones that change while a job
+    /// runs).
+    pub fn changed(old: &JobProps, new: &JobProps) -> HashMap<&'static str, OwnedValue> {
+        let mut out = HashMap::new();
+        let mut put = |name: &'static str, v: Value<'static>| {
+            if let Ok(v) = OwnedValue::try_from(v) {
+                out.insert(name, v);
+            }
+        };
+        if old.progress != new.progress {
+            put("Progress", Value::from(new.progress));
+        }
+        if old.bytes_done != new.bytes_done {
+            put("BytesDone", Value::from(new.bytes_done));
+        }
+        if old.rate != new.rate {
+            put("Rate", Value::from(new.rate));
+        }
+        if old.expected_end_time != new.expected_end_time {
+            put("ExpectedEndTime", Value::from(new.expected_end_time));
+        }
+        if old.cancelable != new.cancelable {
+            put("Cancelable", Value::from(new.cancelable));
+        }
+        out
+    }
+}
+
+/// The job object.
+pub struct JobObject {
+    /// Published values, shared with the job's follower task (which updates them without
+    /// taking the object server's lock on the object, so a slow Cancel authorization never
+    /// delays progress or Completed).
+    pub props: Arc<Mutex<JobProps>>,
+    /// The engine's handle; `None` for an object that drives nothing (introspection tests).
+    pub handle: Option<Arc<JobHandle>>,
+    /// The bus the service is on (for authorization).
+    pub bus: BusChoice,
+}
+
+/// A wipe job of mdpilot. Reads are open to everyone; Cancel needs uid 0 or polkit action
+/// org.mdpilot.MdPilot1.manage. The object goes away some seconds after Completed.
+#[interface(name = "org.mdpilot.MdPilot1.Job")]
+impl JobObject {
+    /// What the job does: wipe-zero, wipe-random, wipe-discard, wipe-zeroout, wipe-signatures.
+    #[zbus(property(emits_changed_signal = "const"))]
+    fn operation(&self) -> String {
+        self.p().operation
+    }
+    /// The block device, as resolved.
+    #[zbus(property(emits_changed_signal = "const"))]
+    fn device(&self) -> String {
+        self.p().device
+    }
+    /// Durably written fraction, 0..1.
+    #[zbus(property)]
+    fn progress(&self) -> f64 {
+        self.p().progress
+    }
+    /// Bytes the job writes in all.
+    #[zbus(property(emits_changed_signal = "const"))]
+    fn bytes(&self) -> u64 {
+        self.p().bytes
+    }
+    /// Bytes durably written (O_DIRECT completion or BLKZEROOUT return, never merely queued).
+    #[zbus(property)]
+    fn bytes_done(&self) -> u64 {
+        self.p().bytes_done
+    }
+    /// Current rate, bytes/s.
+    #[zbus(property)]
+    fn rate(&self) -> u64 {
+        self.p().rate
+    }
+    /// Start time, µs since the epoch.
+    #[zbus(property(emits_changed_signal = "const"))]
+    fn start_time(&self) -> u64 {
+        self.p().start_time
+    }
+    /// Expected end at the current rate, µs since the epoch; 0 while unknown.
+    #[zbus(property)]
+    fn expected_end_time(&self) -> u64 {
+        self.p().expected_end_time
+    }
+    /// The plan: open flags, request size, queue depth, resync handling and the reasons.
+    #[zbus(property(emits_changed_signal = "const"))]
+    fn plan(&self) -> String {
+        self.p().plan
+    }
+    /// True while the job runs.
+    #[zbus(property)]
+    fn cancelable(&self) -> bool {
+        self.p().cancelable
+    }
+    /// Uid of the caller that started the job.
+    #[zbus(property(emits_changed_signal = "const"), name = "StartedByUID")]
+    fn started_by_uid(&self) -> u32 {
+        self.p().started_by_uid
+    }
+
+    /// Stops the job between two blocks; Completed(false, ...) follows once in-flight requests
+    /// are done, the resync unfrozen and the leases released. No options yet. Failed when the
+    /// job has already finished.
+    async fn cancel(
+        &self,
+        options: Options,
+        #[zbus(header)] header: Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+    ) -> Result<()> {
+        authorize(conn, &header, &self.bus).await?;
+        if let Some(k) = options.keys().next() {
+            return Err(Error::InvalidArgument(format!(
+                "Cancel: unknown option {k:?}"
+            )));
+        }
+        match &self.handle {
+            Some(h) if !h.is_finished() && self.p().cancelable => {
+                h.cancel();
+                Ok(())
+            }
+            _ => Err(Error::Failed(format!(
+                "Cancel: the job on {} has already finished",
+                self.p().device
+            ))),
+        }
+    }
+
+    /// The job ended: success, and a message (bytes, rate; or the error with the device, the
+    /// offset and the errno; or "cancelled after N of M bytes").
+    #[zbus(signal)]
+    pub async fn completed(
+        emitter: &SignalEmitter<'_>,
+        success: bool,
+        message: &str,
+    ) -> zbus::Result<()>;
+}
+
+impl JobObject {
+    /// A snapshot of the published values.
+    fn p(&self) -> JobProps {
+        self.props.lock().unwrap_or_else(|e| e.into_inner()).clone()
+    }
+}
+
+/// The wipe job's leases, through the service's policy; every change asks the service loop to
+/// re-read (so `Leases` and the speed limits are republished).
+pub struct ServiceLeases(pub Arc<Shared>);
+
+impl LeaseProvider for ServiceLeases {
+    fn acquire(&self, req: LeaseRequest) -> std::result::Result<(), String> {
+        let r = LeaseProvider::acquire(&self.0.policy, req);
+        let _ = self.0.refresh.send(Event::Mdstat);
+        r
+    }
+    fn release(&self, holder: &str) -> std::result::Result<(), String> {
+        let r = LeaseProvider::release(&self.0.policy, holder);
+        let _ = self.0.refresh.send(Event::Mdstat);
+        r
+    }
+}
+
+/// StartWipe's options: `method` (s: zero (default), random, discard, zeroout, signatures),
+/// `verify` (b), `keep-resync` (b).
 ///
-/// Errors: `InvalidArgument` for an empty device or unknown options; `Failed` otherwise.
-pub fn start_wipe(device: &str, options: &super::manager::Options) -> Result<String> {
+/// Errors: `InvalidArgument` for unknown options, wrong types or an unknown method.
+pub fn parse_options(opts: &Options) -> Result<(Method, bool, bool)> {
+    let mut method = Method::Zero;
+    let (mut verify, mut keep) = (false, false);
+    for (k, v) in opts {
+        match (k.as_str(), &**v) {
+            ("method", Value::Str(s)) => {
+                method = match s.as_str() {
+                    "zero" => Method::Zero,
+                    "random" => Method::Random,
+                    "discard" => Method::Discard,
+                    "zeroout" => Method::Zeroout,
+                    "signatures" => Method::Signatures,
+                    other => {
+                        return Err(Error::InvalidArgument(format!(
+                        "StartWipe: method {other:?} is not zero, random, discard, zeroout or signatures"
+                    )))
+                    }
+                }
+            }
+            ("verify", Value::Bool(b)) => verify = *b,
+            ("keep-resync", Value::Bool(b)) => keep = *b,
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "StartWipe: unknown option {k:?} or wrong type {} (known: method s, verify b, keep-resync b)",
+                    v.value_signature()
+                )))
+            }
+        }
+    }
+    Ok((method, verify, keep))
+}
+
+fn method_word(m: Method) -> &'static str {
+    match m {
+        Method::Zero => "zero",
+        Method::Random => "random",
+        Method::Discard => "discard",
+        Method::Zeroout => "zeroout",
+        Method::Signatures => "signatures",
+    }
+}
+
+/// Maps a probe/plan error to the bus: refusals (mounted, swap, holders, backs `/`) are `Busy`,
+/// bad devices and unsupported methods `InvalidArgument`, the rest `Failed`; the message names
+/// the device and the reason.
+fn wipe_err(e: &WipeError) -> Error {
+    let msg = format!("StartWipe: {}", crate::cli::error_chain(e));
+    match e {
+        WipeError::Refused { .. } => Error::Busy(msg),
+        WipeError::Probe { .. } | WipeError::Unsupported { .. } | WipeError::Usage(_) => {
+            Error::InvalidArgument(msg)
+        }
+        _ => Error::Failed(msg),
+    }
+}
+
+/// The human summary of a job's end, for `Completed`.
+pub fn completion_message(device: &str, r: &std::result::Result<Outcome, WipeError>) -> String {
+    match r {
+        Ok(o) => {
+            let mut s = format!(
+                "{device}: wiped {} bytes in {:.1} s ({:.0} MB/s)",
+                o.bytes,
+                o.wipe_s,
+                o.rate_bytes_per_s / 1e6
+            );
+            if o.verified {
+                s.push_str(", verified");
+            }
+            if o.resync_skipped {
+                s.push_str(", initial resync skipped");
+            }
+            s
+        }
+        Err(e) => crate::cli::error_chain(e),
+    }
+}
+
+/// `Manager.StartWipe`: authorizes the caller, probes and plans, starts the job and serves its
+/// object. Returns the object path.
+///
+/// Errors: `NotAuthorized`; `InvalidArgument` (options, not a block device, unsupported
+/// method); `Busy` (refused: mounted, swap, holders, backs `/`, or a job already runs on the
+/// device); `Failed` (anything else), each naming the device and the reason.
+pub async fn start_wipe(
+    shared: &Arc<Shared>,
+    conn: &zbus::Connection,
+    header: &Header<'_>,
+    device: String,
+    options: Options,
+) -> Result<OwnedObjectPath> {
+    authorize(conn, header, &shared.bus).await?;
     if device.is_empty() {
         return Err(Error::InvalidArgument("StartWipe: empty device".into()));
     }
-    if let Some(k) = options.keys().next() {
-        return Err(Error::InvalidArgument(format!(
-            "StartWipe: unknown option {k:?}"
+    let (method, verify, keep_resync) = parse_options(&options)?;
+    let sender = header
+        .sender()
+        .map(|s| s.to_owned())
+        .ok_or_else(|| Error::InvalidArgument("StartWipe: message has no sender".into()))?;
+    let uid = zbus::fdo::DBusProxy::new(conn)
+        .await
+        .map_err(|e| Error::Failed(format!("StartWipe: cannot ask the bus: {e}")))?
+        .get_connection_unix_user(zbus::names::BusName::from(sender))
+        .await
+        .map_err(|e| Error::Failed(format!("StartWipe: caller's uid unknown: {e}")))?;
+    let p = probe::probe(&shared.root, std::path::Path::new(&device)).map_err(|e| wipe_err(&e))?;
+    let seed = if method == Method::Random {
+        Some(Seed::from_os().map_err(|e| Error::Failed(format!("StartWipe: getrandom: {e}")))?)
+    } else {
+        None
+    };
+    let opts = planner::Options {
+        verify,
+        keep_resync,
+        seed,
+        owner: Some(Owner::Pid(std::process::id())),
+        ..planner::Options::default()
+    };
+    let plan = planner::plan(&p, method, &opts).map_err(|e| wipe_err(&e))?;
+    let dev_text = plan.device.display().to_string();
+    let n = shared.job_counter.fetch_add(1, Ordering::Relaxed);
+    let path = job_path(n);
+    let (tx, rx) = tokio::sync::oneshot::channel::<(bool, String)>();
+    let handle = {
+        // Check and register under one lock: two StartWipe calls on one device cannot both pass.
+        let mut jobs = shared.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(j) = jobs
+            .values()
+            .find(|j| j.device == plan.device && !j.handle.is_finished())
+        {
+            return Err(Error::Busy(format!(
+                "StartWipe: a job is already wiping {}",
+                j.device.display()
+            )));
+        }
+        let dev2 = dev_text.clone();
+        let handle = Arc::new(
+            crate::wipe::Job::new(plan.clone(), shared.root.clone())
+                .with_leases(Arc::new(ServiceLeases(shared.clone())))
+                .on_complete(move |r| {
+                    let _ = tx.send((r.is_ok(), completion_message(&dev2, r)));
+                })
+                .start(),
+        );
+        jobs.insert(
+            n,
+            RunningJob {
+                device: plan.device.clone(),
+                handle: handle.clone(),
+            },
+        );
+        handle
+    };
+    let props = JobProps {
+        operation: format!("wipe-{}", method_word(method)),
+        device: dev_text.clone(),
+        progress: 0.0,
+        bytes: plan.total_bytes(),
+        bytes_done: 0,
+        rate: 0,
+        start_time: now_us(),
+        expected_end_time: 0,
+        plan: plan.describe(),
+        cancelable: true,
+        started_by_uid: uid,
+    };
+    let props = Arc::new(Mutex::new(props));
+    let obj = JobObject {
+        props: props.clone(),
+        handle: Some(handle.clone()),
+        bus: shared.bus.clone(),
+    };
+    // ObjectServer::at emits InterfacesAdded through the ObjectManager.
+    if let Err(e) = conn.object_server().at(path.as_str(), obj).await {
+        handle.cancel();
+        return Err(Error::Failed(format!(
+            "StartWipe {dev_text}: cannot serve {path}: {e}"
         )));
     }
-    Err(Error::Failed(format!(
-        "StartWipe {device}: wipe jobs are not available in this build yet"
-    )))
+    tracing::info!("job {n}: wiping {dev_text} ({method:?}) for uid {uid}");
+    tokio::spawn(follow(
+        conn.clone(),
+        shared.clone(),
+        n,
+        path.clone(),
+        props,
+        handle,
+        rx,
+    ));
+    OwnedObjectPath::try_from(path).map_err(|e| Error::Failed(format!("StartWipe: {e}")))
+}
+
+/// Publishes `handle`'s progress on `path` (PropertiesChanged for what changed).
+async fn update(
+    conn: &zbus::Connection,
+    path: &str,
+    props: &Mutex<JobProps>,
+    handle: &JobHandle,
+    end: bool,
+) {
+    let changed = {
+        let mut cur = props.lock().unwrap_or_else(|e| e.into_inner());
+        let mut new = cur.with_progress(&handle.progress());
+        if end {
+            new.cancelable = false;
+            new.rate = 0;
+            new.expected_end_time = 0;
+        }
+        let c = JobProps::changed(&cur, &new);
+        *cur = new;
+        c
+    };
+    if let Ok(emitter) = SignalEmitter::new(conn, path) {
+        emit_changed(&emitter, JOB_IFACE, changed).await;
+    }
+}
+
+/// The job's follower: progress every interval while it runs, Completed at the end, then the
+/// object's removal after [`JOB_LINGER`].
+async fn follow(
+    conn: zbus::Connection,
+    shared: Arc<Shared>,
+    n: u64,
+    path: String,
+    props: Arc<Mutex<JobProps>>,
+    handle: Arc<JobHandle>,
+    mut done: tokio::sync::oneshot::Receiver<(bool, String)>,
+) {
+    let every = shared.progress_interval;
+    let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+    let (ok, message) = loop {
+        tokio::select! {
+            r = &mut done => break r.unwrap_or_else(|_| {
+                (false, "the wipe job ended without a result".to_string())
+            }),
+            _ = tick.tick() => { update(&conn, &path, &props, &handle, false).await; }
+        }
+    };
+    update(&conn, &path, &props, &handle, true).await;
+    if let Ok(emitter) = SignalEmitter::new(&conn, path.as_str()) {
+        if let Err(e) = JobObject::completed(&emitter, ok, &message).await {
+            tracing::warn!("cannot emit Completed on {path}: {e}");
+        }
+    }
+    tracing::info!("job {n}: {message}");
+    shared
+        .jobs
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .remove(&n);
+    tokio::time::sleep(linger()).await;
+    if let Err(e) = conn
+        .object_server()
+        .remove::<JobObject, _>(path.as_str())
+        .await
+    {
+        tracing::warn!("cannot remove {path}: {e}");
+    }
+}
+
+impl Shared {
+    /// Cancels every running job and waits (at most `limit`) until each has ended, i.e. its
+    /// resync is unfrozen and its leases released. Called on SIGTERM before restoring limits.
+    pub async fn cancel_jobs(&self, limit: Duration) {
+        let handles: Vec<Arc<JobHandle>> = self
+            .jobs
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .values()
+            .map(|j| j.handle.clone())
+            .collect();
+        if handles.is_empty() {
+            return;
+        }
+        tracing::info!("cancelling {} wipe job(s)", handles.len());
+        for h in &handles {
+            h.cancel();
+        }
+        let deadline = tokio::time::Instant::now() + limit;
+        while handles.iter().any(|h| !h.is_finished()) {
+            if tokio::time::Instant::now() >= deadline {
+                tracing::error!("wipe jobs did not stop within {limit:?}");
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(kv: &[(&str, Value<'static>)]) -> Options {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), OwnedValue::try_from(v.clone()).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn start_wipe_options() {
+        assert_eq!(
+            parse_options(&opts(&[])).unwrap(),
+            (Method::Zero, false, false)
+        );
+        assert_eq!(
+            parse_options(&opts(&[
+                ("method", Value::from("random")),
+                ("verify", Value::Bool(true)),
+                ("keep-resync", Value::Bool(true)),
+            ]))
+            .unwrap(),
+            (Method::Random, true, true)
+        );
+        for o in [
+            opts(&[("method", Value::from("shred"))]),
+            opts(&[("method", Value::U32(1))]),
+            opts(&[("verify", Value::from("yes"))]),
+            opts(&[("bogus", Value::Bool(true))]),
+        ] {
+            assert!(
+                matches!(parse_options(&o), Err(Error::InvalidArgument(_))),
+                "{o:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn only_running_values_are_diffed() {
+        let a = JobProps {
+            bytes: 100,
+            cancelable: true,
+            ..JobProps::default()
+        };
+        let mut b = a.clone();
+        assert!(JobProps::changed(&a, &b).is_empty());
+        b.bytes_done = 50;
+        b.progress = 0.5;
+        b.cancelable = false;
+        let c = JobProps::changed(&a, &b);
+        let mut keys: Vec<_> = c.keys().copied().collect();
+        keys.sort();
+        assert_eq!(keys, ["BytesDone", "Cancelable", "Progress"]);
+    }
+
+    #[test]
+    fn paths() {
+        assert_eq!(job_path(3), "/org/mdpilot/MdPilot1/jobs/3");
+    }
 }

@@ -131,6 +131,12 @@ pub struct Shared {
     /// Asks the service loop to re-read (after a limit change).
     pub refresh: UnboundedSender<Event>,
     counter: AtomicU64,
+    /// Wipe jobs still running, by job number (see [`super::job`]).
+    pub jobs: Mutex<BTreeMap<u64, super::job::RunningJob>>,
+    /// Next job number.
+    pub job_counter: AtomicU64,
+    /// How often job progress is published (`progress_interval_ms`).
+    pub progress_interval: std::time::Duration,
 }
 
 impl Shared {
@@ -141,6 +147,7 @@ impl Shared {
         bus: BusChoice,
         model: MdStat,
         refresh: UnboundedSender<Event>,
+        progress_interval: std::time::Duration,
     ) -> Shared {
         let props = policy
             .show()
@@ -155,6 +162,9 @@ impl Shared {
             bus_leases: Mutex::new(HashMap::new()),
             refresh,
             counter: AtomicU64::new(1),
+            jobs: Mutex::new(BTreeMap::new()),
+            job_counter: AtomicU64::new(1),
+            progress_interval,
         }
     }
 
@@ -212,6 +222,17 @@ impl Shared {
         ids.len()
     }
 
+    /// Drops leases whose `pid` owner has exited (the service has no per-pid watch; this runs
+    /// before each AcquirePriority, like the CLI's reap). Failures are logged.
+    pub fn reap_dead_pids(&self) {
+        if let Err(e) = self.policy.reap(&|o: &Owner| match o {
+            Owner::Pid(p) => crate::policy::pid_alive(*p),
+            Owner::BusName(_) | Owner::None => true,
+        }) {
+            tracing::warn!("cannot reap leases of exited processes: {e}");
+        }
+    }
+
     fn has_array(&self, name: &str) -> bool {
         let model = self.model.lock().unwrap_or_else(|e| e.into_inner());
         model.arrays.iter().any(|a| a.name == name)
@@ -267,50 +288,97 @@ fn nonzero(v: u64) -> Option<u64> {
     (v != 0).then_some(v)
 }
 
-/// Validates a min/max pair in KiB/s (0 = unset).
+/// Validates a per-array min/max pair in KiB/s (0 = unset).
 fn check_limits(what: &str, min: u64, max: u64) -> Result<Limits> {
-    if min != 0 && max != 0 && min > max {
-        return Err(Error::InvalidArgument(format!(
-            "{what}: min {min} KiB/s is above max {max} KiB/s"
-        )));
-    }
-    Ok(Limits {
-        min: nonzero(min),
-        max: nonzero(max),
-    })
+    check_present(
+        what,
+        Limits {
+            min: nonzero(min),
+            max: nonzero(max),
+        },
+    )
 }
 
-/// Parses `AcquirePriority`'s options: `min`/`max` (t, KiB/s, global), `arrays` (a{s(tt)}:
-/// per-array (min, max), 0 = unset), `kind` (s: `client` (default), `installer`, `admin`).
-pub fn parse_acquire(opts: &Options) -> Result<(LeaseKind, Limits, BTreeMap<String, Limits>)> {
-    for k in opts.keys() {
-        if !matches!(k.as_str(), "min" | "max" | "arrays" | "kind") {
+/// Rejects a min above a max (both present).
+fn check_present(what: &str, l: Limits) -> Result<Limits> {
+    if let (Some(min), Some(max)) = (l.min, l.max) {
+        if min > max {
             return Err(Error::InvalidArgument(format!(
-                "AcquirePriority: unknown option {k:?} (known: min, max, arrays, kind)"
+                "{what}: min {min} KiB/s is above max {max} KiB/s"
             )));
         }
     }
-    let global = check_limits(
-        "AcquirePriority",
-        opt_u64(opts, "min")?.unwrap_or(0),
-        opt_u64(opts, "max")?.unwrap_or(0),
-    )?;
-    let kind = match opts.get("kind").map(|v| &**v) {
-        None => LeaseKind::DbusClient,
-        Some(Value::Str(s)) => match s.as_str() {
-            "client" => LeaseKind::DbusClient,
-            "installer" => LeaseKind::Installer,
-            "admin" => LeaseKind::Admin,
-            other => {
-                return Err(Error::InvalidArgument(format!(
-                    "AcquirePriority: kind {other:?} is not client, installer or admin"
-                )))
-            }
-        },
-        Some(v) => {
+    Ok(l)
+}
+
+/// `AcquirePriority`'s options, parsed (see [`parse_acquire`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcquireOptions {
+    /// Who holds it (`kind`).
+    pub kind: LeaseKind,
+    /// Global limits: a `min`/`max` present in the dict is that value, 0 included.
+    pub global: Limits,
+    /// Per-array limits (0 = unset in the dict).
+    pub arrays: BTreeMap<String, Limits>,
+    /// `holder`: a named lease, not tied to the caller's connection.
+    pub holder: Option<String>,
+    /// `pid`: the lease lives while that process does.
+    pub pid: Option<u32>,
+}
+
+fn opt_str(opts: &Options, key: &str) -> Result<Option<String>> {
+    match opts.get(key).map(|v| &**v) {
+        None => Ok(None),
+        Some(Value::Str(s)) => Ok(Some(s.to_string())),
+        Some(v) => Err(Error::InvalidArgument(format!(
+            "AcquirePriority: {key} must be a string, got {}",
+            v.value_signature()
+        ))),
+    }
+}
+
+/// Parses `AcquirePriority`'s options.
+///
+/// - `min`, `max` (t, KiB/s): global `speed_limit_{min,max}`. PRESENT means that value, 0
+///   included (`min` 0: resync yields to all other I/O; `max` 0 pauses resync); absent = not
+///   set by this lease.
+/// - `arrays` (a{s(tt)}): per-array `sync_speed_{min,max}`, 0 = unset (the kernel rejects 0 for
+///   `sync_speed_min`; the policy writes a per-array min as at least 1).
+/// - `kind` (s): `client` (default; also `dbus-client`), `installer`, `admin`, `wipe-job`.
+/// - `holder` (s): a named lease that outlives the caller's connection (the CLI's form).
+/// - `pid` (u): tie the lease to that process instead.
+///
+/// No `min`, `max` nor `arrays` at all = the install policy: global min `install.0`
+/// (the config's `install_min`, default 0) and max `install.1` (`install_max`).
+///
+/// Errors: `InvalidArgument` for unknown options, wrong types, min above max, pid 0.
+pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<AcquireOptions> {
+    const KNOWN: &str = "min, max, arrays, kind, holder, pid";
+    for k in opts.keys() {
+        if !matches!(
+            k.as_str(),
+            "min" | "max" | "arrays" | "kind" | "holder" | "pid"
+        ) {
             return Err(Error::InvalidArgument(format!(
-                "AcquirePriority: kind must be a string, got {}",
-                v.value_signature()
+                "AcquirePriority: unknown option {k:?} (known: {KNOWN})"
+            )));
+        }
+    }
+    let mut global = check_present(
+        "AcquirePriority",
+        Limits {
+            min: opt_u64(opts, "min")?,
+            max: opt_u64(opts, "max")?,
+        },
+    )?;
+    let kind = match opt_str(opts, "kind")?.as_deref() {
+        None | Some("client") | Some("dbus-client") => LeaseKind::DbusClient,
+        Some("installer") => LeaseKind::Installer,
+        Some("admin") => LeaseKind::Admin,
+        Some("wipe-job") => LeaseKind::WipeJob,
+        Some(other) => {
+            return Err(Error::InvalidArgument(format!(
+                "AcquirePriority: kind {other:?} is not client, installer, admin or wipe-job"
             )))
         }
     };
@@ -328,15 +396,48 @@ pub fn parse_acquire(opts: &Options) -> Result<(LeaseKind, Limits, BTreeMap<Stri
             })?;
         for (a, (mn, mx)) in m {
             let l = check_limits(&format!("AcquirePriority {a}"), mn, mx)?;
+            if l.is_empty() {
+                return Err(Error::InvalidArgument(format!(
+                    "AcquirePriority: array {a}: give a min or a max (0 = unset)"
+                )));
+            }
             arrays.insert(a, l);
         }
     }
-    if global.min.is_none() && global.max.is_none() && arrays.is_empty() {
+    if global.is_empty() && arrays.is_empty() {
+        global = Limits {
+            min: Some(install.0),
+            max: install.1,
+        };
+    }
+    let holder = opt_str(opts, "holder")?;
+    if holder.as_deref() == Some("") {
         return Err(Error::InvalidArgument(
-            "AcquirePriority: give at least one of min, max, arrays".into(),
+            "AcquirePriority: holder is empty".into(),
         ));
     }
-    Ok((kind, global, arrays))
+    let pid = match opts.get("pid").map(|v| &**v) {
+        None => None,
+        Some(Value::U32(0)) => {
+            return Err(Error::InvalidArgument(
+                "AcquirePriority: pid 0 is no process".into(),
+            ))
+        }
+        Some(Value::U32(p)) => Some(*p),
+        Some(v) => {
+            return Err(Error::InvalidArgument(format!(
+                "AcquirePriority: pid must be u, got {}",
+                v.value_signature()
+            )))
+        }
+    };
+    Ok(AcquireOptions {
+        kind,
+        global,
+        arrays,
+        holder,
+        pid,
+    })
 }
 
 fn policy_err(what: &str, e: impl std::fmt::Display) -> Error {
@@ -384,11 +485,16 @@ impl Manager {
         self.props().leases
     }
 
-    /// Takes a lease on the resync speed limits, held until ReleasePriority or until the caller
-    /// leaves the bus. Leases combine in the policy: the most yielding request wins (lowest min,
-    /// lowest max); the saved originals come back when the last lease goes.
-    /// Options: min, max (t, KiB/s, global); arrays (a{s(tt)}, per-array min/max, 0 = unset);
-    /// kind (s: client, installer, admin). Returns the lease id.
+    /// Takes a lease on the resync speed limits. Leases combine in the policy: the most
+    /// yielding request wins (lowest min, lowest max); the saved originals come back when the
+    /// last lease goes. Options: min, max (t, KiB/s, global; present = that value, 0 included:
+    /// min 0 lets resync yield to all I/O; absent = unset); arrays (a{s(tt)}, per-array
+    /// min/max, 0 = unset; a per-array min is written as at least 1, the kernel rejects 0);
+    /// kind (s: client, installer, admin, wipe-job); holder (s: a named lease that outlives
+    /// this connection, id = holder); pid (u: the lease lives while that process does). No
+    /// min, max nor arrays: the install policy (global min = the config's install_min, default
+    /// 0). Without holder and pid the lease is tied to the caller's bus name and released when
+    /// it leaves the bus. Returns the lease id.
     #[zbus(out_args("lease_id"))]
     async fn acquire_priority(
         &self,
@@ -398,8 +504,12 @@ impl Manager {
         #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
     ) -> Result<String> {
         authorize(conn, &header, &self.shared.bus).await?;
-        let (kind, global, arrays) = parse_acquire(&options)?;
-        for a in arrays.keys() {
+        let install = {
+            let s = self.shared.policy.settings();
+            (s.install_min, s.install_max)
+        };
+        let o = parse_acquire(&options, install)?;
+        for a in o.arrays.keys() {
             if !self.shared.has_array(a) {
                 return Err(Error::NoSuchArray(format!("AcquirePriority: no array {a}")));
             }
@@ -408,38 +518,59 @@ impl Manager {
             .sender()
             .map(|s| s.to_string())
             .ok_or_else(|| Error::InvalidArgument("no sender".into()))?;
-        let n = self.shared.counter.fetch_add(1, Ordering::Relaxed);
-        let id = format!("dbus-{}-{n}", sender.trim_start_matches(':'));
+        self.shared.reap_dead_pids();
+        let (id, owner, bus_owner) = match (&o.holder, o.pid) {
+            (Some(h), pid) => (h.clone(), pid.map_or(Owner::None, Owner::Pid), None),
+            (None, pid) => {
+                let n = self.shared.counter.fetch_add(1, Ordering::Relaxed);
+                let id = format!("dbus-{}-{n}", sender.trim_start_matches(':'));
+                match pid {
+                    Some(p) => (id, Owner::Pid(p), None),
+                    None => (id, Owner::BusName(sender.clone()), Some(sender.clone())),
+                }
+            }
+        };
         let req = LeaseRequest {
             holder: id.clone(),
-            kind,
-            owner: Owner::BusName(sender.clone()),
-            global,
-            arrays,
+            kind: o.kind,
+            owner,
+            global: o.global,
+            arrays: o.arrays,
         };
-        // Record the owner first so a disconnect racing with this call still finds the lease.
-        self.shared
-            .bus_leases
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .insert(id.clone(), sender);
+        {
+            // Record a bus owner first so a disconnect racing with this call still finds the
+            // lease; a named lease replacing a bus lease of the same id is no longer tied to it.
+            let mut l = self
+                .shared
+                .bus_leases
+                .lock()
+                .unwrap_or_else(|e| e.into_inner());
+            match &bus_owner {
+                Some(s) => l.insert(id.clone(), s.clone()),
+                None => l.remove(&id),
+            };
+        }
         match self.shared.policy.acquire(req) {
             Ok(view) => {
                 self.shared.publish(&emitter, Some(view)).await;
                 Ok(id)
             }
             Err(e) => {
-                self.shared
-                    .bus_leases
-                    .lock()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .remove(&id);
+                if bus_owner.is_some() {
+                    self.shared
+                        .bus_leases
+                        .lock()
+                        .unwrap_or_else(|e| e.into_inner())
+                        .remove(&id);
+                }
                 Err(policy_err("AcquirePriority", e))
             }
         }
     }
 
-    /// Ends a lease taken with AcquirePriority.
+    /// Ends a lease: one taken with AcquirePriority (bus, holder or pid lease) or any named
+    /// lease of the policy (e.g. one the CLI took with `policy apply --holder`). An id that
+    /// holds no lease is InvalidArgument.
     async fn release_priority(
         &self,
         lease_id: String,
@@ -448,17 +579,24 @@ impl Manager {
         #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
     ) -> Result<()> {
         authorize(conn, &header, &self.shared.bus).await?;
-        let known = self
+        let bus_lease = self
             .shared
             .bus_leases
             .lock()
             .unwrap_or_else(|e| e.into_inner())
             .remove(&lease_id)
             .is_some();
-        if !known {
-            return Err(Error::InvalidArgument(format!(
-                "ReleasePriority: no lease {lease_id:?}"
-            )));
+        if !bus_lease {
+            let view = self
+                .shared
+                .policy
+                .show()
+                .map_err(|e| policy_err("ReleasePriority", e))?;
+            if !view.leases.iter().any(|l| l.holder == lease_id) {
+                return Err(Error::InvalidArgument(format!(
+                    "ReleasePriority: no lease {lease_id:?}"
+                )));
+            }
         }
         let view = self
             .shared
@@ -557,8 +695,11 @@ impl Manager {
         Ok(())
     }
 
-    /// Starts wiping a block device; returns the job object. (Not available in this build yet:
-    /// answers Failed after authorization and argument checks.)
+    /// Starts wiping a block device; returns the job object
+    /// /org/mdpilot/MdPilot1/jobs/<n> (interface org.mdpilot.MdPilot1.Job). Options: method (s:
+    /// zero (default), random, discard, zeroout, signatures), verify (b), keep-resync (b).
+    /// Refused devices (mounted, swap, holders, backing /, a job already on it) are Busy; bad
+    /// options or devices InvalidArgument.
     #[zbus(out_args("job"))]
     async fn start_wipe(
         &self,
@@ -567,10 +708,7 @@ impl Manager {
         #[zbus(header)] header: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<zbus::zvariant::OwnedObjectPath> {
-        authorize(conn, &header, &self.shared.bus).await?;
-        let path = super::job::start_wipe(&device, &options)?;
-        zbus::zvariant::OwnedObjectPath::try_from(path)
-            .map_err(|e| Error::Failed(format!("StartWipe: {e}")))
+        super::job::start_wipe(&self.shared, conn, &header, device, options).await
     }
 }
 
@@ -594,30 +732,96 @@ mod tests {
             .collect()
     }
 
+    const INSTALL: (u64, Option<u64>) = (0, None);
+
     #[test]
     fn acquire_options_parse() {
-        let (k, g, a) = parse_acquire(&opts(&[
-            ("min", Value::U64(50_000)),
-            ("kind", Value::from("installer")),
-        ]))
+        let o = parse_acquire(
+            &opts(&[
+                ("min", Value::U64(50_000)),
+                ("kind", Value::from("installer")),
+            ]),
+            INSTALL,
+        )
         .unwrap();
-        assert_eq!(k, LeaseKind::Installer);
-        assert_eq!(g.min, Some(50_000));
-        assert!(a.is_empty());
+        assert_eq!(o.kind, LeaseKind::Installer);
+        assert_eq!(o.global.min, Some(50_000));
+        assert_eq!(o.global.max, None);
+        assert!(o.arrays.is_empty());
+        assert_eq!((o.holder, o.pid), (None, None));
+    }
+
+    #[test]
+    fn present_zero_means_zero_and_absent_means_unset() {
+        let o = parse_acquire(&opts(&[("min", Value::U64(0))]), INSTALL).unwrap();
+        assert_eq!(
+            o.global,
+            Limits {
+                min: Some(0),
+                max: None
+            }
+        );
+        let o = parse_acquire(&opts(&[("max", Value::U64(0))]), INSTALL).unwrap();
+        assert_eq!(
+            o.global,
+            Limits {
+                min: None,
+                max: Some(0)
+            }
+        );
+        // min 0 below max 0 is fine; min above max is not.
+        parse_acquire(
+            &opts(&[("min", Value::U64(0)), ("max", Value::U64(0))]),
+            INSTALL,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn empty_options_are_the_install_policy() {
+        let o = parse_acquire(&opts(&[]), (0, None)).unwrap();
+        assert_eq!(
+            o.global,
+            Limits {
+                min: Some(0),
+                max: None
+            }
+        );
+        assert_eq!(o.kind, LeaseKind::DbusClient);
+        let o = parse_acquire(
+            &opts(&[
+                ("holder", Value::from("installer")),
+                ("pid", Value::U32(42)),
+            ]),
+            (7, Some(900)),
+        )
+        .unwrap();
+        assert_eq!(
+            o.global,
+            Limits {
+                min: Some(7),
+                max: Some(900)
+            }
+        );
+        assert_eq!(o.holder.as_deref(), Some("installer"));
+        assert_eq!(o.pid, Some(42));
     }
 
     #[test]
     fn acquire_rejects_bad_options() {
         for o in [
-            opts(&[]),
             opts(&[("bogus", Value::U64(1))]),
             opts(&[("min", Value::from("fast"))]),
             opts(&[("min", Value::U64(9)), ("max", Value::U64(3))]),
             opts(&[("min", Value::I32(-1))]),
             opts(&[("min", Value::U64(1)), ("kind", Value::from("root"))]),
+            opts(&[("holder", Value::U64(1))]),
+            opts(&[("holder", Value::from(""))]),
+            opts(&[("pid", Value::U32(0))]),
+            opts(&[("pid", Value::from("1"))]),
         ] {
             assert!(
-                matches!(parse_acquire(&o), Err(Error::InvalidArgument(_))),
+                matches!(parse_acquire(&o, INSTALL), Err(Error::InvalidArgument(_))),
                 "{o:?}"
             );
         }
@@ -626,13 +830,20 @@ mod tests {
     #[test]
     fn acquire_arrays_option() {
         let m: HashMap<String, (u64, u64)> = HashMap::from([("md1".into(), (10, 20))]);
-        let (_, _, a) = parse_acquire(&opts(&[("arrays", Value::from(m))])).unwrap();
+        let o = parse_acquire(&opts(&[("arrays", Value::from(m))]), INSTALL).unwrap();
         assert_eq!(
-            a["md1"],
+            o.arrays["md1"],
             Limits {
                 min: Some(10),
                 max: Some(20)
             }
         );
+        // Per-array 0 = unset; the global limits stay unset (no install policy then).
+        let m: HashMap<String, (u64, u64)> = HashMap::from([("md1".into(), (0, 20))]);
+        let o = parse_acquire(&opts(&[("arrays", Value::from(m))]), INSTALL).unwrap();
+        assert_eq!(o.arrays["md1"].min, None);
+        assert!(o.global.is_empty());
+        let m: HashMap<String, (u64, u64)> = HashMap::from([("md1".into(), (0, 0))]);
+        assert!(parse_acquire(&opts(&[("arrays", Value::from(m))]), INSTALL).is_err());
     }
 }

@@ -3,11 +3,12 @@
 //! - [`manager`]: `/org/mdpilot/MdPilot1`, interface `org.mdpilot.MdPilot1.Manager` (plus
 //!   `org.freedesktop.DBus.ObjectManager`).
 //! - [`array`]: `/org/mdpilot/MdPilot1/arrays/<name>`, interface `org.mdpilot.MdPilot1.Array`.
-//! - [`job`]: wipe jobs (placeholder until the wipe engine lands).
+//! - [`job`]: wipe jobs, `/org/mdpilot/MdPilot1/jobs/<n>`, interface `org.mdpilot.MdPilot1.Job`.
 //! - [`auth`]: who may call mutating methods.
 //! - [`errors`]: the typed `org.mdpilot.MdPilot1.Error.*` errors.
 //!
-//! The introspection of both interfaces is committed under `dbus/` and checked by a test.
+//! The introspection of every interface is committed under `dbus/` and checked by tests
+//! (`tests/dbus_service.rs`, `tests/dbus_jobs.rs`).
 
 pub mod array;
 pub mod auth;
