@@ -253,7 +253,7 @@ fn render_array(out: &mut String, a: &Array) {
         let src = |l: crate::model::SpeedLimit| if l.system { "system" } else { "local" };
         row(
             out,
-            "Sync Speed Limits",
+            "Speed Limits",
             &format!(
                 "min {} KiB/s ({}), max {} KiB/s ({})",
                 lim.0.kib_s,

@@ -56,7 +56,7 @@ fn kind_word(k: &LeaseKind) -> &'static str {
         LeaseKind::Installer => "installer",
         LeaseKind::WipeJob => "wipe-job",
         LeaseKind::Admin => "admin",
-        LeaseKind::DbusClient => "client",
+        LeaseKind::DbusClient => "dbus-client",
     }
 }
 

@@ -139,7 +139,8 @@ impl Drop for Bus {
     }
 }
 
-/// The real `mdpilot serve`, stopped with SIGKILL on drop unless [`Service::term`] was called.
+/// The real `mdpilot serve`, stopped with SIGKILL on drop unless [`Service::term`] was called
+/// (the simulated tree is removed either way).
 pub struct Service {
     pub child: Option<Child>,
     /// The simulated tree printed by `serve --sim` (`None` with `--root`).
@@ -228,6 +229,10 @@ impl Drop for Service {
         if let Some(mut c) = self.child.take() {
             let _ = c.kill();
             let _ = c.wait();
+        }
+        // SIGKILL gives the simulator no chance to remove its tree: do it here.
+        if let Some(dir) = &self.sim_root {
+            let _ = std::fs::remove_dir_all(dir);
         }
     }
 }

@@ -55,7 +55,7 @@ show "$MDP" policy show
 show cat /proc/sys/dev/raid/speed_limit_min
 
 step "A wipe of the resyncing array with progress (the resync is skipped: every block is written)"
-show "$MDP" wipe /dev/md0 --yes
+show "$MDP" wipe /dev/md0 --yes --progress json
 show cat /proc/mdstat
 show cat /sys/block/md0/md/sync_action /sys/block/md0/md/resync_start
 
