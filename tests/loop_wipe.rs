@@ -666,3 +666,76 @@ fn loop_blockdev_wipe_sigterm_cancels_with_exit_1() {
     assert!(1 + rest.lines().count() < 1000);
     assert!(String::from_utf8_lossy(&out.stderr).contains("cancelled"));
 }
+
+#[test]
+fn loop_blockdev_wipe_f_repeats_a_regular_file_larger_than_64_mib() {
+    need_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("big");
+    // Larger than the old in-memory limit (64 MiB) and than the device, odd length.
+    let len = 65 * MIB + 4099;
+    let content: Vec<u8> = (0..len).map(|i| (i * 13 % 241) as u8).collect();
+    std::fs::write(&src, &content).unwrap();
+    let d = LoopDev::filled(48 * MIB, 0);
+    let out = Command::new(BIN)
+        .arg("blockdev-wipe")
+        .arg("-f")
+        .arg(&src)
+        .arg(&d.path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(star_lines(&out.stdout), 1000);
+    assert!(d.read_all() == content[..(48 * MIB) as usize]);
+    // And one smaller than the device but larger than 1 MiB: it wraps around.
+    let len = 5 * MIB + 333;
+    std::fs::write(&src, &content[..len as usize]).unwrap();
+    let out = Command::new(BIN)
+        .arg("blockdev-wipe")
+        .arg("-f")
+        .arg(&src)
+        .arg(&d.path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let got = d.read_all();
+    assert!(got
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == content[i % len as usize]));
+}
+
+#[test]
+fn loop_blockdev_wipe_f_pipe_ending_early_says_how_much_and_exits_1() {
+    need_root!();
+    let d = LoopDev::filled(16 * MIB, 0);
+    let mut c = Command::new(BIN)
+        .args(["blockdev-wipe", "-f", "/dev/stdin"])
+        .arg(&d.path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        let mut i = c.stdin.take().unwrap();
+        i.write_all(&vec![7u8; MIB as usize]).unwrap();
+    }
+    let out = c.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "data source ended after {MIB} bytes; {} is {} bytes",
+            std::fs::canonicalize(&d.path).unwrap().display(),
+            16 * MIB
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("errno 0"), "{err}");
+}

@@ -469,3 +469,96 @@ fn buffered_block_device_sink_on_a_file_settles_each_block() {
     f.read_exact_at(&mut back, 0).unwrap();
     assert!(back.iter().all(|&b| b == 0));
 }
+
+#[test]
+fn regular_file_of_any_size_repeats_over_the_device_by_pread() {
+    // A file larger than a block and not a divisor of it: every wrap lands mid-block.
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("big");
+    let len = 3 * BLOCK + 777;
+    let content: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(&src, &content).unwrap();
+    let size = 11 * BLOCK + 4096;
+    let mut p = plan(size, Op::Write(Data::RepeatFile { path: src, len }));
+    p.verify = true;
+    let sink = Arc::new(MemSink::new(size as usize, 0xEE));
+    let o = Job::new(p, root())
+        .with_sink(sink.clone())
+        .run(&AtomicBool::new(false))
+        .unwrap();
+    assert!(o.verified);
+    let got = sink.contents();
+    assert!(got
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == content[i % content.len()]));
+    // A file larger than the device: its first `size` bytes.
+    let p2 = d.path().join("huge");
+    let huge: Vec<u8> = (0..2 * size).map(|i| (i % 253) as u8).collect();
+    std::fs::write(&p2, &huge).unwrap();
+    let sink = Arc::new(MemSink::new(size as usize, 0xEE));
+    Job::new(
+        plan(
+            size,
+            Op::Write(Data::RepeatFile {
+                path: p2,
+                len: 2 * size,
+            }),
+        ),
+        root(),
+    )
+    .with_sink(sink.clone())
+    .run(&AtomicBool::new(false))
+    .unwrap();
+    assert_eq!(sink.contents(), huge[..size as usize]);
+}
+
+#[test]
+fn stream_source_ending_before_the_device_says_so_without_errno() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("short");
+    std::fs::write(&src, vec![9u8; (BLOCK + 100) as usize]).unwrap();
+    let size = 4 * BLOCK;
+    let mut p = plan(size, Op::Write(Data::Stream(src.clone())));
+    p.queue_depth = 1;
+    let sink = Arc::new(MemSink::new(size as usize, 0));
+    let e = Job::new(p, root())
+        .with_sink(sink)
+        .run(&AtomicBool::new(false))
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        matches!(&e, WipeError::SourceEnded { source_bytes, device_bytes, .. }
+            if *source_bytes == BLOCK + 100 && *device_bytes == size),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&format!(
+            "data source ended after {} bytes; /dev/test is {size} bytes",
+            BLOCK + 100
+        )),
+        "{msg}"
+    );
+    assert!(!msg.contains("errno"), "{msg}");
+}
+
+#[test]
+fn io_error_without_an_os_errno_prints_no_errno() {
+    let e = WipeError::io(
+        std::path::Path::new("/dev/test"),
+        "write",
+        4096,
+        std::io::Error::new(std::io::ErrorKind::WriteZero, "short write"),
+    );
+    assert_eq!(
+        e.to_string(),
+        "/dev/test: write failed at offset 4096 bytes"
+    );
+    let e = WipeError::io(
+        std::path::Path::new("/dev/test"),
+        "write",
+        0,
+        std::io::Error::from_raw_os_error(libc::EIO),
+    );
+    assert!(e.to_string().ends_with(&format!("(errno {})", libc::EIO)));
+}

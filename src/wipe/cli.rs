@@ -65,8 +65,9 @@ pub struct WipeArgs {
 /// Arguments of `mdpilot blockdev-wipe [-f FILE] [-s NUM] DEVICE`.
 #[derive(Debug, clap::Args)]
 pub struct BlockdevWipeArgs {
-    /// Data source: a regular file's content is repeated over the device; anything else
-    /// (`/dev/urandom`, a pipe) is read as a stream in device order. Default: zeroes.
+    /// Data source: a regular file's content (any size) is repeated over the device; anything
+    /// else (`/dev/urandom`, a pipe) is read as a stream in device order and must not end
+    /// before the device does. Default: zeroes.
     #[arg(short = 'f', value_name = "FILE")]
     pub file: Option<PathBuf>,
     /// Block size in bytes the caller asks for; accepted, but the planner may use a larger
@@ -77,8 +78,9 @@ pub struct BlockdevWipeArgs {
     pub device: PathBuf,
 }
 
-/// Largest regular file `-f` loads into memory to repeat; larger ones are streamed.
-const MAX_PATTERN: u64 = 64 << 20;
+/// Largest regular file `-f` loads into memory to repeat; larger ones are repeated by `pread`
+/// from the file (a small file read by `pread` would cost many calls per block).
+const MAX_PATTERN: u64 = 1 << 20;
 
 fn cancel_flag() -> Arc<AtomicBool> {
     let flag = Arc::new(AtomicBool::new(false));
@@ -285,21 +287,27 @@ fn data_source(file: &Path) -> Result<Data, WipeError> {
         path: file.to_path_buf(),
         source,
     })?;
-    if meta.is_file() && meta.len() <= MAX_PATTERN {
-        let content = std::fs::read(file).map_err(|source| WipeError::Open {
-            path: file.to_path_buf(),
-            source,
-        })?;
-        if content.is_empty() {
-            return Err(WipeError::Usage(format!(
-                "{}: data file is empty",
-                file.display()
-            )));
-        }
-        Ok(Data::Pattern(Arc::new(content)))
-    } else {
-        Ok(Data::Stream(file.to_path_buf()))
+    if !meta.is_file() {
+        return Ok(Data::Stream(file.to_path_buf()));
     }
+    if meta.len() == 0 {
+        return Err(WipeError::Usage(format!(
+            "{}: data file is empty",
+            file.display()
+        )));
+    }
+    if meta.len() > MAX_PATTERN {
+        // Read with pread at offset % len while writing: memory stays bounded by the blocks.
+        return Ok(Data::RepeatFile {
+            path: file.to_path_buf(),
+            len: meta.len(),
+        });
+    }
+    let content = std::fs::read(file).map_err(|source| WipeError::Open {
+        path: file.to_path_buf(),
+        source,
+    })?;
+    Ok(Data::Pattern(Arc::new(content)))
 }
 
 /// Stars owed for `done` of `total` bytes: `floor(done * 1000 / total)`.

@@ -331,15 +331,7 @@ impl Job {
             Some(s) => (s, self.plan.clone()),
             None => open_device(&self.plan)?,
         };
-        let stream_src = match &plan.op {
-            Op::Write(Data::Stream(p)) => Some(Mutex::new(File::open(p).map_err(|source| {
-                WipeError::Open {
-                    path: p.clone(),
-                    source,
-                }
-            })?)),
-            _ => None,
-        };
+        let sources = Sources::open(&plan.op)?;
         let mut held = Vec::new();
         for l in &plan.leases {
             if let Err(message) = self.leases.acquire(l.clone()) {
@@ -364,7 +356,7 @@ impl Job {
             ResyncAction::Leave => None,
         };
         let on_progress = Mutex::new(self.on_progress.take());
-        let mut result = run_phases(&plan, &*sink, shared, stream_src.as_ref(), &on_progress);
+        let mut result = run_phases(&plan, &*sink, shared, &sources, &on_progress);
         if let Err(WipeError::Unsupported {
             op: "zeroout",
             detail,
@@ -379,7 +371,7 @@ impl Job {
                     p2.device.display(),
                     p2.reasons.last().map_or("", |r| r)
                 );
-                result = run_phases(&p2, &*sink, shared, stream_src.as_ref(), &on_progress);
+                result = run_phases(&p2, &*sink, shared, &sources, &on_progress);
             }
         }
         self.on_progress = on_progress.into_inner().unwrap_or_else(|e| e.into_inner());
@@ -516,13 +508,91 @@ fn fill_pattern(content: &[u8], offset: u64, buf: &mut [u8]) {
     }
 }
 
+/// Fills `buf` with the bytes of a file of `len` bytes repeated from device offset 0, starting
+/// at device `offset`: `pread` at `offset % len`, wrapping at the file's end. Thread-safe (no
+/// shared file position); memory is only `buf`.
+fn fill_repeat(file: &File, len: u64, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    if len == 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "data file is empty",
+        ));
+    }
+    let mut pos = offset % len;
+    let mut i = 0;
+    while i < buf.len() {
+        let want = ((len - pos) as usize).min(buf.len() - i);
+        let n = file.read_at(&mut buf[i..i + want], pos)?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("data file shrank below {len} bytes during the job"),
+            ));
+        }
+        i += n;
+        pos = (pos + n as u64) % len;
+    }
+    Ok(())
+}
+
+/// Reads up to `buf.len()` bytes from a stream; fewer only at its end.
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// The open data sources of a plan's operation: a streamed source (read in device order under
+/// a lock, with the count of bytes read so far) and a repeated file (read with `pread`).
+struct Sources {
+    stream: Option<(std::path::PathBuf, Mutex<(File, u64)>)>,
+    repeat: Option<(File, u64)>,
+}
+
+impl Sources {
+    fn open(op: &Op) -> Result<Sources, WipeError> {
+        let open = |p: &Path| {
+            File::open(p).map_err(|source| WipeError::Open {
+                path: p.to_path_buf(),
+                source,
+            })
+        };
+        Ok(match op {
+            Op::Write(Data::Stream(p)) => Sources {
+                stream: Some((p.clone(), Mutex::new((open(p)?, 0)))),
+                repeat: None,
+            },
+            Op::Write(Data::RepeatFile { path, len }) => Sources {
+                stream: None,
+                repeat: Some((open(path)?, *len)),
+            },
+            _ => Sources {
+                stream: None,
+                repeat: None,
+            },
+        })
+    }
+}
+
 /// Expected content at `offset` for `op`, into `buf` (verify).
-fn expected(op: &Op, offset: u64, buf: &mut [u8]) {
-    match op {
-        Op::Write(Data::Random(seed)) => stream::fill(seed, offset, buf),
-        Op::Write(Data::Pattern(c)) => fill_pattern(c, offset, buf),
+fn expected(op: &Op, src: &Sources, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    match (op, &src.repeat) {
+        (Op::Write(Data::Random(seed)), _) => stream::fill(seed, offset, buf),
+        (Op::Write(Data::Pattern(c)), _) => fill_pattern(c, offset, buf),
+        (Op::Write(Data::RepeatFile { .. }), Some((f, len))) => {
+            return fill_repeat(f, *len, offset, buf)
+        }
         _ => buf.fill(0),
     }
+    Ok(())
 }
 
 struct Failure {
@@ -556,7 +626,7 @@ fn run_phases(
     plan: &Plan,
     sink: &dyn Sink,
     shared: &Shared,
-    stream_src: Option<&Mutex<File>>,
+    sources: &Sources,
     on_progress: &Mutex<Option<ProgressFn>>,
 ) -> Result<Outcome, WipeError> {
     let dev = plan.device.as_path();
@@ -582,7 +652,10 @@ fn run_phases(
                         return;
                     }
                     // A streamed source must be read in device order: claim and read together.
-                    let mut guard = stream_src.map(|m| m.lock().unwrap_or_else(|e| e.into_inner()));
+                    let mut guard = sources
+                        .stream
+                        .as_ref()
+                        .map(|(_, m)| m.lock().unwrap_or_else(|e| e.into_inner()));
                     let idx = next.fetch_add(1, Ordering::SeqCst);
                     let Some((off, len)) = units.get(idx) else {
                         return;
@@ -597,9 +670,32 @@ fn run_phases(
                                 Data::Zero => {}
                                 Data::Random(seed) => stream::fill(seed, off, b),
                                 Data::Pattern(c) => fill_pattern(c, off, b),
-                                Data::Stream(_) => {
+                                Data::RepeatFile { .. } => {
+                                    if let Some((f, flen)) = &sources.repeat {
+                                        r = fill_repeat(f, *flen, off, b)
+                                            .map_err(|e| ("read data file", e));
+                                    }
+                                }
+                                Data::Stream(path) => {
                                     if let Some(g) = guard.as_mut() {
-                                        r = g.read_exact(b).map_err(|e| ("read data source", e));
+                                        let (file, read) = &mut **g;
+                                        match read_full(file, b) {
+                                            Ok(n) => {
+                                                *read += n as u64;
+                                                if n < b.len() {
+                                                    // Not an OS error: the source is shorter
+                                                    // than the device.
+                                                    fail.set(WipeError::SourceEnded {
+                                                        source_path: path.clone(),
+                                                        source_bytes: *read,
+                                                        device: dev.to_path_buf(),
+                                                        device_bytes: plan.size_bytes,
+                                                    });
+                                                    return;
+                                                }
+                                            }
+                                            Err(e) => r = Err(("read data source", e)),
+                                        }
                                     }
                                 }
                             }
@@ -681,6 +777,14 @@ fn verify(
     on_progress: &Mutex<Option<ProgressFn>>,
 ) -> Result<(), WipeError> {
     let dev: &Path = &plan.device;
+    // Only a repeated file is read again; a stream cannot be verified (the planner refuses).
+    let sources = match &plan.op {
+        Op::Write(Data::RepeatFile { .. }) => Sources::open(&plan.op)?,
+        _ => Sources {
+            stream: None,
+            repeat: None,
+        },
+    };
     let next = AtomicU64::new(0);
     let mismatch = AtomicU64::new(u64::MAX);
     let fail = Failure {
@@ -706,7 +810,10 @@ fn verify(
                         return;
                     }
                     let w = &mut want[..len as usize];
-                    expected(&plan.op, off, w);
+                    if let Err(e) = expected(&plan.op, &sources, off, w) {
+                        fail.set(WipeError::io(dev, "read data file", off, e));
+                        return;
+                    }
                     if g != w {
                         let i = g
                             .iter()

@@ -56,6 +56,15 @@ pub enum Data {
     /// The content of a regular file, repeated (`blockdev-wipe -f FILE`); byte at device offset
     /// `o` is `content[o % len]`.
     Pattern(Arc<Vec<u8>>),
+    /// A regular file of `len` bytes (> 0), repeated over the device without loading it: the
+    /// byte at device offset `o` is the file's byte at `o % len`, read with `pread` (memory stays
+    /// within the block buffers whatever the file's size).
+    RepeatFile {
+        /// The file.
+        path: PathBuf,
+        /// Its size when the job was planned, bytes.
+        len: u64,
+    },
     /// A stream read in device order (`blockdev-wipe -f /dev/urandom`); cannot be verified.
     Stream(PathBuf),
 }
@@ -66,6 +75,11 @@ impl Data {
             Data::Zero => "zeroes".into(),
             Data::Random(_) => "ChaCha8 stream keyed from getrandom".into(),
             Data::Pattern(p) => format!("repeated content of the given file ({} bytes)", p.len()),
+            Data::RepeatFile { path, len } => format!(
+                "repeated content of {} ({})",
+                path.display(),
+                human_bytes(*len)
+            ),
             Data::Stream(p) => format!("data read from {}", p.display()),
         }
     }
@@ -257,6 +271,29 @@ impl Plan {
         }
         s
     }
+}
+
+/// `n` bytes in binary units for people: `4 MiB`, `1.5 GiB`, `512 B` (at most two decimals,
+/// trailing zeros dropped). Exact counts are printed next to it where they matter.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut unit = 0;
+    let mut div = 1u64;
+    while unit + 1 < UNITS.len() && n / div >= 1024 {
+        div *= 1024;
+        unit += 1;
+    }
+    if unit == 0 {
+        return format!("{n} B");
+    }
+    let v = format!("{:.2}", n as f64 / div as f64);
+    let v = v.trim_end_matches('0').trim_end_matches('.');
+    format!("{v} {}", UNITS[unit])
+}
+
+/// `4 MiB (4194304 bytes)`: human units with the exact count.
+pub fn bytes_exact(n: u64) -> String {
+    format!("{} ({n} bytes)", human_bytes(n))
 }
 
 fn gcd(a: u64, b: u64) -> u64 {
