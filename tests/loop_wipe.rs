@@ -291,7 +291,7 @@ fn loop_cli_dry_run_writes_nothing_and_shows_reasons() {
 }
 
 #[test]
-fn loop_cli_confirmation_required_without_yes() {
+fn loop_cli_confirmation_required_without_yes_and_declining_exits_2() {
     need_root!();
     let d = LoopDev::filled(64 * MIB, 0x42);
     let mut c = Command::new(BIN)
@@ -304,7 +304,9 @@ fn loop_cli_confirmation_required_without_yes() {
         .unwrap();
     c.stdin.take().unwrap().write_all(b"no\n").unwrap();
     let out = c.wait_with_output().unwrap();
-    assert!(!out.status.success());
+    // Declining is "nothing written" (2), not a signal's 130.
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not confirmed; nothing written"));
     assert!(d.read_all().iter().all(|&b| b == 0x42));
     // Typing the device name confirms.
     let mut c = Command::new(BIN)

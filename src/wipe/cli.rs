@@ -31,8 +31,24 @@ pub enum ProgressMode {
     None,
 }
 
+/// Exit statuses of `mdpilot wipe`, shown by `--help` (also in the README's "Wipe jobs").
+pub const WIPE_EXIT_CODES: &str = "\
+Exit status:
+  0    success (and --dry-run)
+  1    failure: the device cannot be probed or opened, I/O error, verify mismatch,
+       lease or resync control failure
+  2    refused (mounted, swap, held, backs /), bad usage, or not confirmed; nothing written
+  130  cancelled by SIGINT, SIGTERM or SIGHUP (the resync is unfrozen, leases released)";
+
+/// Exit statuses of `mdpilot blockdev-wipe`, shown by `--help`.
+pub const BLOCKDEV_WIPE_EXIT_CODES: &str = "\
+Exit status (as the installer's callers expect):
+  0    success: exactly 1000 lines of `*` were printed
+  1    any error, including bad usage and cancel by a signal";
+
 /// Arguments of `mdpilot wipe DEVICE ...`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = WIPE_EXIT_CODES)]
 pub struct WipeArgs {
     /// Block device to wipe (an array, a member of a stopped array, a disk or a partition).
     pub device: PathBuf,
@@ -64,6 +80,7 @@ pub struct WipeArgs {
 
 /// Arguments of `mdpilot blockdev-wipe [-f FILE] [-s NUM] DEVICE`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = BLOCKDEV_WIPE_EXIT_CODES)]
 pub struct BlockdevWipeArgs {
     /// Data source: a regular file's content (any size) is repeated over the device; anything
     /// else (`/dev/urandom`, a pipe) is read as a stream in device order and must not end
@@ -149,8 +166,8 @@ fn json_line(v: serde_json::Value) {
     let _ = out.flush();
 }
 
-/// Runs `mdpilot wipe`. Exit status: 0 success (and for `--dry-run`), 1 failure, 2 refused or
-/// bad usage, 130 cancelled (signal or declined confirmation).
+/// Runs `mdpilot wipe`. Exit status ([`WIPE_EXIT_CODES`]): 0 success (and for `--dry-run`),
+/// 1 failure, 2 refused, bad usage or confirmation declined, 130 cancelled by a signal.
 pub fn run_wipe(ctx: &Context, args: WipeArgs) -> ExitCode {
     let seed = if args.method == Method::Random {
         match Seed::from_os() {
@@ -208,7 +225,7 @@ pub fn run_wipe(ctx: &Context, args: WipeArgs) -> ExitCode {
             "mdpilot: {}: not confirmed; nothing written",
             plan.device.display()
         );
-        return ExitCode::from(130);
+        return ExitCode::from(2);
     }
     let flag = cancel_flag();
     let total = plan.total_bytes();
