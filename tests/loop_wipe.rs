@@ -352,7 +352,26 @@ fn loop_cli_json_progress_and_completion() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(lines.first().unwrap()["event"], "plan");
+    let plan = lines.first().unwrap();
+    assert_eq!(plan["event"], "plan");
+    assert_eq!(plan["method"], "random");
+    assert_eq!(plan["resync"], "leave");
+    assert_eq!(plan["open_flags"], "O_RDWR|O_EXCL|O_DIRECT");
+    for l in &lines {
+        if l["event"] == "progress" {
+            match l["phase"].as_str().unwrap() {
+                // A cache flush keeps the wipe's rate; verify's ETA is its own (or unknown).
+                "flush" => assert!(l["rate_bytes_per_s"].as_f64().unwrap() > 0.0, "{l}"),
+                "verify" if l["verified_bytes"] != l["total_bytes"] => {
+                    assert!(
+                        l["eta_s"].is_null() || l["eta_s"].as_f64().unwrap() > 0.0,
+                        "{l}"
+                    )
+                }
+                _ => {}
+            }
+        }
+    }
     let last = lines.last().unwrap();
     assert_eq!(last["event"], "completed");
     assert_eq!(last["success"], true);
@@ -740,4 +759,28 @@ fn loop_blockdev_wipe_f_pipe_ending_early_says_how_much_and_exits_1() {
         "{err}"
     );
     assert!(!err.contains("errno 0"), "{err}");
+}
+
+#[test]
+fn loop_cli_refusal_with_progress_json_prints_an_error_event_and_exits_2() {
+    need_root!();
+    let d = LoopDev::new(64 * MIB);
+    let _m = Mounted::new(&d.path);
+    let out = Command::new(BIN)
+        .args(["wipe", "--yes", "--progress", "json"])
+        .arg(&d.path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("refusing") && err.contains("mounted"), "{err}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{stdout}");
+    assert_eq!(lines[0]["event"], "error");
+    assert_eq!(lines[0]["exit_code"], 2);
+    assert!(lines[0]["message"].as_str().unwrap().contains("mounted"));
 }

@@ -60,3 +60,19 @@ fn wipe_help_documents_exit_codes() {
         assert!(out.contains(needle), "{needle}: {out}");
     }
 }
+
+#[test]
+fn wipe_error_before_the_job_with_progress_json_prints_an_error_event() {
+    let (code, out, err) = run(&["wipe", "--yes", "--progress", "json", "/dev/does-not-exist"]);
+    assert_eq!(code, Some(1), "{err}");
+    assert!(err.contains("/dev/does-not-exist"), "{err}");
+    let lines: Vec<&str> = out.lines().collect();
+    assert_eq!(lines.len(), 1, "{out}");
+    let v: serde_json::Value = serde_json::from_str(lines[0]).unwrap();
+    assert_eq!(v["event"], "error");
+    assert_eq!(v["exit_code"], 1);
+    assert!(v["message"]
+        .as_str()
+        .unwrap()
+        .contains("/dev/does-not-exist"));
+}

@@ -562,3 +562,64 @@ fn io_error_without_an_os_errno_prints_no_errno() {
     );
     assert!(e.to_string().ends_with(&format!("(errno {})", libc::EIO)));
 }
+
+#[test]
+fn flush_keeps_the_last_wipe_rate_and_verify_eta_follows_verify_progress() {
+    let size = 64 * BLOCK;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let mut p = plan(size, Op::Write(Data::Zero));
+    p.verify = true;
+    Job::new(p, root())
+        .with_sink(Arc::new(MemSink::new(size as usize, 1)))
+        .on_progress(move |pr| s2.lock().unwrap().push(*pr))
+        .run(&AtomicBool::new(false))
+        .unwrap();
+    let seen = seen.lock().unwrap();
+    let flush: Vec<_> = seen.iter().filter(|p| p.phase == Phase::Flush).collect();
+    assert!(!flush.is_empty());
+    for f in &flush {
+        assert!(f.rate_bytes_per_s > 0.0, "{f:?}");
+        assert_eq!(f.eta_s(), None, "{f:?}");
+    }
+    for v in seen.iter().filter(|p| p.phase == Phase::Verify) {
+        match v.eta_s() {
+            None => assert!(v.rate_bytes_per_s == 0.0, "{v:?}"),
+            Some(eta) => {
+                let want = (v.total_bytes - v.verified_bytes) as f64 / v.rate_bytes_per_s;
+                assert!((eta - want).abs() < 1e-9, "{v:?}");
+            }
+        }
+    }
+    let last = seen.last().unwrap();
+    assert_eq!(last.phase, Phase::Done);
+    assert!(last.rate_bytes_per_s > 0.0, "{last:?}");
+}
+
+#[test]
+fn verify_eta_counts_bytes_left_to_read_back_not_to_write() {
+    use mdpilot::wipe::engine::Progress;
+    let p = Progress {
+        done_bytes: 1000,
+        total_bytes: 1000,
+        verified_bytes: 400,
+        rate_bytes_per_s: 100.0,
+        elapsed_s: 9.0,
+        phase: Phase::Verify,
+    };
+    assert_eq!(p.eta_s(), Some(6.0));
+    let w = Progress {
+        phase: Phase::Wipe,
+        done_bytes: 500,
+        ..p
+    };
+    assert_eq!(w.eta_s(), Some(5.0));
+    let s = Progress {
+        phase: Phase::Starting,
+        rate_bytes_per_s: 0.0,
+        ..p
+    };
+    assert_eq!(s.eta_s(), None);
+    let json = serde_json::to_value(p).unwrap();
+    assert_eq!(json["phase"], "verify");
+}

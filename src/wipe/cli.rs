@@ -160,6 +160,31 @@ fn confirm(args: &WipeArgs, plan: &Plan) -> bool {
             || a == plan.name)
 }
 
+/// The `plan` event of `--progress json`: what the text plan shows, as data (enums in
+/// lowercase kebab case, sizes in bytes).
+pub fn plan_json(plan: &Plan, dry_run: bool) -> serde_json::Value {
+    serde_json::json!({
+        "event": "plan",
+        "device": plan.device,
+        "name": plan.name,
+        "size_bytes": plan.size_bytes,
+        "method": plan.method,
+        "operation": plan.op.describe(),
+        "open": plan.open,
+        "open_flags": plan.open.describe(),
+        "block_bytes": plan.block_bytes,
+        "request_bytes": plan.request_bytes(),
+        "queue_depth": plan.queue_depth,
+        "ranges": plan.ranges,
+        "total_bytes": plan.total_bytes(),
+        "resync": plan.resync,
+        "leases": plan.leases,
+        "verify": plan.verify,
+        "reasons": plan.reasons,
+        "dry_run": dry_run,
+    })
+}
+
 fn json_line(v: serde_json::Value) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{v}");
@@ -169,17 +194,31 @@ fn json_line(v: serde_json::Value) {
 /// Runs `mdpilot wipe`. Exit status ([`WIPE_EXIT_CODES`]): 0 success (and for `--dry-run`),
 /// 1 failure, 2 refused, bad usage or confirmation declined, 130 cancelled by a signal.
 pub fn run_wipe(ctx: &Context, args: WipeArgs) -> ExitCode {
+    let json = args.progress == ProgressMode::Json;
+    // Before the job starts: the stderr message, and with `--progress json` one error event on
+    // stdout too, so a JSON reader learns why nothing happened.
+    let early = |e: &dyn std::error::Error, code: u8| -> ExitCode {
+        if json {
+            json_line(serde_json::json!({
+                "event": "error",
+                "device": args.device,
+                "message": crate::cli::error_chain(e),
+                "exit_code": code,
+            }));
+        }
+        fail(e, code)
+    };
     let seed = if args.method == Method::Random {
         match Seed::from_os() {
             Ok(s) => Some(s),
-            Err(e) => return fail(&e, 1),
+            Err(e) => return early(&e, 1),
         }
     } else {
         None
     };
     let p = match probe::probe(&ctx.root, &args.device) {
         Ok(p) => p,
-        Err(e) => return fail(&e, 1),
+        Err(e) => return early(&e, exit_for(&e)),
     };
     let opts = Options {
         verify: args.verify,
@@ -192,24 +231,10 @@ pub fn run_wipe(ctx: &Context, args: WipeArgs) -> ExitCode {
     };
     let plan = match planner::plan(&p, args.method, &opts) {
         Ok(pl) => pl,
-        Err(e) => return fail(&e, exit_for(&e)),
+        Err(e) => return early(&e, exit_for(&e)),
     };
-    let json = args.progress == ProgressMode::Json;
     if json {
-        json_line(serde_json::json!({
-            "event": "plan",
-            "device": plan.device,
-            "size_bytes": plan.size_bytes,
-            "method": plan.method,
-            "block_bytes": plan.block_bytes,
-            "request_bytes": plan.request_bytes(),
-            "queue_depth": plan.queue_depth,
-            "total_bytes": plan.total_bytes(),
-            "resync": plan.resync,
-            "leases": plan.leases,
-            "reasons": plan.reasons,
-            "dry_run": args.dry_run,
-        }));
+        json_line(plan_json(&plan, args.dry_run));
     }
     if args.dry_run {
         if !json {
@@ -221,11 +246,11 @@ pub fn run_wipe(ctx: &Context, args: WipeArgs) -> ExitCode {
         eprint!("{}", plan.describe());
     }
     if !args.yes && !confirm(&args, &plan) {
-        eprintln!(
-            "mdpilot: {}: not confirmed; nothing written",
+        let e = WipeError::Usage(format!(
+            "{}: not confirmed; nothing written",
             plan.device.display()
-        );
-        return ExitCode::from(2);
+        ));
+        return early(&e, 2);
     }
     let flag = cancel_flag();
     let total = plan.total_bytes();

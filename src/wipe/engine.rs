@@ -52,7 +52,8 @@ pub struct Progress {
     pub total_bytes: u64,
     /// Bytes read back and checked (`--verify`).
     pub verified_bytes: u64,
-    /// Average rate of the current phase since it started, bytes per second.
+    /// Average rate of the current phase since it started, bytes per second; during `flush`
+    /// and `done` the wipe phase's last rate (verify's, after a verify).
     pub rate_bytes_per_s: f64,
     /// Seconds since the job started.
     pub elapsed_s: f64,
@@ -70,11 +71,17 @@ impl Progress {
         }
     }
 
-    /// Estimated seconds left in the wipe phase at the current rate (`None` before any rate).
+    /// Estimated seconds left in the current phase at its rate: the wipe's remaining bytes in
+    /// `wipe`, the read-back's in `verify`, 0 when `done`; `None` before a rate is known and
+    /// during `starting` and `flush` (a cache flush has no byte count).
     pub fn eta_s(&self) -> Option<f64> {
-        (self.rate_bytes_per_s > 0.0).then(|| {
-            self.total_bytes.saturating_sub(self.done_bytes) as f64 / self.rate_bytes_per_s
-        })
+        let left = match self.phase {
+            Phase::Wipe => self.total_bytes.saturating_sub(self.done_bytes),
+            Phase::Verify => self.total_bytes.saturating_sub(self.verified_bytes),
+            Phase::Done => return Some(0.0),
+            Phase::Starting | Phase::Flush => return None,
+        };
+        (self.rate_bytes_per_s > 0.0).then(|| left as f64 / self.rate_bytes_per_s)
     }
 }
 
@@ -101,6 +108,9 @@ struct Shared {
     cancel: Arc<AtomicBool>,
     started: Instant,
     phase_started: Mutex<Instant>,
+    /// The rate of the last counted phase (wipe or verify) when it ended, as f64 bits: shown
+    /// during `flush` and `done` instead of 0.
+    last_rate: AtomicU64,
     /// Set (and notified) when the job thread is about to end.
     ended: (Mutex<bool>, Condvar),
 }
@@ -115,11 +125,17 @@ impl Shared {
             cancel,
             started: Instant::now(),
             phase_started: Mutex::new(Instant::now()),
+            last_rate: AtomicU64::new(0f64.to_bits()),
             ended: (Mutex::new(false), Condvar::new()),
         }
     }
 
     fn set_phase(&self, p: Phase) {
+        let before = self.snapshot();
+        if matches!(before.phase, Phase::Wipe | Phase::Verify) && before.rate_bytes_per_s > 0.0 {
+            self.last_rate
+                .store(before.rate_bytes_per_s.to_bits(), Ordering::SeqCst);
+        }
         *self.phase_started.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
         self.phase.store(p as u8, Ordering::SeqCst);
     }
@@ -140,20 +156,19 @@ impl Shared {
             .unwrap_or_else(|e| e.into_inner())
             .elapsed()
             .as_secs_f64();
-        let counted = match phase {
-            Phase::Wipe => done,
-            Phase::Verify => verified,
-            _ => 0,
+        let rate = match phase {
+            Phase::Wipe | Phase::Verify if since > 0.0 => {
+                let counted = if phase == Phase::Wipe { done } else { verified };
+                counted as f64 / since
+            }
+            Phase::Flush | Phase::Done => f64::from_bits(self.last_rate.load(Ordering::SeqCst)),
+            _ => 0.0,
         };
         Progress {
             done_bytes: done,
             total_bytes: self.total,
             verified_bytes: verified,
-            rate_bytes_per_s: if since > 0.0 {
-                counted as f64 / since
-            } else {
-                0.0
-            },
+            rate_bytes_per_s: rate,
             elapsed_s: self.started.elapsed().as_secs_f64(),
             phase,
         }
