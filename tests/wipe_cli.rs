@@ -76,3 +76,53 @@ fn wipe_error_before_the_job_with_progress_json_prints_an_error_event() {
         .unwrap()
         .contains("/dev/does-not-exist"));
 }
+
+fn progress(
+    phase: mdpilot::wipe::engine::Phase,
+    done: u64,
+    verified: u64,
+    rate: f64,
+) -> mdpilot::wipe::Progress {
+    mdpilot::wipe::Progress {
+        done_bytes: done,
+        total_bytes: 1 << 30,
+        verified_bytes: verified,
+        rate_bytes_per_s: rate,
+        elapsed_s: 1.0,
+        phase,
+    }
+}
+
+#[test]
+fn progress_bar_shows_no_eta_before_the_first_durable_bytes() {
+    use mdpilot::wipe::cli::BarFields;
+    use mdpilot::wipe::engine::Phase;
+    for pr in [
+        progress(Phase::Starting, 0, 0, 0.0),
+        progress(Phase::Wipe, 0, 0, 0.0),
+        progress(Phase::Verify, 1 << 30, 0, 0.0),
+    ] {
+        let f = BarFields::of(&pr).unwrap();
+        assert_eq!(f.tail, "", "{pr:?}");
+        assert!(!f.tail.contains("ETA"), "{pr:?}");
+    }
+    let f = BarFields::of(&progress(Phase::Wipe, 1 << 29, 0, 100.0 * 1048576.0)).unwrap();
+    assert_eq!(f.message, "wipe");
+    assert_eq!(f.position, 1 << 29);
+    assert_eq!(f.tail, "100 MiB/s ETA 6s");
+    // Flush keeps the rate but has no ETA; verify counts read-back bytes.
+    let f = BarFields::of(&progress(Phase::Flush, 1 << 30, 0, 1048576.0)).unwrap();
+    assert_eq!(f.tail, "1 MiB/s");
+    let f = BarFields::of(&progress(Phase::Verify, 1 << 30, 1 << 28, 1048576.0)).unwrap();
+    assert_eq!((f.message, f.position), ("verify", 1 << 28));
+    assert!(f.tail.ends_with("ETA 12m48s"), "{}", f.tail);
+}
+
+#[test]
+fn progress_bar_draws_no_done_frame_before_the_final_full_bar() {
+    use mdpilot::wipe::cli::BarFields;
+    use mdpilot::wipe::engine::Phase;
+    // The Done snapshot is left to the caller, which sets the full position and then "done".
+    assert_eq!(BarFields::of(&progress(Phase::Done, 0, 0, 0.0)), None);
+    assert_eq!(BarFields::of(&progress(Phase::Done, 1 << 30, 0, 5.0)), None);
+}

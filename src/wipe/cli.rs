@@ -121,6 +121,54 @@ fn exit_for(e: &WipeError) -> u8 {
     }
 }
 
+/// What the terminal progress bar shows for one progress snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BarFields {
+    /// The phase: `starting`, `wipe`, `flush`, `verify`.
+    pub message: &'static str,
+    /// Bytes durably written (read back, in `verify`).
+    pub position: u64,
+    /// `123.4 MiB/s ETA 5s` from the engine's rate; empty until the first bytes are durable
+    /// (never a made-up `ETA 0s`), without ETA where it is unknown (`flush`).
+    pub tail: String,
+}
+
+impl BarFields {
+    /// The bar's fields for `pr`; `None` for [`Phase::Done`]: the caller draws the final bar
+    /// itself (full on success), so no intermediate `done` frame shows a stale position.
+    pub fn of(pr: &Progress) -> Option<BarFields> {
+        let (message, position) = match pr.phase {
+            Phase::Starting => ("starting", 0),
+            Phase::Wipe => ("wipe", pr.done_bytes),
+            Phase::Flush => ("flush", pr.done_bytes),
+            Phase::Verify => ("verify", pr.verified_bytes),
+            Phase::Done => return None,
+        };
+        let mut tail = String::new();
+        if pr.rate_bytes_per_s > 0.0 && (position > 0 || pr.phase == Phase::Flush) {
+            tail = format!("{}/s", planner::human_bytes(pr.rate_bytes_per_s as u64));
+            if let Some(eta) = pr.eta_s() {
+                tail.push_str(&format!(" ETA {}", eta_text(eta)));
+            }
+        }
+        Some(BarFields {
+            message,
+            position,
+            tail,
+        })
+    }
+}
+
+/// `1h02m`, `3m05s`, `12s` (rounded up: never `0s` while bytes are left).
+fn eta_text(s: f64) -> String {
+    let s = s.max(0.0).ceil() as u64;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
+    }
+}
+
 /// Polls `h` every `tick` until it finishes, cancelling it when `flag` is raised.
 fn drive(
     h: JobHandle,
@@ -257,27 +305,44 @@ pub fn run_wipe(ctx: &Context, args: WipeArgs) -> ExitCode {
     let handle = Job::new(plan.clone(), ctx.root.clone())
         .with_leases(policy_leases(ctx))
         .start();
+    // The bar's text fields live in one shared cell read by the template's custom keys, and
+    // the position is set last: every redraw (indicatif draws from each setter) then shows one
+    // consistent snapshot, never a new phase with an old position or an old ETA.
+    let fields = Arc::new(std::sync::Mutex::new(("starting", String::new())));
     let bar = (args.progress == ProgressMode::Auto && std::io::stderr().is_terminal()).then(|| {
         let b = indicatif::ProgressBar::new(total);
+        let (f1, f2) = (fields.clone(), fields.clone());
         b.set_style(
             indicatif::ProgressStyle::with_template(
-                "{msg:8} [{bar:40}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta}",
+                "{phase} [{bar:40}] {bytes}/{total_bytes} {tail}",
             )
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .with_key(
+                "phase",
+                move |_: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    let g = f1.lock().unwrap_or_else(|e| e.into_inner());
+                    let _ = write!(w, "{:8}", g.0);
+                },
+            )
+            .with_key(
+                "tail",
+                move |_: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    let g = f2.lock().unwrap_or_else(|e| e.into_inner());
+                    let _ = w.write_str(&g.1);
+                },
+            )
             .progress_chars("=> "),
         );
         b
     });
+    let set_fields = |message: &'static str, tail: String| {
+        *fields.lock().unwrap_or_else(|e| e.into_inner()) = (message, tail);
+    };
     let mut last_json = std::time::Instant::now() - Duration::from_secs(1);
     let result = drive(handle, &flag, Duration::from_millis(100), |pr| {
-        if let Some(b) = &bar {
-            if pr.phase == Phase::Verify {
-                b.set_message("verify");
-                b.set_position(pr.verified_bytes);
-            } else {
-                b.set_message(format!("{:?}", pr.phase).to_lowercase());
-                b.set_position(pr.done_bytes);
-            }
+        if let (Some(b), Some(f)) = (&bar, BarFields::of(pr)) {
+            set_fields(f.message, f.tail);
+            b.set_position(f.position);
         }
         if json && last_json.elapsed() >= Duration::from_millis(500) {
             last_json = std::time::Instant::now();
@@ -288,7 +353,17 @@ pub fn run_wipe(ctx: &Context, args: WipeArgs) -> ExitCode {
         }
     });
     if let Some(b) = &bar {
-        b.finish();
+        match &result {
+            Ok(_) => {
+                set_fields("done", String::new());
+                b.set_position(total);
+                b.finish();
+            }
+            Err(_) => {
+                set_fields("stopped", String::new());
+                b.abandon();
+            }
+        }
     }
     match result {
         Ok(o) => {
@@ -298,11 +373,11 @@ pub fn run_wipe(ctx: &Context, args: WipeArgs) -> ExitCode {
                 }));
             } else {
                 eprintln!(
-                    "mdpilot: {}: wiped {} bytes in {:.1} s ({:.0} MB/s){}{}",
+                    "mdpilot: {}: wiped {} in {:.1} s ({}/s){}{}",
                     plan.device.display(),
-                    o.bytes,
+                    planner::bytes_exact(o.bytes),
                     o.wipe_s,
-                    o.rate_bytes_per_s / 1e6,
+                    planner::human_bytes(o.rate_bytes_per_s as u64),
                     if o.verified { ", verified" } else { "" },
                     if o.resync_skipped {
                         ", initial resync skipped"
