@@ -72,14 +72,13 @@ impl Progress {
     }
 
     /// Estimated seconds left in the current phase at its rate: the wipe's remaining bytes in
-    /// `wipe`, the read-back's in `verify`, 0 when `done`; `None` before a rate is known and
-    /// during `starting` and `flush` (a cache flush has no byte count).
+    /// `wipe`, the read-back's in `verify`; `None` before a rate is known, during `starting`
+    /// and `flush` (a cache flush has no byte count), and once `done` (nothing is expected).
     pub fn eta_s(&self) -> Option<f64> {
         let left = match self.phase {
             Phase::Wipe => self.total_bytes.saturating_sub(self.done_bytes),
             Phase::Verify => self.total_bytes.saturating_sub(self.verified_bytes),
-            Phase::Done => return Some(0.0),
-            Phase::Starting | Phase::Flush => return None,
+            Phase::Starting | Phase::Flush | Phase::Done => return None,
         };
         (self.rate_bytes_per_s > 0.0).then(|| left as f64 / self.rate_bytes_per_s)
     }
