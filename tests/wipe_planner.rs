@@ -392,6 +392,11 @@ fn text_plan_spells_the_method_as_the_cli_and_sizes_in_human_units_with_bytes() 
         "{d}"
     );
     assert!(d.contains("block 4 MiB (4194304 bytes)"), "{d}");
+    assert!(
+        d.contains("ranges: 1, 64 MiB (67108864 bytes) in all\n"),
+        "{d}"
+    );
+    assert!(!d.contains("0 B (0 bytes)"), "{d}");
     let d = plan(&md("raid1", "recover", 0), Method::Signatures, &opts())
         .unwrap()
         .describe();

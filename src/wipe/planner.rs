@@ -279,7 +279,7 @@ impl Plan {
     pub fn describe(&self) -> String {
         let mut s = format!(
             "device: {} ({})\nsize: {}\nmethod: {}\noperation: {}\nopen: {}\n\
-             request: {}, {} in flight\nranges: {} ({})\nresync: {}\nverify: {}\n",
+             request: {}, {} in flight\nranges: {}, {} in all\nresync: {}\nverify: {}\n",
             self.device.display(),
             self.name,
             bytes_exact(self.size_bytes),
@@ -588,14 +588,14 @@ pub fn plan(p: &Probe, method: Method, opts: &Options) -> Result<Plan, WipeError
         Op::Write(Data::Stream(_)) => 1,
         _ => opts.queue_depth.unwrap_or(QUEUE_DEPTH).clamp(1, 64),
     };
-    reasons.push(format!(
-        "{queue_depth} requests in flight; memory bounded by {} of buffers",
-        bytes_exact(if matches!(op, Op::Write(_)) || opts.verify {
-            queue_depth as u64 * block
-        } else {
-            0
-        })
-    ));
+    reasons.push(if matches!(op, Op::Write(_)) || opts.verify {
+        format!(
+            "{queue_depth} requests in flight; memory bounded by {} of buffers",
+            bytes_exact(queue_depth as u64 * block)
+        )
+    } else {
+        format!("{queue_depth} requests in flight; no data buffers (the kernel does the work)")
+    });
     let full = ranges.len() == 1 && ranges[0].len == p.size_bytes;
 
     let mut resync = ResyncAction::Leave;
