@@ -76,8 +76,34 @@ fn args() -> Vec<std::ffi::OsString> {
     args
 }
 
+/// Whether the command line asks for the `blockdev-wipe` subcommand (directly or by argv[0]):
+/// the first word that is not an option or the value of `--root`.
+fn is_blockdev_wipe(argv: &[std::ffi::OsString]) -> bool {
+    let mut it = argv.iter().skip(1);
+    while let Some(a) = it.next() {
+        if a == "--root" {
+            it.next();
+        } else if !a.to_string_lossy().starts_with('-') {
+            return a == "blockdev-wipe";
+        }
+    }
+    false
+}
+
 fn main() -> ExitCode {
-    let cli = Cli::parse_from(args());
+    let argv = args();
+    let cli = match Cli::try_parse_from(&argv) {
+        Ok(c) => c,
+        Err(e) => {
+            // The installer's callers of blockdev-wipe treat any exit but 0 and 1 as a crash:
+            // its usage errors exit 1 (clap's default is 2). --help/--version still exit 0.
+            if e.use_stderr() && is_blockdev_wipe(&argv) {
+                let _ = e.print();
+                return ExitCode::from(1);
+            }
+            e.exit();
+        }
+    };
     init_logging(cli.verbose);
     let ctx = Context {
         root: Root::new(cli.root),

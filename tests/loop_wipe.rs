@@ -291,7 +291,7 @@ fn loop_cli_dry_run_writes_nothing_and_shows_reasons() {
 }
 
 #[test]
-fn loop_cli_confirmation_required_without_yes() {
+fn loop_cli_confirmation_required_without_yes_and_declining_exits_2() {
     need_root!();
     let d = LoopDev::filled(64 * MIB, 0x42);
     let mut c = Command::new(BIN)
@@ -304,7 +304,9 @@ fn loop_cli_confirmation_required_without_yes() {
         .unwrap();
     c.stdin.take().unwrap().write_all(b"no\n").unwrap();
     let out = c.wait_with_output().unwrap();
-    assert!(!out.status.success());
+    // Declining is "nothing written" (2), not a signal's 130.
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("not confirmed; nothing written"));
     assert!(d.read_all().iter().all(|&b| b == 0x42));
     // Typing the device name confirms.
     let mut c = Command::new(BIN)
@@ -350,7 +352,26 @@ fn loop_cli_json_progress_and_completion() {
         .lines()
         .map(|l| serde_json::from_str(l).unwrap())
         .collect();
-    assert_eq!(lines.first().unwrap()["event"], "plan");
+    let plan = lines.first().unwrap();
+    assert_eq!(plan["event"], "plan");
+    assert_eq!(plan["method"], "random");
+    assert_eq!(plan["resync"], "leave");
+    assert_eq!(plan["open_flags"], "O_RDWR|O_EXCL|O_DIRECT");
+    for l in &lines {
+        if l["event"] == "progress" {
+            match l["phase"].as_str().unwrap() {
+                // A cache flush keeps the wipe's rate; verify's ETA is its own (or unknown).
+                "flush" => assert!(l["rate_bytes_per_s"].as_f64().unwrap() > 0.0, "{l}"),
+                "verify" if l["verified_bytes"] != l["total_bytes"] => {
+                    assert!(
+                        l["eta_s"].is_null() || l["eta_s"].as_f64().unwrap() > 0.0,
+                        "{l}"
+                    )
+                }
+                _ => {}
+            }
+        }
+    }
     let last = lines.last().unwrap();
     assert_eq!(last["event"], "completed");
     assert_eq!(last["success"], true);
@@ -665,4 +686,101 @@ fn loop_blockdev_wipe_sigterm_cancels_with_exit_1() {
     assert_eq!(out.status.code(), Some(1));
     assert!(1 + rest.lines().count() < 1000);
     assert!(String::from_utf8_lossy(&out.stderr).contains("cancelled"));
+}
+
+#[test]
+fn loop_blockdev_wipe_f_repeats_a_regular_file_larger_than_64_mib() {
+    need_root!();
+    let dir = tempfile::tempdir().unwrap();
+    let src = dir.path().join("big");
+    // Larger than the old in-memory limit (64 MiB) and than the device, odd length.
+    let len = 65 * MIB + 4099;
+    let content: Vec<u8> = (0..len).map(|i| (i * 13 % 241) as u8).collect();
+    std::fs::write(&src, &content).unwrap();
+    let d = LoopDev::filled(48 * MIB, 0);
+    let out = Command::new(BIN)
+        .arg("blockdev-wipe")
+        .arg("-f")
+        .arg(&src)
+        .arg(&d.path)
+        .output()
+        .unwrap();
+    assert_eq!(
+        out.status.code(),
+        Some(0),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    assert_eq!(star_lines(&out.stdout), 1000);
+    assert!(d.read_all() == content[..(48 * MIB) as usize]);
+    // And one smaller than the device but larger than 1 MiB: it wraps around.
+    let len = 5 * MIB + 333;
+    std::fs::write(&src, &content[..len as usize]).unwrap();
+    let out = Command::new(BIN)
+        .arg("blockdev-wipe")
+        .arg("-f")
+        .arg(&src)
+        .arg(&d.path)
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let got = d.read_all();
+    assert!(got
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == content[i % len as usize]));
+}
+
+#[test]
+fn loop_blockdev_wipe_f_pipe_ending_early_says_how_much_and_exits_1() {
+    need_root!();
+    let d = LoopDev::filled(16 * MIB, 0);
+    let mut c = Command::new(BIN)
+        .args(["blockdev-wipe", "-f", "/dev/stdin"])
+        .arg(&d.path)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    {
+        let mut i = c.stdin.take().unwrap();
+        i.write_all(&vec![7u8; MIB as usize]).unwrap();
+    }
+    let out = c.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(&format!(
+            "data source ended after {MIB} bytes; {} is {} bytes",
+            std::fs::canonicalize(&d.path).unwrap().display(),
+            16 * MIB
+        )),
+        "{err}"
+    );
+    assert!(!err.contains("errno 0"), "{err}");
+}
+
+#[test]
+fn loop_cli_refusal_with_progress_json_prints_an_error_event_and_exits_2() {
+    need_root!();
+    let d = LoopDev::new(64 * MIB);
+    let _m = Mounted::new(&d.path);
+    let out = Command::new(BIN)
+        .args(["wipe", "--yes", "--progress", "json"])
+        .arg(&d.path)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(out.status.code(), Some(2), "{err}");
+    assert!(err.contains("refusing") && err.contains("mounted"), "{err}");
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    let lines: Vec<serde_json::Value> = stdout
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    assert_eq!(lines.len(), 1, "{stdout}");
+    assert_eq!(lines[0]["event"], "error");
+    assert_eq!(lines[0]["exit_code"], 2);
+    assert!(lines[0]["message"].as_str().unwrap().contains("mounted"));
 }

@@ -469,3 +469,157 @@ fn buffered_block_device_sink_on_a_file_settles_each_block() {
     f.read_exact_at(&mut back, 0).unwrap();
     assert!(back.iter().all(|&b| b == 0));
 }
+
+#[test]
+fn regular_file_of_any_size_repeats_over_the_device_by_pread() {
+    // A file larger than a block and not a divisor of it: every wrap lands mid-block.
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("big");
+    let len = 3 * BLOCK + 777;
+    let content: Vec<u8> = (0..len).map(|i| (i * 7 % 251) as u8).collect();
+    std::fs::write(&src, &content).unwrap();
+    let size = 11 * BLOCK + 4096;
+    let mut p = plan(size, Op::Write(Data::RepeatFile { path: src, len }));
+    p.verify = true;
+    let sink = Arc::new(MemSink::new(size as usize, 0xEE));
+    let o = Job::new(p, root())
+        .with_sink(sink.clone())
+        .run(&AtomicBool::new(false))
+        .unwrap();
+    assert!(o.verified);
+    let got = sink.contents();
+    assert!(got
+        .iter()
+        .enumerate()
+        .all(|(i, &b)| b == content[i % content.len()]));
+    // A file larger than the device: its first `size` bytes.
+    let p2 = d.path().join("huge");
+    let huge: Vec<u8> = (0..2 * size).map(|i| (i % 253) as u8).collect();
+    std::fs::write(&p2, &huge).unwrap();
+    let sink = Arc::new(MemSink::new(size as usize, 0xEE));
+    Job::new(
+        plan(
+            size,
+            Op::Write(Data::RepeatFile {
+                path: p2,
+                len: 2 * size,
+            }),
+        ),
+        root(),
+    )
+    .with_sink(sink.clone())
+    .run(&AtomicBool::new(false))
+    .unwrap();
+    assert_eq!(sink.contents(), huge[..size as usize]);
+}
+
+#[test]
+fn stream_source_ending_before_the_device_says_so_without_errno() {
+    let d = tempfile::tempdir().unwrap();
+    let src = d.path().join("short");
+    std::fs::write(&src, vec![9u8; (BLOCK + 100) as usize]).unwrap();
+    let size = 4 * BLOCK;
+    let mut p = plan(size, Op::Write(Data::Stream(src.clone())));
+    p.queue_depth = 1;
+    let sink = Arc::new(MemSink::new(size as usize, 0));
+    let e = Job::new(p, root())
+        .with_sink(sink)
+        .run(&AtomicBool::new(false))
+        .unwrap_err();
+    let msg = e.to_string();
+    assert!(
+        matches!(&e, WipeError::SourceEnded { source_bytes, device_bytes, .. }
+            if *source_bytes == BLOCK + 100 && *device_bytes == size),
+        "{msg}"
+    );
+    assert!(
+        msg.contains(&format!(
+            "data source ended after {} bytes; /dev/test is {size} bytes",
+            BLOCK + 100
+        )),
+        "{msg}"
+    );
+    assert!(!msg.contains("errno"), "{msg}");
+}
+
+#[test]
+fn io_error_without_an_os_errno_prints_no_errno() {
+    let e = WipeError::io(
+        std::path::Path::new("/dev/test"),
+        "write",
+        4096,
+        std::io::Error::new(std::io::ErrorKind::WriteZero, "short write"),
+    );
+    assert_eq!(
+        e.to_string(),
+        "/dev/test: write failed at offset 4096 bytes"
+    );
+    let e = WipeError::io(
+        std::path::Path::new("/dev/test"),
+        "write",
+        0,
+        std::io::Error::from_raw_os_error(libc::EIO),
+    );
+    assert!(e.to_string().ends_with(&format!("(errno {})", libc::EIO)));
+}
+
+#[test]
+fn flush_keeps_the_last_wipe_rate_and_verify_eta_follows_verify_progress() {
+    let size = 64 * BLOCK;
+    let seen = Arc::new(Mutex::new(Vec::new()));
+    let s2 = seen.clone();
+    let mut p = plan(size, Op::Write(Data::Zero));
+    p.verify = true;
+    Job::new(p, root())
+        .with_sink(Arc::new(MemSink::new(size as usize, 1)))
+        .on_progress(move |pr| s2.lock().unwrap().push(*pr))
+        .run(&AtomicBool::new(false))
+        .unwrap();
+    let seen = seen.lock().unwrap();
+    let flush: Vec<_> = seen.iter().filter(|p| p.phase == Phase::Flush).collect();
+    assert!(!flush.is_empty());
+    for f in &flush {
+        assert!(f.rate_bytes_per_s > 0.0, "{f:?}");
+        assert_eq!(f.eta_s(), None, "{f:?}");
+    }
+    for v in seen.iter().filter(|p| p.phase == Phase::Verify) {
+        match v.eta_s() {
+            None => assert!(v.rate_bytes_per_s == 0.0, "{v:?}"),
+            Some(eta) => {
+                let want = (v.total_bytes - v.verified_bytes) as f64 / v.rate_bytes_per_s;
+                assert!((eta - want).abs() < 1e-9, "{v:?}");
+            }
+        }
+    }
+    let last = seen.last().unwrap();
+    assert_eq!(last.phase, Phase::Done);
+    assert!(last.rate_bytes_per_s > 0.0, "{last:?}");
+}
+
+#[test]
+fn verify_eta_counts_bytes_left_to_read_back_not_to_write() {
+    use mdpilot::wipe::engine::Progress;
+    let p = Progress {
+        done_bytes: 1000,
+        total_bytes: 1000,
+        verified_bytes: 400,
+        rate_bytes_per_s: 100.0,
+        elapsed_s: 9.0,
+        phase: Phase::Verify,
+    };
+    assert_eq!(p.eta_s(), Some(6.0));
+    let w = Progress {
+        phase: Phase::Wipe,
+        done_bytes: 500,
+        ..p
+    };
+    assert_eq!(w.eta_s(), Some(5.0));
+    let s = Progress {
+        phase: Phase::Starting,
+        rate_bytes_per_s: 0.0,
+        ..p
+    };
+    assert_eq!(s.eta_s(), None);
+    let json = serde_json::to_value(p).unwrap();
+    assert_eq!(json["phase"], "verify");
+}

@@ -132,7 +132,7 @@ fn zero_uses_zeroout_unless_writes_are_asked_for() {
     assert!(p.reasons.iter().any(|r| r.contains("offloads")));
     let p = plan(&md("raid1", "idle", 0), Method::Zero, &opts()).unwrap();
     assert_eq!(p.op, Op::ZeroOut);
-    assert!(p.reasons.iter().any(|r| r.contains("md array")));
+    assert!(p.reasons.iter().any(|r| r.contains("md raid1/5/10")));
     let w = Options {
         prefer_writes: true,
         ..opts()
@@ -366,4 +366,91 @@ fn buffered_fallback_has_one_in_flight() {
     assert!(!b.open.direct);
     assert_eq!(b.queue_depth, 1);
     assert!(b.reasons.last().unwrap().contains("sync_file_range"));
+}
+
+#[test]
+fn human_bytes_uses_binary_units_and_bytes_exact_adds_the_count() {
+    use mdpilot::wipe::planner::{bytes_exact, human_bytes};
+    assert_eq!(human_bytes(512), "512 B");
+    assert_eq!(human_bytes(4 * MIB), "4 MiB");
+    assert_eq!(human_bytes(3 * MIB / 2 * 1024), "1.5 GiB");
+    assert_eq!(human_bytes(3_000_592_982_016), "2.73 TiB");
+    assert_eq!(bytes_exact(4 * MIB), "4 MiB (4194304 bytes)");
+}
+
+#[test]
+fn text_plan_spells_the_method_as_the_cli_and_sizes_in_human_units_with_bytes() {
+    let d = plan(&disk(64 * MIB), Method::Zero, &opts())
+        .unwrap()
+        .describe();
+    assert!(d.contains("method: zero\n"), "{d}");
+    assert!(!d.contains("Zero"), "{d}");
+    assert!(d.contains("size: 64 MiB (67108864 bytes)\n"), "{d}");
+    assert!(d.contains("open: O_WRONLY|O_EXCL|O_DIRECT\n"), "{d}");
+    assert!(
+        d.contains("request: 64 MiB (67108864 bytes), 4 in flight"),
+        "{d}"
+    );
+    assert!(d.contains("block 4 MiB (4194304 bytes)"), "{d}");
+    assert!(
+        d.contains("ranges: 1, 64 MiB (67108864 bytes) in all\n"),
+        "{d}"
+    );
+    assert!(!d.contains("0 B (0 bytes)"), "{d}");
+    let d = plan(&md("raid1", "recover", 0), Method::Signatures, &opts())
+        .unwrap()
+        .describe();
+    assert!(d.contains("method: signatures\n"), "{d}");
+    assert!(
+        d.contains("lease: wipe:/dev/md0: md0 sync_speed_min 1 KiB/s"),
+        "{d}"
+    );
+}
+
+#[test]
+fn plan_reasons_state_facts_without_issue_numbers_or_history() {
+    let mut probes = vec![disk(64 * MIB), md("raid1", "resync", 0)];
+    let mut offload = disk(64 * MIB);
+    offload.write_zeroes_max_bytes = 1 << 30;
+    probes.push(offload);
+    for p in &probes {
+        for m in [
+            Method::Zero,
+            Method::Random,
+            Method::Zeroout,
+            Method::Signatures,
+        ] {
+            let pl = plan(p, m, &opts()).unwrap();
+            for r in &pl.reasons {
+                let l = r.to_lowercase();
+                assert!(
+                    !l.contains("issue") && !l.contains("bench") && !l.contains("mb/s"),
+                    "{r}"
+                );
+            }
+        }
+    }
+    let pl = plan(&md("raid1", "resync", 0), Method::Zero, &opts()).unwrap();
+    assert!(
+        pl.reasons
+            .iter()
+            .any(|r| r.contains("md raid1/5/10 report write_zeroes_max_bytes 0")),
+        "{:?}",
+        pl.reasons
+    );
+}
+
+#[test]
+fn plan_json_enums_are_lowercase_kebab_and_show_open_flags_and_operation() {
+    let pl = plan(&disk(64 * MIB), Method::Zero, &opts()).unwrap();
+    let v = mdpilot::wipe::cli::plan_json(&pl, true);
+    assert_eq!(v["resync"], "leave");
+    assert_eq!(v["method"], "zero");
+    assert_eq!(v["open_flags"], "O_WRONLY|O_EXCL|O_DIRECT");
+    assert_eq!(v["open"]["direct"], true);
+    assert_eq!(v["operation"], "BLKZEROOUT");
+    let pl = plan(&md("raid1", "resync", 0), Method::Random, &opts()).unwrap();
+    let v = mdpilot::wipe::cli::plan_json(&pl, false);
+    assert_eq!(v["resync"]["freeze-and-skip"]["array"], "md0", "{v}");
+    assert_eq!(v["method"], "random");
 }

@@ -31,8 +31,24 @@ pub enum ProgressMode {
     None,
 }
 
+/// Exit statuses of `mdpilot wipe`, shown by `--help` (also in the README's "Wipe jobs").
+pub const WIPE_EXIT_CODES: &str = "\
+Exit status:
+  0    success (and --dry-run)
+  1    failure: the device cannot be probed or opened, I/O error, verify mismatch,
+       lease or resync control failure
+  2    refused (mounted, swap, held, backs /), bad usage, or not confirmed; nothing written
+  130  cancelled by SIGINT, SIGTERM or SIGHUP (the resync is unfrozen, leases released)";
+
+/// Exit statuses of `mdpilot blockdev-wipe`, shown by `--help`.
+pub const BLOCKDEV_WIPE_EXIT_CODES: &str = "\
+Exit status (as the installer's callers expect):
+  0    success: exactly 1000 lines of `*` were printed
+  1    any error, including bad usage and cancel by a signal";
+
 /// Arguments of `mdpilot wipe DEVICE ...`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = WIPE_EXIT_CODES)]
 pub struct WipeArgs {
     /// Block device to wipe (an array, a member of a stopped array, a disk or a partition).
     pub device: PathBuf,
@@ -64,9 +80,11 @@ pub struct WipeArgs {
 
 /// Arguments of `mdpilot blockdev-wipe [-f FILE] [-s NUM] DEVICE`.
 #[derive(Debug, clap::Args)]
+#[command(after_help = BLOCKDEV_WIPE_EXIT_CODES)]
 pub struct BlockdevWipeArgs {
-    /// Data source: a regular file's content is repeated over the device; anything else
-    /// (`/dev/urandom`, a pipe) is read as a stream in device order. Default: zeroes.
+    /// Data source: a regular file's content (any size) is repeated over the device; anything
+    /// else (`/dev/urandom`, a pipe) is read as a stream in device order and must not end
+    /// before the device does. Default: zeroes.
     #[arg(short = 'f', value_name = "FILE")]
     pub file: Option<PathBuf>,
     /// Block size in bytes the caller asks for; accepted, but the planner may use a larger
@@ -77,8 +95,9 @@ pub struct BlockdevWipeArgs {
     pub device: PathBuf,
 }
 
-/// Largest regular file `-f` loads into memory to repeat; larger ones are streamed.
-const MAX_PATTERN: u64 = 64 << 20;
+/// Largest regular file `-f` loads into memory to repeat; larger ones are repeated by `pread`
+/// from the file (a small file read by `pread` would cost many calls per block).
+const MAX_PATTERN: u64 = 1 << 20;
 
 fn cancel_flag() -> Arc<AtomicBool> {
     let flag = Arc::new(AtomicBool::new(false));
@@ -99,6 +118,54 @@ fn exit_for(e: &WipeError) -> u8 {
         WipeError::Refused { .. } | WipeError::Usage(_) => 2,
         WipeError::Cancelled { .. } => 130,
         _ => 1,
+    }
+}
+
+/// What the terminal progress bar shows for one progress snapshot.
+#[derive(Debug, Clone, PartialEq)]
+pub struct BarFields {
+    /// The phase: `starting`, `wipe`, `flush`, `verify`.
+    pub message: &'static str,
+    /// Bytes durably written (read back, in `verify`).
+    pub position: u64,
+    /// `123.4 MiB/s ETA 5s` from the engine's rate; empty until the first bytes are durable
+    /// (never a made-up `ETA 0s`), without ETA where it is unknown (`flush`).
+    pub tail: String,
+}
+
+impl BarFields {
+    /// The bar's fields for `pr`; `None` for [`Phase::Done`]: the caller draws the final bar
+    /// itself (full on success), so no intermediate `done` frame shows a stale position.
+    pub fn of(pr: &Progress) -> Option<BarFields> {
+        let (message, position) = match pr.phase {
+            Phase::Starting => ("starting", 0),
+            Phase::Wipe => ("wipe", pr.done_bytes),
+            Phase::Flush => ("flush", pr.done_bytes),
+            Phase::Verify => ("verify", pr.verified_bytes),
+            Phase::Done => return None,
+        };
+        let mut tail = String::new();
+        if pr.rate_bytes_per_s > 0.0 && (position > 0 || pr.phase == Phase::Flush) {
+            tail = format!("{}/s", planner::human_bytes(pr.rate_bytes_per_s as u64));
+            if let Some(eta) = pr.eta_s() {
+                tail.push_str(&format!(" ETA {}", eta_text(eta)));
+            }
+        }
+        Some(BarFields {
+            message,
+            position,
+            tail,
+        })
+    }
+}
+
+/// `1h02m`, `3m05s`, `12s` (rounded up: never `0s` while bytes are left).
+fn eta_text(s: f64) -> String {
+    let s = s.max(0.0).ceil() as u64;
+    match s {
+        0..=59 => format!("{s}s"),
+        60..=3599 => format!("{}m{:02}s", s / 60, s % 60),
+        _ => format!("{}h{:02}m", s / 3600, s % 3600 / 60),
     }
 }
 
@@ -141,26 +208,65 @@ fn confirm(args: &WipeArgs, plan: &Plan) -> bool {
             || a == plan.name)
 }
 
+/// The `plan` event of `--progress json`: what the text plan shows, as data (enums in
+/// lowercase kebab case, sizes in bytes).
+pub fn plan_json(plan: &Plan, dry_run: bool) -> serde_json::Value {
+    serde_json::json!({
+        "event": "plan",
+        "device": plan.device,
+        "name": plan.name,
+        "size_bytes": plan.size_bytes,
+        "method": plan.method,
+        "operation": plan.op.describe(),
+        "open": plan.open,
+        "open_flags": plan.open.describe(),
+        "block_bytes": plan.block_bytes,
+        "request_bytes": plan.request_bytes(),
+        "queue_depth": plan.queue_depth,
+        "ranges": plan.ranges,
+        "total_bytes": plan.total_bytes(),
+        "resync": plan.resync,
+        "leases": plan.leases,
+        "verify": plan.verify,
+        "reasons": plan.reasons,
+        "dry_run": dry_run,
+    })
+}
+
 fn json_line(v: serde_json::Value) {
     let mut out = std::io::stdout().lock();
     let _ = writeln!(out, "{v}");
     let _ = out.flush();
 }
 
-/// Runs `mdpilot wipe`. Exit status: 0 success (and for `--dry-run`), 1 failure, 2 refused or
-/// bad usage, 130 cancelled (signal or declined confirmation).
+/// Runs `mdpilot wipe`. Exit status ([`WIPE_EXIT_CODES`]): 0 success (and for `--dry-run`),
+/// 1 failure, 2 refused, bad usage or confirmation declined, 130 cancelled by a signal.
 pub fn run_wipe(ctx: &Context, args: WipeArgs) -> ExitCode {
+    let json = args.progress == ProgressMode::Json;
+    // Before the job starts: the stderr message, and with `--progress json` one error event on
+    // stdout too, so a JSON reader learns why nothing happened.
+    let early = |e: &dyn std::error::Error, code: u8| -> ExitCode {
+        if json {
+            json_line(serde_json::json!({
+                "event": "error",
+                "device": args.device,
+                "message": crate::cli::error_chain(e),
+                "exit_code": code,
+            }));
+        }
+        fail(e, code)
+    };
     let seed = if args.method == Method::Random {
         match Seed::from_os() {
             Ok(s) => Some(s),
-            Err(e) => return fail(&e, 1),
+            Err(e) => return early(&e, 1),
         }
     } else {
         None
     };
     let p = match probe::probe(&ctx.root, &args.device) {
         Ok(p) => p,
-        Err(e) => return fail(&e, 1),
+        Err(e) => return early(&e, exit_for(&e)),
     };
     let opts = Options {
         verify: args.verify,
@@ -173,24 +279,10 @@ pub fn run_wipe(ctx: &Context, args: WipeArgs) -> ExitCode {
     };
     let plan = match planner::plan(&p, args.method, &opts) {
         Ok(pl) => pl,
-        Err(e) => return fail(&e, exit_for(&e)),
+        Err(e) => return early(&e, exit_for(&e)),
     };
-    let json = args.progress == ProgressMode::Json;
     if json {
-        json_line(serde_json::json!({
-            "event": "plan",
-            "device": plan.device,
-            "size_bytes": plan.size_bytes,
-            "method": plan.method,
-            "block_bytes": plan.block_bytes,
-            "request_bytes": plan.request_bytes(),
-            "queue_depth": plan.queue_depth,
-            "total_bytes": plan.total_bytes(),
-            "resync": plan.resync,
-            "leases": plan.leases,
-            "reasons": plan.reasons,
-            "dry_run": args.dry_run,
-        }));
+        json_line(plan_json(&plan, args.dry_run));
     }
     if args.dry_run {
         if !json {
@@ -202,38 +294,55 @@ pub fn run_wipe(ctx: &Context, args: WipeArgs) -> ExitCode {
         eprint!("{}", plan.describe());
     }
     if !args.yes && !confirm(&args, &plan) {
-        eprintln!(
-            "mdpilot: {}: not confirmed; nothing written",
+        let e = WipeError::Usage(format!(
+            "{}: not confirmed; nothing written",
             plan.device.display()
-        );
-        return ExitCode::from(130);
+        ));
+        return early(&e, 2);
     }
     let flag = cancel_flag();
     let total = plan.total_bytes();
     let handle = Job::new(plan.clone(), ctx.root.clone())
         .with_leases(policy_leases(ctx))
         .start();
+    // The bar's text fields live in one shared cell read by the template's custom keys, and
+    // the position is set last: every redraw (indicatif draws from each setter) then shows one
+    // consistent snapshot, never a new phase with an old position or an old ETA.
+    let fields = Arc::new(std::sync::Mutex::new(("starting", String::new())));
     let bar = (args.progress == ProgressMode::Auto && std::io::stderr().is_terminal()).then(|| {
         let b = indicatif::ProgressBar::new(total);
+        let (f1, f2) = (fields.clone(), fields.clone());
         b.set_style(
             indicatif::ProgressStyle::with_template(
-                "{msg:8} [{bar:40}] {bytes}/{total_bytes} {binary_bytes_per_sec} ETA {eta}",
+                "{phase} [{bar:40}] {bytes}/{total_bytes} {tail}",
             )
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar())
+            .with_key(
+                "phase",
+                move |_: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    let g = f1.lock().unwrap_or_else(|e| e.into_inner());
+                    let _ = write!(w, "{:8}", g.0);
+                },
+            )
+            .with_key(
+                "tail",
+                move |_: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
+                    let g = f2.lock().unwrap_or_else(|e| e.into_inner());
+                    let _ = w.write_str(&g.1);
+                },
+            )
             .progress_chars("=> "),
         );
         b
     });
+    let set_fields = |message: &'static str, tail: String| {
+        *fields.lock().unwrap_or_else(|e| e.into_inner()) = (message, tail);
+    };
     let mut last_json = std::time::Instant::now() - Duration::from_secs(1);
     let result = drive(handle, &flag, Duration::from_millis(100), |pr| {
-        if let Some(b) = &bar {
-            if pr.phase == Phase::Verify {
-                b.set_message("verify");
-                b.set_position(pr.verified_bytes);
-            } else {
-                b.set_message(format!("{:?}", pr.phase).to_lowercase());
-                b.set_position(pr.done_bytes);
-            }
+        if let (Some(b), Some(f)) = (&bar, BarFields::of(pr)) {
+            set_fields(f.message, f.tail);
+            b.set_position(f.position);
         }
         if json && last_json.elapsed() >= Duration::from_millis(500) {
             last_json = std::time::Instant::now();
@@ -244,7 +353,17 @@ pub fn run_wipe(ctx: &Context, args: WipeArgs) -> ExitCode {
         }
     });
     if let Some(b) = &bar {
-        b.finish();
+        match &result {
+            Ok(_) => {
+                set_fields("done", String::new());
+                b.set_position(total);
+                b.finish();
+            }
+            Err(_) => {
+                set_fields("stopped", String::new());
+                b.abandon();
+            }
+        }
     }
     match result {
         Ok(o) => {
@@ -254,11 +373,11 @@ pub fn run_wipe(ctx: &Context, args: WipeArgs) -> ExitCode {
                 }));
             } else {
                 eprintln!(
-                    "mdpilot: {}: wiped {} bytes in {:.1} s ({:.0} MB/s){}{}",
+                    "mdpilot: {}: wiped {} in {:.1} s ({}/s){}{}",
                     plan.device.display(),
-                    o.bytes,
+                    planner::bytes_exact(o.bytes),
                     o.wipe_s,
-                    o.rate_bytes_per_s / 1e6,
+                    planner::human_bytes(o.rate_bytes_per_s as u64),
                     if o.verified { ", verified" } else { "" },
                     if o.resync_skipped {
                         ", initial resync skipped"
@@ -285,21 +404,27 @@ fn data_source(file: &Path) -> Result<Data, WipeError> {
         path: file.to_path_buf(),
         source,
     })?;
-    if meta.is_file() && meta.len() <= MAX_PATTERN {
-        let content = std::fs::read(file).map_err(|source| WipeError::Open {
-            path: file.to_path_buf(),
-            source,
-        })?;
-        if content.is_empty() {
-            return Err(WipeError::Usage(format!(
-                "{}: data file is empty",
-                file.display()
-            )));
-        }
-        Ok(Data::Pattern(Arc::new(content)))
-    } else {
-        Ok(Data::Stream(file.to_path_buf()))
+    if !meta.is_file() {
+        return Ok(Data::Stream(file.to_path_buf()));
     }
+    if meta.len() == 0 {
+        return Err(WipeError::Usage(format!(
+            "{}: data file is empty",
+            file.display()
+        )));
+    }
+    if meta.len() > MAX_PATTERN {
+        // Read with pread at offset % len while writing: memory stays bounded by the blocks.
+        return Ok(Data::RepeatFile {
+            path: file.to_path_buf(),
+            len: meta.len(),
+        });
+    }
+    let content = std::fs::read(file).map_err(|source| WipeError::Open {
+        path: file.to_path_buf(),
+        source,
+    })?;
+    Ok(Data::Pattern(Arc::new(content)))
 }
 
 /// Stars owed for `done` of `total` bytes: `floor(done * 1000 / total)`.

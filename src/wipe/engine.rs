@@ -52,7 +52,8 @@ pub struct Progress {
     pub total_bytes: u64,
     /// Bytes read back and checked (`--verify`).
     pub verified_bytes: u64,
-    /// Average rate of the current phase since it started, bytes per second.
+    /// Average rate of the current phase since it started, bytes per second; during `flush`
+    /// and `done` the wipe phase's last rate (verify's, after a verify).
     pub rate_bytes_per_s: f64,
     /// Seconds since the job started.
     pub elapsed_s: f64,
@@ -70,11 +71,16 @@ impl Progress {
         }
     }
 
-    /// Estimated seconds left in the wipe phase at the current rate (`None` before any rate).
+    /// Estimated seconds left in the current phase at its rate: the wipe's remaining bytes in
+    /// `wipe`, the read-back's in `verify`; `None` before a rate is known, during `starting`
+    /// and `flush` (a cache flush has no byte count), and once `done` (nothing is expected).
     pub fn eta_s(&self) -> Option<f64> {
-        (self.rate_bytes_per_s > 0.0).then(|| {
-            self.total_bytes.saturating_sub(self.done_bytes) as f64 / self.rate_bytes_per_s
-        })
+        let left = match self.phase {
+            Phase::Wipe => self.total_bytes.saturating_sub(self.done_bytes),
+            Phase::Verify => self.total_bytes.saturating_sub(self.verified_bytes),
+            Phase::Starting | Phase::Flush | Phase::Done => return None,
+        };
+        (self.rate_bytes_per_s > 0.0).then(|| left as f64 / self.rate_bytes_per_s)
     }
 }
 
@@ -101,6 +107,9 @@ struct Shared {
     cancel: Arc<AtomicBool>,
     started: Instant,
     phase_started: Mutex<Instant>,
+    /// The rate of the last counted phase (wipe or verify) when it ended, as f64 bits: shown
+    /// during `flush` and `done` instead of 0.
+    last_rate: AtomicU64,
     /// Set (and notified) when the job thread is about to end.
     ended: (Mutex<bool>, Condvar),
 }
@@ -115,11 +124,17 @@ impl Shared {
             cancel,
             started: Instant::now(),
             phase_started: Mutex::new(Instant::now()),
+            last_rate: AtomicU64::new(0f64.to_bits()),
             ended: (Mutex::new(false), Condvar::new()),
         }
     }
 
     fn set_phase(&self, p: Phase) {
+        let before = self.snapshot();
+        if matches!(before.phase, Phase::Wipe | Phase::Verify) && before.rate_bytes_per_s > 0.0 {
+            self.last_rate
+                .store(before.rate_bytes_per_s.to_bits(), Ordering::SeqCst);
+        }
         *self.phase_started.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
         self.phase.store(p as u8, Ordering::SeqCst);
     }
@@ -140,20 +155,19 @@ impl Shared {
             .unwrap_or_else(|e| e.into_inner())
             .elapsed()
             .as_secs_f64();
-        let counted = match phase {
-            Phase::Wipe => done,
-            Phase::Verify => verified,
-            _ => 0,
+        let rate = match phase {
+            Phase::Wipe | Phase::Verify if since > 0.0 => {
+                let counted = if phase == Phase::Wipe { done } else { verified };
+                counted as f64 / since
+            }
+            Phase::Flush | Phase::Done => f64::from_bits(self.last_rate.load(Ordering::SeqCst)),
+            _ => 0.0,
         };
         Progress {
             done_bytes: done,
             total_bytes: self.total,
             verified_bytes: verified,
-            rate_bytes_per_s: if since > 0.0 {
-                counted as f64 / since
-            } else {
-                0.0
-            },
+            rate_bytes_per_s: rate,
             elapsed_s: self.started.elapsed().as_secs_f64(),
             phase,
         }
@@ -331,15 +345,7 @@ impl Job {
             Some(s) => (s, self.plan.clone()),
             None => open_device(&self.plan)?,
         };
-        let stream_src = match &plan.op {
-            Op::Write(Data::Stream(p)) => Some(Mutex::new(File::open(p).map_err(|source| {
-                WipeError::Open {
-                    path: p.clone(),
-                    source,
-                }
-            })?)),
-            _ => None,
-        };
+        let sources = Sources::open(&plan.op)?;
         let mut held = Vec::new();
         for l in &plan.leases {
             if let Err(message) = self.leases.acquire(l.clone()) {
@@ -364,7 +370,7 @@ impl Job {
             ResyncAction::Leave => None,
         };
         let on_progress = Mutex::new(self.on_progress.take());
-        let mut result = run_phases(&plan, &*sink, shared, stream_src.as_ref(), &on_progress);
+        let mut result = run_phases(&plan, &*sink, shared, &sources, &on_progress);
         if let Err(WipeError::Unsupported {
             op: "zeroout",
             detail,
@@ -379,7 +385,7 @@ impl Job {
                     p2.device.display(),
                     p2.reasons.last().map_or("", |r| r)
                 );
-                result = run_phases(&p2, &*sink, shared, stream_src.as_ref(), &on_progress);
+                result = run_phases(&p2, &*sink, shared, &sources, &on_progress);
             }
         }
         self.on_progress = on_progress.into_inner().unwrap_or_else(|e| e.into_inner());
@@ -516,13 +522,91 @@ fn fill_pattern(content: &[u8], offset: u64, buf: &mut [u8]) {
     }
 }
 
+/// Fills `buf` with the bytes of a file of `len` bytes repeated from device offset 0, starting
+/// at device `offset`: `pread` at `offset % len`, wrapping at the file's end. Thread-safe (no
+/// shared file position); memory is only `buf`.
+fn fill_repeat(file: &File, len: u64, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    use std::os::unix::fs::FileExt;
+    if len == 0 {
+        return Err(std::io::Error::new(
+            std::io::ErrorKind::InvalidInput,
+            "data file is empty",
+        ));
+    }
+    let mut pos = offset % len;
+    let mut i = 0;
+    while i < buf.len() {
+        let want = ((len - pos) as usize).min(buf.len() - i);
+        let n = file.read_at(&mut buf[i..i + want], pos)?;
+        if n == 0 {
+            return Err(std::io::Error::new(
+                std::io::ErrorKind::UnexpectedEof,
+                format!("data file shrank below {len} bytes during the job"),
+            ));
+        }
+        i += n;
+        pos = (pos + n as u64) % len;
+    }
+    Ok(())
+}
+
+/// Reads up to `buf.len()` bytes from a stream; fewer only at its end.
+fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
+    let mut got = 0;
+    while got < buf.len() {
+        match r.read(&mut buf[got..]) {
+            Ok(0) => break,
+            Ok(n) => got += n,
+            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(got)
+}
+
+/// The open data sources of a plan's operation: a streamed source (read in device order under
+/// a lock, with the count of bytes read so far) and a repeated file (read with `pread`).
+struct Sources {
+    stream: Option<(std::path::PathBuf, Mutex<(File, u64)>)>,
+    repeat: Option<(File, u64)>,
+}
+
+impl Sources {
+    fn open(op: &Op) -> Result<Sources, WipeError> {
+        let open = |p: &Path| {
+            File::open(p).map_err(|source| WipeError::Open {
+                path: p.to_path_buf(),
+                source,
+            })
+        };
+        Ok(match op {
+            Op::Write(Data::Stream(p)) => Sources {
+                stream: Some((p.clone(), Mutex::new((open(p)?, 0)))),
+                repeat: None,
+            },
+            Op::Write(Data::RepeatFile { path, len }) => Sources {
+                stream: None,
+                repeat: Some((open(path)?, *len)),
+            },
+            _ => Sources {
+                stream: None,
+                repeat: None,
+            },
+        })
+    }
+}
+
 /// Expected content at `offset` for `op`, into `buf` (verify).
-fn expected(op: &Op, offset: u64, buf: &mut [u8]) {
-    match op {
-        Op::Write(Data::Random(seed)) => stream::fill(seed, offset, buf),
-        Op::Write(Data::Pattern(c)) => fill_pattern(c, offset, buf),
+fn expected(op: &Op, src: &Sources, offset: u64, buf: &mut [u8]) -> std::io::Result<()> {
+    match (op, &src.repeat) {
+        (Op::Write(Data::Random(seed)), _) => stream::fill(seed, offset, buf),
+        (Op::Write(Data::Pattern(c)), _) => fill_pattern(c, offset, buf),
+        (Op::Write(Data::RepeatFile { .. }), Some((f, len))) => {
+            return fill_repeat(f, *len, offset, buf)
+        }
         _ => buf.fill(0),
     }
+    Ok(())
 }
 
 struct Failure {
@@ -556,7 +640,7 @@ fn run_phases(
     plan: &Plan,
     sink: &dyn Sink,
     shared: &Shared,
-    stream_src: Option<&Mutex<File>>,
+    sources: &Sources,
     on_progress: &Mutex<Option<ProgressFn>>,
 ) -> Result<Outcome, WipeError> {
     let dev = plan.device.as_path();
@@ -582,7 +666,10 @@ fn run_phases(
                         return;
                     }
                     // A streamed source must be read in device order: claim and read together.
-                    let mut guard = stream_src.map(|m| m.lock().unwrap_or_else(|e| e.into_inner()));
+                    let mut guard = sources
+                        .stream
+                        .as_ref()
+                        .map(|(_, m)| m.lock().unwrap_or_else(|e| e.into_inner()));
                     let idx = next.fetch_add(1, Ordering::SeqCst);
                     let Some((off, len)) = units.get(idx) else {
                         return;
@@ -597,9 +684,32 @@ fn run_phases(
                                 Data::Zero => {}
                                 Data::Random(seed) => stream::fill(seed, off, b),
                                 Data::Pattern(c) => fill_pattern(c, off, b),
-                                Data::Stream(_) => {
+                                Data::RepeatFile { .. } => {
+                                    if let Some((f, flen)) = &sources.repeat {
+                                        r = fill_repeat(f, *flen, off, b)
+                                            .map_err(|e| ("read data file", e));
+                                    }
+                                }
+                                Data::Stream(path) => {
                                     if let Some(g) = guard.as_mut() {
-                                        r = g.read_exact(b).map_err(|e| ("read data source", e));
+                                        let (file, read) = &mut **g;
+                                        match read_full(file, b) {
+                                            Ok(n) => {
+                                                *read += n as u64;
+                                                if n < b.len() {
+                                                    // Not an OS error: the source is shorter
+                                                    // than the device.
+                                                    fail.set(WipeError::SourceEnded {
+                                                        source_path: path.clone(),
+                                                        source_bytes: *read,
+                                                        device: dev.to_path_buf(),
+                                                        device_bytes: plan.size_bytes,
+                                                    });
+                                                    return;
+                                                }
+                                            }
+                                            Err(e) => r = Err(("read data source", e)),
+                                        }
                                     }
                                 }
                             }
@@ -681,6 +791,14 @@ fn verify(
     on_progress: &Mutex<Option<ProgressFn>>,
 ) -> Result<(), WipeError> {
     let dev: &Path = &plan.device;
+    // Only a repeated file is read again; a stream cannot be verified (the planner refuses).
+    let sources = match &plan.op {
+        Op::Write(Data::RepeatFile { .. }) => Sources::open(&plan.op)?,
+        _ => Sources {
+            stream: None,
+            repeat: None,
+        },
+    };
     let next = AtomicU64::new(0);
     let mismatch = AtomicU64::new(u64::MAX);
     let fail = Failure {
@@ -706,7 +824,10 @@ fn verify(
                         return;
                     }
                     let w = &mut want[..len as usize];
-                    expected(&plan.op, off, w);
+                    if let Err(e) = expected(&plan.op, &sources, off, w) {
+                        fail.set(WipeError::io(dev, "read data file", off, e));
+                        return;
+                    }
                     if g != w {
                         let i = g
                             .iter()

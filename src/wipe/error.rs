@@ -36,7 +36,7 @@ pub enum WipeError {
         source: io::Error,
     },
     /// An I/O operation failed; the job ended at `offset` (bytes from the start of the device).
-    #[error("{device}: {op} failed at offset {offset} bytes (errno {errno})")]
+    #[error("{device}: {op} failed at offset {offset} bytes{}", errno_suffix(*errno))]
     Io {
         /// The device.
         device: PathBuf,
@@ -44,7 +44,8 @@ pub enum WipeError {
         op: &'static str,
         /// Byte offset of the failing request.
         offset: u64,
-        /// The raw errno (0 when the error has none, e.g. a short write).
+        /// The raw errno; 0 when the error has none (e.g. a short write), and then the message
+        /// prints no errno.
         errno: i32,
         /// The OS error.
         #[source]
@@ -99,9 +100,31 @@ pub enum WipeError {
         /// The policy's message.
         message: String,
     },
+    /// A streamed data source (`blockdev-wipe -f` of a pipe or a character device) ended
+    /// before the device did; the device is written only up to `source_bytes`.
+    #[error("{source_path}: data source ended after {source_bytes} bytes; {device} is {device_bytes} bytes")]
+    SourceEnded {
+        /// The data source.
+        source_path: PathBuf,
+        /// Bytes read from it before its end.
+        source_bytes: u64,
+        /// The device.
+        device: PathBuf,
+        /// The device's size (bytes the job writes).
+        device_bytes: u64,
+    },
     /// A bad option combination (e.g. `--verify` with a streamed `-f` source).
     #[error("{0}")]
     Usage(String),
+}
+
+/// ` (errno N)` when there is an OS error, else nothing: a message never says "errno 0".
+fn errno_suffix(errno: i32) -> String {
+    if errno == 0 {
+        String::new()
+    } else {
+        format!(" (errno {errno})")
+    }
 }
 
 impl WipeError {

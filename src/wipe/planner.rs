@@ -5,7 +5,8 @@
 //!   never reads to compute parity) and of the logical and physical block sizes;
 //! - `zero`: `BLKZEROOUT` where the device offloads it (`write_zeroes_max_bytes` > 0) or is an md
 //!   array (md raid1/5/10 report 0, but the kernel then writes zero pages itself with many bios in
-//!   flight: ~1380 MB/s against 437 for one O_DIRECT write at a time, issue 5); else O_DIRECT;
+//!   flight, about three times faster than one O_DIRECT stream on a resyncing raid1); else
+//!   O_DIRECT;
 //! - several requests in flight (queue depth), memory bounded by `queue_depth * block_bytes`;
 //! - resync: see [`ResyncAction`] and the leases in [`Plan::leases`].
 
@@ -46,6 +47,26 @@ pub enum Method {
     Signatures,
 }
 
+impl Method {
+    /// The name as the CLI spells it (`zero`, `random`, `discard`, `zeroout`, `signatures`); also
+    /// the JSON form.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Zero => "zero",
+            Method::Random => "random",
+            Method::Discard => "discard",
+            Method::Zeroout => "zeroout",
+            Method::Signatures => "signatures",
+        }
+    }
+}
+
+impl std::fmt::Display for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
 /// The data written by [`Op::Write`].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Data {
@@ -56,6 +77,15 @@ pub enum Data {
     /// The content of a regular file, repeated (`blockdev-wipe -f FILE`); byte at device offset
     /// `o` is `content[o % len]`.
     Pattern(Arc<Vec<u8>>),
+    /// A regular file of `len` bytes (> 0), repeated over the device without loading it: the
+    /// byte at device offset `o` is the file's byte at `o % len`, read with `pread` (memory stays
+    /// within the block buffers whatever the file's size).
+    RepeatFile {
+        /// The file.
+        path: PathBuf,
+        /// Its size when the job was planned, bytes.
+        len: u64,
+    },
     /// A stream read in device order (`blockdev-wipe -f /dev/urandom`); cannot be verified.
     Stream(PathBuf),
 }
@@ -66,6 +96,11 @@ impl Data {
             Data::Zero => "zeroes".into(),
             Data::Random(_) => "ChaCha8 stream keyed from getrandom".into(),
             Data::Pattern(p) => format!("repeated content of the given file ({} bytes)", p.len()),
+            Data::RepeatFile { path, len } => format!(
+                "repeated content of {} ({})",
+                path.display(),
+                human_bytes(*len)
+            ),
             Data::Stream(p) => format!("data read from {}", p.display()),
         }
     }
@@ -82,6 +117,17 @@ pub enum Op {
     Discard,
 }
 
+impl Op {
+    /// What is done to each range, for people: `write zeroes`, `BLKZEROOUT`, `BLKDISCARD`, ...
+    pub fn describe(&self) -> String {
+        match self {
+            Op::Write(d) => format!("write {}", d.describe()),
+            Op::ZeroOut => "BLKZEROOUT".into(),
+            Op::Discard => "BLKDISCARD".into(),
+        }
+    }
+}
+
 /// How the device is opened. Always `O_EXCL` (the kernel refuses if a filesystem, dm, md or
 /// another `O_EXCL` opener holds it) and `O_CLOEXEC`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
@@ -94,6 +140,18 @@ pub struct OpenFlags {
     pub read: bool,
 }
 
+impl OpenFlags {
+    /// The open(2) flags as text: `O_WRONLY|O_EXCL|O_DIRECT` (`O_CLOEXEC` always, not shown).
+    pub fn describe(&self) -> String {
+        format!(
+            "O_{}{}{}",
+            if self.read { "RDWR" } else { "WRONLY" },
+            if self.exclusive { "|O_EXCL" } else { "" },
+            if self.direct { "|O_DIRECT" } else { "" },
+        )
+    }
+}
+
 /// A byte range `[offset, offset + len)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
 pub struct Range {
@@ -103,8 +161,10 @@ pub struct Range {
     pub len: u64,
 }
 
-/// What happens to an md resync of the target array.
+/// What happens to an md resync of the target array. JSON: `"leave"` or
+/// `{"freeze-and-skip":{"array":"md0"}}`.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
 pub enum ResyncAction {
     /// Leave `sync_action` alone.
     Leave,
@@ -214,28 +274,22 @@ impl Plan {
         p
     }
 
-    /// A multi-line description for `--dry-run` and the job's `Plan` property.
+    /// A multi-line description for `--dry-run` and the job's `Plan` property: methods as the
+    /// CLI spells them, sizes in binary units with the exact bytes in parentheses.
     pub fn describe(&self) -> String {
-        let op = match &self.op {
-            Op::Write(d) => format!("write {}", d.describe()),
-            Op::ZeroOut => "BLKZEROOUT".into(),
-            Op::Discard => "BLKDISCARD".into(),
-        };
         let mut s = format!(
-            "device: {} ({})\nsize: {} bytes\nmethod: {:?}\noperation: {op}\n\
-             open: O_{}{}{}\nrequest: {} bytes, {} in flight\nranges: {} ({} bytes)\n\
-             resync: {}\nverify: {}\n",
+            "device: {} ({})\nsize: {}\nmethod: {}\noperation: {}\nopen: {}\n\
+             request: {}, {} in flight\nranges: {}, {} in all\nresync: {}\nverify: {}\n",
             self.device.display(),
             self.name,
-            self.size_bytes,
+            bytes_exact(self.size_bytes),
             self.method,
-            if self.open.read { "RDWR" } else { "WRONLY" },
-            if self.open.exclusive { "|O_EXCL" } else { "" },
-            if self.open.direct { "|O_DIRECT" } else { "" },
-            self.request_bytes(),
+            self.op.describe(),
+            self.open.describe(),
+            bytes_exact(self.request_bytes()),
             self.queue_depth,
             self.ranges.len(),
-            self.total_bytes(),
+            bytes_exact(self.total_bytes()),
             match &self.resync {
                 ResyncAction::Leave => "leave alone".to_string(),
                 ResyncAction::FreezeAndSkip { array } =>
@@ -244,10 +298,27 @@ impl Plan {
             if self.verify { "yes" } else { "no" },
         );
         for l in &self.leases {
-            s.push_str(&format!(
-                "lease: {} global {:?} arrays {:?}\n",
-                l.holder, l.global, l.arrays
-            ));
+            let mut parts = Vec::new();
+            let limits = |who: &str, min_knob: &str, max_knob: &str, lim: &Limits| {
+                let mut v = Vec::new();
+                if let Some(m) = lim.min {
+                    v.push(format!("{who}{min_knob} {m} KiB/s"));
+                }
+                if let Some(m) = lim.max {
+                    v.push(format!("{who}{max_knob} {m} KiB/s"));
+                }
+                v
+            };
+            parts.extend(limits("", "speed_limit_min", "speed_limit_max", &l.global));
+            for (a, lim) in &l.arrays {
+                parts.extend(limits(
+                    &format!("{a} "),
+                    "sync_speed_min",
+                    "sync_speed_max",
+                    lim,
+                ));
+            }
+            s.push_str(&format!("lease: {}: {}\n", l.holder, parts.join(", ")));
         }
         s.push_str("reasons:\n");
         for r in &self.reasons {
@@ -257,6 +328,29 @@ impl Plan {
         }
         s
     }
+}
+
+/// `n` bytes in binary units for people: `4 MiB`, `1.5 GiB`, `512 B` (at most two decimals,
+/// trailing zeros dropped). Exact counts are printed next to it where they matter.
+pub fn human_bytes(n: u64) -> String {
+    const UNITS: [&str; 6] = ["B", "KiB", "MiB", "GiB", "TiB", "PiB"];
+    let mut unit = 0;
+    let mut div = 1u64;
+    while unit + 1 < UNITS.len() && n / div >= 1024 {
+        div *= 1024;
+        unit += 1;
+    }
+    if unit == 0 {
+        return format!("{n} B");
+    }
+    let v = format!("{:.2}", n as f64 / div as f64);
+    let v = v.trim_end_matches('0').trim_end_matches('.');
+    format!("{v} {}", UNITS[unit])
+}
+
+/// `4 MiB (4194304 bytes)`: human units with the exact count.
+pub fn bytes_exact(n: u64) -> String {
+    format!("{} ({n} bytes)", human_bytes(n))
 }
 
 fn gcd(a: u64, b: u64) -> u64 {
@@ -313,30 +407,41 @@ pub fn block_size(p: &Probe, hint: Option<u64>, reasons: &mut Vec<String>) -> u6
     let block = if p.optimal_io_size > 0 && round_up(want, with_opt) <= MAX_BLOCK.max(want) {
         let b = round_up(want, with_opt);
         reasons.push(format!(
-            "block {b} bytes: >= {want}, a multiple of optimal_io_size {} (full stripes) and of \
-             the block sizes {}/{}",
-            p.optimal_io_size, p.logical_block_size, p.physical_block_size
+            "block {}: >= {}, a multiple of optimal_io_size {} (full stripes) and of the block \
+             sizes {}/{}",
+            bytes_exact(b),
+            human_bytes(want),
+            bytes_exact(p.optimal_io_size),
+            p.logical_block_size,
+            p.physical_block_size
         ));
         b
     } else {
         let b = round_up(want, base);
         if p.optimal_io_size > 0 {
             reasons.push(format!(
-                "optimal_io_size {} ignored: a multiple >= {want} would exceed {MAX_BLOCK} bytes",
-                p.optimal_io_size
+                "optimal_io_size {} ignored: a multiple >= {} would exceed {}",
+                bytes_exact(p.optimal_io_size),
+                human_bytes(want),
+                human_bytes(MAX_BLOCK)
             ));
         }
         reasons.push(format!(
-            "block {b} bytes: >= {want}, a multiple of the block sizes {}/{}",
-            p.logical_block_size, p.physical_block_size
+            "block {}: >= {}, a multiple of the block sizes {}/{}",
+            bytes_exact(b),
+            human_bytes(want),
+            p.logical_block_size,
+            p.physical_block_size
         ));
         b
     };
     if let Some(h) = hint {
         if h < block {
             reasons.push(format!(
-                "requested block {h} bytes raised to {block} (larger aligned writes are faster \
-                 and the result is the same)"
+                "requested block {} raised to {} (larger aligned writes are faster and the \
+                 result is the same)",
+                bytes_exact(h),
+                bytes_exact(block)
             ));
         }
     }
@@ -417,12 +522,12 @@ pub fn plan(p: &Probe, method: Method, opts: &Options) -> Result<Plan, WipeError
                     p.write_zeroes_max_bytes
                 )
             } else if is_md {
-                "md array: the kernel writes zero pages with many bios in flight (issue 5: \
-                 ~1380 MB/s against 437 for O_DIRECT writes)"
+                "md raid1/5/10 report write_zeroes_max_bytes 0: the kernel writes zero pages \
+                 itself with many requests in flight, faster than one O_DIRECT stream"
                     .to_string()
             } else {
-                "no offload, but the kernel's zero-page writes (no user buffers, many bios in \
-                 flight) beat O_DIRECT writes (benches/wipe.sh)"
+                "no offload, but the kernel's zero-page writes (no user buffers, many requests \
+                 in flight) are faster than O_DIRECT writes"
                     .to_string()
             };
             reasons.push(format!("zero: BLKZEROOUT in steps: {why}"));
@@ -483,14 +588,14 @@ pub fn plan(p: &Probe, method: Method, opts: &Options) -> Result<Plan, WipeError
         Op::Write(Data::Stream(_)) => 1,
         _ => opts.queue_depth.unwrap_or(QUEUE_DEPTH).clamp(1, 64),
     };
-    reasons.push(format!(
-        "{queue_depth} requests in flight; memory bounded by {} bytes of buffers",
-        if matches!(op, Op::Write(_)) || opts.verify {
-            queue_depth as u64 * block
-        } else {
-            0
-        }
-    ));
+    reasons.push(if matches!(op, Op::Write(_)) || opts.verify {
+        format!(
+            "{queue_depth} requests in flight; memory bounded by {} of buffers",
+            bytes_exact(queue_depth as u64 * block)
+        )
+    } else {
+        format!("{queue_depth} requests in flight; no data buffers (the kernel does the work)")
+    });
     let full = ranges.len() == 1 && ranges[0].len == p.size_bytes;
 
     let mut resync = ResyncAction::Leave;
