@@ -10,7 +10,7 @@
 use crate::model::{Array, ArrayState, MemberFlag, SyncCompleted, SyncState};
 use std::collections::HashMap;
 use zbus::interface;
-use zbus::zvariant::{OwnedValue, Value};
+use zbus::zvariant::OwnedValue;
 
 /// One entry of `ActiveDevices`: `(member name, slot (-1 = none), state words, read errors)`.
 pub type ActiveDevice = (String, i32, Vec<String>, u64);
@@ -192,19 +192,7 @@ impl ArrayProps {
 
     /// The properties whose values differ between `old` and `new`, by D-Bus name.
     pub fn changed(old: &ArrayProps, new: &ArrayProps) -> HashMap<&'static str, OwnedValue> {
-        let mut out = HashMap::new();
-        macro_rules! diff {
-            ($($field:ident => $name:literal),* $(,)?) => {
-                $(
-                    if old.$field != new.$field {
-                        if let Ok(v) = OwnedValue::try_from(Value::from(new.$field.clone())) {
-                            out.insert($name, v);
-                        }
-                    }
-                )*
-            };
-        }
-        diff!(
+        super::changed_props!(old, new;
             name => "Name", uuid => "UUID", level => "Level", state => "State",
             read_only => "ReadOnly", size => "Size", num_devices => "NumDevices",
             active_devices => "ActiveDevices", degraded => "Degraded",
@@ -215,8 +203,7 @@ impl ArrayProps {
             sync_speed_max => "SyncSpeedMax", chunk_size => "ChunkSize",
             bitmap_location => "BitmapLocation", mismatch_count => "MismatchCount",
             running => "Running",
-        );
-        out
+        )
     }
 }
 

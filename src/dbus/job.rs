@@ -113,28 +113,10 @@ impl JobProps {
     /// Properties whose values differ, by D-Bus name (only the ones that change while a job
     /// runs).
     pub fn changed(old: &JobProps, new: &JobProps) -> HashMap<&'static str, OwnedValue> {
-        let mut out = HashMap::new();
-        let mut put = |name: &'static str, v: Value<'static>| {
-            if let Ok(v) = OwnedValue::try_from(v) {
-                out.insert(name, v);
-            }
-        };
-        if old.progress != new.progress {
-            put("Progress", Value::from(new.progress));
-        }
-        if old.bytes_done != new.bytes_done {
-            put("BytesDone", Value::from(new.bytes_done));
-        }
-        if old.rate != new.rate {
-            put("Rate", Value::from(new.rate));
-        }
-        if old.expected_end_time != new.expected_end_time {
-            put("ExpectedEndTime", Value::from(new.expected_end_time));
-        }
-        if old.cancelable != new.cancelable {
-            put("Cancelable", Value::from(new.cancelable));
-        }
-        out
+        super::changed_props!(old, new;
+            progress => "Progress", bytes_done => "BytesDone", rate => "Rate",
+            expected_end_time => "ExpectedEndTime", cancelable => "Cancelable",
+        )
     }
 }
 

@@ -93,24 +93,11 @@ impl ManagerProps {
 
     /// Properties whose values differ, by D-Bus name.
     pub fn changed(old: &ManagerProps, new: &ManagerProps) -> HashMap<&'static str, OwnedValue> {
-        let mut out = HashMap::new();
-        macro_rules! diff {
-            ($($field:ident => $name:literal),* $(,)?) => {
-                $(
-                    if old.$field != new.$field {
-                        if let Ok(v) = OwnedValue::try_from(Value::from(new.$field.clone())) {
-                            out.insert($name, v);
-                        }
-                    }
-                )*
-            };
-        }
-        diff!(
+        super::changed_props!(old, new;
             speed_limit_min => "SpeedLimitMin", speed_limit_max => "SpeedLimitMax",
             original_speed_limit_min => "OriginalSpeedLimitMin",
             original_speed_limit_max => "OriginalSpeedLimitMax", leases => "Leases",
-        );
-        out
+        )
     }
 }
 

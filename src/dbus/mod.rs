@@ -10,6 +10,26 @@
 //! The introspection of every interface is committed under `dbus/` and checked by tests
 //! (`tests/dbus_service.rs`, `tests/dbus_jobs.rs`).
 
+/// `changed_props!(old, new; field => "DBusName", ...)`: a `HashMap<&'static str, OwnedValue>`
+/// of the properties whose values differ between two property snapshots (PropertiesChanged
+/// carries only those). Used by the Manager, Array and Job objects.
+macro_rules! changed_props {
+    ($old:expr, $new:expr; $($field:ident => $name:literal),* $(,)?) => {{
+        let mut out = std::collections::HashMap::new();
+        $(
+            if $old.$field != $new.$field {
+                if let Ok(v) = zbus::zvariant::OwnedValue::try_from(
+                    zbus::zvariant::Value::from($new.$field.clone()),
+                ) {
+                    out.insert($name, v);
+                }
+            }
+        )*
+        out
+    }};
+}
+pub(crate) use changed_props;
+
 pub mod array;
 pub mod auth;
 pub mod client;

@@ -154,19 +154,22 @@ pub fn run(ctx: &Context, cmd: PolicyCommand) -> ExitCode {
         PolicyCommand::Restore { defaults, json } => (policy.restore(defaults), json),
     };
     match result {
-        Ok(view) => {
-            if json {
-                match serde_json::to_string_pretty(&view) {
-                    Ok(s) => println!("{s}"),
-                    Err(e) => return fail(&e, 1),
-                }
-            } else {
-                print!("{}", render(&view));
-            }
-            ExitCode::SUCCESS
-        }
+        Ok(view) => print_view(&view, json),
         Err(e) => fail(&e, 1),
     }
+}
+
+/// Prints a view as JSON (`--json`) or as [`render`] text; exit 0, or 1 when JSON fails.
+pub(crate) fn print_view(view: &PolicyView, json: bool) -> ExitCode {
+    if json {
+        match serde_json::to_string_pretty(view) {
+            Ok(s) => println!("{s}"),
+            Err(e) => return fail(&e, 1),
+        }
+    } else {
+        print!("{}", render(view));
+    }
+    ExitCode::SUCCESS
 }
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {

@@ -15,7 +15,7 @@
 //! After success the output is the file path's: the view read with [`Policy::show`] from the same
 //! state file. `show` always reads the files directly (reading needs no single writer).
 
-use super::cli::{render, ApplyArgs, PolicyCommand};
+use super::cli::{ApplyArgs, PolicyCommand};
 use super::{Policy, PolicyView};
 use crate::cli::{fail, Context};
 use crate::config::Config;
@@ -187,15 +187,7 @@ async fn run(ctx: &Context, cmd: &PolicyCommand, conn: &zbus::Connection) -> Exi
         }
         Err(e) => return fail(&e, 1),
     };
-    if json {
-        match serde_json::to_string_pretty(&view) {
-            Ok(s) => println!("{s}"),
-            Err(e) => return fail(&e, 1),
-        }
-    } else {
-        print!("{}", render(&view));
-    }
-    ExitCode::SUCCESS
+    super::cli::print_view(&view, json)
 }
 
 #[cfg(test)]
