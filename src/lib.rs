@@ -7,23 +7,21 @@
 //!
 //! Map (one concept per file):
 //! - [`host`]: the root under which `/proc`, `/sys`, `/dev`, `/run` live.
-//! - [`status`]: `mdpilot status` (mdstat parser, model and sysfs reader live beside it).
 //! - [`config`]: drop-in TOML configuration.
 //! - [`policy`]: resync priority leases on the md speed limits.
 //! - [`wipe`]: wipe jobs (probe, planner, engine).
-//! - [`service`], [`monitor`]: the D-Bus service and its follower.
+//! - [`service`]: the D-Bus service; [`cli`]: the front ends (status, policy, wipe, monitor).
 
 pub mod cli;
 pub mod config;
 pub mod dbus;
+pub mod error;
 pub mod host;
 pub mod mdstat;
 pub mod model;
-pub mod monitor;
 pub mod policy;
 pub mod service;
 pub mod sim;
-pub mod status;
 pub mod sysfs;
 pub mod watch;
 pub mod wipe;

@@ -31,18 +31,18 @@ struct Cli {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Show md arrays, members and any resync (like `mdadm --detail`'s summary).
-    Status(mdpilot::status::StatusArgs),
+    Status(mdpilot::cli::status::StatusArgs),
     /// Resync priority: leases on /proc/sys/dev/raid/speed_limit_{min,max} and per-array limits.
     #[command(subcommand)]
-    Policy(mdpilot::policy::cli::PolicyCommand),
+    Policy(mdpilot::cli::policy::PolicyCommand),
     /// Wipe a block device (array or member) as fast as the device allows, with honest progress.
-    Wipe(mdpilot::wipe::cli::WipeArgs),
+    Wipe(mdpilot::cli::wipe::WipeArgs),
     /// Drop-in for the Debian installer's blockdev-wipe: 1000 lines of `*` as progress.
-    BlockdevWipe(mdpilot::wipe::cli::BlockdevWipeArgs),
+    BlockdevWipe(mdpilot::cli::wipe::BlockdevWipeArgs),
     /// Run the service: watch arrays and publish them on D-Bus.
     Serve(mdpilot::service::ServeArgs),
     /// Follow the service's D-Bus signals, one line per change.
-    Monitor(mdpilot::monitor::MonitorArgs),
+    Monitor(mdpilot::cli::monitor::MonitorArgs),
 }
 
 fn init_logging(verbose: u8) {
@@ -109,11 +109,11 @@ fn main() -> ExitCode {
         root: Root::new(cli.root),
     };
     match cli.command {
-        Command::Status(a) => mdpilot::status::run(&ctx, a),
-        Command::Policy(c) => mdpilot::policy::cli::run(&ctx, c),
-        Command::Wipe(a) => mdpilot::wipe::cli::run_wipe(&ctx, a),
-        Command::BlockdevWipe(a) => mdpilot::wipe::cli::run_blockdev_wipe(&ctx, a),
+        Command::Status(a) => mdpilot::cli::status::run(&ctx, a),
+        Command::Policy(c) => mdpilot::cli::policy::run(&ctx, c),
+        Command::Wipe(a) => mdpilot::cli::wipe::run_wipe(&ctx, a),
+        Command::BlockdevWipe(a) => mdpilot::cli::wipe::run_blockdev_wipe(&ctx, a),
         Command::Serve(a) => mdpilot::service::run(&ctx, a),
-        Command::Monitor(a) => mdpilot::monitor::run(&ctx, a),
+        Command::Monitor(a) => mdpilot::cli::monitor::run(&ctx, a),
     }
 }

@@ -95,7 +95,7 @@ fn progress(
 
 #[test]
 fn progress_bar_shows_no_eta_before_the_first_durable_bytes() {
-    use mdpilot::wipe::cli::BarFields;
+    use mdpilot::cli::wipe::BarFields;
     use mdpilot::wipe::engine::Phase;
     for pr in [
         progress(Phase::Starting, 0, 0, 0.0),
@@ -120,7 +120,7 @@ fn progress_bar_shows_no_eta_before_the_first_durable_bytes() {
 
 #[test]
 fn progress_bar_draws_no_done_frame_before_the_final_full_bar() {
-    use mdpilot::wipe::cli::BarFields;
+    use mdpilot::cli::wipe::BarFields;
     use mdpilot::wipe::engine::Phase;
     // The Done snapshot is left to the caller, which sets the full position and then "done".
     assert_eq!(BarFields::of(&progress(Phase::Done, 0, 0, 0.0)), None);

@@ -443,14 +443,14 @@ fn plan_reasons_state_facts_without_issue_numbers_or_history() {
 #[test]
 fn plan_json_enums_are_lowercase_kebab_and_show_open_flags_and_operation() {
     let pl = plan(&disk(64 * MIB), Method::Zero, &opts()).unwrap();
-    let v = mdpilot::wipe::cli::plan_json(&pl, true);
+    let v = mdpilot::cli::wipe::plan_json(&pl, true);
     assert_eq!(v["resync"], "leave");
     assert_eq!(v["method"], "zero");
     assert_eq!(v["open_flags"], "O_WRONLY|O_EXCL|O_DIRECT");
     assert_eq!(v["open"]["direct"], true);
     assert_eq!(v["operation"], "BLKZEROOUT");
     let pl = plan(&md("raid1", "resync", 0), Method::Random, &opts()).unwrap();
-    let v = mdpilot::wipe::cli::plan_json(&pl, false);
+    let v = mdpilot::cli::wipe::plan_json(&pl, false);
     assert_eq!(v["resync"]["freeze-and-skip"]["array"], "md0", "{v}");
     assert_eq!(v["method"], "random");
 }

@@ -303,7 +303,7 @@ fn method_word(m: Method) -> &'static str {
 /// bad devices and unsupported methods `InvalidArgument`, the rest `Failed`; the message names
 /// the device and the reason.
 fn wipe_err(e: &WipeError) -> Error {
-    let msg = format!("StartWipe: {}", crate::cli::error_chain(e));
+    let msg = format!("StartWipe: {}", crate::error::error_chain(e));
     match e {
         WipeError::Refused { .. } => Error::Busy(msg),
         WipeError::Probe { .. } | WipeError::Unsupported { .. } | WipeError::Usage(_) => {
@@ -331,7 +331,7 @@ pub fn completion_message(device: &str, r: &std::result::Result<Outcome, WipeErr
             }
             s
         }
-        Err(e) => crate::cli::error_chain(e),
+        Err(e) => crate::error::error_chain(e),
     }
 }
 

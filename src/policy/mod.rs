@@ -14,8 +14,6 @@
 //! `mdpilot policy`, [`client`] the hook to the D-Bus service.
 
 pub mod adapter;
-pub mod cli;
-pub mod client;
 pub mod knobs;
 pub mod lease;
 pub mod state;

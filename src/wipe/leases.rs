@@ -64,11 +64,11 @@ impl LeaseProvider for Policy {
     fn acquire(&self, req: LeaseRequest) -> Result<(), String> {
         Policy::acquire(self, req)
             .map(|_| ())
-            .map_err(|e| crate::cli::error_chain(&e))
+            .map_err(|e| crate::error::error_chain(&e))
     }
     fn release(&self, holder: &str) -> Result<(), String> {
         Policy::release(self, holder)
             .map(|_| ())
-            .map_err(|e| crate::cli::error_chain(&e))
+            .map_err(|e| crate::error::error_chain(&e))
     }
 }

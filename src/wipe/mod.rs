@@ -16,7 +16,6 @@
 //! - [`cli`]: `mdpilot wipe` and the installer's drop-in `mdpilot blockdev-wipe`.
 
 pub mod buffer;
-pub mod cli;
 pub mod engine;
 pub mod error;
 pub mod ioctl;

@@ -14,6 +14,7 @@
 //! Shutdown (SIGTERM/SIGINT): STOPPING, cancel wipe jobs, restore limits through the policy, release the name,
 //! exit 0. A failed read is logged and the last good state kept: bad input never kills the loop.
 
+use crate::cli::status;
 use crate::cli::Context;
 use crate::config::Config;
 use crate::dbus::array::{ArrayObject, ArrayProps};
@@ -22,8 +23,8 @@ use crate::dbus::{array_path, BusChoice, ARRAY_IFACE, BUS_NAME, MANAGER_PATH};
 use crate::host::Root;
 use crate::model::MdStat;
 use crate::policy::{Owner, Policy};
+use crate::sysfs;
 use crate::watch::{Event, Watcher};
-use crate::{status, sysfs};
 use futures_util::StreamExt;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::os::fd::AsRawFd;

@@ -5,13 +5,13 @@
 //! SIGINT, SIGTERM and SIGHUP cancel the job between blocks (the resync is unfrozen, leases
 //! released) and the command exits nonzero.
 
-use super::engine::{self, Job, JobHandle, Phase, Progress};
-use super::error::WipeError;
-use super::leases::{LeaseProvider, Owner};
-use super::planner::{self, Data, Method, Options, Plan};
-use super::probe;
-use super::stream::Seed;
 use crate::cli::{fail, Context};
+use crate::wipe::engine::{self, Job, JobHandle, Phase, Progress};
+use crate::wipe::error::WipeError;
+use crate::wipe::leases::{LeaseProvider, Owner};
+use crate::wipe::planner::{self, Data, Method, Options, Plan};
+use crate::wipe::probe;
+use crate::wipe::stream::Seed;
 use std::io::{BufRead, IsTerminal, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -250,7 +250,7 @@ pub fn run_wipe(ctx: &Context, args: WipeArgs) -> ExitCode {
             json_line(serde_json::json!({
                 "event": "error",
                 "device": args.device,
-                "message": crate::cli::error_chain(e),
+                "message": crate::error::error_chain(e),
                 "exit_code": code,
             }));
         }
@@ -493,7 +493,7 @@ fn policy_leases(ctx: &Context) -> Arc<dyn LeaseProvider> {
     let config = crate::config::Config::load(&ctx.root).unwrap_or_else(|e| {
         tracing::warn!(
             "{}; using the default configuration",
-            crate::cli::error_chain(&e)
+            crate::error::error_chain(&e)
         );
         crate::config::Config::default()
     });

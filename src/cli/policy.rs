@@ -4,9 +4,9 @@
 //! Mutating commands first drop leases whose `--pid` owner has died (bus-name owners are kept:
 //! only the service can see the bus, and it reaps them).
 
-use super::{cli_alive, LeaseKind, LeaseRequest, Limits, Owner, Policy, PolicyView};
 use crate::cli::{fail, Context};
 use crate::config::Config;
+use crate::policy::{cli_alive, LeaseKind, LeaseRequest, Limits, Owner, Policy, PolicyView};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
@@ -122,16 +122,16 @@ impl ApplyArgs {
 pub struct NoSuchPid(pub u32);
 
 /// Runs a `mdpilot policy` subcommand: through the service when it runs
-/// ([`super::client::try_service`]), else on the files under `ctx.root`.
+/// ([`super::policy_client::try_service`]), else on the files under `ctx.root`.
 pub fn run(ctx: &Context, cmd: PolicyCommand) -> ExitCode {
     if let PolicyCommand::Apply(ApplyArgs { pid: Some(pid), .. }) = &cmd {
         // A lease tied to a process that is already gone would be dropped by the next command:
         // surely a mistake (typo, wrong $$), so say so instead of applying.
-        if !super::pid_alive(*pid) {
+        if !crate::policy::pid_alive(*pid) {
             return fail(&NoSuchPid(*pid), 1);
         }
     }
-    if let Some(code) = super::client::try_service(ctx, &cmd) {
+    if let Some(code) = super::policy_client::try_service(ctx, &cmd) {
         return code;
     }
     let config = match Config::load(&ctx.root) {
@@ -210,8 +210,9 @@ pub fn render(v: &PolicyView) -> String {
         orig(v.originals.speed_limit_max)
     );
     for (name, a) in &v.arrays {
-        let o =
-            |r: Option<super::Reading>| r.map(|r| format!(" (original {r})")).unwrap_or_default();
+        let o = |r: Option<crate::policy::Reading>| {
+            r.map(|r| format!(" (original {r})")).unwrap_or_default()
+        };
         let _ = writeln!(
             s,
             "{name}: sync_speed_min {}{}, sync_speed_max {}{}",

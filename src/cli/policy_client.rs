@@ -15,12 +15,12 @@
 //! After success the output is the file path's: the view read with [`Policy::show`] from the same
 //! state file. `show` always reads the files directly (reading needs no single writer).
 
-use super::cli::{ApplyArgs, PolicyCommand};
-use super::{Policy, PolicyView};
+use super::policy::{ApplyArgs, PolicyCommand};
 use crate::cli::{fail, Context};
 use crate::config::Config;
 use crate::dbus::client::{service_running, ManagerProxy};
 use crate::dbus::BusChoice;
+use crate::policy::{Policy, PolicyView};
 use std::collections::HashMap;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -187,7 +187,7 @@ async fn run(ctx: &Context, cmd: &PolicyCommand, conn: &zbus::Connection) -> Exi
         }
         Err(e) => return fail(&e, 1),
     };
-    super::cli::print_view(&view, json)
+    super::policy::print_view(&view, json)
 }
 
 #[cfg(test)]

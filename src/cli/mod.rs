@@ -1,0 +1,24 @@
+//! The command-line front ends: one file per subcommand, plus the global context and exit helper.
+
+pub mod monitor;
+pub mod policy;
+pub mod policy_client;
+pub mod status;
+pub mod wipe;
+
+use crate::host::Root;
+use std::process::ExitCode;
+
+/// What every subcommand gets from the global options.
+#[derive(Debug, Clone)]
+pub struct Context {
+    /// `--root DIR`: prefixes `/proc`, `/sys`, `/dev` and `/run` (default `/`).
+    pub root: Root,
+}
+
+/// Prints `mdpilot: <error>: <cause>: <cause>...` on stderr (the whole chain, once) and returns
+/// `ExitCode::from(code)`.
+pub fn fail(err: &dyn std::error::Error, code: u8) -> ExitCode {
+    eprintln!("mdpilot: {}", crate::error::error_chain(err));
+    ExitCode::from(code)
+}
