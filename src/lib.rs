@@ -18,6 +18,7 @@ pub mod dbus;
 pub mod error;
 pub mod host;
 pub mod mdstat;
+pub mod metrics;
 pub mod model;
 pub mod policy;
 pub mod service;
