@@ -180,6 +180,13 @@ fn unit_of(name: &str) -> Option<Unit> {
     }
 }
 
+fn put(enc: prometheus_client::encoding::MetricEncoder, value: Value) -> std::fmt::Result {
+    match value {
+        Value::Int(v) => ConstGauge::new(v).encode(enc),
+        Value::Float(v) => ConstGauge::new(v).encode(enc),
+    }
+}
+
 impl Collector for Families {
     fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
         for fam in &self.0 {
@@ -196,11 +203,13 @@ impl Collector for Families {
                 unit.as_ref(),
                 prometheus_client::metrics::MetricType::Gauge,
             )?;
-            for (labels, value) in &fam.samples {
-                let enc = metric.encode_family(labels)?;
-                match *value {
-                    Value::Int(v) => ConstGauge::new(v).encode(enc)?,
-                    Value::Float(v) => ConstGauge::new(v).encode(enc)?,
+            match fam.samples.as_slice() {
+                // A family without labels has one sample, written `name value` (not `name{}`).
+                [(labels, value)] if labels.is_empty() => put(metric, *value)?,
+                samples => {
+                    for (labels, value) in samples {
+                        put(metric.encode_family(labels)?, *value)?;
+                    }
                 }
             }
         }
@@ -287,7 +296,13 @@ fn global(b: &mut Builder, snap: &Snapshot) {
     );
     let view = snap.policy.as_ref();
     let limit = |min: bool| {
-        let v = view.and_then(|v| if min { v.speed_limit_min } else { v.speed_limit_max });
+        let v = view.and_then(|v| {
+            if min {
+                v.speed_limit_min
+            } else {
+                v.speed_limit_max
+            }
+        });
         let m = if min {
             snap.model.speed_limit_min
         } else {
@@ -318,7 +333,11 @@ fn global(b: &mut Builder, snap: &Snapshot) {
             }
         }
         for kind in LEASE_KINDS {
-            let n = v.leases.iter().filter(|l| l.kind == kind && !l.dead).count();
+            let n = v
+                .leases
+                .iter()
+                .filter(|l| l.kind == kind && !l.dead)
+                .count();
             b.add(
                 "mdpilot_policy_leases",
                 vec![("kind", kind.as_str().into())],
@@ -337,10 +356,15 @@ fn global(b: &mut Builder, snap: &Snapshot) {
         b.add("mdpilot_wipe_jobs_running", vec![], int(jobs.len() as u64));
         let done: u64 = jobs.iter().map(|j| j.done_bytes).sum();
         let total: u64 = jobs.iter().map(|j| j.total_bytes).sum();
-        let rate: f64 = jobs.iter().map(|j| j.rate_bytes_per_s).sum();
+        // `Sum` of no f64 is -0.0.
+        let rate = jobs.iter().fold(0.0, |r, j| r + j.rate_bytes_per_s);
         b.add("mdpilot_wipe_done_bytes", vec![], int(done));
         b.add("mdpilot_wipe_total_bytes", vec![], int(total));
-        b.add("mdpilot_wipe_rate_bytes_per_second", vec![], Value::Float(rate));
+        b.add(
+            "mdpilot_wipe_rate_bytes_per_second",
+            vec![],
+            Value::Float(rate),
+        );
     }
 }
 
@@ -408,7 +432,10 @@ fn array(b: &mut Builder, a: &Array) {
             ("array", name.clone()),
             ("level", esc(level)),
             ("metadata", esc(metadata)),
-            ("uuid", esc(sys.and_then(|s| s.uuid.as_deref()).unwrap_or(""))),
+            (
+                "uuid",
+                esc(sys.and_then(|s| s.uuid.as_deref()).unwrap_or("")),
+            ),
         ],
         Value::Int(1),
     );
@@ -428,7 +455,11 @@ fn array(b: &mut Builder, a: &Array) {
         );
     }
     if let Some(kib) = a.size_kib {
-        b.add("mdpilot_array_size_bytes", arr(), int(kib.saturating_mul(1024)));
+        b.add(
+            "mdpilot_array_size_bytes",
+            arr(),
+            int(kib.saturating_mul(1024)),
+        );
     }
     let raid_disks = sys.and_then(|s| s.raid_disks).or(a.raid_disks);
     if let Some(n) = raid_disks {
@@ -450,7 +481,10 @@ fn array(b: &mut Builder, a: &Array) {
             .iter()
             .filter(|m| {
                 !m.flags.iter().any(|f| {
-                    matches!(f, MemberFlag::Faulty | MemberFlag::Spare | MemberFlag::Journal)
+                    matches!(
+                        f,
+                        MemberFlag::Faulty | MemberFlag::Spare | MemberFlag::Journal
+                    )
                 })
             })
             .count() as u64,
@@ -508,13 +542,20 @@ fn array(b: &mut Builder, a: &Array) {
             int(v.saturating_mul(1024)),
         );
     }
-    let remaining = running.and_then(|s| s.finish_min).map(|m| m * 60.0).or_else(|| {
-        let (done, total) = progress?;
-        let v = speed_kib.filter(|&v| v > 0)?;
-        Some((total - done).max(0.0) / v as f64)
-    });
+    let remaining = running
+        .and_then(|s| s.finish_min)
+        .map(|m| m * 60.0)
+        .or_else(|| {
+            let (done, total) = progress?;
+            let v = speed_kib.filter(|&v| v > 0)?;
+            Some((total - done).max(0.0) / v as f64)
+        });
     if let (Some(r), true) = (remaining, progress.is_some() || running.is_some()) {
-        b.add("mdpilot_array_sync_remaining_seconds", arr(), Value::Float(r));
+        b.add(
+            "mdpilot_array_sync_remaining_seconds",
+            arr(),
+            Value::Float(r),
+        );
     }
     if let Some(m) = sys.and_then(|s| s.mismatch_cnt) {
         b.add("mdpilot_array_mismatch_sectors", arr(), int(m));
@@ -561,11 +602,17 @@ mod tests {
             assert!(help.ends_with('.') && !help.contains('\n'), "{name}");
         }
         let s = render(&Snapshot::default(), Format::OpenMetrics);
-        assert!(s.contains("# UNIT mdpilot_array_sync_completed_ratio ratio\n"), "{s}");
+        assert!(
+            s.contains("# UNIT mdpilot_array_sync_completed_ratio ratio\n"),
+            "{s}"
+        );
         assert!(s.ends_with("# EOF\n"));
         let t = render(&Snapshot::default(), Format::Text);
         assert!(!t.contains("# UNIT") && !t.contains("# EOF"), "{t}");
-        assert!(t.contains("# TYPE mdpilot_array_sync_remaining_seconds gauge\n"), "{t}");
+        assert!(
+            t.contains("# TYPE mdpilot_array_sync_remaining_seconds gauge\n"),
+            "{t}"
+        );
     }
 
     #[test]
