@@ -63,6 +63,15 @@ pub struct Config {
     pub service: ServiceConfig,
     /// `[wipe]`: wipe jobs (no keys yet).
     pub wipe: WipeConfig,
+    /// `[metrics]`: the Prometheus endpoint of the service.
+    pub metrics: MetricsConfig,
+}
+
+/// `[metrics]` settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetricsConfig {
+    /// `listen`: `ADDR:PORT` where `mdpilot serve` answers `GET /metrics` (default: off).
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 /// `[policy]` settings.
@@ -100,6 +109,7 @@ impl Default for Config {
                 progress_interval_ms: 1000,
             },
             wipe: WipeConfig {},
+            metrics: MetricsConfig::default(),
         }
     }
 }
@@ -114,6 +124,16 @@ pub struct ConfigFragment {
     pub service: Option<ServiceFragment>,
     /// `[wipe]`.
     pub wipe: Option<WipeFragment>,
+    /// `[metrics]`.
+    pub metrics: Option<MetricsFragment>,
+}
+
+/// `[metrics]` of a fragment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsFragment {
+    /// See [`MetricsConfig::listen`] (`"127.0.0.1:9163"`, `"[::1]:9163"`).
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 /// `[policy]` of a fragment.
@@ -179,6 +199,9 @@ impl Config {
                 }
                 self.policy.state_path = v.clone();
             }
+        }
+        if let Some(v) = frag.metrics.as_ref().and_then(|m| m.listen) {
+            self.metrics.listen = Some(v);
         }
         if let Some(s) = &frag.service {
             if let Some(v) = s.progress_interval_ms {

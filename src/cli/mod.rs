@@ -3,6 +3,7 @@
 pub mod monitor;
 pub mod policy;
 pub mod policy_client;
+pub mod prometheus;
 pub mod status;
 pub mod wipe;
 

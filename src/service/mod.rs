@@ -14,6 +14,8 @@
 //! Shutdown (SIGTERM/SIGINT): STOPPING, cancel wipe jobs, restore limits through the policy, release the name,
 //! exit 0. A failed read is logged and the last good state kept: bad input never kills the loop.
 
+pub mod metrics_http;
+
 use crate::cli::status;
 use crate::cli::Context;
 use crate::config::Config;
@@ -44,6 +46,9 @@ pub struct ServeArgs {
     /// Bus to serve on: `system`, `session`, or a D-Bus address (`unix:path=/tmp/bus`).
     #[arg(long, default_value = "system", value_name = "BUS")]
     pub bus: BusChoice,
+    /// Serve Prometheus metrics on http://ADDR:PORT/metrics (overrides `metrics.listen`).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// Why the service could not start (or stopped abnormally).
@@ -82,6 +87,9 @@ pub enum ServeError {
     /// Configuration could not be loaded.
     #[error("configuration")]
     Config(#[source] crate::config::ConfigError),
+    /// The metrics listener could not be bound.
+    #[error(transparent)]
+    Metrics(#[from] metrics_http::BindError),
     /// Signal handlers could not be installed.
     #[error("cannot install signal handlers")]
     Signals(#[source] std::io::Error),
@@ -202,6 +210,15 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         tx.clone(),
         progress,
     ));
+    let metrics = Arc::new(metrics_http::MetricsState::new(shared.policy.show().ok()));
+    let metrics_task = match args.metrics.or(config.metrics.listen) {
+        Some(addr) => Some(
+            metrics_http::start(addr, shared.clone(), metrics.clone())
+                .await?
+                .1,
+        ),
+        None => None,
+    };
 
     // Serve every object first, then ask for the name: a client that sees the name sees them.
     let mut builder = args
@@ -283,6 +300,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         published,
         model,
         progress,
+        metrics,
     };
     let result = lp.run(rx, &mut owners, signals).await;
 
@@ -301,6 +319,9 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         // The simulated tree (a TempDir) is deleted when the task's Sim drops.
         let _ = t.await;
     }
+    if let Some(t) = metrics_task {
+        t.abort();
+    }
     result
 }
 
@@ -317,6 +338,7 @@ struct Loop {
     published: BTreeMap<String, ArrayProps>,
     model: MdStat,
     progress: Duration,
+    metrics: Arc<metrics_http::MetricsState>,
 }
 
 impl Loop {
@@ -428,6 +450,7 @@ impl Loop {
         if full {
             // Global limits are re-read with the model; the manager shows them.
             let view = self.shared.policy.show().ok();
+            self.metrics.set_policy(view.clone());
             if let Some(view) = view {
                 let model = self.model.clone();
                 let changed = {
