@@ -356,6 +356,17 @@ mod tests {
     }
 
     #[test]
+    fn metrics_listen_is_off_by_default_and_parses_an_address() {
+        assert_eq!(Config::default().metrics.listen, None);
+        let p = Path::new("50-metrics.toml");
+        let mut c = Config::default();
+        let frag = ConfigFragment::parse("[metrics]\nlisten = \"127.0.0.1:9163\"\n", p).unwrap();
+        c.apply(&frag, p).unwrap();
+        assert_eq!(c.metrics.listen, Some("127.0.0.1:9163".parse().unwrap()));
+        assert!(ConfigFragment::parse("[metrics]\nlisten = \"localhost\"\n", p).is_err());
+    }
+
+    #[test]
     fn bad_fragments_name_the_file() {
         let d = tempfile::tempdir().unwrap();
         let root = Root::new(d.path());
