@@ -12,7 +12,7 @@
 //! # Ok(()) }
 //! ```
 
-use super::manager::LeaseInfo;
+use super::props::LeaseInfo;
 use std::collections::HashMap;
 use zbus::zvariant::Value;
 
