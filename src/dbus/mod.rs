@@ -2,7 +2,7 @@
 //!
 //! - [`manager`]: `/org/mdpilot/MdPilot1`, interface `org.mdpilot.MdPilot1.Manager` (plus
 //!   `org.freedesktop.DBus.ObjectManager`).
-//! - [`array`]: `/org/mdpilot/MdPilot1/arrays/<name>`, interface `org.mdpilot.MdPilot1.Array`.
+//! - [`array`](mod@array): `/org/mdpilot/MdPilot1/arrays/<name>`, interface `org.mdpilot.MdPilot1.Array`.
 //! - [`job`]: wipe jobs, `/org/mdpilot/MdPilot1/jobs/<n>`, interface `org.mdpilot.MdPilot1.Job`.
 //! - [`auth`]: who may call mutating methods.
 //! - [`errors`]: the typed `org.mdpilot.MdPilot1.Error.*` errors and the mapping of the core's

@@ -411,4 +411,25 @@ mod tests {
             );
         }
     }
+
+    #[test]
+    fn no_options_and_restore_options() {
+        no_options("Cancel", &opts(&[])).unwrap();
+        let e = no_options("Cancel", &opts(&[("force", Value::Bool(true))])).unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidArgument(m) if m == "Cancel: unknown option \"force\""),
+            "{e:?}"
+        );
+        assert!(!parse_restore(&opts(&[])).unwrap());
+        assert!(parse_restore(&opts(&[("defaults", Value::Bool(true))])).unwrap());
+        for o in [
+            opts(&[("defaults", Value::U32(1))]),
+            opts(&[("bogus", Value::Bool(true))]),
+        ] {
+            assert!(
+                matches!(parse_restore(&o), Err(Error::InvalidArgument(_))),
+                "{o:?}"
+            );
+        }
+    }
 }

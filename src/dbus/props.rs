@@ -2,7 +2,7 @@
 //! published property snapshot ([`ManagerProps`]).
 //!
 //! Every object keeps a plain snapshot struct of its properties; after a re-read the new snapshot
-//! is diffed with the published one ([`changed_props!`]) and [`emit_changed`] sends one
+//! is diffed with the published one (`changed_props!`) and [`emit_changed`] sends one
 //! `org.freedesktop.DBus.Properties.PropertiesChanged` with only the values that differ.
 
 use crate::model::MdStat;
@@ -137,5 +137,100 @@ impl ManagerProps {
             original_speed_limit_min => "OriginalSpeedLimitMin",
             original_speed_limit_max => "OriginalSpeedLimitMax", leases => "Leases",
         )
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::{GlobalOriginals, LeaseKind, LeaseView};
+    use std::collections::BTreeMap;
+
+    fn lease(holder: &str, kind: LeaseKind, owner: Owner) -> LeaseView {
+        LeaseView {
+            holder: holder.into(),
+            kind,
+            owner,
+            global: Limits {
+                min: Some(0),
+                max: None,
+            },
+            arrays: BTreeMap::from([(
+                "md1".to_string(),
+                Limits {
+                    min: None,
+                    max: Some(500),
+                },
+            )]),
+            dead: false,
+        }
+    }
+
+    fn view(leases: Vec<LeaseView>) -> PolicyView {
+        PolicyView {
+            state_path: "/run/mdpilot/policy.toml".into(),
+            speed_limit_min: Some(0),
+            speed_limit_max: None,
+            originals: GlobalOriginals {
+                speed_limit_min: Some(1000),
+                speed_limit_max: None,
+            },
+            leases,
+            arrays: BTreeMap::new(),
+            warnings: vec![],
+            originals_unknown: None,
+        }
+    }
+
+    #[test]
+    fn leases_map_to_dbus_tuples() {
+        let model = MdStat {
+            speed_limit_max: Some(200_000),
+            ..MdStat::default()
+        };
+        let p = ManagerProps::from_view(
+            &view(vec![
+                lease("d-i", LeaseKind::Installer, Owner::None),
+                lease("j", LeaseKind::WipeJob, Owner::Pid(7)),
+                lease(
+                    "dbus-1.5-1",
+                    LeaseKind::DbusClient,
+                    Owner::BusName(":1.5".into()),
+                ),
+            ]),
+            &model,
+        );
+        assert_eq!((p.speed_limit_min, p.speed_limit_max), (0, 200_000));
+        assert_eq!(
+            (p.original_speed_limit_min, p.original_speed_limit_max),
+            (1000, 0)
+        );
+        let words: Vec<(&str, &str)> = p
+            .leases
+            .iter()
+            .map(|l| (l.1.as_str(), l.2.as_str()))
+            .collect();
+        assert_eq!(
+            words,
+            [
+                ("installer", ""),
+                ("wipe-job", "pid:7"),
+                ("dbus-client", "bus::1.5")
+            ]
+        );
+        assert_eq!(p.leases[0].3, (0, 0));
+        assert_eq!(p.leases[0].4["md1"], (0, 500));
+        assert_eq!(p.leases_of_bus_name(":1.5"), ["dbus-1.5-1"]);
+        assert!(p.leases_of_bus_name(":1.6").is_empty());
+    }
+
+    #[test]
+    fn changed_lists_only_differences() {
+        let old = ManagerProps::default();
+        let mut new = old.clone();
+        assert!(ManagerProps::changed(&old, &new).is_empty());
+        new.speed_limit_max = 5;
+        let keys: Vec<_> = ManagerProps::changed(&old, &new).into_keys().collect();
+        assert_eq!(keys, ["SpeedLimitMax"]);
     }
 }
