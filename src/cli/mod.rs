@@ -2,7 +2,6 @@
 
 pub mod monitor;
 pub mod policy;
-pub mod policy_client;
 pub mod status;
 pub mod wipe;
 

@@ -192,7 +192,7 @@ impl ArrayProps {
 
     /// The properties whose values differ between `old` and `new`, by D-Bus name.
     pub fn changed(old: &ArrayProps, new: &ArrayProps) -> HashMap<&'static str, OwnedValue> {
-        super::changed_props!(old, new;
+        super::props::changed_props!(old, new;
             name => "Name", uuid => "UUID", level => "Level", state => "State",
             read_only => "ReadOnly", size => "Size", num_devices => "NumDevices",
             active_devices => "ActiveDevices", degraded => "Degraded",

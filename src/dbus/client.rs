@@ -12,7 +12,7 @@
 //! # Ok(()) }
 //! ```
 
-use super::manager::LeaseInfo;
+use super::props::LeaseInfo;
 use std::collections::HashMap;
 use zbus::zvariant::Value;
 
@@ -122,4 +122,24 @@ pub async fn service_running(conn: &zbus::Connection) -> bool {
         return false;
     };
     dbus.name_has_owner(name).await.unwrap_or(false)
+}
+
+/// A connection to `bus` on which the service runs, or `None` (logged at debug) when connecting
+/// or finding an owner of `org.mdpilot.MdPilot1` fails or takes longer than `timeout` (no bus,
+/// no service: the caller then works without it).
+pub async fn connect_if_running(
+    bus: &super::BusChoice,
+    timeout: std::time::Duration,
+) -> Option<zbus::Connection> {
+    let probe = async {
+        let conn = bus.builder().ok()?.build().await.ok()?;
+        service_running(&conn).await.then_some(conn)
+    };
+    match tokio::time::timeout(timeout, probe).await {
+        Ok(Some(c)) => Some(c),
+        _ => {
+            tracing::debug!("no mdpilot service on {bus:?}: working on the files");
+            None
+        }
+    }
 }

@@ -2,33 +2,19 @@
 //!
 //! - [`manager`]: `/org/mdpilot/MdPilot1`, interface `org.mdpilot.MdPilot1.Manager` (plus
 //!   `org.freedesktop.DBus.ObjectManager`).
-//! - [`array`]: `/org/mdpilot/MdPilot1/arrays/<name>`, interface `org.mdpilot.MdPilot1.Array`.
+//! - [`array`](mod@array): `/org/mdpilot/MdPilot1/arrays/<name>`, interface `org.mdpilot.MdPilot1.Array`.
 //! - [`job`]: wipe jobs, `/org/mdpilot/MdPilot1/jobs/<n>`, interface `org.mdpilot.MdPilot1.Job`.
 //! - [`auth`]: who may call mutating methods.
-//! - [`errors`]: the typed `org.mdpilot.MdPilot1.Error.*` errors.
+//! - [`errors`]: the typed `org.mdpilot.MdPilot1.Error.*` errors and the mapping of the core's
+//!   errors onto them.
+//! - [`options`]: parsing of the methods' `a{sv}` options.
+//! - [`props`]: property snapshots, their diffs and `PropertiesChanged`.
+//! - [`client`]: typed proxies for the front ends (`mdpilot policy`, tests).
+//!
+//! The state the objects share with the service loop is [`crate::service::state::Shared`].
 //!
 //! The introspection of every interface is committed under `dbus/` and checked by tests
 //! (`tests/dbus_service.rs`, `tests/dbus_jobs.rs`).
-
-/// `changed_props!(old, new; field => "DBusName", ...)`: a `HashMap<&'static str, OwnedValue>`
-/// of the properties whose values differ between two property snapshots (PropertiesChanged
-/// carries only those). Used by the Manager, Array and Job objects.
-macro_rules! changed_props {
-    ($old:expr, $new:expr; $($field:ident => $name:literal),* $(,)?) => {{
-        let mut out = std::collections::HashMap::new();
-        $(
-            if $old.$field != $new.$field {
-                if let Ok(v) = zbus::zvariant::OwnedValue::try_from(
-                    zbus::zvariant::Value::from($new.$field.clone()),
-                ) {
-                    out.insert($name, v);
-                }
-            }
-        )*
-        out
-    }};
-}
-pub(crate) use changed_props;
 
 pub mod array;
 pub mod auth;
@@ -36,6 +22,8 @@ pub mod client;
 pub mod errors;
 pub mod job;
 pub mod manager;
+pub mod options;
+pub mod props;
 
 /// The well-known bus name the service owns.
 pub const BUS_NAME: &str = "org.mdpilot.MdPilot1";

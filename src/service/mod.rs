@@ -13,12 +13,18 @@
 //!
 //! Shutdown (SIGTERM/SIGINT): STOPPING, cancel wipe jobs, restore limits through the policy, release the name,
 //! exit 0. A failed read is logged and the last good state kept: bad input never kills the loop.
+//!
+//! The state the loop shares with the D-Bus objects (model, published manager properties, lease
+//! owners, wipe jobs) is [`state::Shared`].
+
+pub mod state;
 
 use crate::cli::status;
 use crate::cli::Context;
 use crate::config::Config;
 use crate::dbus::array::{ArrayObject, ArrayProps};
-use crate::dbus::manager::{emit_changed, Manager, Shared};
+use crate::dbus::manager::Manager;
+use crate::dbus::props::emit_changed;
 use crate::dbus::{array_path, BusChoice, ARRAY_IFACE, BUS_NAME, MANAGER_PATH};
 use crate::host::Root;
 use crate::model::MdStat;
@@ -26,6 +32,7 @@ use crate::policy::{Owner, Policy};
 use crate::sysfs;
 use crate::watch::{Event, Watcher};
 use futures_util::StreamExt;
+use state::Shared;
 use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::os::fd::AsRawFd;
 use std::process::ExitCode;
@@ -427,17 +434,8 @@ impl Loop {
         self.publish_arrays().await;
         if full {
             // Global limits are re-read with the model; the manager shows them.
-            let view = self.shared.policy.show().ok();
-            if let Some(view) = view {
-                let model = self.model.clone();
-                let changed = {
-                    let new = crate::dbus::manager::ManagerProps::from_view(&view, &model);
-                    let mut cur = self.shared.props.lock().unwrap_or_else(|e| e.into_inner());
-                    let c = crate::dbus::manager::ManagerProps::changed(&cur, &new);
-                    *cur = new;
-                    c
-                };
-                emit_changed(manager_emitter, crate::dbus::MANAGER_IFACE, changed).await;
+            if let Ok(view) = self.shared.policy.show() {
+                self.shared.emit_props(manager_emitter, &view).await;
             }
         }
     }
