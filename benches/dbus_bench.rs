@@ -10,10 +10,10 @@
 //!
 //! Under `cargo test --all-targets` (no `--bench` argument) it does nothing.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
-use common::{Bus, Service};
+use support::{Bus, Service};
 use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::time::Duration;
