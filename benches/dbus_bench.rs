@@ -13,10 +13,10 @@
 #[path = "../tests/support/mod.rs"]
 mod support;
 
-use support::{Bus, Service};
 use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::time::Duration;
+use support::{Bus, Service};
 use zbus::zvariant::OwnedValue;
 
 /// Per thread id: (voluntary, nonvoluntary) context switches.

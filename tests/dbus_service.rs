@@ -13,7 +13,7 @@ use support::bus::{
     ManagerProxy, ARRAY_IFACE, BUS_NAME, MANAGER_IFACE, MANAGER_PATH,
 };
 use support::tree::{read_trim, Sim};
-use support::{Bus, Service, BIN};
+use support::{assert_exit, Bus, Service, BIN};
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 
 type Managed = HashMap<OwnedObjectPath, HashMap<String, HashMap<String, OwnedValue>>>;
@@ -326,12 +326,7 @@ async fn sigterm_restores_limits_and_exits_0_and_a_second_instance_refuses() {
         .args(["serve", "--root", &root, "--bus", &bus.address])
         .output()
         .unwrap();
-    assert_eq!(
-        second.status.code(),
-        Some(3),
-        "{}",
-        String::from_utf8_lossy(&second.stderr)
-    );
+    assert_exit(&second, 3);
     let client = bus.connect().await;
     call_manager(
         &client,

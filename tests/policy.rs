@@ -1,14 +1,16 @@
 //! Policy adapter and CLI on temporary roots (never the host's /proc/sys or /sys).
 
-mod policy_common;
+#[macro_use]
+mod support;
 
 use mdpilot::policy::knobs::{FsKnobs, KnobError, KnobIo};
 use mdpilot::policy::{
     KnobId, LeaseKind, LeaseRequest, Limits, Owner, Policy, PolicyError, Reading, Setting,
 };
-use policy_common::FakeTree;
 use std::collections::BTreeMap;
 use std::process::Command;
+use support::loopdev::Tmpfs;
+use support::{as_nobody, have_setpriv, stderr, stdout, FakeTree, BIN};
 
 fn global(holder: &str, min: Option<u64>, max: Option<u64>) -> LeaseRequest {
     LeaseRequest {
@@ -170,9 +172,9 @@ fn corrupt_state_is_moved_aside_and_only_defaults_restore_it() {
     // Replaced by a fresh state that records "originals unknown" (never a missing file).
     let text = std::fs::read_to_string(t.state_path()).unwrap();
     assert!(text.contains("originals_unknown = "), "{text}");
-    let moved: Vec<_> = std::fs::read_dir(t.state_path().parent().unwrap())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+    let moved: Vec<_> = t
+        .state_dir_names()
+        .into_iter()
         .filter(|n| n.starts_with("policy.toml.corrupt-"))
         .collect();
     assert_eq!(moved.len(), 1);
@@ -340,34 +342,14 @@ fn unwritable_state_dir_writes_nothing() {
     assert_eq!(t.gmin(), "1000");
 }
 
-/// Unmounts on drop.
-struct Mount(std::path::PathBuf);
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
-}
-
 #[test]
 fn loop_readonly_proc_sys_mount() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipping loop_readonly_proc_sys_mount: needs root");
-        return;
-    }
+    need_root!("to mount a tmpfs");
     let t = FakeTree::new();
     let dir = t.path("/proc/sys/dev/raid");
-    let ok = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=64k", "mdpilot-test"])
-        .arg(&dir)
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !ok {
-        eprintln!("skipping loop_readonly_proc_sys_mount: cannot mount tmpfs here");
-        return;
-    }
-    let _m = Mount(dir.clone());
+    let Some(_m) = Tmpfs::mount(&dir, "64k") else {
+        skip!("cannot mount tmpfs here");
+    };
     t.set("/proc/sys/dev/raid/speed_limit_min", "1000\n");
     t.set("/proc/sys/dev/raid/speed_limit_max", "200000\n");
     let remount = Command::new("mount")
@@ -440,19 +422,8 @@ fn stopped_array_is_dropped_on_restore() {
 // ---- the CLI binary ----
 
 fn cli(t: &FakeTree, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_mdpilot"))
-        .arg("--root")
-        .arg(t.dir.path())
-        .arg("policy")
-        .args(args)
-        .env_remove("MDPILOT_FAILPOINT")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let out = t.policy_cmd().args(args).output().unwrap();
+    (out.status.code().unwrap_or(-1), stdout(&out), stderr(&out))
 }
 
 #[test]
@@ -567,31 +538,16 @@ fn cli_errors_exit_1_and_name_the_file() {
 
 /// Runs `mdpilot policy ARGS` on `t` as the unprivileged user nobody (setpriv).
 fn cli_as_nobody(t: &FakeTree, args: &[&str]) -> (i32, String) {
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(env!("CARGO_BIN_EXE_mdpilot"))
-        .arg("--root")
-        .arg(t.dir.path())
-        .arg("policy")
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let out = t.policy_cmd_of(as_nobody(BIN)).args(args).output().unwrap();
+    (out.status.code().unwrap_or(-1), stderr(&out))
 }
 
 #[test]
 fn loop_not_root_names_the_file_and_changes_nothing() {
     use std::os::unix::fs::PermissionsExt;
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipping loop_not_root_names_the_file_and_changes_nothing: needs root");
-        return;
-    }
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skipping loop_not_root_names_the_file_and_changes_nothing: no setpriv");
-        return;
+    need_root!("to switch to nobody");
+    if !have_setpriv() {
+        skip!("no setpriv");
     }
     let t = FakeTree::new();
     // nobody may traverse the tree and read the knobs (0644, owned by root), not write them.
@@ -628,16 +584,6 @@ fn loop_not_root_names_the_file_and_changes_nothing() {
     assert_eq!(t.amin(), "5");
 }
 
-/// Names of the files in the state directory.
-fn state_dir_names(t: &FakeTree) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(t.state_path().parent().unwrap())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
 #[test]
 fn corrupt_state_never_captures_our_value_as_original() {
     let t = FakeTree::new();
@@ -648,7 +594,8 @@ fn corrupt_state_never_captures_our_value_as_original() {
     let e = p.acquire(global("installer", Some(0), None)).unwrap_err();
     let msg = mdpilot_chain(&e);
     assert!(msg.contains("is corrupt") && !msg.contains('\n'), "{msg}");
-    let moved = state_dir_names(&t)
+    let moved = t
+        .state_dir_names()
         .into_iter()
         .find(|n| n.starts_with("policy.toml.corrupt-"))
         .unwrap();
@@ -718,7 +665,7 @@ fn show_is_read_only() {
         "{err}"
     );
     assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
-    assert_eq!(state_dir_names(&t), vec!["policy.toml".to_string()]);
+    assert_eq!(t.state_dir_names(), vec!["policy.toml".to_string()]);
     assert_eq!(
         std::fs::read_to_string(t.state_path()).unwrap(),
         "this is [not toml"

@@ -9,19 +9,16 @@
 //! Run with failpoints too: `cargo test --features failpoints --test policy_crash -- --nocapture`.
 //! `MDPILOT_CRASH_SEED=N` replays a run; `MDPILOT_CRASH_RUNS=N` changes the count.
 
-mod policy_common;
+mod support;
 
-use policy_common::FakeTree;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use support::FakeTree;
 
 fn mdpilot(t: &FakeTree) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_mdpilot"));
-    c.arg("--root").arg(t.dir.path()).arg("policy");
-    c.env_remove("MDPILOT_FAILPOINT").env_remove("RUST_LOG");
-    c
+    t.policy_cmd()
 }
 
 const SCENARIOS: [&[&str]; 3] = [
@@ -182,9 +179,9 @@ fn crash_loop_restores_originals_every_time() {
             "run {run} (seed {seed}): {outcome} after {args:?}: originals not back"
         );
     }
-    let leftovers: Vec<_> = std::fs::read_dir(t.state_path().parent().unwrap())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+    let leftovers: Vec<_> = t
+        .state_dir_names()
+        .into_iter()
         .filter(|n| n.contains(".tmp-"))
         .collect();
     assert!(leftovers.is_empty(), "stale temporary files: {leftovers:?}");

@@ -71,16 +71,16 @@ pub fn job_root() -> tempfile::TempDir {
     t
 }
 
-/// A fake `/sys` and `/proc` under a temp root for the real block device `dev` (named `name`,
-/// device number `maj:min`): a partition `<name>p1` mounted on `/srv/data` and held by md5
+/// A fake `/sys` and `/proc` under a temp root for the real loop device `d`: a partition `<name>p1` mounted on `/srv/data` and held by md5
 /// (whose `array_state` is `holder_state`), and a resyncing md7 with the disk as a slave.
-pub fn disk_tree(dev_path: &Path, name: &str, holder_state: &str) -> tempfile::TempDir {
+pub fn disk_tree(d: &super::LoopDev, holder_state: &str) -> tempfile::TempDir {
     use std::os::unix::fs::symlink;
     let t = tempfile::tempdir().unwrap();
     let root = t.path();
+    let name = &d.name();
     let (maj, min) = {
         use std::os::unix::fs::MetadataExt;
-        let r = std::fs::metadata(dev_path).unwrap().rdev();
+        let r = std::fs::metadata(&d.path).unwrap().rdev();
         (libc::major(r), libc::minor(r))
     };
     let block = "sys/devices/virtual/block";
