@@ -34,6 +34,34 @@ async fn job_signals(conn: &zbus::Connection) -> zbus::MessageStream {
         .unwrap()
 }
 
+/// What every `loop_*` test starts with: a private bus, `mdpilot serve --root <job_root>` on it
+/// (plus `env`) and a root connection subscribed to the job signals. Fields drop in order.
+struct Env {
+    sig: zbus::MessageStream,
+    c: zbus::Connection,
+    svc: Service,
+    _root: tempfile::TempDir,
+    bus: Bus,
+}
+
+impl Env {
+    /// `None` (having said "skipped") without a `dbus-daemon`.
+    async fn start(env: &[(&str, &str)]) -> Option<Env> {
+        let bus = Bus::start()?;
+        let root = job_root();
+        let svc = Service::on_root(&bus, root.path(), env).await;
+        let c = bus.connect().await;
+        let sig = job_signals(&c).await;
+        Some(Env {
+            sig,
+            c,
+            svc,
+            _root: root,
+            bus,
+        })
+    }
+}
+
 async fn start_wipe(
     conn: &zbus::Connection,
     dev: &Path,
@@ -127,20 +155,18 @@ async fn job_introspection_matches_committed_xml() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loop_start_wipe_reports_progress_and_completes() {
     need_root!();
-    let Some(bus) = Bus::start() else { return };
-    let root = job_root();
-    let _svc = Service::on_root(&bus, root.path(), &[]).await;
+    let Some(mut e) = Env::start(&[]).await else {
+        return;
+    };
     let dev = LoopDev::filled(64 * MIB, 0xa5);
-    let c = bus.connect().await;
-    let mut sig = job_signals(&c).await;
-    let job = start_wipe(&c, &dev.path, opts(&[("method", Value::from("zero"))]))
+    let job = start_wipe(&e.c, &dev.path, opts(&[("method", Value::from("zero"))]))
         .await
         .unwrap();
     assert!(
         job.as_str().starts_with("/org/mdpilot/MdPilot1/jobs/"),
         "{job}"
     );
-    let seen = watch(&mut sig, job.as_str(), Duration::from_secs(60), |_| false).await;
+    let seen = watch(&mut e.sig, job.as_str(), Duration::from_secs(60), |_| false).await;
     let (ok, msg) = seen.completed.clone().unwrap();
     assert!(ok, "{msg}");
     assert!(msg.contains(&dev.path.display().to_string()), "{msg}");
@@ -149,24 +175,24 @@ async fn loop_start_wipe_reports_progress_and_completes() {
     let s = |v: OwnedValue| String::try_from(v).unwrap();
     let u = |v: OwnedValue| u64::try_from(v).unwrap();
     assert_eq!(
-        s(job_prop(&c, job.as_str(), "Operation").await),
+        s(job_prop(&e.c, job.as_str(), "Operation").await),
         "wipe-zero"
     );
     assert_eq!(
-        s(job_prop(&c, job.as_str(), "Device").await),
+        s(job_prop(&e.c, job.as_str(), "Device").await),
         dev.path.display().to_string()
     );
-    assert_eq!(u(job_prop(&c, job.as_str(), "Bytes").await), 64 * MIB);
-    assert_eq!(u(job_prop(&c, job.as_str(), "BytesDone").await), 64 * MIB);
-    assert!(u(job_prop(&c, job.as_str(), "StartTime").await) > 1_600_000_000_000_000);
-    assert!(!s(job_prop(&c, job.as_str(), "Plan").await).is_empty());
-    assert!(!bool::try_from(job_prop(&c, job.as_str(), "Cancelable").await).unwrap());
+    assert_eq!(u(job_prop(&e.c, job.as_str(), "Bytes").await), 64 * MIB);
+    assert_eq!(u(job_prop(&e.c, job.as_str(), "BytesDone").await), 64 * MIB);
+    assert!(u(job_prop(&e.c, job.as_str(), "StartTime").await) > 1_600_000_000_000_000);
+    assert!(!s(job_prop(&e.c, job.as_str(), "Plan").await).is_empty());
+    assert!(!bool::try_from(job_prop(&e.c, job.as_str(), "Cancelable").await).unwrap());
     assert_eq!(
-        u32::try_from(job_prop(&c, job.as_str(), "StartedByUID").await).unwrap(),
+        u32::try_from(job_prop(&e.c, job.as_str(), "StartedByUID").await).unwrap(),
         0
     );
     // The typed client proxy reads the same object.
-    let jp = JobProxy::builder(&c)
+    let jp = JobProxy::builder(&e.c)
         .path(job.as_str())
         .unwrap()
         .build()
@@ -177,11 +203,11 @@ async fn loop_start_wipe_reports_progress_and_completes() {
     let data = dev.read_all();
     assert!(data.iter().all(|&b| b == 0), "device not zeroed");
     // Cancel after the end is Failed; refusals name the device.
-    let r = cancel(&c, job.as_str()).await;
+    let r = cancel(&e.c, job.as_str()).await;
     assert_eq!(error_name(r), "org.mdpilot.MdPilot1.Error.Failed");
-    let r = start_wipe(&c, Path::new("/dev/null"), opts(&[])).await;
+    let r = start_wipe(&e.c, Path::new("/dev/null"), opts(&[])).await;
     assert_eq!(error_name(r), "org.mdpilot.MdPilot1.Error.InvalidArgument");
-    let r = start_wipe(&c, &dev.path, opts(&[("method", Value::from("shred"))])).await;
+    let r = start_wipe(&e.c, &dev.path, opts(&[("method", Value::from("shred"))])).await;
     assert_eq!(error_name(r), "org.mdpilot.MdPilot1.Error.InvalidArgument");
 }
 
@@ -208,42 +234,39 @@ async fn start_slow_job(
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loop_cancel_half_way_completes_false() {
     need_root!();
-    let Some(bus) = Bus::start() else { return };
-    let root = job_root();
-    let _svc = Service::on_root(&bus, root.path(), &[]).await;
+    let Some(mut e) = Env::start(&[]).await else {
+        return;
+    };
     let dev = LoopDev::new(1024 * MIB);
-    let c = bus.connect().await;
-    let mut sig = job_signals(&c).await;
-    let job = start_slow_job(&c, &dev, &mut sig).await;
+    let job = start_slow_job(&e.c, &dev, &mut e.sig).await;
     // A second job on the same device is Busy while the first runs.
-    let r = start_wipe(&c, &dev.path, opts(&[])).await;
+    let r = start_wipe(&e.c, &dev.path, opts(&[])).await;
     assert_eq!(error_name(r), "org.mdpilot.MdPilot1.Error.Busy");
-    cancel(&c, job.as_str()).await.unwrap();
-    let seen = watch(&mut sig, job.as_str(), Duration::from_secs(60), |_| false).await;
+    cancel(&e.c, job.as_str()).await.unwrap();
+    let seen = watch(&mut e.sig, job.as_str(), Duration::from_secs(60), |_| false).await;
     let (ok, msg) = seen.completed.unwrap();
     assert!(!ok);
     assert!(msg.contains("cancelled"), "{msg}");
-    let done = u64::try_from(job_prop(&c, job.as_str(), "BytesDone").await).unwrap();
+    let done = u64::try_from(job_prop(&e.c, job.as_str(), "BytesDone").await).unwrap();
     assert!(done > 0 && done < 1024 * MIB, "{done}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loop_sigterm_cancels_running_jobs() {
     need_root!();
-    let Some(bus) = Bus::start() else { return };
-    let root = job_root();
-    let mut svc = Service::start(&bus, &["--root", root.path().to_str().unwrap()], &[]).await;
+    let Some(mut e) = Env::start(&[]).await else {
+        return;
+    };
     let dev = LoopDev::new(1024 * MIB);
-    let c = bus.connect().await;
-    let mut sig = job_signals(&c).await;
-    let job = start_slow_job(&c, &dev, &mut sig).await;
+    let job = start_slow_job(&e.c, &dev, &mut e.sig).await;
     let t = std::time::Instant::now();
+    let mut svc = e.svc;
     let st = tokio::task::spawn_blocking(move || svc.term())
         .await
         .unwrap();
     assert!(st.success(), "{st}");
     assert!(t.elapsed() < Duration::from_secs(15), "{:?}", t.elapsed());
-    let seen = watch(&mut sig, job.as_str(), Duration::from_secs(5), |_| false).await;
+    let seen = watch(&mut e.sig, job.as_str(), Duration::from_secs(5), |_| false).await;
     assert_eq!(seen.completed.map(|c| c.0), Some(false));
 }
 
@@ -267,19 +290,17 @@ async fn job_unprivileged_helper() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loop_unprivileged_caller_cannot_start_or_cancel() {
     need_root!();
-    let Some(bus) = Bus::start() else { return };
-    let root = job_root();
-    let _svc = Service::on_root(&bus, root.path(), &[]).await;
+    let Some(mut e) = Env::start(&[]).await else {
+        return;
+    };
     let dev = LoopDev::new(1024 * MIB);
     let other = LoopDev::new(16 * MIB);
-    let c = bus.connect().await;
-    let mut sig = job_signals(&c).await;
-    let job = start_slow_job(&c, &dev, &mut sig).await;
+    let job = start_slow_job(&e.c, &dev, &mut e.sig).await;
     let other_path = other.path.to_str().unwrap();
     let stdout = run_helper_as_nobody(
         "job_unprivileged_helper",
         &[
-            ("MDPILOT_TEST_BUS", &bus.address),
+            ("MDPILOT_TEST_BUS", &e.bus.address),
             ("MDPILOT_TEST_DEV", other_path),
             ("MDPILOT_TEST_JOB", job.as_str()),
         ],
@@ -292,26 +313,24 @@ async fn loop_unprivileged_caller_cannot_start_or_cancel() {
     );
     assert!(stdout.contains(&format!("RESULT Cancel {na}")), "{stdout}");
     // The job still runs; root cancels it.
-    assert!(bool::try_from(job_prop(&c, job.as_str(), "Cancelable").await).unwrap());
-    cancel(&c, job.as_str()).await.unwrap();
-    let seen = watch(&mut sig, job.as_str(), Duration::from_secs(60), |_| false).await;
+    assert!(bool::try_from(job_prop(&e.c, job.as_str(), "Cancelable").await).unwrap());
+    cancel(&e.c, job.as_str()).await.unwrap();
+    let seen = watch(&mut e.sig, job.as_str(), Duration::from_secs(60), |_| false).await;
     assert_eq!(seen.completed.map(|c| c.0), Some(false));
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loop_job_objects_come_and_go_through_the_object_manager() {
     need_root!();
-    let Some(bus) = Bus::start() else { return };
-    let root = job_root();
-    let _svc = Service::on_root(&bus, root.path(), &[("MDPILOT_JOB_LINGER_MS", "300")]).await;
+    let Some(mut e) = Env::start(&[("MDPILOT_JOB_LINGER_MS", "300")]).await else {
+        return;
+    };
     let dev = LoopDev::filled(16 * MIB, 0x11);
-    let c = bus.connect().await;
-    let mut om = signals(&c, "org.freedesktop.DBus.ObjectManager", None, 64).await;
-    let mut sig = job_signals(&c).await;
-    let job = start_wipe(&c, &dev.path, opts(&[("verify", Value::Bool(true))]))
+    let mut om = signals(&e.c, "org.freedesktop.DBus.ObjectManager", None, 64).await;
+    let job = start_wipe(&e.c, &dev.path, opts(&[("verify", Value::Bool(true))]))
         .await
         .unwrap();
-    let seen = watch(&mut sig, job.as_str(), Duration::from_secs(60), |_| false).await;
+    let seen = watch(&mut e.sig, job.as_str(), Duration::from_secs(60), |_| false).await;
     let (ok, msg) = seen.completed.unwrap();
     assert!(ok && msg.contains("verified"), "{msg}");
     let mut added = false;
@@ -341,6 +360,6 @@ async fn loop_job_objects_come_and_go_through_the_object_manager() {
         }
     }
     assert!(added, "no InterfacesAdded for {job}");
-    let r = try_get(&c, job.as_str(), job_iface(), "Progress").await;
+    let r = try_get(&e.c, job.as_str(), job_iface(), "Progress").await;
     assert_ne!(error_name(r), "success", "the job object should be gone");
 }

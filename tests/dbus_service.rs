@@ -8,7 +8,7 @@ use futures_util::FutureExt;
 use std::collections::HashMap;
 use std::time::Duration;
 use support::bus::{
-    array_path, assert_committed_xml, call, call_manager, error_name, eventually, get,
+    acquire, array_path, assert_committed_xml, call, call_manager, error_name, eventually, get,
     helper_connection, introspect, leases, name_owned, next_within, opts, signals, LeaseInfo,
     ManagerProxy, ARRAY_IFACE, BUS_NAME, MANAGER_IFACE, MANAGER_PATH,
 };
@@ -142,14 +142,9 @@ async fn a_lease_is_released_when_its_client_disconnects() {
     let knob = svc.sim_path("proc/sys/dev/raid/speed_limit_min");
     let watcher = bus.connect().await;
     let client = bus.connect().await;
-    let r = call_manager(
-        &client,
-        "AcquirePriority",
-        &(opts(&[("min", Value::U64(50_000))]),),
-    )
-    .await
-    .unwrap();
-    let id: String = r.body().deserialize().unwrap();
+    let id = acquire(&client, &[("min", Value::U64(50_000))])
+        .await
+        .unwrap();
     assert!(!id.is_empty());
     assert_eq!(lease_count(&watcher).await, 1);
     assert_eq!(get_u64(&watcher, "SpeedLimitMin").await, 50_000);
@@ -170,14 +165,9 @@ async fn bad_arguments_get_typed_errors() {
     let _svc = Service::sim(&bus, &[]).await;
     let c = bus.connect().await;
     let inv = "org.mdpilot.MdPilot1.Error.InvalidArgument";
-    let r = call_manager(&c, "AcquirePriority", &(opts(&[("bogus", Value::U64(1))]),)).await;
+    let r = acquire(&c, &[("bogus", Value::U64(1))]).await;
     assert_eq!(error_name(r), inv);
-    let r = call_manager(
-        &c,
-        "AcquirePriority",
-        &(opts(&[("min", Value::from("x"))]),),
-    )
-    .await;
+    let r = acquire(&c, &[("min", Value::from("x"))]).await;
     assert_eq!(error_name(r), inv);
     let r = call_manager(&c, "ReleasePriority", &("no-such-lease",)).await;
     assert_eq!(error_name(r), inv);
@@ -213,9 +203,7 @@ async fn mutating_calls(c: &zbus::Connection) -> Vec<(&'static str, String)> {
     vec![
         (
             "AcquirePriority",
-            error_name(
-                call_manager(c, "AcquirePriority", &(opts(&[("min", Value::U64(1))]),)).await,
-            ),
+            error_name(acquire(c, &[("min", Value::U64(1))]).await),
         ),
         (
             "ReleasePriority",
@@ -328,13 +316,12 @@ async fn sigterm_restores_limits_and_exits_0_and_a_second_instance_refuses() {
         .unwrap();
     assert_exit(&second, 3);
     let client = bus.connect().await;
-    call_manager(
+    acquire(
         &client,
-        "AcquirePriority",
-        &(opts(&[
+        &[
             ("min", Value::U64(70_000)),
             ("kind", Value::from("installer")),
-        ]),),
+        ],
     )
     .await
     .unwrap();
@@ -629,13 +616,9 @@ async fn losing_the_bus_stops_the_service_and_restores_limits() {
     let knob = sim.root().proc("sys/dev/raid/speed_limit_min");
     let mut svc = Service::on_root(&bus, sim.path(), &[]).await;
     let client = bus.connect().await;
-    call_manager(
-        &client,
-        "AcquirePriority",
-        &(opts(&[("min", Value::U64(60_000))]),),
-    )
-    .await
-    .unwrap();
+    acquire(&client, &[("min", Value::U64(60_000))])
+        .await
+        .unwrap();
     assert_eq!(read_trim(&knob), "60000");
     bus.kill();
     let mut child = svc.child.take().unwrap();
@@ -666,14 +649,7 @@ async fn acquire_min_zero_install_policy_and_named_leases() {
     let watcher = bus.connect().await;
     // A present min of 0 means 0 (it used to mean "unset").
     let client = bus.connect().await;
-    let r = call_manager(
-        &client,
-        "AcquirePriority",
-        &(opts(&[("min", Value::U64(0))]),),
-    )
-    .await
-    .unwrap();
-    let id: String = r.body().deserialize().unwrap();
+    let id = acquire(&client, &[("min", Value::U64(0))]).await.unwrap();
     assert_eq!(read_trim(&knob), "0");
     assert_eq!(get_u64(&watcher, "SpeedLimitMin").await, 0);
     call_manager(&client, "ReleasePriority", &(id.as_str(),))
@@ -682,17 +658,15 @@ async fn acquire_min_zero_install_policy_and_named_leases() {
     assert_eq!(read_trim(&knob), "1000");
     // Empty options: the install policy (install_min defaults to 0). A holder lease outlives
     // the connection that took it.
-    let r = call_manager(
+    let id = acquire(
         &client,
-        "AcquirePriority",
-        &(opts(&[
+        &[
             ("holder", Value::from("installer")),
             ("kind", Value::from("installer")),
-        ]),),
+        ],
     )
     .await
     .unwrap();
-    let id: String = r.body().deserialize().unwrap();
     assert_eq!(id, "installer");
     assert_eq!(read_trim(&knob), "0");
     drop(client);
@@ -719,27 +693,22 @@ async fn acquire_min_zero_install_policy_and_named_leases() {
         .spawn()
         .unwrap();
     let pid = child.id();
-    call_manager(
+    acquire(
         &watcher,
-        "AcquirePriority",
-        &(opts(&[("pid", Value::U32(pid)), ("min", Value::U64(5))]),),
+        &[("pid", Value::U32(pid)), ("min", Value::U64(5))],
     )
     .await
     .unwrap();
     assert_eq!(lease_count(&watcher).await, 1);
     child.kill().unwrap();
     child.wait().unwrap();
-    let r = call_manager(
+    let r = acquire(
         &watcher,
-        "AcquirePriority",
-        &(opts(&[
-            ("holder", Value::from("x")),
-            ("max", Value::U64(0)),
-        ]),),
+        &[("holder", Value::from("x")), ("max", Value::U64(0))],
     )
     .await
     .unwrap();
-    assert_eq!(r.body().deserialize::<String>().unwrap(), "x");
+    assert_eq!(r, "x");
     let v = get(&watcher, MANAGER_PATH, MANAGER_IFACE, "Leases").await;
     let l: Vec<LeaseInfo> = v.try_into().unwrap();
     assert_eq!(l.len(), 1, "{l:?}");

@@ -10,9 +10,10 @@ use mdpilot::wipe::planner::{plan, Data, Method, Op, Options};
 use mdpilot::wipe::probe::probe;
 use mdpilot::wipe::stream::{self, Seed};
 use mdpilot::wipe::WipeError;
+use nix::sys::signal::Signal;
 use std::io::{BufRead, BufReader, Write};
 use std::path::Path;
-use std::process::{Command, Output, Stdio};
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use support::loopdev::{DmLinear, Mounted, Swap, Tmpfs};
 use support::tree::{disk_tree, Root};
@@ -358,14 +359,10 @@ fn loop_cli_json_progress_and_completion() {
 fn loop_cli_sigint_cancels_and_exits_nonzero() {
     need_root!();
     let d = LoopDev::filled(256 * MIB, 0x42);
-    let mut c = Command::new(BIN)
-        .args(["wipe", "--yes", "--progress", "json", "--method", "random"])
-        .arg(&d.path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut r = BufReader::new(c.stdout.take().unwrap());
+    let (c, mut r) = spawn_piped(
+        &["wipe", "--yes", "--progress", "json", "--method", "random"],
+        &d.path,
+    );
     let mut line = String::new();
     // Wait for the first progress line: the job has started.
     loop {
@@ -375,16 +372,30 @@ fn loop_cli_sigint_cancels_and_exits_nonzero() {
             break;
         }
     }
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(c.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut r, &mut rest).unwrap();
-    let out = c.wait_with_output().unwrap();
+    let (rest, out) = signal_and_wait(c, r, Signal::SIGINT);
     assert_eq!(out.status.code(), Some(130), "{rest}");
     assert!(rest.contains("cancelled"), "{rest}");
+}
+
+/// `mdpilot ARGS DEV` with stdout (returned, buffered) and stderr piped.
+fn spawn_piped(args: &[&str], dev: &Path) -> (Child, BufReader<ChildStdout>) {
+    let mut c = Command::new(BIN)
+        .args(args)
+        .arg(dev)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let r = BufReader::new(c.stdout.take().unwrap());
+    (c, r)
+}
+
+/// Sends `sig` to `c`, then reads the rest of its stdout and waits for it.
+fn signal_and_wait(c: Child, mut r: BufReader<ChildStdout>, sig: Signal) -> (String, Output) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(c.id() as i32), sig).unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut r, &mut rest).unwrap();
+    (rest, c.wait_with_output().unwrap())
 }
 
 /// `mdpilot blockdev-wipe -f SRC DEV`, waited for.
@@ -558,27 +569,13 @@ fn loop_blockdev_wipe_sigterm_cancels_with_exit_1() {
     // partman-crypto cancels by killing blockdev-wipe (SIGTERM).
     need_root!();
     let d = LoopDev::filled(256 * MIB, 0x42);
-    let mut c = Command::new(BIN)
-        .args(["blockdev-wipe", "-f", "/dev/urandom"])
-        .arg(&d.path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut r = BufReader::new(c.stdout.take().unwrap());
+    let (c, mut r) = spawn_piped(&["blockdev-wipe", "-f", "/dev/urandom"], &d.path);
     let mut line = String::new();
     assert!(
         r.read_line(&mut line).unwrap() > 0,
         "no star before the end"
     );
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(c.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut r, &mut rest).unwrap();
-    let out = c.wait_with_output().unwrap();
+    let (rest, out) = signal_and_wait(c, r, Signal::SIGTERM);
     assert_eq!(out.status.code(), Some(1));
     assert!(1 + rest.lines().count() < 1000);
     assert!(String::from_utf8_lossy(&out.stderr).contains("cancelled"));

@@ -10,7 +10,7 @@ use mdpilot::policy::{
 use std::collections::BTreeMap;
 use std::process::Command;
 use support::loopdev::Tmpfs;
-use support::{as_nobody, have_setpriv, stderr, stdout, FakeTree, BIN};
+use support::{as_nobody, error_chain, have_setpriv, stderr, stdout, FakeTree, BIN};
 
 fn global(holder: &str, min: Option<u64>, max: Option<u64>) -> LeaseRequest {
     LeaseRequest {
@@ -219,7 +219,7 @@ fn missing_or_non_numeric_knob_writes_nothing() {
     std::fs::remove_file(t.path("/proc/sys/dev/raid/speed_limit_max")).unwrap();
     let p = t.policy();
     let e = p.acquire(global("i", Some(0), Some(5))).unwrap_err();
-    let msg = mdpilot_chain(&e);
+    let msg = error_chain(&e);
     assert!(msg.contains("speed_limit_max does not exist"), "{msg}");
     assert_eq!(t.gmin(), "1000");
     assert!(!t.state_path().exists());
@@ -228,7 +228,7 @@ fn missing_or_non_numeric_knob_writes_nothing() {
     let t = FakeTree::new();
     t.set("/proc/sys/dev/raid/speed_limit_min", "fast\n");
     let e = t.policy().acquire(global("i", Some(0), None)).unwrap_err();
-    let msg = mdpilot_chain(&e);
+    let msg = error_chain(&e);
     assert!(
         msg.contains("speed_limit_min holds \"fast\", not a speed limit"),
         "{msg}"
@@ -241,18 +241,7 @@ fn missing_or_non_numeric_knob_writes_nothing() {
         .policy()
         .acquire(array("j", "md9", Some(0), None))
         .unwrap_err();
-    assert!(mdpilot_chain(&e).contains("/sys/block/md9/md/sync_speed_min does not exist"));
-}
-
-fn mdpilot_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
+    assert!(error_chain(&e).contains("/sys/block/md9/md/sync_speed_min does not exist"));
 }
 
 /// Real knobs whose writes to one knob fail with EACCES, as for a non-root caller (root ignores
@@ -297,7 +286,7 @@ fn failed_write_undoes_earlier_writes_and_keeps_state() {
     let e = failing()
         .acquire(global("i", Some(0), Some(5)))
         .unwrap_err();
-    let msg = mdpilot_chain(&e);
+    let msg = error_chain(&e);
     assert!(msg.contains("earlier writes undone"), "{msg}");
     assert!(msg.contains("speed_limit_max"), "{msg}");
     assert!(msg.contains("Permission denied"), "{msg}");
@@ -327,7 +316,7 @@ fn knob_that_cannot_be_opened_names_the_file_and_keeps_state() {
     std::fs::remove_file(&f).unwrap();
     std::fs::create_dir(&f).unwrap();
     let e = p.acquire(global("j", None, Some(5))).unwrap_err();
-    assert!(mdpilot_chain(&e).contains("speed_limit_max"));
+    assert!(error_chain(&e).contains("speed_limit_max"));
     assert_eq!(std::fs::read(t.state_path()).unwrap(), before);
 }
 
@@ -338,7 +327,7 @@ fn unwritable_state_dir_writes_nothing() {
     std::fs::create_dir_all(t.path("/run")).unwrap();
     std::fs::write(t.path("/run/mdpilot"), "").unwrap();
     let e = t.policy().acquire(global("i", Some(0), None)).unwrap_err();
-    assert!(mdpilot_chain(&e).contains("run/mdpilot"), "{e}");
+    assert!(error_chain(&e).contains("run/mdpilot"), "{e}");
     assert_eq!(t.gmin(), "1000");
 }
 
@@ -362,7 +351,7 @@ fn loop_readonly_proc_sys_mount() {
     p.acquire(array("job", "md0", Some(1), None)).unwrap();
     let before = std::fs::read(t.state_path()).unwrap();
     let e = p.acquire(global("i", Some(0), None)).unwrap_err();
-    let msg = mdpilot_chain(&e);
+    let msg = error_chain(&e);
     assert!(msg.contains("speed_limit_min"), "{msg}");
     assert!(msg.contains("Read-only file system"), "{msg}");
     assert_eq!(std::fs::read(t.state_path()).unwrap(), before);
@@ -592,7 +581,7 @@ fn corrupt_state_never_captures_our_value_as_original() {
     std::fs::write(t.state_path(), "this is [not toml").unwrap();
     // The operation that finds the corruption reports it, on one line.
     let e = p.acquire(global("installer", Some(0), None)).unwrap_err();
-    let msg = mdpilot_chain(&e);
+    let msg = error_chain(&e);
     assert!(msg.contains("is corrupt") && !msg.contains('\n'), "{msg}");
     let moved = t
         .state_dir_names()

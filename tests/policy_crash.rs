@@ -21,6 +21,15 @@ fn mdpilot(t: &FakeTree) -> Command {
     t.policy_cmd()
 }
 
+/// `mdpilot policy ARGS` with stdout discarded, waited for.
+fn run_quiet(t: &FakeTree, args: &[&str]) -> std::process::ExitStatus {
+    mdpilot(t)
+        .args(args)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap()
+}
+
 const SCENARIOS: [&[&str]; 3] = [
     &["apply"],
     &["apply", "--min", "0", "--max", "5000", "--holder", "admin"],
@@ -71,19 +80,9 @@ fn crash_loop_restores_originals_every_time() {
     let mut window = Duration::MAX;
     for _ in 0..4 {
         let s = Instant::now();
-        assert!(mdpilot(&t)
-            .arg("apply")
-            .stdout(Stdio::null())
-            .status()
-            .unwrap()
-            .success());
+        assert!(run_quiet(&t, &["apply"]).success());
         window = window.min(s.elapsed());
-        assert!(mdpilot(&t)
-            .arg("restore")
-            .stdout(Stdio::null())
-            .status()
-            .unwrap()
-            .success());
+        assert!(run_quiet(&t, &["restore"]).success());
         t.settle();
     }
     let window_us = (window.as_micros() as u64).max(1);
@@ -95,11 +94,10 @@ fn crash_loop_restores_originals_every_time() {
         // on managed knobs.
         let pre = rng.next_u32() % 3 == 0;
         if pre {
-            let st = mdpilot(&t)
-                .args(["apply", "--array", "md0", "--max", "50", "--holder", "pre"])
-                .stdout(Stdio::null())
-                .status()
-                .unwrap();
+            let st = run_quiet(
+                &t,
+                &["apply", "--array", "md0", "--max", "50", "--holder", "pre"],
+            );
             assert!(st.success(), "run {run}: pre-lease failed");
         }
         let args = SCENARIOS[(rng.next_u32() as usize) % SCENARIOS.len()];

@@ -308,6 +308,17 @@ where
     call(conn, MANAGER_PATH, MANAGER_IFACE, method, body).await
 }
 
+/// `Manager.AcquirePriority` with the options `kv`: the lease id.
+pub async fn acquire(
+    conn: &zbus::Connection,
+    kv: &[(&str, Value<'static>)],
+) -> zbus::Result<String> {
+    call_manager(conn, "AcquirePriority", &(opts(kv),))
+        .await?
+        .body()
+        .deserialize()
+}
+
 /// The D-Bus error name of a failed call, `success`, or `other error: ...`.
 pub fn error_name<T>(r: zbus::Result<T>) -> String {
     match r {

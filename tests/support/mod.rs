@@ -48,6 +48,9 @@ pub use tree::FakeTree;
 
 use std::process::Output;
 
+/// The crate's one error-chain printer (`error: cause: cause`), as the CLI prints errors.
+pub use mdpilot::error::error_chain;
+
 /// The `mdpilot` binary cargo built for these tests.
 pub const BIN: &str = env!("CARGO_BIN_EXE_mdpilot");
 
