@@ -388,14 +388,7 @@ async fn arrays_appearing_and_vanishing_are_interfaces_added_and_removed() {
     let parked = sim.path().join("md0.parked");
     std::fs::rename(&md0, &parked).unwrap();
     std::fs::write(root.proc("mdstat"), &without).unwrap();
-    // A regular-file tree raises no POLLPRI; any limit change makes the service re-read all.
-    manager.restore_limits(HashMap::new()).await.unwrap();
-    let msg = next_within(
-        &mut stream,
-        Duration::from_secs(10),
-        "no ObjectManager signal",
-    )
-    .await;
+    let msg = reread(&manager, &mut stream).await;
     assert_eq!(msg.header().member().unwrap().as_str(), "InterfacesRemoved");
     let (path, ifaces): (OwnedObjectPath, Vec<String>) = msg.body().deserialize().unwrap();
     assert_eq!(path.as_str(), "/org/mdpilot/MdPilot1/arrays/md0");
@@ -404,13 +397,7 @@ async fn arrays_appearing_and_vanishing_are_interfaces_added_and_removed() {
     // It comes back.
     std::fs::rename(&parked, &md0).unwrap();
     std::fs::write(root.proc("mdstat"), &mdstat).unwrap();
-    manager.restore_limits(HashMap::new()).await.unwrap();
-    let msg = next_within(
-        &mut stream,
-        Duration::from_secs(10),
-        "no ObjectManager signal",
-    )
-    .await;
+    let msg = reread(&manager, &mut stream).await;
     assert_eq!(msg.header().member().unwrap().as_str(), "InterfacesAdded");
     let (path, ifaces): (
         OwnedObjectPath,
@@ -419,6 +406,13 @@ async fn arrays_appearing_and_vanishing_are_interfaces_added_and_removed() {
     assert_eq!(path.as_str(), "/org/mdpilot/MdPilot1/arrays/md0");
     let level = String::try_from(ifaces[ARRAY_IFACE]["Level"].try_clone().unwrap()).unwrap();
     assert_eq!(level, "raid1");
+}
+
+/// Makes the service re-read the tree and returns the next ObjectManager signal: a
+/// regular-file tree raises no POLLPRI, but any limit change makes the service re-read all.
+async fn reread(manager: &ManagerProxy<'_>, stream: &mut zbus::MessageStream) -> zbus::Message {
+    manager.restore_limits(HashMap::new()).await.unwrap();
+    next_within(stream, Duration::from_secs(10), "no ObjectManager signal").await
 }
 
 /// Voluntary context switches of every thread of `pid`.
