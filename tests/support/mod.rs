@@ -14,7 +14,7 @@
 //! The crate paths the helpers use are imported here and in the submodules only, so a move in
 //! `src/` is fixed in one place.
 
-// Every test binary uses a different part of this module.
+// Every test binary uses a different part of this module (re-exports included).
 #![allow(dead_code, unused_macros, unused_imports)]
 
 /// Returns from the calling test after printing `skipped: <test>: <reason>` (format arguments).
