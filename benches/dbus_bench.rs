@@ -10,13 +10,13 @@
 //!
 //! Under `cargo test --all-targets` (no `--bench` argument) it does nothing.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
-use common::{Bus, Service};
 use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::time::Duration;
+use support::{Bus, Service};
 use zbus::zvariant::OwnedValue;
 
 /// Per thread id: (voluntary, nonvoluntary) context switches.

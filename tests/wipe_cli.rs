@@ -1,17 +1,14 @@
 //! The wipe commands' command-line contract without a device: exit codes of usage errors and
 //! the documented exit statuses. (Device tests are in `loop_wipe.rs`.)
 
-use std::process::Command;
+mod support;
 
-const BIN: &str = env!("CARGO_BIN_EXE_mdpilot");
+use std::process::Command;
+use support::{stderr, stdout, BIN};
 
 fn run(args: &[&str]) -> (Option<i32>, String, String) {
     let out = Command::new(BIN).args(args).output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (out.status.code(), stdout(&out), stderr(&out))
 }
 
 #[test]

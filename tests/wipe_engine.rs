@@ -1,7 +1,8 @@
 //! Engine tests on memory buffers and files: data written, durable progress, errors with offsets,
 //! cancel, leases, and the resync freeze/skip sequence in a temporary sysfs tree.
 
-use mdpilot::host::Root;
+mod support;
+
 use mdpilot::wipe::engine::{verify_plan, Job, Phase};
 use mdpilot::wipe::leases::{LeaseKind, LeaseRequest, Limits, Owner, RecordingLeases};
 use mdpilot::wipe::planner::{Data, Method, Op, OpenFlags, Plan, Range, ResyncAction};
@@ -13,6 +14,7 @@ use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use support::tree::{md_root, Root};
 
 const BLOCK: u64 = 64 * 1024;
 
@@ -253,22 +255,13 @@ fn cancel_half_way_stops_between_blocks() {
     }
 }
 
-fn md_root(action: &str) -> (tempfile::TempDir, PathBuf) {
-    let d = tempfile::tempdir().unwrap();
-    let md = d.path().join("sys/block/md9/md");
-    std::fs::create_dir_all(&md).unwrap();
-    std::fs::write(md.join("sync_action"), action).unwrap();
-    std::fs::write(md.join("resync_start"), "1024").unwrap();
-    (d, md)
-}
-
 fn read(p: &std::path::Path) -> String {
     std::fs::read_to_string(p).unwrap()
 }
 
 #[test]
 fn resync_freeze_then_skip_after_success() {
-    let (d, md) = md_root("resync");
+    let (d, md) = md_root("md9", "resync");
     let mut p = plan(8 * BLOCK, Op::Write(Data::Zero));
     p.resync = ResyncAction::FreezeAndSkip {
         array: "md9".into(),
@@ -294,7 +287,7 @@ fn resync_freeze_then_skip_after_success() {
 #[test]
 fn resync_unfrozen_but_never_marked_clean_on_failure_or_cancel() {
     // Failure.
-    let (d, md) = md_root("resync");
+    let (d, md) = md_root("md9", "resync");
     let mut p = plan(8 * BLOCK, Op::Write(Data::Zero));
     p.resync = ResyncAction::FreezeAndSkip {
         array: "md9".into(),
@@ -308,7 +301,7 @@ fn resync_unfrozen_but_never_marked_clean_on_failure_or_cancel() {
     assert_eq!(read(&md.join("resync_start")), "1024");
     assert_eq!(read(&md.join("sync_action")), "idle");
     // Cancel before the first block.
-    let (d, md) = md_root("resync");
+    let (d, md) = md_root("md9", "resync");
     let e = Job::new(p, Root::new(d.path()))
         .with_sink(Arc::new(MemSink::new((8 * BLOCK) as usize, 1)))
         .run(&AtomicBool::new(true))
