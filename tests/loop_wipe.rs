@@ -6,10 +6,11 @@
 mod wipe_support;
 
 use mdpilot::host::Root;
-use mdpilot::wipe::engine::Job;
-use mdpilot::wipe::planner::{plan, Data, Method, Op, Options};
+use mdpilot::wipe::plan::{Data, Method, Op, Options};
+use mdpilot::wipe::planner::plan;
 use mdpilot::wipe::probe::probe;
 use mdpilot::wipe::stream::{self, Seed};
+use mdpilot::wipe::Job;
 use mdpilot::wipe::WipeError;
 use std::io::{BufRead, BufReader, Write};
 use std::process::{Command, Stdio};

@@ -2,12 +2,11 @@
 //! cancel, leases, and the resync freeze/skip sequence in a temporary sysfs tree.
 
 use mdpilot::host::Root;
-use mdpilot::wipe::engine::{verify_plan, Job, Phase};
 use mdpilot::wipe::leases::{LeaseKind, LeaseRequest, Limits, Owner, RecordingLeases};
-use mdpilot::wipe::planner::{Data, Method, Op, OpenFlags, Plan, Range, ResyncAction};
+use mdpilot::wipe::plan::{Data, Method, Op, OpenFlags, Plan, Range, ResyncAction};
 use mdpilot::wipe::sink::{FileSink, MemSink, Sink};
 use mdpilot::wipe::stream::{self, Seed};
-use mdpilot::wipe::WipeError;
+use mdpilot::wipe::{verify_plan, Job, Phase, WipeError};
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
@@ -598,7 +597,7 @@ fn flush_keeps_the_last_wipe_rate_and_verify_eta_follows_verify_progress() {
 
 #[test]
 fn verify_eta_counts_bytes_left_to_read_back_not_to_write() {
-    use mdpilot::wipe::engine::Progress;
+    use mdpilot::wipe::Progress;
     let p = Progress {
         done_bytes: 1000,
         total_bytes: 1000,
