@@ -453,3 +453,16 @@ fn plan_json_enums_are_lowercase_kebab_and_show_open_flags_and_operation() {
     assert_eq!(v["resync"]["freeze-and-skip"]["array"], "md0", "{v}");
     assert_eq!(v["method"], "random");
 }
+
+#[test]
+fn method_name_is_the_cli_json_and_lookup_word() {
+    use clap::ValueEnum;
+    for m in Method::ALL {
+        let cli = m.to_possible_value().unwrap();
+        assert_eq!(cli.get_name(), m.name());
+        assert_eq!(serde_json::to_value(m).unwrap(), m.name());
+        assert_eq!(Method::from_name(m.name()), Some(m));
+    }
+    assert_eq!(Method::value_variants().len(), Method::ALL.len());
+    assert_eq!(Method::from_name("shred"), None);
+}

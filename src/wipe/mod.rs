@@ -42,7 +42,7 @@ pub use error::WipeError;
 pub use job::{Job, JobHandle};
 pub use plan::{Method, Options, Plan};
 pub use probe::Probe;
-pub use progress::{Outcome, Phase, Progress};
+pub use progress::{CompleteFn, Outcome, Phase, Progress, ProgressFn};
 pub use verify::verify_plan;
 
 use crate::host::Root;
@@ -69,10 +69,10 @@ pub struct Hooks {
     pub leases: Arc<dyn LeaseProvider>,
     /// Called from a worker thread after every completed request and at phase changes
     /// ([`Job::on_progress`]).
-    pub on_progress: Option<Box<dyn FnMut(&Progress) + Send>>,
+    pub on_progress: Option<ProgressFn>,
     /// Called once on the job thread when the job has ended, leases released and the resync
     /// unfrozen ([`Job::on_complete`]): where a D-Bus `Completed` is sent from.
-    pub on_complete: Option<Box<dyn FnOnce(&Result<Outcome, WipeError>) + Send>>,
+    pub on_complete: Option<CompleteFn>,
 }
 
 impl Hooks {

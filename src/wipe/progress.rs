@@ -173,10 +173,10 @@ impl Shared {
     }
 }
 
-/// The progress callback of [`super::Job::on_progress`].
-pub(super) type ProgressFn = Box<dyn FnMut(&Progress) + Send>;
-/// The completion callback of [`super::Job::on_complete`].
-pub(super) type CompleteFn = Box<dyn FnOnce(&Result<Outcome, WipeError>) + Send>;
+/// A progress callback ([`super::Job::on_progress`], [`super::Hooks::on_progress`]).
+pub type ProgressFn = Box<dyn FnMut(&Progress) + Send>;
+/// A completion callback ([`super::Job::on_complete`], [`super::Hooks::on_complete`]).
+pub type CompleteFn = Box<dyn FnOnce(&Result<Outcome, WipeError>) + Send>;
 
 /// Calls the progress callback in `f`, if any, with a snapshot of `shared`.
 pub(super) fn notify(f: &Mutex<Option<ProgressFn>>, shared: &Shared) {
