@@ -4,7 +4,7 @@
 //!
 //! SIGINT, SIGTERM and SIGHUP cancel the job between blocks (the resync is unfrozen, leases
 //! released) and the command exits nonzero. The installer's drop-in is
-//! [`crate::cli::blockdev_wipe`]; it shares [`drive`], [`cancel_flag`] and [`policy_leases`].
+//! [`crate::cli::blockdev_wipe`]; it shares `drive`, `cancel_flag` and `policy_leases`.
 
 use crate::cli::progress::{progress_event, Bar};
 use crate::cli::{fail, Context};

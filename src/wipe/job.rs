@@ -3,7 +3,7 @@
 //!
 //! Lifecycle: open the device with the plan's flags (buffered fallback when O_DIRECT is
 //! refused), open the data sources, take the plan's leases, freeze the resync; then the phases
-//! wipe -> flush -> verify ([`run_phases`]); then mark the array in sync (or unfreeze it) and
+//! wipe -> flush -> verify (`run_phases`); then mark the array in sync (or unfreeze it) and
 //! release the leases, whatever the result. The job flushes (fdatasync, a cache flush) before it
 //! reports success. Memory is bounded by `queue_depth * block_bytes`.
 //!

@@ -1,5 +1,5 @@
 //! `--verify`: read every range back (O_DIRECT where the device was opened so) and compare it
-//! with what the plan writes, regenerated ([`super::source::expected`]); the first mismatching
+//! with what the plan writes, regenerated (`source::expected`); the first mismatching
 //! offset is the error.
 
 use super::buffer::AlignedBuf;

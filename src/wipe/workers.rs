@@ -1,7 +1,7 @@
 //! The worker pool: `queue_depth` threads claim a plan's requests by index, so at most
 //! `queue_depth` requests are in flight and memory stays at `queue_depth * block_bytes`.
 //!
-//! A request counts (its bytes are added to [`Shared::done`]) only when it completed: an
+//! A request counts (its bytes are added to `Shared::done`) only when it completed: an
 //! O_DIRECT `pwrite` returned, a `BLKZEROOUT`/`BLKDISCARD` returned, or (buffered fallback)
 //! `sync_file_range` waited for its writeback. Workers stop between requests on cancel or on
 //! the first failure; the failure with the lowest offset is the job's error (that is where the
