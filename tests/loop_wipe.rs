@@ -5,10 +5,11 @@
 #[macro_use]
 mod support;
 
-use mdpilot::wipe::engine::Job;
-use mdpilot::wipe::planner::{plan, Data, Method, Op, Options};
+use mdpilot::wipe::plan::{Data, Method, Op, Options};
+use mdpilot::wipe::planner::plan;
 use mdpilot::wipe::probe::probe;
 use mdpilot::wipe::stream::{self, Seed};
+use mdpilot::wipe::Job;
 use mdpilot::wipe::WipeError;
 use nix::sys::signal::Signal;
 use std::io::{BufRead, BufReader, Write};

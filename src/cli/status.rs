@@ -397,38 +397,16 @@ pub fn human_kib(kib: u64) -> String {
     human_bytes(kib.saturating_mul(1024))
 }
 
-/// Bytes as a binary-unit size with one decimal: `512` → `512 B`, `67108864` → `64.0 MiB`.
+/// Bytes as a binary-unit size with one decimal: `512` → `512 B`, `67108864` → `64.0 MiB`
+/// ([`crate::units::human_bytes_1dp`]).
 pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut v = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    format!("{v:.1} {}", UNITS[unit])
+    crate::units::human_bytes_1dp(bytes)
 }
 
-/// Minutes (as mdstat's `finish=`) as `5d 02h` (from 48 hours on), `3h 17m`, `12m 06s` or `42s`.
+/// Minutes (as mdstat's `finish=`) as `5d 02h` (from 48 hours on), `3h 17m`, `12m 06s` or `42s`
+/// ([`crate::units::minutes`]).
 pub fn human_minutes(min: f64) -> String {
-    let secs = if min.is_finite() && min > 0.0 {
-        (min * 60.0).round() as u64
-    } else {
-        0
-    };
-    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
-    if h >= 48 {
-        format!("{}d {:02}h", h / 24, h % 24)
-    } else if h > 0 {
-        format!("{h}h {m:02}m")
-    } else if m > 0 {
-        format!("{m}m {s:02}s")
-    } else {
-        format!("{s}s")
-    }
+    crate::units::minutes(min)
 }
 
 #[cfg(test)]
