@@ -155,18 +155,7 @@ pub struct ArrayView {
     pub original_max: Option<Reading>,
 }
 
-/// Liveness of a process: `kill(pid, 0)` fails with ESRCH only when no such process exists
-/// (EPERM means it exists but belongs to someone else). Pid 0 and pids above `pid_t` are dead.
-pub fn pid_alive(pid: u32) -> bool {
-    if pid == 0 || pid > i32::MAX as u32 {
-        return false;
-    }
-    let pid = nix::unistd::Pid::from_raw(pid as i32);
-    !matches!(
-        nix::sys::signal::kill(pid, None),
-        Err(nix::errno::Errno::ESRCH)
-    )
-}
+pub use crate::host::pid_alive;
 
 /// The liveness test the CLI uses for `reap`: pids are checked with [`pid_alive`]; bus names
 /// are kept (only the service can see the bus, and it reaps them); `Owner::None` lives until
