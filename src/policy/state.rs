@@ -34,7 +34,9 @@
 //! system = false                # true: the per-array file read "N (system)"
 //! ```
 
-use super::lease::{KnobId, LeaseRequest, Managed, PolicyState, Reading, Setting};
+use super::lease::{KnobId, LeaseRequest, Managed, PolicyState, Setting};
+use super::warning::PolicyWarning;
+use crate::model::SpeedLimit;
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
@@ -119,7 +121,7 @@ pub enum StateError {
 struct StateFile {
     version: u32,
     #[serde(default)]
-    warnings: Vec<String>,
+    warnings: Vec<PolicyWarning>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     originals_unknown: Option<String>,
     #[serde(default, rename = "lease")]
@@ -132,7 +134,8 @@ struct StateFile {
 #[serde(deny_unknown_fields)]
 struct KnobEntry {
     knob: String,
-    original: Reading,
+    #[serde(with = "super::kibs_form")]
+    original: SpeedLimit,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     written: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -412,7 +415,7 @@ mod tests {
         s.knobs.insert(
             KnobId::Global(Bound::Min),
             Managed {
-                original: Reading::local(1000),
+                original: SpeedLimit::local(1000),
                 written: Some(0),
                 pending: None,
             },
@@ -423,15 +426,15 @@ mod tests {
                 bound: Bound::Min,
             },
             Managed {
-                original: Reading {
-                    kibs: 1000,
+                original: SpeedLimit {
+                    kib_s: 1000,
                     system: true,
                 },
                 written: None,
                 pending: Some(Setting::System),
             },
         );
-        s.warnings.push("x changed".into());
+        s.warnings.push(PolicyWarning::Other("x changed".into()));
         s
     }
 
