@@ -3,7 +3,8 @@
 //! atomically, writes the kernel knobs, and saves the `end` state.
 
 use super::knobs::{FsKnobs, KnobError, KnobIo};
-use super::lease::{self, KnobId, PolicyState, Setting};
+use super::lease::{self, PolicyState, Setting};
+use super::request::{self, KnobId};
 use super::state::{self, StateError};
 use super::warning::PolicyWarning;
 use super::{
@@ -69,7 +70,7 @@ impl Policy {
     /// knob is missing or non-numeric (nothing written); [`PolicyError::Write`] when a kernel
     /// write fails (earlier writes undone, state file unchanged).
     pub fn acquire(&self, req: LeaseRequest) -> Result<PolicyView, PolicyError> {
-        lease::validate(&req)?;
+        request::validate(&req)?;
         tracing::info!(holder = %req.holder, kind = %req.kind, owner = %req.owner, "acquire lease");
         self.change(move |old| {
             let mut leases = old.leases.clone();

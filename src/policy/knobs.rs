@@ -9,7 +9,8 @@
 //! Source of truth: kernel `Documentation/admin-guide/md.rst` and `drivers/md/md.c`
 //! (`sync_min_show` prints `"%d (%s)\n"` with `system` or `local`).
 
-use super::lease::{KnobId, Setting};
+use super::lease::Setting;
+use super::request::KnobId;
 use crate::host::Root;
 use crate::model::SpeedLimit;
 use crate::sysfs::{self, LimitError, LimitForm};
@@ -187,7 +188,7 @@ impl KnobIo for FsKnobs {
         if let Ok(dir) = std::fs::read_dir(self.root.sys("block")) {
             for e in dir.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
-                if super::lease::valid_array_name(&name)
+                if super::request::valid_array_name(&name)
                     && e.path().join("md/sync_speed_min").exists()
                 {
                     out.push(name);
@@ -202,7 +203,7 @@ impl KnobIo for FsKnobs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::lease::Bound;
+    use crate::policy::request::Bound;
 
     fn arr() -> KnobId {
         KnobId::Array {

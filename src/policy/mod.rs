@@ -9,7 +9,8 @@
 //! original is written back — unless someone else changed the knob meanwhile, in which case their
 //! value is left and a warning is kept for `policy show`.
 //!
-//! Layout: [`lease`] is the pure state machine, [`warning`] its warnings, [`state`] the durable
+//! Layout: [`request`] what a lease asks for (pure), [`lease`] the pure state machine,
+//! [`warning`] its warnings, [`state`] the durable
 //! file and its lock, [`knobs`] the kernel files, [`adapter`] ([`Policy`]) ties them together.
 //! Knob readings are [`SpeedLimit`]s (the model's type); the policy's files and its JSON view
 //! spell the number `kibs` (see `kibs_form`).
@@ -17,13 +18,15 @@
 pub mod adapter;
 pub mod knobs;
 pub mod lease;
+pub mod request;
 pub mod state;
 pub mod warning;
 
 pub use crate::model::SpeedLimit;
 pub use adapter::Policy;
-pub use lease::{
-    Bound, CoreError, KnobId, LeaseKind, LeaseRequest, Limits, Owner, Setting, KERNEL_DEFAULT_MAX,
+pub use lease::Setting;
+pub use request::{
+    Bound, CoreError, KnobId, LeaseKind, LeaseRequest, Limits, Owner, KERNEL_DEFAULT_MAX,
     KERNEL_DEFAULT_MIN,
 };
 pub use warning::PolicyWarning;

@@ -34,7 +34,8 @@
 //! system = false                # true: the per-array file read "N (system)"
 //! ```
 
-use super::lease::{KnobId, LeaseRequest, Managed, PolicyState, Setting};
+use super::lease::{Managed, PolicyState, Setting};
+use super::request::{KnobId, LeaseRequest};
 use super::warning::PolicyWarning;
 use crate::model::SpeedLimit;
 use nix::fcntl::{Flock, FlockArg};
@@ -194,7 +195,7 @@ fn from_toml_inner(text: &str) -> Result<PolicyState, String> {
         ..Default::default()
     };
     for l in file.leases {
-        super::lease::validate(&l).map_err(|e| e.to_string())?;
+        super::request::validate(&l).map_err(|e| e.to_string())?;
         let holder = l.holder.clone();
         if state.leases.insert(holder.clone(), l).is_some() {
             return Err(format!("duplicate lease holder {holder:?}"));
@@ -379,7 +380,7 @@ fn remove_stale_temps(state_path: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::lease::{Bound, LeaseKind, Limits, Owner};
+    use crate::policy::request::{Bound, LeaseKind, Limits, Owner};
     use pretty_assertions::assert_eq;
     use std::collections::BTreeMap;
 

@@ -7,7 +7,7 @@
 //! error message) is kept as [`PolicyWarning::Other`], so every file still loads and saves back
 //! byte for byte.
 
-use super::lease::KnobId;
+use super::request::KnobId;
 use crate::model::SpeedLimit;
 use serde::{Deserialize, Serialize};
 use std::fmt;
@@ -180,7 +180,7 @@ impl<'de> Deserialize<'de> for PolicyWarning {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::lease::Bound;
+    use crate::policy::request::Bound;
 
     #[test]
     fn every_saved_form_reads_back_as_itself() {
