@@ -20,7 +20,7 @@ use super::manager::{emit_changed, Options, Shared};
 use super::{BusChoice, MANAGER_PATH};
 use crate::policy::{LeaseRequest, Owner};
 use crate::watch::Event;
-use crate::wipe::leases::LeaseProvider;
+use crate::wipe::leases::{LeaseError, LeaseProvider};
 use crate::wipe::planner::{self, Method};
 use crate::wipe::stream::Seed;
 use crate::wipe::{probe, JobHandle, Outcome, WipeError};
@@ -241,12 +241,12 @@ impl JobObject {
 pub struct ServiceLeases(pub Arc<Shared>);
 
 impl LeaseProvider for ServiceLeases {
-    fn acquire(&self, req: LeaseRequest) -> std::result::Result<(), String> {
+    fn acquire(&self, req: LeaseRequest) -> std::result::Result<(), LeaseError> {
         let r = LeaseProvider::acquire(&self.0.policy, req);
         let _ = self.0.refresh.send(Event::Mdstat);
         r
     }
-    fn release(&self, holder: &str) -> std::result::Result<(), String> {
+    fn release(&self, holder: &str) -> std::result::Result<(), LeaseError> {
         let r = LeaseProvider::release(&self.0.policy, holder);
         let _ = self.0.refresh.send(Event::Mdstat);
         r
