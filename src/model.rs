@@ -266,9 +266,12 @@ word_enum! {
 }
 
 word_enum! {
-    /// `/sys/block/mdN/md/sync_action` (md.rst): what the sync thread does or may do.
+    /// `/sys/block/mdN/md/sync_action` (md.rst): what the sync thread does or may do. The
+    /// default is `idle`.
+    #[derive(Default)]
     pub enum SyncAction {
         /// No sync running.
+        #[default]
         Idle => "idle",
         /// Resync running.
         Resync => "resync",
@@ -282,12 +285,6 @@ word_enum! {
         Reshape => "reshape",
         /// Syncing is frozen (no new sync starts).
         Frozen => "frozen",
-    }
-}
-
-impl Default for SyncAction {
-    fn default() -> Self {
-        SyncAction::Idle
     }
 }
 

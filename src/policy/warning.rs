@@ -88,7 +88,7 @@ impl PolicyWarning {
     /// (never fails; `parse(w.to_string()) == w` for every `w` but `NoLease`, which is shown,
     /// never saved, and reads back as `Other` with the same text).
     pub fn parse(text: &str) -> PolicyWarning {
-        let structured = Self::parse_known(text).filter(|w| w.to_string() == text);
+        let structured = Self::parse_known(text).filter(|w| w == &text);
         structured.unwrap_or_else(|| PolicyWarning::Other(text.to_string()))
     }
 
@@ -159,9 +159,18 @@ impl fmt::Display for PolicyWarning {
     }
 }
 
+/// True when the warning's text is `other` (compared as it is written, without allocating).
 impl PartialEq<&str> for PolicyWarning {
     fn eq(&self, other: &&str) -> bool {
-        self.to_string() == *other
+        struct Rest<'a>(&'a str);
+        impl fmt::Write for Rest<'_> {
+            fn write_str(&mut self, s: &str) -> fmt::Result {
+                self.0 = self.0.strip_prefix(s).ok_or(fmt::Error)?;
+                Ok(())
+            }
+        }
+        let mut rest = Rest(other);
+        fmt::write(&mut rest, format_args!("{self}")).is_ok() && rest.0.is_empty()
     }
 }
 
