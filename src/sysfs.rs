@@ -1,4 +1,7 @@
-//! Reads an array's sysfs attributes and the global md speed limits under a [`Root`].
+//! The one reading layer of the md model under a [`Root`]: [`collect`] (`/proc/mdstat` parsed and
+//! enriched), an array's sysfs attributes as typed values ([`read_array`]), and the speed limits
+//! ([`read_speed_limits`], and [`read_limit`], the one reader of the `N` / `N (local|system)`
+//! files, which the policy's knobs and the simulator use too).
 //!
 //! Source of truth: the kernel's Documentation/admin-guide/md.rst (`/sys/block/mdN/md/*`,
 //! `dev-*/{state,slot,errors}`), Documentation/ABI/stable/sysfs-block (`queue/*`) and
