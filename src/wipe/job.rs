@@ -204,7 +204,7 @@ impl Job {
                 return Err(WipeError::Lease {
                     device: plan.device.clone(),
                     holder: l.holder.clone(),
-                    message,
+                    message: crate::error::error_chain(&message),
                 });
             }
             held.push(l.holder.clone());
@@ -268,7 +268,7 @@ impl Job {
     fn release(&self, held: &[String]) {
         for h in held {
             if let Err(m) = self.leases.release(h) {
-                tracing::warn!("releasing lease {h}: {m}");
+                tracing::warn!("releasing lease {h}: {}", crate::error::error_chain(&m));
             }
         }
     }
