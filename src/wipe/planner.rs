@@ -12,9 +12,7 @@
 
 use super::error::WipeError;
 use super::leases::{LeaseKind, LeaseRequest, Limits, Owner};
-use super::plan::{Data, Op, OpenFlags, Plan, Range, ResyncAction};
-// The planner's inputs, also at their old path (`dbus/job.rs` names `planner::Options`).
-pub use super::plan::{Method, Options};
+use super::plan::{Data, Method, Op, OpenFlags, Options, Plan, Range, ResyncAction};
 use super::probe::Probe;
 use crate::units::{bytes_exact, human_bytes};
 use std::collections::BTreeMap;
