@@ -1,7 +1,7 @@
 //! The md array model: owned domain types shared by the mdstat parser, the sysfs reader,
 //! `mdpilot status`, the D-Bus objects and the wipe planner.
 //!
-//! Field names and units follow `../shared/contracts/status-json.md` (version 1): sizes and
+//! Field names and units follow `docs/status-json.md` (version 1): sizes and
 //! progress in KiB (the "blocks" of `/proc/mdstat`), speeds in KiB/s, sysfs sectors are 512 bytes.
 //! Source of truth for the printed forms: drivers/md/md.c `md_seq_show`, `status_resync`; for sysfs:
 //! the kernel's Documentation/admin-guide/md.rst.

@@ -2,7 +2,7 @@
 //!
 //! The model comes from [`crate::sysfs::collect`] (the reading layer the service uses too).
 //! [`render_text`] is pure (model in, text out). The JSON form follows
-//! `../shared/contracts/status-json.md` (version 1): it is the [`MdStat`] model serialized.
+//! `docs/status-json.md` (version 1): it is the [`MdStat`] model serialized.
 
 use crate::cli::{fail, Context};
 use crate::model::{Array, HeaderState, MdStat, MemberFlag, SyncKind, SyncState, SyncStatus};

@@ -156,6 +156,11 @@ impl Job {
     /// Runs the job on the calling thread; `cancel` is polled between blocks.
     pub fn run(self, cancel: &AtomicBool) -> Result<Outcome, WipeError> {
         let shared = Arc::new(Shared::new(self.plan.total_bytes(), self.cancel.clone()));
+        // A cancel set before the call must be seen before the first block, not raced by a
+        // small job that finishes before the loop below first polls `cancel`.
+        if cancel.load(Ordering::SeqCst) {
+            shared.cancel.store(true, Ordering::SeqCst);
+        }
         std::thread::scope(|s| {
             let sh = shared.clone();
             let h = s.spawn(move || self.run_shared(&sh));
