@@ -8,6 +8,7 @@
 //! Map (one concept per file):
 //! - [`host`]: the root under which `/proc`, `/sys`, `/dev`, `/run` live.
 //! - [`config`]: drop-in TOML configuration.
+//! - [`names`]: the names users type for an array, resolved to the kernel name.
 //! - [`policy`]: resync priority leases on the md speed limits.
 //! - [`wipe`]: wipe jobs (probe, planner, engine).
 //! - [`service`]: the D-Bus service; [`cli`]: the front ends (status, policy, wipe, monitor).
@@ -19,6 +20,7 @@ pub mod error;
 pub mod host;
 pub mod mdstat;
 pub mod model;
+pub mod names;
 pub mod policy;
 pub mod service;
 pub mod sim;

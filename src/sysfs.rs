@@ -70,6 +70,11 @@ pub fn read_array(root: &Root, name: &str) -> ArraySysfs {
         physical_block_size: read_parsed(&queue.join("physical_block_size"), parse_plain_u64),
         optimal_io_size: read_parsed(&queue.join("optimal_io_size"), parse_plain_u64),
         members: read_members(&md),
+        consistency_policy: word("consistency_policy"),
+        bitmap_location: word("bitmap/location"),
+        metadata_name: crate::names::metadata_name(root, name),
+        mdadm_uuid: crate::names::array_uuid(root, name),
+        named_device: crate::names::named_device(root, name),
     }
 }
 
@@ -96,6 +101,22 @@ pub fn enrich(root: &Root, stat: &mut MdStat) {
         }
         array.sysfs = Some(sys);
     }
+}
+
+/// Writes `word` (`check`, `repair`, `idle`, ...) to `/sys/block/<name>/md/sync_action` under
+/// `root` (kernel Documentation/admin-guide/md.rst: writing an action word starts it, `idle`
+/// stops the running one). The file must exist: a missing array is `NotFound`, never created.
+///
+/// Errors: the kernel's (`EBUSY` while another sync runs, `EINVAL` for a word the array's level
+/// cannot do, `EROFS` on a read-only array) or `NotFound`.
+pub fn write_sync_action(root: &Root, name: &str, word: &str) -> std::io::Result<()> {
+    use std::io::Write;
+    let path = md_dir(root, name).join("sync_action");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)?;
+    f.write_all(format!("{word}\n").as_bytes())
 }
 
 /// `md/sync_action` → the mdstat word for a running action; `None` for `idle`, `frozen` or
