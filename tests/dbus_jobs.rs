@@ -19,7 +19,7 @@ use wipe_support::LoopDev;
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 
 const NAME: &str = "org.mdpilot.MdPilot1";
-const PATH: &str = "/org/mdpilot/MdPilot1";
+const PATH: &str = "/org/mdpilot/MdPilot1/Manager";
 const MANAGER: &str = "org.mdpilot.MdPilot1.Manager";
 const JOB: &str = "org.mdpilot.MdPilot1.Job";
 const MIB: u64 = 1 << 20;

@@ -11,7 +11,7 @@ use std::time::Duration;
 use zbus::zvariant::OwnedValue;
 
 const NAME: &str = "org.mdpilot.MdPilot1";
-const PATH: &str = "/org/mdpilot/MdPilot1";
+const PATH: &str = "/org/mdpilot/MdPilot1/Manager";
 const MANAGER: &str = "org.mdpilot.MdPilot1.Manager";
 
 fn cli(bus: &str, root: &str, args: &[&str]) -> Output {
@@ -32,7 +32,7 @@ fn text(o: &Output) -> String {
     )
 }
 
-async fn leases(conn: &zbus::Connection) -> Vec<mdpilot::dbus::manager::LeaseInfo> {
+async fn leases(conn: &zbus::Connection) -> Vec<mdpilot::dbus::manager::LeaseEntry> {
     let v: OwnedValue = conn
         .call_method(
             Some(NAME),
@@ -46,7 +46,10 @@ async fn leases(conn: &zbus::Connection) -> Vec<mdpilot::dbus::manager::LeaseInf
         .body()
         .deserialize()
         .unwrap();
-    v.try_into().unwrap()
+    let l: Vec<mdpilot::dbus::manager::LeaseDict> = v.try_into().unwrap();
+    l.iter()
+        .map(mdpilot::dbus::manager::LeaseEntry::from_dict)
+        .collect()
 }
 
 /// Waits (at most 5 s) for a PropertiesChanged of the manager carrying `Leases`.
@@ -102,7 +105,12 @@ async fn policy_cli_goes_through_the_running_service() {
     leases_changed(&mut sig).await;
     let l = leases(&watcher).await;
     assert_eq!(l.len(), 1, "{l:?}");
-    assert_eq!((l[0].0.as_str(), l[0].1.as_str()), ("d-i", "installer"));
+    assert_eq!((l[0].id.as_str(), l[0].kind.as_str()), ("d-i", "installer"));
+    assert_eq!(
+        (l[0].min, l[0].max),
+        (Some(0), None),
+        "min 0 reads back as 0"
+    );
     assert_eq!(std::fs::read_to_string(&knob).unwrap().trim(), "0");
 
     // A refusal by the service is printed and exits 1 without touching the files.
@@ -141,7 +149,30 @@ async fn policy_cli_goes_through_the_running_service() {
     );
     let l = leases(&watcher).await;
     assert_eq!(l.len(), 1, "{l:?}");
-    assert_eq!(l[0].0, "admin");
+    assert_eq!(l[0].id, "admin");
+
+    // A per-array max 0 goes through the service, the array named by its /dev/md/ link.
+    let o = cli(
+        &bus.address,
+        &root,
+        &[
+            "apply",
+            "--holder",
+            "slow",
+            "--array",
+            "/dev/md/data",
+            "--max",
+            "0",
+        ],
+    );
+    assert!(o.status.success(), "{}", text(&o));
+    let l = leases(&watcher).await;
+    let slow = l.iter().find(|l| l.id == "slow").expect("lease slow");
+    assert_eq!(slow.arrays["md1"], (None, Some(0)), "{slow:?}");
+    let max = std::fs::read_to_string(sim.root().sys("block/md1/md/sync_speed_max")).unwrap();
+    assert_eq!(max.split_whitespace().next(), Some("1"), "{max}");
+    let o = cli(&bus.address, &root, &["release", "--holder", "slow"]);
+    assert!(o.status.success(), "{}", text(&o));
 
     // restore drops every lease through the service.
     let o = cli(&bus.address, &root, &["restore"]);

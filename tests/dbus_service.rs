@@ -10,8 +10,14 @@ use std::time::Duration;
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 
 const NAME: &str = "org.mdpilot.MdPilot1";
-const PATH: &str = "/org/mdpilot/MdPilot1";
+/// The ObjectManager.
+const ROOT: &str = "/org/mdpilot/MdPilot1";
+/// The Manager object.
+const PATH: &str = "/org/mdpilot/MdPilot1/Manager";
 const MANAGER: &str = "org.mdpilot.MdPilot1.Manager";
+/// The simulator's arrays, by UUID (md0: raid1 `sim:root`, md1: raid5 `sim:data`).
+const MD0: &str = "/org/mdpilot/MdPilot1/arrays/3b6c2a6e0d0e4b7a9d5e8a7b1c2d3e4f";
+const MD1: &str = "/org/mdpilot/MdPilot1/arrays/9f1e2d3c4b5a69788a9b0c1d2e3f4a5b";
 const ARRAY: &str = "org.mdpilot.MdPilot1.Array";
 
 type Managed = HashMap<OwnedObjectPath, HashMap<String, HashMap<String, OwnedValue>>>;
@@ -61,6 +67,15 @@ async fn leases(conn: &zbus::Connection) -> usize {
         Value::Array(a) => a.len(),
         other => panic!("Leases is {other:?}"),
     }
+}
+
+async fn lease_entries(conn: &zbus::Connection) -> Vec<mdpilot::dbus::manager::LeaseEntry> {
+    let v = get(conn, PATH, MANAGER, "Leases").await;
+    assert_eq!(v.value_signature().to_string(), "aa{sv}");
+    let l: Vec<mdpilot::dbus::manager::LeaseDict> = v.try_into().unwrap();
+    l.iter()
+        .map(mdpilot::dbus::manager::LeaseEntry::from_dict)
+        .collect()
 }
 
 fn opts(kv: &[(&str, Value<'static>)]) -> HashMap<String, Value<'static>> {
@@ -114,10 +129,7 @@ async fn introspection_matches_committed_xml() {
     let _svc = Service::start(&bus, &["--sim"], &[]).await;
     let conn = bus.connect().await;
     let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("dbus");
-    for (path, iface) in [
-        (PATH.to_string(), MANAGER),
-        (format!("{PATH}/arrays/md0"), ARRAY),
-    ] {
+    for (path, iface) in [(PATH.to_string(), MANAGER), (MD0.to_string(), ARRAY)] {
         let live = interface_xml(&introspect(&conn, &path).await, iface);
         let file = dir.join(format!("{iface}.xml"));
         if std::env::var_os("MDPILOT_UPDATE_XML").is_some() {
@@ -149,7 +161,7 @@ async fn arrays_are_listed_with_their_properties() {
     let conn = bus.connect().await;
     let r = call(
         &conn,
-        PATH,
+        ROOT,
         "org.freedesktop.DBus.ObjectManager",
         "GetManagedObjects",
         &(),
@@ -157,20 +169,40 @@ async fn arrays_are_listed_with_their_properties() {
     .await
     .unwrap();
     let objs: Managed = r.body().deserialize().unwrap();
-    let md = |n: &str| {
-        let p = OwnedObjectPath::try_from(format!("{PATH}/arrays/{n}")).unwrap();
+    let md = |p: &str| {
+        let n = p;
+        let p = OwnedObjectPath::try_from(p).unwrap();
         objs.get(&p)
             .unwrap_or_else(|| panic!("{n} missing: {objs:?}"))[ARRAY]
             .clone()
     };
-    let md0 = md("md0");
+    let md0 = md(MD0);
     let s = |m: &HashMap<String, OwnedValue>, k: &str| {
-        String::try_from(m[k].try_clone().unwrap()).unwrap()
+        String::try_from(
+            m.get(k)
+                .unwrap_or_else(|| panic!("no {k}: {m:?}"))
+                .try_clone()
+                .unwrap(),
+        )
+        .unwrap()
     };
     let t = |m: &HashMap<String, OwnedValue>, k: &str| {
         u64::try_from(m[k].try_clone().unwrap()).unwrap()
     };
-    assert_eq!(s(&md0, "Name"), "md0");
+    // udisks2's names with udisks2's types and meanings; ours for the rest.
+    assert_eq!(s(&md0, "KernelName"), "md0");
+    assert_eq!(s(&md0, "Name"), "sim:root");
+    assert_eq!(s(&md0, "UUID"), "3b6c2a6e:0d0e4b7a:9d5e8a7b:1c2d3e4f");
+    assert_eq!(s(&md0, "DeviceNode"), "/dev/md0");
+    assert_eq!(s(&md0, "NamedDevice"), "/dev/md/root");
+    assert_eq!(s(&md0, "ConsistencyPolicy"), "resync");
+    assert_eq!(s(&md0, "MetadataVersion"), "1.2");
+    let bitmap: Vec<u8> = md0["BitmapLocation"]
+        .try_clone()
+        .unwrap()
+        .try_into()
+        .unwrap();
+    assert_eq!(bitmap, b"none");
     assert_eq!(s(&md0, "Level"), "raid1");
     assert_eq!(
         u32::try_from(md0["NumDevices"].try_clone().unwrap()).unwrap(),
@@ -179,27 +211,63 @@ async fn arrays_are_listed_with_their_properties() {
     assert_eq!(t(&md0, "Size"), 1 << 30);
     assert_eq!(s(&md0, "SyncAction"), "idle");
     assert_eq!(s(&md0, "State"), "clean");
-    assert_eq!(s(&md0, "UUID"), "3b6c2a6e-0d0e-4b7a-9d5e-8a7b1c2d3e4f");
-    let devs: Vec<(String, i32, Vec<String>, u64)> = md0["ActiveDevices"]
-        .try_clone()
-        .unwrap()
-        .try_into()
-        .unwrap();
+    assert!(
+        !md0.contains_key("ActiveDevices"),
+        "udisks2 has another type"
+    );
+    let devs: Vec<(String, i32, Vec<String>, u64)> =
+        md0["Members"].try_clone().unwrap().try_into().unwrap();
     assert_eq!(devs[0], ("sda1".into(), 0, vec!["in_sync".into()], 0));
-    let md1 = md("md1");
+    // Every documented property is there, with its documented signature.
+    let xml = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("dbus/org.mdpilot.MdPilot1.Array.xml"),
+    )
+    .unwrap();
+    for line in xml.lines().filter(|l| l.contains("<property ")) {
+        let attr = |a: &str| {
+            let i = line.find(&format!("{a}=\"")).unwrap() + a.len() + 2;
+            line[i..i + line[i..].find('"').unwrap()].to_string()
+        };
+        let (name, sig) = (attr("name"), attr("type"));
+        let v = md0
+            .get(&name)
+            .unwrap_or_else(|| panic!("{name} missing on the array object"));
+        assert_eq!(v.value_signature().to_string(), sig, "{name}");
+    }
+    let md1 = md(MD1);
+    assert_eq!(s(&md1, "KernelName"), "md1");
+    assert_eq!(s(&md1, "Name"), "sim:data");
     assert_eq!(s(&md1, "Level"), "raid5");
     assert_eq!(s(&md1, "SyncAction"), "resync");
     assert_eq!(t(&md1, "SyncTotalSectors"), 64 * 1_048_576 * 2);
     assert_eq!(t(&md1, "ChunkSize"), 512 * 1024);
     let (min, how): (u64, String) = md1["SyncSpeedMin"].try_clone().unwrap().try_into().unwrap();
     assert_eq!((min, how.as_str()), (1000, "system"));
-    // The ObjectManager lists the objects below it; the manager itself is read directly.
-    // (zbus also lists the interface-less parent node `.../arrays`.)
-    assert_eq!(
-        objs.values().filter(|i| !i.is_empty()).count(),
-        2,
-        "{objs:?}"
-    );
+    // The ObjectManager lists the Manager (with its properties) and the two arrays, and no
+    // interface-less node such as `.../arrays`.
+    let mut paths: Vec<&str> = objs.keys().map(|p| p.as_str()).collect();
+    paths.sort();
+    assert_eq!(paths, [PATH, MD0, MD1], "{objs:?}");
+    assert!(objs.values().all(|i| !i.is_empty()), "{objs:?}");
+    let m = &objs[&OwnedObjectPath::try_from(PATH).unwrap()][MANAGER];
+    assert_eq!(s(m, "Version"), "1.0");
+    assert_eq!(t(m, "SpeedLimitMax"), 200_000);
+    for k in [
+        "SpeedLimitMin",
+        "OriginalSpeedLimitMin",
+        "OriginalSpeedLimitMax",
+        "Leases",
+        "ServiceVersion",
+    ] {
+        assert!(m.contains_key(k), "Manager lacks {k}: {m:?}");
+    }
+    let (saved, _): (bool, u64) = m["OriginalSpeedLimitMin"]
+        .try_clone()
+        .unwrap()
+        .try_into()
+        .unwrap();
+    assert!(!saved, "nothing is saved without a lease");
     assert_eq!(get_u64(&conn, "SpeedLimitMax").await, 200_000);
 }
 
@@ -214,7 +282,7 @@ async fn a_change_reaches_a_subscribed_client_as_properties_changed() {
         .unwrap()
         .member("PropertiesChanged")
         .unwrap()
-        .path(format!("{PATH}/arrays/md1"))
+        .path(MD1)
         .unwrap()
         .build();
     let mut stream = zbus::MessageStream::for_match_rule(rule, &conn, None)
@@ -230,14 +298,7 @@ async fn a_change_reaches_a_subscribed_client_as_properties_changed() {
     assert_eq!(iface, ARRAY);
     assert!(changed.contains_key("SyncCompletedSectors"), "{changed:?}");
     // Only what changed: constant facts of the array are not repeated.
-    for k in [
-        "Name",
-        "Level",
-        "UUID",
-        "Size",
-        "ChunkSize",
-        "ActiveDevices",
-    ] {
+    for k in ["Name", "Level", "UUID", "Size", "ChunkSize", "Members"] {
         assert!(!changed.contains_key(k), "{k} sent although unchanged");
     }
 }
@@ -266,7 +327,11 @@ async fn a_lease_is_released_when_its_client_disconnects() {
     assert!(!id.is_empty());
     assert_eq!(leases(&watcher).await, 1);
     assert_eq!(get_u64(&watcher, "SpeedLimitMin").await, 50_000);
-    assert_eq!(get_u64(&watcher, "OriginalSpeedLimitMin").await, 1000);
+    let orig: (bool, u64) = get(&watcher, PATH, MANAGER, "OriginalSpeedLimitMin")
+        .await
+        .try_into()
+        .unwrap();
+    assert_eq!(orig, (true, 1000));
     assert_eq!(std::fs::read_to_string(&knob).unwrap().trim(), "50000");
     drop(client);
     eventually("lease released after disconnect", || async {
@@ -342,7 +407,7 @@ async fn bad_arguments_get_typed_errors() {
     .await
     .unwrap();
     eventually("per-array limit visible", || async {
-        let v = get(&c, &format!("{PATH}/arrays/md1"), ARRAY, "SyncSpeedMax").await;
+        let v = get(&c, MD1, ARRAY, "SyncSpeedMax").await;
         <(u64, String)>::try_from(v).unwrap() == (50_000, "local".to_string())
     })
     .await;
@@ -628,7 +693,11 @@ async fn arrays_appearing_and_vanishing_are_interfaces_added_and_removed() {
     let manager = mdpilot::dbus::client::ManagerProxy::new(&conn)
         .await
         .unwrap();
-    assert_eq!(manager.version().await.unwrap(), env!("CARGO_PKG_VERSION"));
+    assert_eq!(manager.version().await.unwrap(), "1.0");
+    assert_eq!(
+        manager.service_version().await.unwrap(),
+        env!("CARGO_PKG_VERSION")
+    );
 
     // md0 stops: its stanza leaves mdstat and its md/ directory goes.
     let mdstat = std::fs::read_to_string(root.proc("mdstat")).unwrap();
@@ -646,7 +715,7 @@ async fn arrays_appearing_and_vanishing_are_interfaces_added_and_removed() {
     let msg = next_signal(&mut stream).await;
     assert_eq!(msg.header().member().unwrap().as_str(), "InterfacesRemoved");
     let (path, ifaces): (OwnedObjectPath, Vec<String>) = msg.body().deserialize().unwrap();
-    assert_eq!(path.as_str(), "/org/mdpilot/MdPilot1/arrays/md0");
+    assert_eq!(path.as_str(), MD0);
     assert_eq!(ifaces, vec![ARRAY.to_string()]);
 
     // It comes back.
@@ -659,7 +728,7 @@ async fn arrays_appearing_and_vanishing_are_interfaces_added_and_removed() {
         OwnedObjectPath,
         HashMap<String, HashMap<String, OwnedValue>>,
     ) = msg.body().deserialize().unwrap();
-    assert_eq!(path.as_str(), "/org/mdpilot/MdPilot1/arrays/md0");
+    assert_eq!(path.as_str(), MD0);
     let level = String::try_from(ifaces[ARRAY]["Level"].try_clone().unwrap()).unwrap();
     assert_eq!(level, "raid1");
 }
@@ -840,7 +909,7 @@ async fn a_lease_on_max_slows_the_simulated_resync() {
     let Some(bus) = Bus::start() else { return };
     let _svc = Service::start(&bus, &["--sim"], &[("MDPILOT_SIM_TICK_MS", "100")]).await;
     let conn = bus.connect().await;
-    let md1 = format!("{PATH}/arrays/md1");
+    let md1 = MD1.to_string();
     let rate = |c: zbus::Connection, p: String| async move {
         u64::try_from(get(&c, &p, ARRAY, "SyncRate").await).unwrap()
     };
@@ -957,11 +1026,15 @@ async fn acquire_min_zero_install_policy_and_named_leases() {
         1,
         "a holder lease is not a bus lease"
     );
-    let v = get(&watcher, PATH, MANAGER, "Leases").await;
-    let l: Vec<mdpilot::dbus::manager::LeaseInfo> = v.try_into().unwrap();
-    assert_eq!(l[0].0, "installer");
-    assert_eq!(l[0].1, "installer");
-    assert_eq!(l[0].2, "");
+    let l = lease_entries(&watcher).await;
+    assert_eq!(l[0].id, "installer");
+    assert_eq!(l[0].kind, "installer");
+    assert_eq!(
+        (l[0].owner_kind.as_str(), l[0].owner.as_str()),
+        ("holder", "installer")
+    );
+    // The install policy's min 0 reads back as a present 0, its unset max as absent.
+    assert_eq!((l[0].min, l[0].max), (Some(0), None));
     // Another client releases it by name.
     call(&watcher, PATH, MANAGER, "ReleasePriority", &("installer",))
         .await
@@ -999,8 +1072,148 @@ async fn acquire_min_zero_install_policy_and_named_leases() {
     .await
     .unwrap();
     assert_eq!(r.body().deserialize::<String>().unwrap(), "x");
-    let v = get(&watcher, PATH, MANAGER, "Leases").await;
-    let l: Vec<mdpilot::dbus::manager::LeaseInfo> = v.try_into().unwrap();
+    let l = lease_entries(&watcher).await;
     assert_eq!(l.len(), 1, "{l:?}");
-    assert_eq!(l[0].0, "x");
+    assert_eq!(l[0].id, "x");
+    assert_eq!((l[0].min, l[0].max), (None, Some(0)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_sync_action_check_then_idle_on_the_sim() {
+    let Some(bus) = Bus::start() else { return };
+    let _svc = Service::start(&bus, &["--sim"], &[("MDPILOT_SIM_TICK_MS", "100")]).await;
+    let conn = bus.connect().await;
+    let action = |c: zbus::Connection| async move {
+        String::try_from(get(&c, MD0, ARRAY, "SyncAction").await).unwrap()
+    };
+    assert_eq!(action(conn.clone()).await, "idle");
+    let none: HashMap<String, Value<'static>> = HashMap::new();
+    call(
+        &conn,
+        MD0,
+        ARRAY,
+        "RequestSyncAction",
+        &("check", none.clone()),
+    )
+    .await
+    .unwrap();
+    eventually("md0 checks", || action(conn.clone()).map(|a| a == "check")).await;
+    eventually("the check progresses", || {
+        let c = conn.clone();
+        async move { u64::try_from(get(&c, MD0, ARRAY, "SyncCompletedSectors").await).unwrap() > 0 }
+    })
+    .await;
+    call(
+        &conn,
+        MD0,
+        ARRAY,
+        "RequestSyncAction",
+        &("idle", none.clone()),
+    )
+    .await
+    .unwrap();
+    eventually("md0 idle again", || {
+        action(conn.clone()).map(|a| a == "idle")
+    })
+    .await;
+    // Only udisks2's three words; unknown options are refused too.
+    for (word, o) in [
+        ("resync", none.clone()),
+        ("frozen", none.clone()),
+        ("check", opts(&[("bogus", Value::Bool(true))])),
+    ] {
+        assert_eq!(
+            error_name(call(&conn, MD0, ARRAY, "RequestSyncAction", &(word, o)).await),
+            "org.mdpilot.MdPilot1.Error.InvalidArgument",
+            "{word}"
+        );
+    }
+    call(
+        &conn,
+        MD0,
+        ARRAY,
+        "RequestSyncAction",
+        &(
+            "idle",
+            opts(&[("auth.no_user_interaction", Value::Bool(true))]),
+        ),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arrays_are_named_as_users_type_them_and_per_array_zero_is_sent() {
+    let Some(bus) = Bus::start() else { return };
+    let svc = Service::start(&bus, &["--sim"], &[]).await;
+    let sim = svc.sim_root.clone().unwrap();
+    let conn = bus.connect().await;
+    // The simulator rewrites md1's files on every step: read until the file is whole.
+    let max = |a: &str| loop {
+        let t =
+            std::fs::read_to_string(sim.join(format!("sys/block/{a}/md/sync_speed_max"))).unwrap();
+        if t.ends_with('\n') {
+            return t;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    for (word, kernel) in [
+        ("/dev/md/root", "md0"),
+        ("md/data", "md1"),
+        ("sim:root", "md0"),
+        ("/dev/md1", "md1"),
+    ] {
+        call(
+            &conn,
+            PATH,
+            MANAGER,
+            "SetArraySpeedLimits",
+            &(word, 0u64, 7000u64, opts(&[])),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{word}: {e}"));
+        assert!(max(kernel).starts_with("7000"), "{word}: {}", max(kernel));
+        let l = lease_entries(&conn).await;
+        assert!(l.iter().any(|l| l.id == format!("admin-{kernel}")), "{l:?}");
+    }
+    assert_eq!(
+        error_name(
+            call(
+                &conn,
+                PATH,
+                MANAGER,
+                "SetArraySpeedLimits",
+                &("/dev/md/nothing", 0u64, 7000u64, opts(&[])),
+            )
+            .await
+        ),
+        "org.mdpilot.MdPilot1.Error.NoSuchArray"
+    );
+    call(&conn, PATH, MANAGER, "RestoreLimits", &(opts(&[]),))
+        .await
+        .unwrap();
+    // AcquirePriority: a per-array max 0 (written as 1 KiB/s, md's floor), the array by link.
+    let per_array: HashMap<String, HashMap<String, Value<'static>>> = HashMap::from([(
+        "/dev/md/data".to_string(),
+        HashMap::from([("max".to_string(), Value::U64(0))]),
+    )]);
+    let r = call(
+        &conn,
+        PATH,
+        MANAGER,
+        "AcquirePriority",
+        &(opts(&[("arrays", Value::from(per_array))]),),
+    )
+    .await
+    .unwrap();
+    let id: String = r.body().deserialize().unwrap();
+    assert!(max("md1").starts_with("1 "), "{}", max("md1"));
+    let l = lease_entries(&conn).await;
+    let mine = l.iter().find(|l| l.id == id).unwrap();
+    assert_eq!(mine.arrays["md1"], (None, Some(0)));
+    assert_eq!((mine.min, mine.max), (None, None));
+    assert_eq!(mine.owner_kind, "bus-name");
+    assert_eq!(mine.kind, "client");
+    assert!(mine.owner.starts_with(':'), "{mine:?}");
+    assert_eq!(mine.expires, None);
 }

@@ -451,10 +451,12 @@ fn parse_sync_action_options(what: &str, opts: &Options) -> Result<()> {
     for (k, v) in opts {
         match (k.as_str(), &**v) {
             ("auth.no_user_interaction", Value::Bool(_)) => {}
-            _ => return Err(Error::InvalidArgument(format!(
+            _ => {
+                return Err(Error::InvalidArgument(format!(
                 "{what}: unknown option {k:?} or wrong type {} (known: auth.no_user_interaction b)",
                 v.value_signature()
-            ))),
+            )))
+            }
         }
     }
     Ok(())
