@@ -270,7 +270,8 @@ impl ArrayObject {
     /// mismatches), idle (stop the running check, repair or resync; md restarts a needed resync
     /// later from its checkpoint). Options: auth.no_user_interaction (b). Any other word is
     /// InvalidArgument; md refusing (a sync already runs, array read-only) is Busy. Needs uid 0
-    /// or polkit.
+    /// or polkit. Errors: NotAuthorized; InvalidArgument (another word, an unknown option, EINVAL
+    /// from md); Busy (EBUSY, EROFS); NoSuchArray (the array is gone); Failed.
     async fn request_sync_action(
         &self,
         sync_action: String,

@@ -84,7 +84,9 @@ impl Manager {
     /// this connection, id = holder); pid (u: the lease lives while that process does). No
     /// min, max nor arrays: the install policy (global min = the config's install_min, default
     /// 0). Without holder and pid the lease is tied to the caller's bus name and released when
-    /// it leaves the bus. Returns the lease id.
+    /// it leaves the bus. Returns the lease id. Errors: NotAuthorized; InvalidArgument (unknown
+    /// option, wrong type, min above max, pid 0, holder empty); NoSuchArray; Busy (md refused
+    /// a write with EBUSY); Failed (state file, kernel write).
     #[zbus(out_args("lease_id"))]
     async fn acquire_priority(
         &self,
@@ -140,8 +142,8 @@ impl Manager {
     }
 
     /// Ends a lease: one taken with AcquirePriority (bus, holder or pid lease) or any named
-    /// lease of the policy (e.g. one the CLI took with `policy apply --holder`). An id that
-    /// holds no lease is InvalidArgument.
+    /// lease of the policy (e.g. one the CLI took with `policy apply --holder`). Errors:
+    /// NotAuthorized; InvalidArgument (an id that holds no lease); Failed.
     async fn release_priority(
         &self,
         lease_id: String,
@@ -172,7 +174,8 @@ impl Manager {
     /// Sets md/sync_speed_min and md/sync_speed_max of one array (KiB/s; 0 = follow the system),
     /// as the lease admin-<kernel name>; 0 and 0 drop that lease. The array is named as users
     /// type it (md0, /dev/md0, /dev/md/root, md/root, the metadata name). Kept until
-    /// RestoreLimits. No options yet.
+    /// RestoreLimits. No options yet. Errors: NotAuthorized; InvalidArgument (min above max, an
+    /// option); NoSuchArray; Busy; Failed.
     #[allow(clippy::too_many_arguments)] // D-Bus arguments plus the zbus-injected context.
     async fn set_array_speed_limits(
         &self,
@@ -219,7 +222,7 @@ impl Manager {
     }
 
     /// Drops every lease and writes back the saved limits (option defaults (b): the kernel
-    /// defaults 1000/200000 KiB/s instead).
+    /// defaults 1000/200000 KiB/s instead). Errors: NotAuthorized; InvalidArgument; Failed.
     async fn restore_limits(
         &self,
         options: Options,
