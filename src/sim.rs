@@ -447,10 +447,8 @@ impl Sim {
         });
         let tick = Duration::from_millis(tick.max(1));
         loop {
-            if !self.syncing() {
-                if poke.recv().await.is_none() {
-                    return self;
-                }
+            if !self.syncing() && poke.recv().await.is_none() {
+                return self;
             }
             match self.absorb_writes() {
                 Ok(events) => {
@@ -578,6 +576,37 @@ mod tests {
         assert_eq!(a, "idle\n");
         let m = std::fs::read_to_string(root.proc("mdstat")).unwrap();
         assert!(!m.contains("resync"), "{m}");
+    }
+
+    #[test]
+    fn sync_action_writes_start_and_stop_a_check() {
+        let mut sim = Sim::create().unwrap();
+        let root = sim.root().clone();
+        let action = || std::fs::read_to_string(root.sys("block/md0/md/sync_action")).unwrap();
+        assert!(
+            sim.absorb_writes().unwrap().is_empty(),
+            "nothing written yet"
+        );
+        std::fs::write(root.sys("block/md0/md/sync_action"), "check\n").unwrap();
+        assert_eq!(sim.absorb_writes().unwrap(), [Event::Mdstat]);
+        assert_eq!(action(), "check\n");
+        sim.step(Duration::from_secs(1)).unwrap();
+        let c = std::fs::read_to_string(root.sys("block/md0/md/sync_completed")).unwrap();
+        assert!(c.starts_with("400000 / "), "{c}");
+        std::fs::write(root.sys("block/md0/md/sync_action"), "idle\n").unwrap();
+        assert_eq!(sim.absorb_writes().unwrap(), [Event::Mdstat]);
+        assert_eq!(action(), "idle\n");
+        let c = std::fs::read_to_string(root.sys("block/md0/md/sync_completed")).unwrap();
+        assert_eq!(c, "none\n");
+        // The tree carries what udev and mdadm add.
+        assert_eq!(
+            crate::names::resolve_array(&root, "/dev/md/root", &["md0".into(), "md1".into()]),
+            Ok("md0".into())
+        );
+        assert_eq!(
+            crate::names::metadata_name(&root, "md1").as_deref(),
+            Some("sim:data")
+        );
     }
 
     #[test]

@@ -531,6 +531,45 @@ mod tests {
     }
 
     #[test]
+    fn udisks_names_have_udisks_forms() {
+        let mut a = array();
+        a.sysfs = Some(ArraySysfs {
+            uuid: Some("3B6C2A6E-0D0E-4B7A-9D5E-8A7B1C2D3E4F".into()),
+            bitmap_location: Some("+8".into()),
+            consistency_policy: Some("bitmap".into()),
+            metadata_name: Some("host:root".into()),
+            named_device: Some("/dev/md/root".into()),
+            ..Default::default()
+        });
+        let p = ArrayProps::from_model(&a);
+        assert_eq!(p.uuid, "3b6c2a6e:0d0e4b7a:9d5e8a7b:1c2d3e4f");
+        assert_eq!(p.name, "host:root");
+        assert_eq!(p.kernel_name, "md1");
+        assert_eq!(p.bitmap_location, b"+8");
+        assert_eq!(p.consistency_policy, "bitmap");
+        assert_eq!(p.named_device, "/dev/md/root");
+        // udev's MD_UUID wins over md/uuid.
+        a.sysfs.as_mut().unwrap().mdadm_uuid = Some("00000000:11111111:22222222:33333333".into());
+        assert_eq!(
+            ArrayProps::from_model(&a).uuid,
+            "00000000:11111111:22222222:33333333"
+        );
+        // mdstat's bitmap line without sysfs: a file is "file", an internal one unknown.
+        let mut a = array();
+        let bitmap = |file: Option<&str>| Bitmap {
+            pages_used: 0,
+            pages_total: 8,
+            memory_kib: 0,
+            chunk_bytes: 1 << 26,
+            file: file.map(String::from),
+        };
+        a.bitmap = Some(bitmap(Some("/bitmap")));
+        assert_eq!(ArrayProps::from_model(&a).bitmap_location, b"file");
+        a.bitmap = Some(bitmap(None));
+        assert!(ArrayProps::from_model(&a).bitmap_location.is_empty());
+    }
+
+    #[test]
     fn changed_lists_only_differences() {
         let old = ArrayProps::from_model(&array());
         let mut new = old.clone();
