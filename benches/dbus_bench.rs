@@ -81,7 +81,7 @@ async fn latency() {
         .msg_type(zbus::message::Type::Signal)
         .member("PropertiesChanged")
         .unwrap()
-        .path("/org/mdpilot/MdPilot1/arrays/9f1e2d3c4b5a69788a9b0c1d2e3f4a5b" // md1 of the sim)
+        .path("/org/mdpilot/MdPilot1/arrays/9f1e2d3c4b5a69788a9b0c1d2e3f4a5b") // md1 of the sim
         .unwrap()
         .build();
     let mut stream = zbus::MessageStream::for_match_rule(rule, &conn, None)
