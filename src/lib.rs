@@ -25,5 +25,6 @@ pub mod policy;
 pub mod service;
 pub mod sim;
 pub mod sysfs;
+pub mod units;
 pub mod watch;
 pub mod wipe;

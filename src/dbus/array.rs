@@ -13,7 +13,7 @@
 use super::auth::authorize;
 use super::errors::{Error, Result};
 use super::options::Options;
-use crate::model::{Array, ArrayState, MemberFlag, SyncCompleted, SyncState};
+use crate::model::{Array, HeaderState, MemberFlag, SyncAction, SyncCompleted, SyncState};
 use crate::service::state::Shared;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -97,11 +97,14 @@ impl ArrayProps {
     pub fn from_model(a: &Array) -> ArrayProps {
         let sys = a.sysfs.clone().unwrap_or_default();
         let state_word = match a.state {
-            ArrayState::Active => "active",
-            ArrayState::Inactive => "inactive",
-            ArrayState::Broken => "broken",
+            HeaderState::Active => "active",
+            HeaderState::Inactive => "inactive",
+            HeaderState::Broken => "broken",
         };
-        let state = sys.array_state.clone().unwrap_or_else(|| state_word.into());
+        let state = sys
+            .array_state
+            .as_ref()
+            .map_or_else(|| state_word.into(), |s| s.to_string());
         let read_only = a.read_only.is_some() || matches!(state.as_str(), "readonly" | "read-auto");
         let num_devices = sys.raid_disks.or(a.raid_disks).unwrap_or(0);
         let members = if !sys.members.is_empty() {
@@ -135,8 +138,9 @@ impl ArrayProps {
         let running_sync = a.sync.as_ref().filter(|s| s.state == SyncState::Running);
         let sync_action = sys
             .sync_action
-            .clone()
-            .or_else(|| a.sync.as_ref().map(|s| s.action.clone()))
+            .as_ref()
+            .map(|s| s.to_string())
+            .or_else(|| a.sync.as_ref().map(|s| s.action.to_string()))
             .unwrap_or_else(|| "idle".into());
         let (done, total) = match sys.sync_completed {
             Some(SyncCompleted::Sectors { done, total }) => (done, total),
@@ -218,7 +222,7 @@ impl ArrayProps {
                 .or_else(|| a.metadata.clone())
                 .unwrap_or_default(),
             mismatch_count: sys.mismatch_cnt.unwrap_or(0),
-            running: a.state == ArrayState::Active,
+            running: a.state == HeaderState::Active,
         }
     }
 
@@ -255,7 +259,8 @@ pub struct ArrayObject {
 }
 
 /// The `sync_action` words `RequestSyncAction` accepts (udisks2's set).
-pub const REQUESTABLE_SYNC_ACTIONS: [&str; 3] = ["check", "repair", "idle"];
+pub const REQUESTABLE_SYNC_ACTIONS: [SyncAction; 3] =
+    [SyncAction::Check, SyncAction::Repair, SyncAction::Idle];
 
 /// An md array (kernel Documentation/admin-guide/md.rst), named like udisks2's
 /// org.freedesktop.UDisks2.MDRaid where the meaning is the same. The object path is keyed by the
@@ -283,12 +288,13 @@ impl ArrayObject {
         let name = &self.props.kernel_name;
         let what = format!("RequestSyncAction {name}");
         parse_sync_action_options(&what, &options)?;
-        if !REQUESTABLE_SYNC_ACTIONS.contains(&sync_action.as_str()) {
+        let action = SyncAction::from(sync_action.as_str());
+        if !REQUESTABLE_SYNC_ACTIONS.contains(&action) {
             return Err(Error::InvalidArgument(format!(
                 "{what}: {sync_action:?} is not check, repair or idle"
             )));
         }
-        crate::sysfs::write_sync_action(&self.shared.root, name, &sync_action).map_err(|e| {
+        crate::sysfs::write_sync_action(&self.shared.root, name, &action).map_err(|e| {
             let msg = format!("{what}: cannot write {sync_action} to md/sync_action: {e}");
             match e.raw_os_error() {
                 Some(libc::EBUSY) | Some(libc::EROFS) => Error::Busy(msg),
@@ -471,7 +477,7 @@ mod tests {
     fn array() -> Array {
         Array {
             name: "md1".into(),
-            state: ArrayState::Active,
+            state: HeaderState::Active,
             read_only: None,
             level: Some("raid1".into()),
             size_kib: Some(1024),
