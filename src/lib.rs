@@ -14,6 +14,7 @@ pub mod error; // the one error-chain printer
 pub mod host; // `Root`: where /proc, /sys, /dev and /run live (tests pass a temporary tree)
 pub mod mdstat; // pure `/proc/mdstat` parser
 pub mod model; // owned domain types (Array, Member, SpeedLimit, SyncAction ...) and their kernel forms
+pub mod names; // the names users type for an array (/dev/md/root, md/root, host:root), resolved to the kernel name
 pub mod policy; // resync priority leases on the md speed limits: state machine, durable state, knob writes
 pub mod service; // `mdpilot serve`: the one event loop, shared state, shutdown
 pub mod sim; // simulated kernel tree for `serve --sim` and tests
