@@ -178,7 +178,7 @@ fn main() {
 
     // The same model rendered in-process (no HTTP, no service).
     let root = mdpilot::host::Root::new(&sim_root);
-    let model = mdpilot::cli::status::collect(&root).unwrap();
+    let model = mdpilot::sysfs::collect(&root).unwrap();
     let snap = mdpilot::metrics::Snapshot {
         model,
         policy: None,

@@ -4,8 +4,11 @@
 //! `prometheus` package) must accept the text form; without promtool that part prints
 //! "skipped: ...".
 
+#[macro_use]
+mod support;
+
 use mdpilot::metrics::{render, Format, Snapshot, WipeSample};
-use mdpilot::model::{ArraySysfs, MemberSysfs, SpeedLimit, SyncCompleted};
+use mdpilot::model::{ArrayState, ArraySysfs, MemberSysfs, SpeedLimit, SyncAction, SyncCompleted};
 use mdpilot::policy::{
     GlobalOriginals, LeaseKind, LeaseRequest, LeaseView, Limits, Owner, PolicyView,
 };
@@ -58,11 +61,11 @@ fn installing() -> Snapshot {
     model.speed_limit_min = Some(0);
     model.speed_limit_max = Some(200_000);
     model.arrays[0].sysfs = Some(ArraySysfs {
-        array_state: Some("clean".into()),
+        array_state: Some(ArrayState::Clean),
         level: Some("raid1".into()),
         raid_disks: Some(2),
         degraded: Some(0),
-        sync_action: Some("idle".into()),
+        sync_action: Some(SyncAction::Idle),
         sync_completed: Some(SyncCompleted::None),
         sync_speed_min: limit(0, true),
         sync_speed_max: limit(200_000, true),
@@ -73,14 +76,15 @@ fn installing() -> Snapshot {
             member("sda1", "in_sync", Some(0)),
             member("sdb1", "in_sync", Some(1)),
         ],
+        consistency_policy: Some("bitmap".into()),
         ..Default::default()
     });
     model.arrays[1].sysfs = Some(ArraySysfs {
-        array_state: Some("active".into()),
+        array_state: Some(ArrayState::Active),
         level: Some("raid5".into()),
         raid_disks: Some(3),
         degraded: Some(1),
-        sync_action: Some("recover".into()),
+        sync_action: Some(SyncAction::Recover),
         sync_completed: Some(SyncCompleted::Sectors {
             done: 28_901_376,
             total: 134_217_728,
@@ -96,6 +100,7 @@ fn installing() -> Snapshot {
             member("sdd1", "in_sync", Some(1)),
             member("sde1", "spare", Some(2)),
         ],
+        consistency_policy: Some("resync".into()),
         ..Default::default()
     });
     let lease = |holder: &str, kind, global: Limits, dead| {
@@ -208,7 +213,7 @@ fn promtool() -> Option<()> {
     {
         Ok(o) if o.status.success() => Some(()),
         _ => {
-            eprintln!("skipped: promtool not installed (apt-get install prometheus)");
+            support::skipped("promtool not installed (apt-get install prometheus)");
             None
         }
     }
@@ -233,9 +238,8 @@ fn promtool_check(name: &str, text: &str) {
     let out = child.wait_with_output().unwrap();
     assert!(
         out.status.success(),
-        "promtool check metrics rejects {name}:\n{}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
+        "promtool check metrics rejects {name}:\n{}",
+        support::describe(&out)
     );
 }
 
@@ -294,6 +298,9 @@ fn key_values() {
         "mdpilot_policy_leases{kind=\"admin\"} 0\n",
         "mdpilot_array_sync_speed_limit_local{array=\"md1\",bound=\"min\"} 1\n",
         "mdpilot_wipe_jobs_running 1\n",
+        "mdpilot_array_consistency_policy{array=\"md0\",policy=\"bitmap\"} 1\n",
+        "mdpilot_array_consistency_policy{array=\"md1\",policy=\"resync\"} 1\n",
+        "mdpilot_array_consistency_policy{array=\"md1\",policy=\"bitmap\"} 0\n",
     ] {
         assert!(t.contains(line), "missing {line:?} in\n{t}");
     }
@@ -315,4 +322,8 @@ fn key_values() {
         "no policy, no leases"
     );
     assert!(!t.contains("mdpilot_array_last_check_completion_timestamp_seconds{"));
+    assert!(
+        !t.contains("mdpilot_array_consistency_policy{"),
+        "no consistency_policy in sysfs, no series"
+    );
 }

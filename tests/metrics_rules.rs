@@ -3,6 +3,9 @@
 //! alert fire for a broken series and stay silent for the healthy ones. Needs Debian's
 //! `prometheus` package (promtool); prints "skipped: ..." without it.
 
+#[macro_use]
+mod support;
+
 use std::path::Path;
 use std::process::Command;
 
@@ -15,7 +18,7 @@ fn promtool(args: &[&str]) -> Option<std::process::Output> {
     {
         Ok(o) => Some(o),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            eprintln!("skipped: promtool not installed (apt-get install prometheus)");
+            support::skipped("promtool not installed (apt-get install prometheus)");
             None
         }
         Err(e) => panic!("promtool: {e}"),
@@ -25,9 +28,8 @@ fn promtool(args: &[&str]) -> Option<std::process::Output> {
 fn assert_ok(what: &str, o: &std::process::Output) {
     assert!(
         o.status.success(),
-        "{what} failed:\n{}{}",
-        String::from_utf8_lossy(&o.stdout),
-        String::from_utf8_lossy(&o.stderr)
+        "{what} failed:\n{}",
+        support::describe(o)
     );
 }
 

@@ -4,15 +4,19 @@
 //! simulated arrays change; and `mdpilot status --format prometheus --output FILE`.
 //!
 //! Needs `dbus-daemon` (and `prometheus`/`promtool` for those parts): prints "skipped: ..."
-//! without them. The bus and service setup is a minimal copy of tests/common.
+//! without them. The bus and the service come from tests/support.
 
-use std::io::{BufRead, BufReader, Read, Write};
+#[macro_use]
+mod support;
+
+use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
-
-const BIN: &str = env!("CARGO_BIN_EXE_mdpilot");
+use support::bus::acquire;
+use support::{Bus, Service, BIN};
+use zbus::zvariant::Value;
 
 /// Kills and reaps a child on drop.
 struct Reaped(Child);
@@ -24,6 +28,7 @@ impl Drop for Reaped {
     }
 }
 
+/// Whether `cmd --version` runs; prints the skip line when it does not.
 fn have(cmd: &str) -> bool {
     let ok = Command::new(cmd)
         .arg("--version")
@@ -32,47 +37,9 @@ fn have(cmd: &str) -> bool {
         .status()
         .is_ok_and(|s| s.success());
     if !ok {
-        eprintln!("skipped: {cmd} not installed");
+        support::skipped(format_args!("{cmd} not installed"));
     }
     ok
-}
-
-/// A private session-like bus: (its dir, the daemon, its address).
-fn bus() -> Option<(tempfile::TempDir, Reaped, String)> {
-    if !have("dbus-daemon") {
-        return None;
-    }
-    let dir = tempfile::tempdir().unwrap();
-    let conf = dir.path().join("bus.conf");
-    std::fs::write(
-        &conf,
-        format!(
-            r#"<!DOCTYPE busconfig PUBLIC "-//freedesktop//DTD D-BUS Bus Configuration 1.0//EN"
- "http://www.freedesktop.org/standards/dbus/1.0/busconfig.dtd">
-<busconfig>
-  <type>session</type>
-  <listen>unix:path={}</listen>
-  <auth>EXTERNAL</auth>
-  <policy context="default">
-    <allow user="*"/><allow own="*"/><allow send_destination="*"/><allow receive_sender="*"/>
-  </policy>
-</busconfig>
-"#,
-            dir.path().join("bus").display()
-        ),
-    )
-    .unwrap();
-    let mut child = Command::new("dbus-daemon")
-        .arg(format!("--config-file={}", conf.display()))
-        .args(["--nofork", "--print-address=1"])
-        .stdout(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    Some((dir, Reaped(child), line.trim().to_string()))
 }
 
 fn free_port() -> u16 {
@@ -83,62 +50,13 @@ fn free_port() -> u16 {
         .port()
 }
 
-/// `mdpilot serve --sim --metrics 127.0.0.1:PORT`; returns once /metrics answers, with the
-/// simulated root (removed on drop of the returned guard's owner: the service deletes it on
-/// SIGTERM; after SIGKILL the test removes it).
-struct Serve {
-    child: Reaped,
-    sim_root: PathBuf,
-    addr: SocketAddr,
-}
-
-impl Drop for Serve {
-    fn drop(&mut self) {
-        let _ = self.child.0.kill();
-        let _ = self.child.0.wait();
-        let _ = std::fs::remove_dir_all(&self.sim_root);
-    }
-}
-
-fn serve(bus: &str, env: &[(&str, &str)]) -> Serve {
+/// `mdpilot serve --sim --metrics 127.0.0.1:PORT` (plus `env`) on `bus`, and the address. The
+/// listener is bound before the service asks for its bus name, so /metrics answers once
+/// [`Service::start`] returns.
+async fn serve(bus: &Bus, env: &[(&str, &str)]) -> (Service, SocketAddr) {
     let addr: SocketAddr = format!("127.0.0.1:{}", free_port()).parse().unwrap();
-    let mut cmd = Command::new(BIN);
-    cmd.args([
-        "serve",
-        "--sim",
-        "--bus",
-        bus,
-        "--metrics",
-        &addr.to_string(),
-    ])
-    .env_remove("NOTIFY_SOCKET")
-    .stderr(Stdio::piped());
-    for (k, v) in env {
-        cmd.env(k, v);
-    }
-    let mut child = cmd.spawn().unwrap();
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            if let Some(p) = line.strip_prefix("mdpilot: simulated tree in ") {
-                let _ = tx.send(PathBuf::from(p));
-            }
-            eprintln!("[serve] {line}");
-        }
-    });
-    let sim_root = rx.recv_timeout(Duration::from_secs(20)).unwrap();
-    let s = Serve {
-        child: Reaped(child),
-        sim_root,
-        addr,
-    };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while http(addr, "GET", "/metrics", None).is_err() {
-        assert!(Instant::now() < deadline, "no /metrics on {addr}");
-        std::thread::sleep(Duration::from_millis(50));
-    }
-    s
+    let s = Service::start(bus, &["--sim", "--metrics", &addr.to_string()], env).await;
+    (s, addr)
 }
 
 /// A minimal HTTP/1.1 client: (status, lower-cased headers, body).
@@ -193,13 +111,11 @@ fn promtool_check(text: &str) {
     assert!(o.status.success(), "promtool check metrics: {o:?}\n{text}");
 }
 
-#[test]
-fn metrics_endpoint_negotiates_the_format_and_refuses_other_requests() {
-    let Some((_dir, _bus, address)) = bus() else {
-        return;
-    };
-    let s = serve(&address, &[]);
-    let (code, head, text) = http(s.addr, "GET", "/metrics", None).unwrap();
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_endpoint_negotiates_the_format_and_refuses_other_requests() {
+    let Some(bus) = Bus::start() else { return };
+    let (_s, addr) = serve(&bus, &[]).await;
+    let (code, head, text) = http(addr, "GET", "/metrics", None).unwrap();
     assert_eq!(code, 200);
     assert!(
         head.contains("content-type: text/plain; version=0.0.4"),
@@ -212,7 +128,7 @@ fn metrics_endpoint_negotiates_the_format_and_refuses_other_requests() {
     assert!(!text.contains("# EOF"));
     promtool_check(&text);
     let (code, head, om) = http(
-        s.addr,
+        addr,
         "GET",
         "/metrics",
         Some("application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"),
@@ -224,14 +140,14 @@ fn metrics_endpoint_negotiates_the_format_and_refuses_other_requests() {
         "{head}"
     );
     assert!(om.ends_with("# EOF\n"), "{om}");
-    let (code, head, body) = http(s.addr, "HEAD", "/metrics", None).unwrap();
+    let (code, head, body) = http(addr, "HEAD", "/metrics", None).unwrap();
     assert_eq!(code, 200);
     assert!(
         body.is_empty() && head.contains("content-length: "),
         "{head}"
     );
-    assert_eq!(http(s.addr, "GET", "/", None).unwrap().0, 404);
-    assert_eq!(http(s.addr, "POST", "/metrics", None).unwrap().0, 405);
+    assert_eq!(http(addr, "GET", "/", None).unwrap().0, 404);
+    assert_eq!(http(addr, "POST", "/metrics", None).unwrap().0, 405);
 }
 
 #[test]
@@ -405,16 +321,15 @@ fn compare(p: &Prometheus, root: &Path, tolerance: f64) {
     }
 }
 
-#[test]
-fn real_prometheus_scrapes_the_values_status_json_shows() {
-    let Some((_dir, _bus, address)) = bus() else {
-        return;
-    };
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn real_prometheus_scrapes_the_values_status_json_shows() {
+    let Some(bus) = Bus::start() else { return };
     if !have("prometheus") {
         return;
     }
-    let s = serve(&address, &[("MDPILOT_SIM_TICK_MS", "200")]);
-    let Some(p) = prometheus(s.addr) else { return };
+    let (s, addr) = serve(&bus, &[("MDPILOT_SIM_TICK_MS", "200")]).await;
+    let sim_root = s.sim_path("");
+    let Some(p) = prometheus(addr) else { return };
     p.wait("up{job=\"mdpilot\"}", |v| v == 1.0);
     p.wait("mdpilot_array_sync_completed_ratio{array=\"md1\"}", |v| {
         v > 0.0
@@ -426,33 +341,13 @@ fn real_prometheus_scrapes_the_values_status_json_shows() {
         "{rules}"
     );
     // 200 MiB/s over 64 GiB: 0.3 % per second; a sample is at most ~2 s old.
-    compare(&p, &s.sim_root, 0.02);
+    compare(&p, &sim_root, 0.02);
 
     // The simulator changes: md0 loses a member, and a lease slows every resync to 1000 KiB/s
     // (the service re-reads the whole model after a lease).
-    std::fs::write(s.sim_root.join("sys/block/md0/md/degraded"), "1\n").unwrap();
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .unwrap();
-    let _conn = rt.block_on(async {
-        let conn = zbus::connection::Builder::address(address.as_str())
-            .unwrap()
-            .build()
-            .await
-            .unwrap();
-        let opts = std::collections::HashMap::from([("max", zbus::zvariant::Value::U64(1000))]);
-        conn.call_method(
-            Some("org.mdpilot.MdPilot1"),
-            "/org/mdpilot/MdPilot1",
-            Some("org.mdpilot.MdPilot1.Manager"),
-            "AcquirePriority",
-            &(opts,),
-        )
-        .await
-        .unwrap();
-        conn
-    });
+    std::fs::write(s.sim_path("sys/block/md0/md/degraded"), "1\n").unwrap();
+    let conn = bus.connect().await;
+    acquire(&conn, &[("max", Value::U64(1000))]).await.unwrap();
     p.wait("mdpilot_speed_limit_bytes_per_second{bound=\"max\"}", |v| {
         v == 1_024_000.0
     });
@@ -463,5 +358,6 @@ fn real_prometheus_scrapes_the_values_status_json_shows() {
     );
     p.wait("mdpilot_policy_leases{kind=\"dbus-client\"}", |v| v == 1.0);
     // 1000 KiB/s over 64 GiB: 1.5e-5 per second.
-    compare(&p, &s.sim_root, 1e-4);
+    compare(&p, &sim_root, 1e-4);
+    drop(conn);
 }

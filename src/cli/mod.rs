@@ -1,8 +1,9 @@
 //! The command-line front ends: one file per subcommand, plus the global context and exit helper.
 
+pub mod blockdev_wipe;
 pub mod monitor;
 pub mod policy;
-pub mod policy_client;
+pub mod progress;
 pub mod prometheus;
 pub mod status;
 pub mod wipe;

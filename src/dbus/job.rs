@@ -16,23 +16,19 @@
 
 use super::auth::authorize;
 use super::errors::{Error, Result};
-use super::manager::{emit_changed, Options, Shared};
-use super::{BusChoice, MANAGER_PATH};
-use crate::policy::{LeaseRequest, Owner};
-use crate::watch::Event;
-use crate::wipe::leases::LeaseProvider;
-use crate::wipe::planner::{self, Method};
-use crate::wipe::stream::Seed;
-use crate::wipe::{probe, JobHandle, Outcome, WipeError};
+use super::options::{no_options, parse_start_wipe, Options};
+use super::props::{changed_props, emit_changed};
+use super::{BusChoice, ROOT_PATH};
+use crate::policy::Owner;
+use crate::service::state::{RunningJob, ServiceLeases, Shared};
+use crate::wipe::{JobHandle, Outcome, WipeError};
 use std::collections::HashMap;
-use std::path::PathBuf;
-use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use zbus::interface;
 use zbus::message::Header;
 use zbus::object_server::SignalEmitter;
-use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
+use zbus::zvariant::{OwnedObjectPath, OwnedValue};
 
 /// Job interface name.
 pub const JOB_IFACE: &str = "org.mdpilot.MdPilot1.Job";
@@ -50,15 +46,7 @@ fn linger() -> Duration {
 
 /// Object path of job `n`: `/org/mdpilot/MdPilot1/jobs/<n>`.
 pub fn job_path(n: u64) -> String {
-    format!("{MANAGER_PATH}/jobs/{n}")
-}
-
-/// A running job as the service tracks it (one per device at a time).
-pub struct RunningJob {
-    /// The device as resolved by the probe.
-    pub device: PathBuf,
-    /// The engine's handle (progress, cancel).
-    pub handle: Arc<JobHandle>,
+    format!("{ROOT_PATH}/jobs/{n}")
 }
 
 /// The published properties of a job.
@@ -113,7 +101,7 @@ impl JobProps {
     /// Properties whose values differ, by D-Bus name (only the ones that change while a job
     /// runs).
     pub fn changed(old: &JobProps, new: &JobProps) -> HashMap<&'static str, OwnedValue> {
-        super::changed_props!(old, new;
+        changed_props!(old, new;
             progress => "Progress", bytes_done => "BytesDone", rate => "Rate",
             expected_end_time => "ExpectedEndTime", cancelable => "Cancelable",
         )
@@ -202,11 +190,7 @@ impl JobObject {
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<()> {
         authorize(conn, &header, &self.bus).await?;
-        if let Some(k) = options.keys().next() {
-            return Err(Error::InvalidArgument(format!(
-                "Cancel: unknown option {k:?}"
-            )));
-        }
+        no_options("Cancel", &options)?;
         match &self.handle {
             Some(h) if !h.is_finished() && self.p().cancelable => {
                 h.cancel();
@@ -236,80 +220,16 @@ impl JobObject {
     }
 }
 
-/// The wipe job's leases, through the service's policy; every change asks the service loop to
-/// re-read (so `Leases` and the speed limits are republished).
-pub struct ServiceLeases(pub Arc<Shared>);
-
-impl LeaseProvider for ServiceLeases {
-    fn acquire(&self, req: LeaseRequest) -> std::result::Result<(), String> {
-        let r = LeaseProvider::acquire(&self.0.policy, req);
-        let _ = self.0.refresh.send(Event::Mdstat);
-        r
-    }
-    fn release(&self, holder: &str) -> std::result::Result<(), String> {
-        let r = LeaseProvider::release(&self.0.policy, holder);
-        let _ = self.0.refresh.send(Event::Mdstat);
-        r
-    }
+/// Why StartWipe could not start: the wipe core refused, or the service did (a job already on
+/// the device).
+enum StartErr {
+    Wipe(WipeError),
+    Bus(Error),
 }
 
-/// StartWipe's options: `method` (s: zero (default), random, discard, zeroout, signatures),
-/// `verify` (b), `keep-resync` (b).
-///
-/// Errors: `InvalidArgument` for unknown options, wrong types or an unknown method.
-pub fn parse_options(opts: &Options) -> Result<(Method, bool, bool)> {
-    let mut method = Method::Zero;
-    let (mut verify, mut keep) = (false, false);
-    for (k, v) in opts {
-        match (k.as_str(), &**v) {
-            ("method", Value::Str(s)) => {
-                method = match s.as_str() {
-                    "zero" => Method::Zero,
-                    "random" => Method::Random,
-                    "discard" => Method::Discard,
-                    "zeroout" => Method::Zeroout,
-                    "signatures" => Method::Signatures,
-                    other => {
-                        return Err(Error::InvalidArgument(format!(
-                        "StartWipe: method {other:?} is not zero, random, discard, zeroout or signatures"
-                    )))
-                    }
-                }
-            }
-            ("verify", Value::Bool(b)) => verify = *b,
-            ("keep-resync", Value::Bool(b)) => keep = *b,
-            _ => {
-                return Err(Error::InvalidArgument(format!(
-                    "StartWipe: unknown option {k:?} or wrong type {} (known: method s, verify b, keep-resync b)",
-                    v.value_signature()
-                )))
-            }
-        }
-    }
-    Ok((method, verify, keep))
-}
-
-fn method_word(m: Method) -> &'static str {
-    match m {
-        Method::Zero => "zero",
-        Method::Random => "random",
-        Method::Discard => "discard",
-        Method::Zeroout => "zeroout",
-        Method::Signatures => "signatures",
-    }
-}
-
-/// Maps a probe/plan error to the bus: refusals (mounted, swap, holders, backs `/`) are `Busy`,
-/// bad devices and unsupported methods `InvalidArgument`, the rest `Failed`; the message names
-/// the device and the reason.
-fn wipe_err(e: &WipeError) -> Error {
-    let msg = format!("StartWipe: {}", crate::error::error_chain(e));
-    match e {
-        WipeError::Refused { .. } => Error::Busy(msg),
-        WipeError::Probe { .. } | WipeError::Unsupported { .. } | WipeError::Usage(_) => {
-            Error::InvalidArgument(msg)
-        }
-        _ => Error::Failed(msg),
+impl From<WipeError> for StartErr {
+    fn from(e: WipeError) -> Self {
+        StartErr::Wipe(e)
     }
 }
 
@@ -352,7 +272,7 @@ pub async fn start_wipe(
     if device.is_empty() {
         return Err(Error::InvalidArgument("StartWipe: empty device".into()));
     }
-    let (method, verify, keep_resync) = parse_options(&options)?;
+    let (method, verify, keep_resync) = parse_start_wipe(&options)?;
     let sender = header
         .sender()
         .map(|s| s.to_owned())
@@ -363,45 +283,49 @@ pub async fn start_wipe(
         .get_connection_unix_user(zbus::names::BusName::from(sender))
         .await
         .map_err(|e| Error::Failed(format!("StartWipe: caller's uid unknown: {e}")))?;
-    let p = probe::probe(&shared.root, std::path::Path::new(&device)).map_err(|e| wipe_err(&e))?;
-    let seed = if method == Method::Random {
-        Some(Seed::from_os().map_err(|e| Error::Failed(format!("StartWipe: getrandom: {e}")))?)
-    } else {
-        None
+    let req = crate::wipe::Request {
+        device: device.into(),
+        method,
+        options: crate::wipe::Options {
+            verify,
+            keep_resync,
+            owner: Some(Owner::Pid(std::process::id())),
+            ..crate::wipe::Options::default()
+        },
     };
-    let opts = planner::Options {
-        verify,
-        keep_resync,
-        seed,
-        owner: Some(Owner::Pid(std::process::id())),
-        ..planner::Options::default()
-    };
-    let plan = planner::plan(&p, method, &opts).map_err(|e| wipe_err(&e))?;
-    let dev_text = plan.device.display().to_string();
-    let n = shared.job_counter.fetch_add(1, Ordering::Relaxed);
+    let n = shared.next_job_number();
     let path = job_path(n);
     let (tx, rx) = tokio::sync::oneshot::channel::<(bool, String)>();
-    let handle = {
+    let (handle, plan) = {
         // Check and register under one lock: two StartWipe calls on one device cannot both pass.
         let mut jobs = shared.jobs.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(j) = jobs
-            .values()
-            .find(|j| j.device == plan.device && !j.handle.is_finished())
-        {
-            return Err(Error::Busy(format!(
-                "StartWipe: a job is already wiping {}",
-                j.device.display()
-            )));
-        }
-        let dev2 = dev_text.clone();
-        let handle = Arc::new(
-            crate::wipe::Job::new(plan.clone(), shared.root.clone())
-                .with_leases(Arc::new(ServiceLeases(shared.clone())))
-                .on_complete(move |r| {
+        let (handle, plan) = crate::wipe::start(&shared.root, &req, |plan| {
+            if let Some(j) = jobs
+                .values()
+                .find(|j| j.device == plan.device && !j.handle.is_finished())
+            {
+                return Err(StartErr::Bus(Error::Busy(format!(
+                    "StartWipe: a job is already wiping {}",
+                    j.device.display()
+                ))));
+            }
+            let dev2 = plan.device.display().to_string();
+            Ok(crate::wipe::Hooks {
+                leases: Arc::new(ServiceLeases(shared.clone())),
+                on_progress: None,
+                on_complete: Some(Box::new(move |r| {
                     let _ = tx.send((r.is_ok(), completion_message(&dev2, r)));
-                })
-                .start(),
-        );
+                })),
+            })
+        })
+        .map_err(|e| match e {
+            StartErr::Wipe(WipeError::Random(e)) => {
+                Error::Failed(format!("StartWipe: getrandom: {e}"))
+            }
+            StartErr::Wipe(e) => Error::from(e).context("StartWipe"),
+            StartErr::Bus(e) => e,
+        })?;
+        let handle = Arc::new(handle);
         jobs.insert(
             n,
             RunningJob {
@@ -409,10 +333,11 @@ pub async fn start_wipe(
                 handle: handle.clone(),
             },
         );
-        handle
+        (handle, plan)
     };
+    let dev_text = plan.device.display().to_string();
     let props = JobProps {
-        operation: format!("wipe-{}", method_word(method)),
+        operation: format!("wipe-{}", method.name()),
         device: dev_text.clone(),
         progress: 0.0,
         bytes: plan.total_bytes(),
@@ -519,72 +444,9 @@ async fn follow(
     }
 }
 
-impl Shared {
-    /// Cancels every running job and waits (at most `limit`) until each has ended, i.e. its
-    /// resync is unfrozen and its leases released. Called on SIGTERM before restoring limits.
-    pub async fn cancel_jobs(&self, limit: Duration) {
-        let handles: Vec<Arc<JobHandle>> = self
-            .jobs
-            .lock()
-            .unwrap_or_else(|e| e.into_inner())
-            .values()
-            .map(|j| j.handle.clone())
-            .collect();
-        if handles.is_empty() {
-            return;
-        }
-        tracing::info!("cancelling {} wipe job(s)", handles.len());
-        for h in &handles {
-            h.cancel();
-        }
-        let deadline = tokio::time::Instant::now() + limit;
-        while handles.iter().any(|h| !h.is_finished()) {
-            if tokio::time::Instant::now() >= deadline {
-                tracing::error!("wipe jobs did not stop within {limit:?}");
-                return;
-            }
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn opts(kv: &[(&str, Value<'static>)]) -> Options {
-        kv.iter()
-            .map(|(k, v)| (k.to_string(), OwnedValue::try_from(v.clone()).unwrap()))
-            .collect()
-    }
-
-    #[test]
-    fn start_wipe_options() {
-        assert_eq!(
-            parse_options(&opts(&[])).unwrap(),
-            (Method::Zero, false, false)
-        );
-        assert_eq!(
-            parse_options(&opts(&[
-                ("method", Value::from("random")),
-                ("verify", Value::Bool(true)),
-                ("keep-resync", Value::Bool(true)),
-            ]))
-            .unwrap(),
-            (Method::Random, true, true)
-        );
-        for o in [
-            opts(&[("method", Value::from("shred"))]),
-            opts(&[("method", Value::U32(1))]),
-            opts(&[("verify", Value::from("yes"))]),
-            opts(&[("bogus", Value::Bool(true))]),
-        ] {
-            assert!(
-                matches!(parse_options(&o), Err(Error::InvalidArgument(_))),
-                "{o:?}"
-            );
-        }
-    }
 
     #[test]
     fn only_running_values_are_diffed() {

@@ -10,9 +10,9 @@
 //! (Prometheus does by default), else the text format 0.0.4. `HEAD` is answered like `GET`
 //! without a body; other paths are 404, other methods 405. A client has 10 s to send its headers.
 
-use crate::dbus::manager::Shared;
 use crate::metrics::{render, Format, Snapshot, WipeSample};
 use crate::policy::PolicyView;
+use crate::service::state::Shared;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};

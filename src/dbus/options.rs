@@ -1,0 +1,493 @@
+//! Parsing of the `a{sv}` options of the service's methods, one function per method, with the
+//! errors the bus sees (`InvalidArgument`, naming the method, the option and what it wants).
+//!
+//! Limits are KiB/s (`/proc/sys/dev/raid/speed_limit_{min,max}`,
+//! `/sys/block/mdN/md/sync_speed_{min,max}`, kernel Documentation/admin-guide/md.rst).
+
+use super::errors::{Error, Result};
+use crate::policy::{LeaseKind, Limits};
+use crate::wipe::Method;
+use std::collections::{BTreeMap, HashMap};
+use zbus::zvariant::{OwnedValue, Value};
+
+/// `a{sv}` options of a method.
+pub type Options = HashMap<String, OwnedValue>;
+
+/// Rejects every option: `method` takes none yet.
+///
+/// Errors: `InvalidArgument` naming the first option.
+pub fn no_options(method: &str, opts: &Options) -> Result<()> {
+    match opts.keys().next() {
+        Some(k) => Err(Error::InvalidArgument(format!(
+            "{method}: unknown option {k:?}"
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// `RestoreLimits`' options: `defaults` (b, write the kernel defaults instead of the saved
+/// originals). Returns `defaults`.
+///
+/// Errors: `InvalidArgument` for unknown options or a wrong type.
+pub fn parse_restore(opts: &Options) -> Result<bool> {
+    let mut defaults = false;
+    for (k, v) in opts {
+        match (k.as_str(), &**v) {
+            ("defaults", Value::Bool(b)) => defaults = *b,
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "RestoreLimits: unknown option {k:?} or wrong type {}",
+                    v.value_signature()
+                )))
+            }
+        }
+    }
+    Ok(defaults)
+}
+
+fn opt_u64(opts: &Options, key: &str) -> Result<Option<u64>> {
+    let Some(v) = opts.get(key) else {
+        return Ok(None);
+    };
+    let n = match &**v {
+        Value::U64(n) => Some(*n),
+        Value::U32(n) => Some(u64::from(*n)),
+        Value::U16(n) => Some(u64::from(*n)),
+        Value::I64(n) => u64::try_from(*n).ok(),
+        Value::I32(n) => u64::try_from(*n).ok(),
+        _ => None,
+    };
+    n.map(Some).ok_or_else(|| {
+        Error::InvalidArgument(format!(
+            "option {key:?} must be a non-negative integer (KiB/s), got {}",
+            v.value_signature()
+        ))
+    })
+}
+
+fn nonzero(v: u64) -> Option<u64> {
+    (v != 0).then_some(v)
+}
+
+/// Validates a per-array min/max pair in KiB/s (0 = unset); `what` starts the message.
+///
+/// Errors: `InvalidArgument` when min is above max.
+pub fn check_limits(what: &str, min: u64, max: u64) -> Result<Limits> {
+    check_present(
+        what,
+        Limits {
+            min: nonzero(min),
+            max: nonzero(max),
+        },
+    )
+}
+
+/// Rejects a min above a max (both present).
+fn check_present(what: &str, l: Limits) -> Result<Limits> {
+    if let (Some(min), Some(max)) = (l.min, l.max) {
+        if min > max {
+            return Err(Error::InvalidArgument(format!(
+                "{what}: min {min} KiB/s is above max {max} KiB/s"
+            )));
+        }
+    }
+    Ok(l)
+}
+
+/// `AcquirePriority`'s options, parsed (see [`parse_acquire`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct AcquireOptions {
+    /// Who holds it (`kind`).
+    pub kind: LeaseKind,
+    /// Global limits: a `min`/`max` present in the dict is that value, 0 included.
+    pub global: Limits,
+    /// Per-array limits: a `min`/`max` present in the array's dict is that value, 0 included.
+    pub arrays: BTreeMap<String, Limits>,
+    /// `holder`: a named lease, not tied to the caller's connection.
+    pub holder: Option<String>,
+    /// `pid`: the lease lives while that process does.
+    pub pid: Option<u32>,
+}
+
+fn opt_str(opts: &Options, key: &str) -> Result<Option<String>> {
+    match opts.get(key).map(|v| &**v) {
+        None => Ok(None),
+        Some(Value::Str(s)) => Ok(Some(s.to_string())),
+        Some(v) => Err(Error::InvalidArgument(format!(
+            "AcquirePriority: {key} must be a string, got {}",
+            v.value_signature()
+        ))),
+    }
+}
+
+/// Parses `AcquirePriority`'s options.
+///
+/// - `min`, `max` (t, KiB/s): global `speed_limit_{min,max}`. PRESENT means that value, 0
+///   included (`min` 0: resync yields to all other I/O; `max` 0 pauses resync); absent = not
+///   set by this lease.
+/// - `arrays` (a{sa{sv}}): per-array `sync_speed_{min,max}`: `{"md0": {"min": t, "max": t}}`,
+///   each key optional, present = that value, 0 included (the kernel rejects 0 in
+///   `sync_speed_{min,max}`; the policy writes a per-array 0 as 1 KiB/s, the slowest md allows).
+///   Arrays are named as users type them ([`crate::names::resolve_array`]; the caller resolves).
+/// - `kind` (s): `client` (default; also `dbus-client`), `installer`, `admin`, `wipe-job`.
+/// - `holder` (s): a named lease that outlives the caller's connection (the CLI's form).
+/// - `pid` (u): tie the lease to that process instead.
+///
+/// No `min`, `max` nor `arrays` at all = the install policy: global min `install.0`
+/// (the config's `install_min`, default 0) and max `install.1` (`install_max`).
+///
+/// Errors: `InvalidArgument` for unknown options, wrong types, min above max, pid 0.
+pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<AcquireOptions> {
+    const KNOWN: &str = "min, max, arrays, kind, holder, pid";
+    for k in opts.keys() {
+        if !matches!(
+            k.as_str(),
+            "min" | "max" | "arrays" | "kind" | "holder" | "pid"
+        ) {
+            return Err(Error::InvalidArgument(format!(
+                "AcquirePriority: unknown option {k:?} (known: {KNOWN})"
+            )));
+        }
+    }
+    let mut global = check_present(
+        "AcquirePriority",
+        Limits {
+            min: opt_u64(opts, "min")?,
+            max: opt_u64(opts, "max")?,
+        },
+    )?;
+    let kind = match opt_str(opts, "kind")?.as_deref() {
+        None | Some("client") | Some("dbus-client") => LeaseKind::DbusClient,
+        Some("installer") => LeaseKind::Installer,
+        Some("admin") => LeaseKind::Admin,
+        Some("wipe-job") => LeaseKind::WipeJob,
+        Some(other) => {
+            return Err(Error::InvalidArgument(format!(
+                "AcquirePriority: kind {other:?} is not client, installer, admin or wipe-job"
+            )))
+        }
+    };
+    let mut arrays = BTreeMap::new();
+    if let Some(v) = opts.get("arrays") {
+        let m: HashMap<String, Options> = v
+            .try_clone()
+            .ok()
+            .and_then(|v| HashMap::try_from(v).ok())
+            .ok_or_else(|| {
+                Error::InvalidArgument(format!(
+                    "AcquirePriority: arrays must be a{{sa{{sv}}}} ({{array: {{min: t, max: t}}}}), got {}",
+                    v.value_signature()
+                ))
+            })?;
+        for (a, l) in m {
+            let what = format!("AcquirePriority {a}");
+            if let Some(k) = l.keys().find(|k| !matches!(k.as_str(), "min" | "max")) {
+                return Err(Error::InvalidArgument(format!(
+                    "{what}: unknown per-array option {k:?} (known: min, max)"
+                )));
+            }
+            let l = check_present(
+                &what,
+                Limits {
+                    min: opt_u64(&l, "min").map_err(|e| e.context(&what))?,
+                    max: opt_u64(&l, "max").map_err(|e| e.context(&what))?,
+                },
+            )?;
+            if l.is_empty() {
+                return Err(Error::InvalidArgument(format!(
+                    "{what}: give a min or a max"
+                )));
+            }
+            arrays.insert(a, l);
+        }
+    }
+    if global.is_empty() && arrays.is_empty() {
+        global = Limits {
+            min: Some(install.0),
+            max: install.1,
+        };
+    }
+    let holder = opt_str(opts, "holder")?;
+    if holder.as_deref() == Some("") {
+        return Err(Error::InvalidArgument(
+            "AcquirePriority: holder is empty".into(),
+        ));
+    }
+    let pid = match opts.get("pid").map(|v| &**v) {
+        None => None,
+        Some(Value::U32(0)) => {
+            return Err(Error::InvalidArgument(
+                "AcquirePriority: pid 0 is no process".into(),
+            ))
+        }
+        Some(Value::U32(p)) => Some(*p),
+        Some(v) => {
+            return Err(Error::InvalidArgument(format!(
+                "AcquirePriority: pid must be u, got {}",
+                v.value_signature()
+            )))
+        }
+    };
+    Ok(AcquireOptions {
+        kind,
+        global,
+        arrays,
+        holder,
+        pid,
+    })
+}
+
+/// StartWipe's options: `method` (s: zero (default), random, discard, zeroout, signatures),
+/// `verify` (b), `keep-resync` (b).
+///
+/// Errors: `InvalidArgument` for unknown options, wrong types or an unknown method.
+pub fn parse_start_wipe(opts: &Options) -> Result<(Method, bool, bool)> {
+    let mut method = Method::Zero;
+    let (mut verify, mut keep) = (false, false);
+    for (k, v) in opts {
+        match (k.as_str(), &**v) {
+            ("method", Value::Str(s)) => {
+                method = match s.as_str() {
+                    "zero" => Method::Zero,
+                    "random" => Method::Random,
+                    "discard" => Method::Discard,
+                    "zeroout" => Method::Zeroout,
+                    "signatures" => Method::Signatures,
+                    other => {
+                        return Err(Error::InvalidArgument(format!(
+                        "StartWipe: method {other:?} is not zero, random, discard, zeroout or signatures"
+                    )))
+                    }
+                }
+            }
+            ("verify", Value::Bool(b)) => verify = *b,
+            ("keep-resync", Value::Bool(b)) => keep = *b,
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "StartWipe: unknown option {k:?} or wrong type {} (known: method s, verify b, keep-resync b)",
+                    v.value_signature()
+                )))
+            }
+        }
+    }
+    Ok((method, verify, keep))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn opts(kv: &[(&str, Value<'static>)]) -> Options {
+        kv.iter()
+            .map(|(k, v)| (k.to_string(), OwnedValue::try_from(v.clone()).unwrap()))
+            .collect()
+    }
+
+    const INSTALL: (u64, Option<u64>) = (0, None);
+
+    #[test]
+    fn acquire_options_parse() {
+        let o = parse_acquire(
+            &opts(&[
+                ("min", Value::U64(50_000)),
+                ("kind", Value::from("installer")),
+            ]),
+            INSTALL,
+        )
+        .unwrap();
+        assert_eq!(o.kind, LeaseKind::Installer);
+        assert_eq!(o.global.min, Some(50_000));
+        assert_eq!(o.global.max, None);
+        assert!(o.arrays.is_empty());
+        assert_eq!((o.holder, o.pid), (None, None));
+    }
+
+    #[test]
+    fn present_zero_means_zero_and_absent_means_unset() {
+        let o = parse_acquire(&opts(&[("min", Value::U64(0))]), INSTALL).unwrap();
+        assert_eq!(
+            o.global,
+            Limits {
+                min: Some(0),
+                max: None
+            }
+        );
+        let o = parse_acquire(&opts(&[("max", Value::U64(0))]), INSTALL).unwrap();
+        assert_eq!(
+            o.global,
+            Limits {
+                min: None,
+                max: Some(0)
+            }
+        );
+        // min 0 below max 0 is fine; min above max is not.
+        parse_acquire(
+            &opts(&[("min", Value::U64(0)), ("max", Value::U64(0))]),
+            INSTALL,
+        )
+        .unwrap();
+    }
+
+    #[test]
+    fn empty_options_are_the_install_policy() {
+        let o = parse_acquire(&opts(&[]), (0, None)).unwrap();
+        assert_eq!(
+            o.global,
+            Limits {
+                min: Some(0),
+                max: None
+            }
+        );
+        assert_eq!(o.kind, LeaseKind::DbusClient);
+        let o = parse_acquire(
+            &opts(&[
+                ("holder", Value::from("installer")),
+                ("pid", Value::U32(42)),
+            ]),
+            (7, Some(900)),
+        )
+        .unwrap();
+        assert_eq!(
+            o.global,
+            Limits {
+                min: Some(7),
+                max: Some(900)
+            }
+        );
+        assert_eq!(o.holder.as_deref(), Some("installer"));
+        assert_eq!(o.pid, Some(42));
+    }
+
+    #[test]
+    fn acquire_rejects_bad_options() {
+        for o in [
+            opts(&[("bogus", Value::U64(1))]),
+            opts(&[("min", Value::from("fast"))]),
+            opts(&[("min", Value::U64(9)), ("max", Value::U64(3))]),
+            opts(&[("min", Value::I32(-1))]),
+            opts(&[("min", Value::U64(1)), ("kind", Value::from("root"))]),
+            opts(&[("holder", Value::U64(1))]),
+            opts(&[("holder", Value::from(""))]),
+            opts(&[("pid", Value::U32(0))]),
+            opts(&[("pid", Value::from("1"))]),
+        ] {
+            assert!(
+                matches!(parse_acquire(&o, INSTALL), Err(Error::InvalidArgument(_))),
+                "{o:?}"
+            );
+        }
+    }
+
+    fn per_array(kv: &[(&str, &[(&str, u64)])]) -> Value<'static> {
+        let m: HashMap<String, HashMap<String, Value<'static>>> = kv
+            .iter()
+            .map(|(a, l)| {
+                (
+                    a.to_string(),
+                    l.iter()
+                        .map(|(k, v)| (k.to_string(), Value::U64(*v)))
+                        .collect(),
+                )
+            })
+            .collect();
+        Value::from(m)
+    }
+
+    #[test]
+    fn acquire_arrays_option() {
+        let v = per_array(&[("md1", &[("min", 10), ("max", 20)])]);
+        assert_eq!(v.value_signature().to_string(), "a{sa{sv}}");
+        let o = parse_acquire(&opts(&[("arrays", v)]), INSTALL).unwrap();
+        assert_eq!(
+            o.arrays["md1"],
+            Limits {
+                min: Some(10),
+                max: Some(20)
+            }
+        );
+        // An absent key is unset; the global limits stay unset (no install policy then).
+        let o = parse_acquire(
+            &opts(&[("arrays", per_array(&[("md1", &[("max", 20)])]))]),
+            INSTALL,
+        )
+        .unwrap();
+        assert_eq!(o.arrays["md1"].min, None);
+        assert!(o.global.is_empty());
+        // A per-array max 0 can be sent (and min 0).
+        let o = parse_acquire(
+            &opts(&[("arrays", per_array(&[("md1", &[("min", 0), ("max", 0)])]))]),
+            INSTALL,
+        )
+        .unwrap();
+        assert_eq!(
+            o.arrays["md1"],
+            Limits {
+                min: Some(0),
+                max: Some(0)
+            }
+        );
+        for bad in [
+            per_array(&[("md1", &[])]),
+            per_array(&[("md1", &[("min", 9), ("max", 3)])]),
+            per_array(&[("md1", &[("speed", 3)])]),
+            Value::from(HashMap::from([("md1".to_string(), (1u64, 2u64))])),
+        ] {
+            assert!(
+                matches!(
+                    parse_acquire(&opts(&[("arrays", bad.clone())]), INSTALL),
+                    Err(Error::InvalidArgument(_))
+                ),
+                "{bad:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn start_wipe_options() {
+        assert_eq!(
+            parse_start_wipe(&opts(&[])).unwrap(),
+            (Method::Zero, false, false)
+        );
+        assert_eq!(
+            parse_start_wipe(&opts(&[
+                ("method", Value::from("random")),
+                ("verify", Value::Bool(true)),
+                ("keep-resync", Value::Bool(true)),
+            ]))
+            .unwrap(),
+            (Method::Random, true, true)
+        );
+        for o in [
+            opts(&[("method", Value::from("shred"))]),
+            opts(&[("method", Value::U32(1))]),
+            opts(&[("verify", Value::from("yes"))]),
+            opts(&[("bogus", Value::Bool(true))]),
+        ] {
+            assert!(
+                matches!(parse_start_wipe(&o), Err(Error::InvalidArgument(_))),
+                "{o:?}"
+            );
+        }
+    }
+
+    #[test]
+    fn no_options_and_restore_options() {
+        no_options("Cancel", &opts(&[])).unwrap();
+        let e = no_options("Cancel", &opts(&[("force", Value::Bool(true))])).unwrap_err();
+        assert!(
+            matches!(&e, Error::InvalidArgument(m) if m == "Cancel: unknown option \"force\""),
+            "{e:?}"
+        );
+        assert!(!parse_restore(&opts(&[])).unwrap());
+        assert!(parse_restore(&opts(&[("defaults", Value::Bool(true))])).unwrap());
+        for o in [
+            opts(&[("defaults", Value::U32(1))]),
+            opts(&[("bogus", Value::Bool(true))]),
+        ] {
+            assert!(
+                matches!(parse_restore(&o), Err(Error::InvalidArgument(_))),
+                "{o:?}"
+            );
+        }
+    }
+}
