@@ -22,6 +22,7 @@ arg() {
 }
 echo "@@BOOTED $(cut -d' ' -f1 /proc/uptime)"
 echo "@@BOOT $(systemd-analyze time 2>/dev/null | head -1)"
+systemd-analyze blame 2>/dev/null | head -n 8 | sed "s/^/@@BLAME /"
 list=$(arg mdpilot.scenario || true)
 [ "$list" = shell ] && exit 0
 [ -n "$list" ] || list=$(cd $T/scenarios && ls ./*.sh | sed 's|^\./||; s|\.sh$||' | tr '\n' ',')

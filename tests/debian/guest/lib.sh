@@ -31,7 +31,7 @@ main_pid() { systemctl show -p MainPID --value mdpilot.service; }
 mcall() { local m=$1; shift; busctl --system call "$BUS_NAME" "$BUS_PATH" "$MANAGER" "$m" "$@"; }
 # as_tester CMD...: CMD as the unprivileged user `tester` (no session, no polkit rights).
 as_tester() { runuser -u tester -- "$@"; }
-name_on_bus() { busctl --system list --no-legend | awk '{print $1}' | grep -qx "$BUS_NAME"; }
+name_on_bus() { busctl --system list --acquired --no-legend | awk '{print $1}' | grep -qx "$BUS_NAME"; }
 # md_create NAME LEVEL DISK...: mdadm --create, metadata 1.2, small members (short syncs).
 md_create() {
     local name=$1 level=$2
