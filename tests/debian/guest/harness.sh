@@ -21,8 +21,7 @@ arg() {
     return 1
 }
 echo "@@BOOTED $(cut -d' ' -f1 /proc/uptime)"
-echo "@@BOOT $(systemd-analyze time 2>/dev/null | head -1)"
-systemd-analyze blame 2>/dev/null | head -n 8 | sed "s/^/@@BLAME /"
+echo "@@BOOT multi-user.target at $(systemctl show -p ActiveEnterTimestampMonotonic --value multi-user.target | awk '{printf "%.1f", $1 / 1e6}')s"
 list=$(arg mdpilot.scenario || true)
 [ "$list" = shell ] && exit 0
 [ -n "$list" ] || list=$(cd $T/scenarios && ls ./*.sh | sed 's|^\./||; s|\.sh$||' | tr '\n' ',')
