@@ -19,3 +19,18 @@ refused SetArraySpeedLimits md0 1 2 '{}'
 refused RestoreLimits '{}'
 refused StartWipe "${DISKS[2]}" '{}'
 assert_eq "$(limit_min)" "$before" "speed_limit_min untouched by the refused calls"
+# A polkit rule file grants tester the action: the same call now passes (the lease is tied to
+# gdbus's connection and ends when gdbus exits).
+rule=/etc/polkit-1/rules.d/50-mdpilot-tester.rules
+cat >"$rule" <<'R'
+polkit.addRule(function(action, subject) {
+    if (action.id == "org.mdpilot.MdPilot1.manage" && subject.user == "tester")
+        return polkit.Result.YES;
+});
+R
+granted() { as_tester gdbus call --system --dest "$BUS_NAME" --object-path "$BUS_PATH" --method "$m.AcquirePriority" '{}' >/tmp/granted.txt 2>&1; }
+wait_for 20 granted || fail "AcquirePriority as tester with a polkit rule: $(cat /tmp/granted.txt)"
+log "ok: tester with a rule: $(cat /tmp/granted.txt)"
+rm -f "$rule"
+wait_for 10 sh -c "[ \"\$(cat /proc/sys/dev/raid/speed_limit_min)\" = $before ]" ||
+    fail "speed_limit_min not restored after tester's bus lease ended: $(limit_min)"
