@@ -1,6 +1,6 @@
 # dpkg -i of the built package on a booted Debian: files in place, unit enabled (its alias),
 # not started (no array yet: it starts on demand), unit and security as systemd sees them.
-# vm-timeout: 300
+# vm-timeout: 150
 dpkg -i "$DEB" || fail "dpkg -i $DEB failed"
 assert_eq "$(dpkg-query -W -f '${db:Status-Status}' mdpilot)" installed "package status"
 for f in /usr/bin/mdpilot /usr/lib/systemd/system/mdpilot.service \

@@ -1,6 +1,6 @@
 # A real raid1 made with mdadm: udev's rule pulls the stopped service in, and the array shows
 # on the bus with the kernel's facts.
-# vm-timeout: 120
+# vm-timeout: 90
 need_disks 2
 systemctl stop mdpilot.service
 assert_eq "$(unit_state)" inactive "unit state before the array"

@@ -1,7 +1,7 @@
 # Under the shipped unit (ProtectSystem=strict, ReadWritePaths, DeviceAllow) the service writes
 # the kernel's knobs: a named lease sets speed_limit_min to 0, per-array limits reach sysfs, and
 # releasing restores the originals.
-# vm-timeout: 90
+# vm-timeout: 60
 name_on_bus || systemctl start mdpilot.service
 echo 1000 >/proc/sys/dev/raid/speed_limit_min
 orig=$(limit_min)

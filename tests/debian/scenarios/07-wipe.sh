@@ -1,6 +1,6 @@
 # A wipe job through the bus opens a data disk for writing under the shipped unit's device policy
 # (DevicePolicy=closed, DeviceAllow=block-* rw): a swap signature is gone afterwards.
-# vm-timeout: 120
+# vm-timeout: 60
 need_disks 4
 name_on_bus || systemctl start mdpilot.service
 d=${DISKS[3]}

@@ -1,7 +1,7 @@
 # systemctl restart: a new process owns the name; the kernel's originals come back when the
 # service stops with no lease. During a named installer lease the limit's fate across the
 # restart is reported (the reliability issue makes named leases survive it).
-# vm-timeout: 90
+# vm-timeout: 60
 name_on_bus || systemctl start mdpilot.service
 orig=$(limit_min)
 pid0=$(main_pid)

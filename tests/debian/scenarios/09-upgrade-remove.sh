@@ -1,6 +1,6 @@
 # Maintainer scripts: an upgrade (dpkg -i again) try-restarts a running service and leaves a
 # stopped one stopped; dpkg -r stops it; purge removes the enablement.
-# vm-timeout: 400
+# vm-timeout: 300
 systemctl start mdpilot.service
 pid0=$(main_pid)
 t0=$(date +%s)
