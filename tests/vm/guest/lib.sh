@@ -158,7 +158,8 @@ bus_prop() {
 array_path() {
     local hex
     hex=$(tr -d -- '-:\n' <"/sys/block/$1/md/uuid" 2>/dev/null | tr 'A-F' 'a-f')
-    if [ "${#hex}" -eq 32 ]; then echo "$BUS_PATH/arrays/$hex"; else echo "$BUS_PATH/arrays/name_$1"; fi
+    # An all-zero UUID (an inactive array's md/uuid) is no UUID, as in dbus::array_path.
+    if [ "${#hex}" -eq 32 ] && [ -n "${hex//0/}" ]; then echo "$BUS_PATH/arrays/$hex"; else echo "$BUS_PATH/arrays/name_$1"; fi
 }
 array_prop() { bus_prop "$(array_path "$1")" org.mdpilot.MdPilot1.Array "$2"; }
 manager_prop() { bus_prop "$MANAGER_PATH" org.mdpilot.MdPilot1.Manager "$1"; }
