@@ -71,7 +71,11 @@ fn unit_is_hardened_and_started_on_demand() {
         .contains("man:mdpilot(8)"));
     assert_eq!(get("UMask"), Some("0077"));
     assert_eq!(get("IPAddressDeny"), Some("any"));
-    assert_eq!(get("RestrictAddressFamilies"), Some("AF_UNIX AF_NETLINK"));
+    assert_eq!(
+        get("RestrictAddressFamilies"),
+        Some("AF_UNIX AF_NETLINK AF_INET AF_INET6")
+    );
+    assert_eq!(get("IPAddressAllow"), Some("localhost"));
     assert_eq!(get("DevicePolicy"), Some("closed"));
     assert_eq!(get("DeviceAllow"), Some("block-* rw"));
     // Started by D-Bus activation or the udev rule, not on every boot.
