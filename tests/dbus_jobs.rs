@@ -158,11 +158,9 @@ async fn watch(
 async fn job_introspection_matches_committed_xml() {
     let Some(bus) = Bus::start() else { return };
     // A job object that drives nothing, served in-process: its introspection is the interface's.
-    let obj = mdpilot::dbus::job::JobObject {
-        props: Default::default(),
-        handle: None,
-        bus: mdpilot::dbus::BusChoice::Address(bus.address.clone()),
-    };
+    let obj = mdpilot::dbus::job::JobObject::idle(std::sync::Arc::new(
+        mdpilot::dbus::auth::Authority::new(mdpilot::dbus::BusChoice::Address(bus.address.clone())),
+    ));
     let conn = zbus::connection::Builder::address(bus.address.as_str())
         .unwrap()
         .serve_at("/org/mdpilot/MdPilot1/jobs/1", obj)
@@ -193,7 +191,8 @@ async fn job_introspection_matches_committed_xml() {
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("dbus/{JOB}.xml"));
     if std::env::var_os("MDPILOT_UPDATE_XML").is_some() {
         let doc = format!(
-            "<!DOCTYPE node PUBLIC \"-//freedesktop//DTD D-BUS Object Introspection 1.0//EN\"\n \"http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd\">\n<!-- Generated from the live object: MDPILOT_UPDATE_XML=1 cargo test --test dbus_jobs introspection -->\n<node>\n  {live}\n</node>\n"
+            "<!DOCTYPE node PUBLIC \"-//freedesktop//DTD D-BUS Object Introspection 1.0//EN\"\n \"http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd\">\n<!-- Generated from the live object: MDPILOT_UPDATE_XML=1 cargo test --test dbus_jobs introspection -->\n<node>\n  {live}\n{}</node>\n",
+            mdpilot::dbus::errors::xml_doc()
         );
         std::fs::write(&file, doc).unwrap();
         return;

@@ -122,7 +122,8 @@ async fn introspection_matches_committed_xml() {
         let file = dir.join(format!("{iface}.xml"));
         if std::env::var_os("MDPILOT_UPDATE_XML").is_some() {
             let doc = format!(
-                "<!DOCTYPE node PUBLIC \"-//freedesktop//DTD D-BUS Object Introspection 1.0//EN\"\n \"http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd\">\n<!-- Generated from the live service: MDPILOT_UPDATE_XML=1 cargo test --test dbus_service introspection -->\n<node>\n  {live}\n</node>\n"
+                "<!DOCTYPE node PUBLIC \"-//freedesktop//DTD D-BUS Object Introspection 1.0//EN\"\n \"http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd\">\n<!-- Generated from the live service: MDPILOT_UPDATE_XML=1 cargo test --test dbus_service introspection -->\n<node>\n  {live}\n{}</node>\n",
+                mdpilot::dbus::errors::xml_doc()
             );
             std::fs::write(&file, doc).unwrap();
             continue;
@@ -383,7 +384,17 @@ async fn mutating_calls(c: &zbus::Connection) -> Vec<(&'static str, String)> {
         ),
         (
             "RestoreLimits",
-            error_name(call(c, PATH, MANAGER, "RestoreLimits", &(opts(&[]),)).await),
+            // udisks2's standard option: no polkit prompt for this one.
+            error_name(
+                call(
+                    c,
+                    PATH,
+                    MANAGER,
+                    "RestoreLimits",
+                    &(opts(&[("auth.no_user_interaction", Value::Bool(true))]),),
+                )
+                .await,
+            ),
         ),
         (
             "StartWipe",
@@ -737,10 +748,15 @@ async fn ready_is_sent_after_the_name_is_owned_and_stopping_on_sigterm() {
 
 type Subject = (String, HashMap<String, OwnedValue>);
 
+/// What the fake polkit was asked: subject (kind and uid), action id, details, flags.
+type Asked = (String, String, HashMap<String, String>, u32);
+
 /// A stand-in polkit authority on the private bus: answers `allow` and records what it was asked.
 struct FakePolkit {
     allow: bool,
-    asked: std::sync::Arc<std::sync::Mutex<Vec<(String, String, u32)>>>,
+    asked: std::sync::Arc<std::sync::Mutex<Vec<Asked>>>,
+    /// The unique names that asked.
+    askers: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
 }
 
 #[zbus::interface(name = "org.freedesktop.PolicyKit1.Authority")]
@@ -749,19 +765,25 @@ impl FakePolkit {
         &self,
         subject: Subject,
         action_id: String,
-        _details: HashMap<String, String>,
+        details: HashMap<String, String>,
         flags: u32,
         _cancellation_id: String,
+        #[zbus(header)] header: zbus::message::Header<'_>,
     ) -> (bool, bool, HashMap<String, String>) {
+        if let Some(s) = header.sender() {
+            self.askers.lock().unwrap().insert(s.to_string());
+        }
         let uid = subject
             .1
             .get("uid")
             .and_then(|v| i32::try_from(v.try_clone().ok()?).ok())
             .unwrap_or(-1);
-        self.asked
-            .lock()
-            .unwrap()
-            .push((format!("{} uid={uid}", subject.0), action_id, flags));
+        self.asked.lock().unwrap().push((
+            format!("{} uid={uid}", subject.0),
+            action_id,
+            details,
+            flags,
+        ));
         (self.allow, false, HashMap::new())
     }
 }
@@ -775,6 +797,7 @@ async fn polkit_decides_for_unprivileged_callers() {
     for allow in [true, false] {
         let Some(bus) = Bus::start() else { return };
         let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let askers = std::sync::Arc::new(std::sync::Mutex::new(Default::default()));
         let _polkit = zbus::connection::Builder::address(bus.address.as_str())
             .unwrap()
             .serve_at(
@@ -782,6 +805,7 @@ async fn polkit_decides_for_unprivileged_callers() {
                 FakePolkit {
                     allow,
                     asked: asked.clone(),
+                    askers: askers.clone(),
                 },
             )
             .unwrap()
@@ -824,14 +848,37 @@ async fn polkit_decides_for_unprivileged_callers() {
         }
         let asked = asked.lock().unwrap().clone();
         assert_eq!(asked.len(), 5, "{asked:?}");
-        for (subject, action, flags) in asked {
+        let priority = "org.mdpilot.MdPilot1.manage-priority";
+        let wipe = "org.mdpilot.MdPilot1.wipe";
+        // method -> (action, device detail, flags): interaction allowed (1) unless the
+        // options said auth.no_user_interaction (RestoreLimits in mutating_calls).
+        let want: HashMap<&str, (&str, Option<&str>, u32)> = HashMap::from([
+            ("AcquirePriority", (priority, None, 1)),
+            ("ReleasePriority", (priority, None, 1)),
+            ("SetArraySpeedLimits", (priority, Some("/dev/md0"), 1)),
+            ("RestoreLimits", (priority, None, 0)),
+            ("StartWipe", (wipe, Some("/dev/md0"), 1)),
+        ]);
+        for (subject, action, details, flags) in &asked {
             assert_eq!(subject, "unix-process uid=65534");
-            assert_eq!(action, "org.mdpilot.MdPilot1.manage");
-            assert_eq!(
-                flags, 0,
-                "no interactive auth unless the caller asked for it"
-            );
+            let method = details["method"].as_str();
+            let (a, dev, f) = want[method];
+            assert_eq!(action, a, "{method}");
+            assert_eq!(details.get("device").map(String::as_str), dev, "{method}");
+            assert_eq!(*flags, f, "{method}: flags");
+            assert!(details["polkit.message"].starts_with("Authentication is required"));
+            assert_eq!(details["polkit.gettext_domain"], "mdpilot");
         }
+        let methods: std::collections::BTreeSet<&str> =
+            asked.iter().map(|a| a.2["method"].as_str()).collect();
+        assert_eq!(methods.len(), 5, "one question per method: {asked:?}");
+        // One system-bus connection for every question, not one per call.
+        assert_eq!(
+            askers.lock().unwrap().len(),
+            1,
+            "{:?}",
+            askers.lock().unwrap()
+        );
     }
 }
 

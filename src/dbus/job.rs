@@ -13,24 +13,34 @@
 //!
 //! Leases go through the service's [`crate::policy::Policy`] ([`ServiceLeases`]), owned by the
 //! service's pid (a lease of a job that died with the service is reaped at the next start).
+//!
+//! The interface follows udisks2's `org.freedesktop.UDisks2.Job` where names overlap
+//! (`Operation`, `Progress`, `ProgressValid`, `Bytes`, `Rate`, `StartTime`, `ExpectedEndTime`,
+//! `Objects`, `StartedByUID`, `Cancelable`, `Cancel(a{sv})`, `Completed(b, s)`), plus `Device`,
+//! `BytesDone`, the prose `Plan` and the structured `PlanData` ([`PlanData`]).
+//!
+//! Authorization ([`super::auth`]): StartWipe needs `org.mdpilot.MdPilot1.wipe` (auth_admin,
+//! every time); Cancel of one's own job (same uid as `StartedByUID`) needs nothing more, of
+//! another uid's job the wipe action again.
 
-use super::auth::authorize;
+use super::auth::{take_interaction_flags, Authority, Request};
 use super::errors::{Error, Result};
 use super::options::{no_options, parse_start_wipe, Options};
 use super::props::{changed_props, emit_changed};
-use super::{BusChoice, MANAGER_PATH};
-use crate::policy::Owner;
+use super::MANAGER_PATH;
+use crate::policy::{LeaseRequest, Limits, Owner};
 use crate::service::state::{RunningJob, ServiceLeases, Shared};
-use crate::wipe::planner::{self, Method};
+use crate::wipe::planner::{self, Data, Method, Op, Plan, ResyncAction};
 use crate::wipe::stream::Seed;
 use crate::wipe::{probe, JobHandle, Outcome, WipeError};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use zbus::interface;
 use zbus::message::Header;
 use zbus::object_server::SignalEmitter;
-use zbus::zvariant::{OwnedObjectPath, OwnedValue};
+use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 
 /// Job interface name.
 pub const JOB_IFACE: &str = "org.mdpilot.MdPilot1.Job";
@@ -51,6 +61,158 @@ pub fn job_path(n: u64) -> String {
     format!("{MANAGER_PATH}/jobs/{n}")
 }
 
+/// The plan as structured data: the job's `PlanData` property, `a{sv}` with these keys (all
+/// present unless said otherwise; sizes in bytes):
+///
+/// - `method` (s): `zero`, `random`, `discard`, `zeroout`, `signatures` (StartWipe's option).
+/// - `operation` (s): what is done to each range: `write`, `zeroout` (BLKZEROOUT) or
+///   `discard` (BLKDISCARD).
+/// - `data` (s, only with `write`): `zero`, `random`, `pattern`, `file`, `stream`.
+/// - `open-flags` (s): `O_WRONLY|O_EXCL|O_DIRECT` (open(2) flags; `O_CLOEXEC` always).
+/// - `block-bytes` (t): bytes per write request and verify read.
+/// - `step-bytes` (t): bytes per BLKZEROOUT/BLKDISCARD request.
+/// - `queue-depth` (u): requests in flight.
+/// - `ranges` (u): how many byte ranges; `total-bytes` (t): their sum (= `Bytes`).
+/// - `resync-action` (s): `leave`, or `freeze-and-skip` (md/sync_action frozen during the
+///   wipe, the initial resync skipped after a complete one); `resync-array` (s, only with
+///   `freeze-and-skip`): the array's kernel name.
+/// - `verify` (b): read back and compare.
+/// - `leases` (aa{sv}): the speed-limit leases held for the job's life, one dict each:
+///   `holder` (s), `kind` (s), `min`/`max` (t, KiB/s, global `speed_limit_{min,max}`, present
+///   only when set) and `arrays` (a{sa{st}}: kernel name -> {`min`, `max`} KiB/s, only the set
+///   keys; present only when the lease has per-array limits).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct PlanData {
+    /// `method`.
+    pub method: String,
+    /// `operation`.
+    pub operation: String,
+    /// `data`.
+    pub data: Option<String>,
+    /// `open-flags`.
+    pub open_flags: String,
+    /// `block-bytes`.
+    pub block_bytes: u64,
+    /// `step-bytes`.
+    pub step_bytes: u64,
+    /// `queue-depth`.
+    pub queue_depth: u32,
+    /// `ranges`.
+    pub ranges: u32,
+    /// `total-bytes`.
+    pub total_bytes: u64,
+    /// `resync-action`.
+    pub resync_action: String,
+    /// `resync-array`.
+    pub resync_array: Option<String>,
+    /// `verify`.
+    pub verify: bool,
+    /// `leases`.
+    pub leases: Vec<LeaseRequest>,
+}
+
+impl PlanData {
+    /// The structured form of `plan` (no key material: `random`'s seed stays out).
+    pub fn from_plan(plan: &Plan) -> PlanData {
+        let (operation, data) = match &plan.op {
+            Op::Write(d) => (
+                "write",
+                Some(match d {
+                    Data::Zero => "zero",
+                    Data::Random(_) => "random",
+                    Data::Pattern(_) => "pattern",
+                    Data::RepeatFile { .. } => "file",
+                    Data::Stream(_) => "stream",
+                }),
+            ),
+            Op::ZeroOut => ("zeroout", None),
+            Op::Discard => ("discard", None),
+        };
+        let (resync_action, resync_array) = match &plan.resync {
+            ResyncAction::Leave => ("leave", None),
+            ResyncAction::FreezeAndSkip { array } => ("freeze-and-skip", Some(array.clone())),
+        };
+        PlanData {
+            method: plan.method.name().to_string(),
+            operation: operation.to_string(),
+            data: data.map(str::to_string),
+            open_flags: plan.open.describe(),
+            block_bytes: plan.block_bytes,
+            step_bytes: plan.step_bytes,
+            queue_depth: u32::try_from(plan.queue_depth).unwrap_or(u32::MAX),
+            ranges: u32::try_from(plan.ranges.len()).unwrap_or(u32::MAX),
+            total_bytes: plan.total_bytes(),
+            resync_action: resync_action.to_string(),
+            resync_array,
+            verify: plan.verify,
+            leases: plan.leases.clone(),
+        }
+    }
+
+    /// The `a{sv}` described on [`PlanData`].
+    pub fn to_dict(&self) -> HashMap<String, OwnedValue> {
+        fn limits(l: &Limits) -> HashMap<String, Value<'static>> {
+            let mut d = HashMap::new();
+            if let Some(m) = l.min {
+                d.insert("min".to_string(), Value::U64(m));
+            }
+            if let Some(m) = l.max {
+                d.insert("max".to_string(), Value::U64(m));
+            }
+            d
+        }
+        let leases: Vec<HashMap<String, Value<'static>>> = self
+            .leases
+            .iter()
+            .map(|l| {
+                let mut d = limits(&l.global);
+                d.insert("holder".to_string(), Value::from(l.holder.clone()));
+                d.insert("kind".to_string(), Value::from(l.kind.as_str().to_string()));
+                if !l.arrays.is_empty() {
+                    let arrays: HashMap<String, HashMap<String, u64>> = l
+                        .arrays
+                        .iter()
+                        .map(|(a, lim)| {
+                            let mut m = HashMap::new();
+                            if let Some(v) = lim.min {
+                                m.insert("min".to_string(), v);
+                            }
+                            if let Some(v) = lim.max {
+                                m.insert("max".to_string(), v);
+                            }
+                            (a.clone(), m)
+                        })
+                        .collect();
+                    d.insert("arrays".to_string(), Value::from(arrays));
+                }
+                d
+            })
+            .collect();
+        let mut v: Vec<(&str, Value<'static>)> = vec![
+            ("method", Value::from(self.method.clone())),
+            ("operation", Value::from(self.operation.clone())),
+            ("open-flags", Value::from(self.open_flags.clone())),
+            ("block-bytes", Value::U64(self.block_bytes)),
+            ("step-bytes", Value::U64(self.step_bytes)),
+            ("queue-depth", Value::U32(self.queue_depth)),
+            ("ranges", Value::U32(self.ranges)),
+            ("total-bytes", Value::U64(self.total_bytes)),
+            ("resync-action", Value::from(self.resync_action.clone())),
+            ("verify", Value::Bool(self.verify)),
+            ("leases", Value::from(leases)),
+        ];
+        if let Some(d) = &self.data {
+            v.push(("data", Value::from(d.clone())));
+        }
+        if let Some(a) = &self.resync_array {
+            v.push(("resync-array", Value::from(a.clone())));
+        }
+        v.into_iter()
+            .filter_map(|(k, v)| Some((k.to_string(), OwnedValue::try_from(v).ok()?)))
+            .collect()
+    }
+}
+
 /// The published properties of a job.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct JobProps {
@@ -61,6 +223,12 @@ pub struct JobProps {
     pub device: String,
     /// Durable fraction done, 0..=1.
     pub progress: f64,
+    /// Whether `progress` means something (the job knows its total: `bytes` > 0).
+    pub progress_valid: bool,
+    /// The array objects the job works on (see [`array_objects`]).
+    pub objects: Vec<OwnedObjectPath>,
+    /// The plan as structured data.
+    pub plan_data: PlanData,
     /// Bytes the job writes in all.
     pub bytes: u64,
     /// Bytes durably written.
@@ -118,12 +286,15 @@ pub struct JobObject {
     pub props: Arc<Mutex<JobProps>>,
     /// The engine's handle; `None` for an object that drives nothing (introspection tests).
     pub handle: Option<Arc<JobHandle>>,
-    /// The bus the service is on (for authorization).
-    pub bus: BusChoice,
+    /// Who may cancel (the service's authority).
+    pub auth: Arc<Authority>,
+    /// Set by the first successful Cancel.
+    pub cancelled: AtomicBool,
 }
 
-/// A wipe job of mdpilot. Reads are open to everyone; Cancel needs uid 0 or polkit action
-/// org.mdpilot.MdPilot1.manage. The object goes away some seconds after Completed.
+/// A wipe job of mdpilot, like udisks2's Job. Reads are open to everyone; Cancel of one's own
+/// job is allowed, of another uid's job it needs uid 0 or polkit action
+/// org.mdpilot.MdPilot1.wipe. The object goes away some seconds after Completed.
 #[interface(name = "org.mdpilot.MdPilot1.Job")]
 impl JobObject {
     /// What the job does: wipe-zero, wipe-random, wipe-discard, wipe-zeroout, wipe-signatures.
@@ -136,10 +307,30 @@ impl JobObject {
     fn device(&self) -> String {
         self.p().device
     }
-    /// Durably written fraction, 0..1.
+    /// Durably written fraction, 0..1 (meaningful when ProgressValid).
     #[zbus(property)]
     fn progress(&self) -> f64 {
         self.p().progress
+    }
+    /// Whether Progress means something (the job knows how many bytes it writes).
+    #[zbus(property(emits_changed_signal = "const"))]
+    fn progress_valid(&self) -> bool {
+        self.p().progress_valid
+    }
+    /// The array objects the job works on: the array being wiped and the arrays whose limits
+    /// its leases change (empty for a device that is no array, e.g. a loop device).
+    #[zbus(property(emits_changed_signal = "const"))]
+    fn objects(&self) -> Vec<OwnedObjectPath> {
+        self.p().objects
+    }
+    /// The plan as a{sv}: method s, operation s (write, zeroout, discard), data s (with write),
+    /// open-flags s, block-bytes t, step-bytes t, queue-depth u, ranges u, total-bytes t,
+    /// resync-action s (leave, freeze-and-skip), resync-array s (with freeze-and-skip), verify
+    /// b, leases aa{sv} (holder s, kind s, min t, max t, arrays a{sa{st}}; limits in KiB/s, only
+    /// the set ones).
+    #[zbus(property(emits_changed_signal = "const"))]
+    fn plan_data(&self) -> HashMap<String, OwnedValue> {
+        self.p().plan_data.to_dict()
     }
     /// Bytes the job writes in all.
     #[zbus(property(emits_changed_signal = "const"))]
@@ -183,24 +374,44 @@ impl JobObject {
     }
 
     /// Stops the job between two blocks; Completed(false, ...) follows once in-flight requests
-    /// are done, the resync unfrozen and the leases released. No options yet. Failed when the
-    /// job has already finished.
+    /// are done, the resync unfrozen and the leases released. Options: auth.no_user_interaction
+    /// (b). Cancelled when the job is already being cancelled or was; Failed when it has
+    /// already finished otherwise.
     async fn cancel(
         &self,
-        options: Options,
+        mut options: Options,
         #[zbus(header)] header: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<()> {
-        authorize(conn, &header, &self.bus).await?;
+        let flags = take_interaction_flags("Cancel", &mut options)?;
+        let caller = self.auth.caller(conn, &header).await?;
+        let p = self.p();
+        if caller.uid != p.started_by_uid {
+            let req = Request::cancel_job_of_other(&p.device);
+            self.auth.check_caller(conn, &caller, &req, flags).await?;
+        }
         no_options("Cancel", &options)?;
+        let already = || {
+            Error::Cancelled(format!(
+                "Cancel: the job on {} is already cancelled",
+                p.device
+            ))
+        };
+        if self.cancelled.load(Ordering::SeqCst) {
+            return Err(already());
+        }
         match &self.handle {
-            Some(h) if !h.is_finished() && self.p().cancelable => {
+            Some(h) if !h.is_finished() && p.cancelable => {
+                // Of two racing Cancel calls exactly one succeeds.
+                if self.cancelled.swap(true, Ordering::SeqCst) {
+                    return Err(already());
+                }
                 h.cancel();
                 Ok(())
             }
             _ => Err(Error::Failed(format!(
                 "Cancel: the job on {} has already finished",
-                self.p().device
+                p.device
             ))),
         }
     }
@@ -216,6 +427,16 @@ impl JobObject {
 }
 
 impl JobObject {
+    /// An object that drives nothing (its introspection is the interface's).
+    pub fn idle(auth: Arc<Authority>) -> JobObject {
+        JobObject {
+            props: Default::default(),
+            handle: None,
+            auth,
+            cancelled: AtomicBool::new(false),
+        }
+    }
+
     /// A snapshot of the published values.
     fn p(&self) -> JobProps {
         self.props.lock().unwrap_or_else(|e| e.into_inner()).clone()
@@ -244,34 +465,45 @@ pub fn completion_message(device: &str, r: &std::result::Result<Outcome, WipeErr
     }
 }
 
-/// `Manager.StartWipe`: authorizes the caller, probes and plans, starts the job and serves its
-/// object. Returns the object path.
+/// The object paths of the arrays among `names` (kernel names) that the service serves, sorted
+/// and without repeats. Paths come from [`super::array_path`], the one place that builds them.
+pub fn array_objects<'a>(
+    shared: &Shared,
+    names: impl IntoIterator<Item = &'a str>,
+) -> Vec<OwnedObjectPath> {
+    let names: BTreeSet<&str> = names.into_iter().collect();
+    names
+        .into_iter()
+        .filter(|n| shared.has_array(n))
+        .filter_map(|n| OwnedObjectPath::try_from(super::array_path(n)).ok())
+        .collect()
+}
+
+/// `Manager.StartWipe`: authorizes the caller (polkit action `org.mdpilot.MdPilot1.wipe`,
+/// details naming the device), probes and plans, starts the job and serves its object.
+/// Returns the object path.
 ///
-/// Errors: `NotAuthorized`; `InvalidArgument` (options, not a block device, unsupported
-/// method); `Busy` (refused: mounted, swap, holders, backs `/`, or a job already runs on the
-/// device); `Failed` (anything else), each naming the device and the reason.
+/// Errors: `NotAuthorized`; `InvalidArgument` (options, not a block device); `NotSupported`
+/// (the device cannot do the method, e.g. discard); `Busy` (refused: mounted, swap, holders,
+/// backs `/`, or a job already runs on the device); `Failed` (anything else), each naming the
+/// device and the reason.
 pub async fn start_wipe(
     shared: &Arc<Shared>,
     conn: &zbus::Connection,
     header: &Header<'_>,
     device: String,
-    options: Options,
+    mut options: Options,
 ) -> Result<OwnedObjectPath> {
-    authorize(conn, header, &shared.bus).await?;
+    let req = Request::start_wipe(&device);
+    let uid = shared
+        .auth
+        .authorize(conn, header, &req, Some(&mut options))
+        .await?
+        .uid;
     if device.is_empty() {
         return Err(Error::InvalidArgument("StartWipe: empty device".into()));
     }
     let (method, verify, keep_resync) = parse_start_wipe(&options)?;
-    let sender = header
-        .sender()
-        .map(|s| s.to_owned())
-        .ok_or_else(|| Error::InvalidArgument("StartWipe: message has no sender".into()))?;
-    let uid = zbus::fdo::DBusProxy::new(conn)
-        .await
-        .map_err(|e| Error::Failed(format!("StartWipe: cannot ask the bus: {e}")))?
-        .get_connection_unix_user(zbus::names::BusName::from(sender))
-        .await
-        .map_err(|e| Error::Failed(format!("StartWipe: caller's uid unknown: {e}")))?;
     let p = probe::probe(&shared.root, std::path::Path::new(&device))
         .map_err(|e| Error::from(e).context("StartWipe"))?;
     let seed = if method == Method::Random {
@@ -321,10 +553,22 @@ pub async fn start_wipe(
         );
         handle
     };
+    let mut worked_on: Vec<&str> = plan
+        .leases
+        .iter()
+        .flat_map(|l| l.arrays.keys())
+        .map(|a| a.as_str())
+        .collect();
+    if p.array.is_some() {
+        worked_on.push(plan.name.as_str());
+    }
     let props = JobProps {
         operation: format!("wipe-{}", method.name()),
         device: dev_text.clone(),
         progress: 0.0,
+        progress_valid: plan.total_bytes() > 0,
+        objects: array_objects(shared, worked_on),
+        plan_data: PlanData::from_plan(&plan),
         bytes: plan.total_bytes(),
         bytes_done: 0,
         rate: 0,
@@ -338,7 +582,8 @@ pub async fn start_wipe(
     let obj = JobObject {
         props: props.clone(),
         handle: Some(handle.clone()),
-        bus: shared.bus.clone(),
+        auth: shared.auth.clone(),
+        cancelled: AtomicBool::new(false),
     };
     // ObjectServer::at emits InterfacesAdded through the ObjectManager.
     if let Err(e) = conn.object_server().at(path.as_str(), obj).await {

@@ -33,9 +33,6 @@ pub const MANAGER_PATH: &str = "/org/mdpilot/MdPilot1";
 pub const MANAGER_IFACE: &str = "org.mdpilot.MdPilot1.Manager";
 /// Array interface name.
 pub const ARRAY_IFACE: &str = "org.mdpilot.MdPilot1.Array";
-/// The polkit action checked for every mutating method (shipped in
-/// `dbus/org.mdpilot.MdPilot1.policy`).
-pub const POLKIT_ACTION: &str = "org.mdpilot.MdPilot1.manage";
 
 /// Object path of an array: `/org/mdpilot/MdPilot1/arrays/<name>`; characters not allowed in a
 /// path element (anything but `[A-Za-z0-9_]`) become `_`.
