@@ -251,6 +251,27 @@ async fn loop_start_wipe_reports_progress_and_completes() {
     assert_eq!(u(job_prop(&c, job.as_str(), "BytesDone").await), 64 * MIB);
     assert!(u(job_prop(&c, job.as_str(), "StartTime").await) > 1_600_000_000_000_000);
     assert!(!s(job_prop(&c, job.as_str(), "Plan").await).is_empty());
+    assert!(bool::try_from(job_prop(&c, job.as_str(), "ProgressValid").await).unwrap());
+    // A loop device is no array: no array object.
+    let objects =
+        <Vec<OwnedObjectPath>>::try_from(job_prop(&c, job.as_str(), "Objects").await).unwrap();
+    assert!(objects.is_empty(), "{objects:?}");
+    let plan =
+        <HashMap<String, OwnedValue>>::try_from(job_prop(&c, job.as_str(), "PlanData").await)
+            .unwrap();
+    let ps = |k: &str| String::try_from(plan[k].try_clone().unwrap()).unwrap();
+    let pt = |k: &str| u64::try_from(plan[k].try_clone().unwrap()).unwrap();
+    assert_eq!(ps("method"), "zero");
+    assert!(
+        ["write", "zeroout"].contains(&ps("operation").as_str()),
+        "{plan:?}"
+    );
+    assert!(pt("block-bytes") >= 4 * MIB, "{plan:?}");
+    assert_eq!(pt("total-bytes"), 64 * MIB);
+    assert!(u32::try_from(plan["queue-depth"].try_clone().unwrap()).unwrap() >= 1);
+    assert_eq!(ps("resync-action"), "leave");
+    assert!(ps("open-flags").contains("O_EXCL"), "{plan:?}");
+    assert!(plan.contains_key("leases"), "{plan:?}");
     assert!(!bool::try_from(job_prop(&c, job.as_str(), "Cancelable").await).unwrap());
     assert_eq!(
         u32::try_from(job_prop(&c, job.as_str(), "StartedByUID").await).unwrap(),
@@ -314,10 +335,19 @@ async fn loop_cancel_half_way_completes_false() {
     c.call_method(Some(NAME), job.as_str(), Some(JOB), "Cancel", &(opts(&[]),))
         .await
         .unwrap();
+    // A second Cancel, racing the first's completion or after it, is Cancelled.
+    let r = c
+        .call_method(Some(NAME), job.as_str(), Some(JOB), "Cancel", &(opts(&[]),))
+        .await;
+    assert_eq!(error_name(r), "org.mdpilot.MdPilot1.Error.Cancelled");
     let seen = watch(&mut sig, job.as_str(), Duration::from_secs(60), |_| false).await;
     let (ok, msg) = seen.completed.unwrap();
     assert!(!ok);
     assert!(msg.contains("cancelled"), "{msg}");
+    let r = c
+        .call_method(Some(NAME), job.as_str(), Some(JOB), "Cancel", &(opts(&[]),))
+        .await;
+    assert_eq!(error_name(r), "org.mdpilot.MdPilot1.Error.Cancelled");
     let done = u64::try_from(job_prop(&c, job.as_str(), "BytesDone").await).unwrap();
     assert!(done > 0 && done < 1024 * MIB, "{done}");
 }

@@ -697,6 +697,51 @@ mod tests {
     }
 
     #[test]
+    fn plan_data_leases_carry_only_the_set_limits() {
+        let d = PlanData {
+            method: "zero".into(),
+            operation: "write".into(),
+            data: Some("zero".into()),
+            leases: vec![LeaseRequest {
+                holder: "wipe-job-1".into(),
+                kind: crate::policy::LeaseKind::WipeJob,
+                owner: Owner::None,
+                global: Limits {
+                    min: Some(0),
+                    max: None,
+                },
+                arrays: std::collections::BTreeMap::from([(
+                    "md1".to_string(),
+                    Limits {
+                        min: None,
+                        max: Some(5000),
+                    },
+                )]),
+            }],
+            ..PlanData::default()
+        }
+        .to_dict();
+        assert_eq!(
+            String::try_from(d["data"].try_clone().unwrap()).unwrap(),
+            "zero"
+        );
+        assert!(!d.contains_key("resync-array"));
+        type Lease = HashMap<String, OwnedValue>;
+        let leases = <Vec<Lease>>::try_from(d["leases"].try_clone().unwrap()).unwrap();
+        let l = &leases[0];
+        assert_eq!(u64::try_from(l["min"].try_clone().unwrap()).unwrap(), 0);
+        assert!(!l.contains_key("max"), "unset max stays absent");
+        assert_eq!(
+            String::try_from(l["kind"].try_clone().unwrap()).unwrap(),
+            "wipe-job"
+        );
+        let arrays =
+            <HashMap<String, HashMap<String, u64>>>::try_from(l["arrays"].try_clone().unwrap())
+                .unwrap();
+        assert_eq!(arrays["md1"], HashMap::from([("max".to_string(), 5000)]));
+    }
+
+    #[test]
     fn paths() {
         assert_eq!(job_path(3), "/org/mdpilot/MdPilot1/jobs/3");
     }
