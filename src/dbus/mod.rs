@@ -8,6 +8,7 @@
 //! - [`errors`]: the typed `org.mdpilot.MdPilot1.Error.*` errors and the mapping of the core's
 //!   errors onto them.
 //! - [`options`]: parsing of the methods' `a{sv}` options.
+//! - [`plan`]: a wipe job's plan as structured data (`Job.PlanData`).
 //! - [`props`]: property snapshots, their diffs and `PropertiesChanged`.
 //! - [`client`]: typed proxies for the front ends (`mdpilot policy`, tests).
 //!
@@ -23,6 +24,7 @@ pub mod errors;
 pub mod job;
 pub mod manager;
 pub mod options;
+pub mod plan;
 pub mod props;
 
 /// The well-known bus name the service owns.
