@@ -10,7 +10,7 @@ mod common;
 #[macro_use]
 mod wipe_support;
 
-use common::{Bus, Service};
+use common::{Bus, FakePolkit, Service};
 use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::path::Path;
@@ -392,7 +392,15 @@ async fn job_unprivileged_helper() {
     println!("UID {}", unsafe { libc::geteuid() });
     // Reads are open.
     let _ = job_prop(&c, &job, "Progress").await;
-    let r = start_wipe(&c, Path::new(&dev), opts(&[])).await;
+    let no_prompt = ("auth.no_user_interaction", Value::Bool(true));
+    let r = start_wipe(&c, Path::new(&dev), opts(&[no_prompt])).await;
+    if let Ok(own) = &r {
+        // Cancelling one's own job asks polkit nothing (it may have finished already).
+        let r = c
+            .call_method(Some(NAME), own.as_str(), Some(JOB), "Cancel", &(opts(&[]),))
+            .await;
+        println!("RESULT CancelOwn {}", error_name(r));
+    }
     println!("RESULT StartWipe {}", error_name(r));
     let r = c
         .call_method(Some(NAME), job.as_str(), Some(JOB), "Cancel", &(opts(&[]),))
@@ -440,6 +448,64 @@ async fn loop_unprivileged_caller_cannot_start_or_cancel() {
     c.call_method(Some(NAME), job.as_str(), Some(JOB), "Cancel", &(opts(&[]),))
         .await
         .unwrap();
+    let seen = watch(&mut sig, job.as_str(), Duration::from_secs(60), |_| false).await;
+    assert_eq!(seen.completed.map(|c| c.0), Some(false));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loop_polkit_is_asked_for_wiping_and_for_cancelling_anothers_job() {
+    need_root!();
+    let Some(bus) = Bus::start() else { return };
+    let polkit = FakePolkit::serve(&bus, true).await;
+    let root = job_root();
+    let _svc = Service::start(
+        &bus,
+        &["--root", root.path().to_str().unwrap()],
+        &[("DBUS_SYSTEM_BUS_ADDRESS", bus.address.as_str())],
+    )
+    .await;
+    let dev = LoopDev::new(1024 * MIB);
+    let other = LoopDev::new(16 * MIB);
+    let c = bus.connect().await;
+    let mut sig = job_signals(&c).await;
+    // Root's job: root never asks polkit.
+    let job = start_slow_job(&c, &dev, &mut sig).await;
+    assert!(polkit.asked().is_empty(), "{:?}", polkit.asked());
+    let out = tokio::process::Command::new("setpriv")
+        .args(["--reuid", "nobody", "--regid", "nogroup", "--clear-groups"])
+        .arg(std::env::current_exe().unwrap())
+        .args([
+            "--exact",
+            "job_unprivileged_helper",
+            "--ignored",
+            "--nocapture",
+        ])
+        .env("MDPILOT_TEST_BUS", &bus.address)
+        .env("MDPILOT_TEST_DEV", &other.path)
+        .env("MDPILOT_TEST_JOB", job.as_str())
+        .output()
+        .await
+        .expect("setpriv");
+    let stdout = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(out.status.success(), "{stdout}");
+    assert!(stdout.contains("RESULT StartWipe success"), "{stdout}");
+    assert!(stdout.contains("RESULT Cancel success"), "{stdout}");
+    let asked = polkit.asked();
+    assert_eq!(asked.len(), 2, "own Cancel asks nothing: {asked:?}");
+    let wipe = "org.mdpilot.MdPilot1.wipe";
+    let (s, k) = (&asked[0], &asked[1]);
+    assert_eq!(
+        (s.action.as_str(), s.details["method"].as_str()),
+        (wipe, "StartWipe")
+    );
+    assert_eq!(s.details["device"], other.path.display().to_string());
+    assert_eq!(s.flags, 0, "auth.no_user_interaction: no prompt");
+    assert_eq!(
+        (k.action.as_str(), k.details["method"].as_str()),
+        (wipe, "Cancel")
+    );
+    assert_eq!(k.details["device"], dev.path.display().to_string());
+    assert_eq!(k.flags, 1, "interaction allowed by default");
     let seen = watch(&mut sig, job.as_str(), Duration::from_secs(60), |_| false).await;
     assert_eq!(seen.completed.map(|c| c.0), Some(false));
 }

@@ -157,11 +157,18 @@ async fn policy_cli_goes_through_the_running_service() {
             .arg(BIN)
             .args(["--root", &root, "policy", "apply", "--min", "5"])
             .env("MDPILOT_BUS", &bus.address)
+            .stdin(std::process::Stdio::null())
             .output()
             .unwrap();
         assert_eq!(o.status.code(), Some(1), "{}", text(&o));
         assert!(
             String::from_utf8_lossy(&o.stderr).contains("NotAuthorized"),
+            "{}",
+            text(&o)
+        );
+        // No terminal, so no polkit text agent: the CLI says how to get a prompt.
+        assert!(
+            String::from_utf8_lossy(&o.stderr).contains("hint: stdin is not a terminal"),
             "{}",
             text(&o)
         );

@@ -3,7 +3,7 @@
 
 mod common;
 
-use common::{Bus, Service, BIN};
+use common::{Bus, FakePolkit, Service, BIN};
 use futures_util::{FutureExt, StreamExt};
 use std::collections::HashMap;
 use std::time::Duration;
@@ -746,48 +746,6 @@ async fn ready_is_sent_after_the_name_is_owned_and_stopping_on_sigterm() {
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
 
-type Subject = (String, HashMap<String, OwnedValue>);
-
-/// What the fake polkit was asked: subject (kind and uid), action id, details, flags.
-type Asked = (String, String, HashMap<String, String>, u32);
-
-/// A stand-in polkit authority on the private bus: answers `allow` and records what it was asked.
-struct FakePolkit {
-    allow: bool,
-    asked: std::sync::Arc<std::sync::Mutex<Vec<Asked>>>,
-    /// The unique names that asked.
-    askers: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
-}
-
-#[zbus::interface(name = "org.freedesktop.PolicyKit1.Authority")]
-impl FakePolkit {
-    fn check_authorization(
-        &self,
-        subject: Subject,
-        action_id: String,
-        details: HashMap<String, String>,
-        flags: u32,
-        _cancellation_id: String,
-        #[zbus(header)] header: zbus::message::Header<'_>,
-    ) -> (bool, bool, HashMap<String, String>) {
-        if let Some(s) = header.sender() {
-            self.askers.lock().unwrap().insert(s.to_string());
-        }
-        let uid = subject
-            .1
-            .get("uid")
-            .and_then(|v| i32::try_from(v.try_clone().ok()?).ok())
-            .unwrap_or(-1);
-        self.asked.lock().unwrap().push((
-            format!("{} uid={uid}", subject.0),
-            action_id,
-            details,
-            flags,
-        ));
-        (self.allow, false, HashMap::new())
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polkit_decides_for_unprivileged_callers() {
     if !is_root() {
@@ -796,24 +754,7 @@ async fn polkit_decides_for_unprivileged_callers() {
     }
     for allow in [true, false] {
         let Some(bus) = Bus::start() else { return };
-        let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let askers = std::sync::Arc::new(std::sync::Mutex::new(Default::default()));
-        let _polkit = zbus::connection::Builder::address(bus.address.as_str())
-            .unwrap()
-            .serve_at(
-                "/org/freedesktop/PolicyKit1/Authority",
-                FakePolkit {
-                    allow,
-                    asked: asked.clone(),
-                    askers: askers.clone(),
-                },
-            )
-            .unwrap()
-            .name("org.freedesktop.PolicyKit1")
-            .unwrap()
-            .build()
-            .await
-            .unwrap();
+        let polkit = FakePolkit::serve(&bus, allow).await;
         // The service asks "the system bus" for polkit: point it at the private one.
         let _svc = Service::start(
             &bus,
@@ -846,7 +787,7 @@ async fn polkit_decides_for_unprivileged_callers() {
         } else {
             assert!(got.values().all(|e| *e == na), "{lines:?}");
         }
-        let asked = asked.lock().unwrap().clone();
+        let asked = polkit.asked();
         assert_eq!(asked.len(), 5, "{asked:?}");
         let priority = "org.mdpilot.MdPilot1.manage-priority";
         let wipe = "org.mdpilot.MdPilot1.wipe";
@@ -859,7 +800,13 @@ async fn polkit_decides_for_unprivileged_callers() {
             ("RestoreLimits", (priority, None, 0)),
             ("StartWipe", (wipe, Some("/dev/md0"), 1)),
         ]);
-        for (subject, action, details, flags) in &asked {
+        for common::Asked {
+            subject,
+            action,
+            details,
+            flags,
+        } in &asked
+        {
             assert_eq!(subject, "unix-process uid=65534");
             let method = details["method"].as_str();
             let (a, dev, f) = want[method];
@@ -870,15 +817,10 @@ async fn polkit_decides_for_unprivileged_callers() {
             assert_eq!(details["polkit.gettext_domain"], "mdpilot");
         }
         let methods: std::collections::BTreeSet<&str> =
-            asked.iter().map(|a| a.2["method"].as_str()).collect();
+            asked.iter().map(|a| a.details["method"].as_str()).collect();
         assert_eq!(methods.len(), 5, "one question per method: {asked:?}");
         // One system-bus connection for every question, not one per call.
-        assert_eq!(
-            askers.lock().unwrap().len(),
-            1,
-            "{:?}",
-            askers.lock().unwrap()
-        );
+        assert_eq!(polkit.askers().len(), 1, "{:?}", polkit.askers());
     }
 }
 

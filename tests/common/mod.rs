@@ -236,3 +236,106 @@ impl Drop for Service {
         }
     }
 }
+
+/// One CheckAuthorization the fake polkit answered.
+#[derive(Debug, Clone)]
+pub struct Asked {
+    /// Subject kind and uid: `unix-process uid=65534`.
+    pub subject: String,
+    /// The action id.
+    pub action: String,
+    /// The details (`method`, `device`, `polkit.message`, ...).
+    pub details: std::collections::HashMap<String, String>,
+    /// CheckAuthorization flags (1 = AllowUserInteraction).
+    pub flags: u32,
+}
+
+type Subject = (
+    String,
+    std::collections::HashMap<String, zbus::zvariant::OwnedValue>,
+);
+
+/// A stand-in polkit authority on a private bus: answers `allow` and records what it was asked
+/// and by which unique names. Point the service at it with
+/// `DBUS_SYSTEM_BUS_ADDRESS=<the bus>`.
+pub struct FakePolkit {
+    allow: bool,
+    asked: std::sync::Arc<std::sync::Mutex<Vec<Asked>>>,
+    askers: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
+}
+
+/// A served [`FakePolkit`]: its connection (owning `org.freedesktop.PolicyKit1`) and records.
+pub struct PolkitHandle {
+    _conn: zbus::Connection,
+    asked: std::sync::Arc<std::sync::Mutex<Vec<Asked>>>,
+    askers: std::sync::Arc<std::sync::Mutex<std::collections::BTreeSet<String>>>,
+}
+
+impl PolkitHandle {
+    /// Every question so far.
+    pub fn asked(&self) -> Vec<Asked> {
+        self.asked.lock().unwrap().clone()
+    }
+    /// The unique names that asked.
+    pub fn askers(&self) -> std::collections::BTreeSet<String> {
+        self.askers.lock().unwrap().clone()
+    }
+}
+
+impl FakePolkit {
+    /// Serves a fake authority answering `allow` on `bus`.
+    pub async fn serve(bus: &Bus, allow: bool) -> PolkitHandle {
+        let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let askers = std::sync::Arc::new(std::sync::Mutex::new(Default::default()));
+        let conn = zbus::connection::Builder::address(bus.address.as_str())
+            .unwrap()
+            .serve_at(
+                "/org/freedesktop/PolicyKit1/Authority",
+                FakePolkit {
+                    allow,
+                    asked: asked.clone(),
+                    askers: askers.clone(),
+                },
+            )
+            .unwrap()
+            .name("org.freedesktop.PolicyKit1")
+            .unwrap()
+            .build()
+            .await
+            .unwrap();
+        PolkitHandle {
+            _conn: conn,
+            asked,
+            askers,
+        }
+    }
+}
+
+#[zbus::interface(name = "org.freedesktop.PolicyKit1.Authority")]
+impl FakePolkit {
+    fn check_authorization(
+        &self,
+        subject: Subject,
+        action_id: String,
+        details: std::collections::HashMap<String, String>,
+        flags: u32,
+        _cancellation_id: String,
+        #[zbus(header)] header: zbus::message::Header<'_>,
+    ) -> (bool, bool, std::collections::HashMap<String, String>) {
+        if let Some(s) = header.sender() {
+            self.askers.lock().unwrap().insert(s.to_string());
+        }
+        let uid = subject
+            .1
+            .get("uid")
+            .and_then(|v| i32::try_from(v.try_clone().ok()?).ok())
+            .unwrap_or(-1);
+        self.asked.lock().unwrap().push(Asked {
+            subject: format!("{} uid={uid}", subject.0),
+            action: action_id,
+            details,
+            flags,
+        });
+        (self.allow, false, std::collections::HashMap::new())
+    }
+}
