@@ -69,9 +69,9 @@ pub const ERRORS: &[(&str, &str)] = &[
 /// The error prefix: every error is `org.mdpilot.MdPilot1.Error.<Name>`.
 pub const ERROR_PREFIX: &str = "org.mdpilot.MdPilot1.Error";
 
-/// The XML comment block that documents [`ERRORS`] in each committed introspection file
-/// (`dbus/*.xml`, after the interface; introspection itself does not list errors). Lines end
-/// in `\n`; the first is `  <!-- Errors ...`.
+/// The XML comment block that documents [`ERRORS`] and the authorization rule (polkit actions,
+/// `auth.no_user_interaction`) in each committed introspection file (`dbus/*.xml`, after the
+/// interface; introspection itself lists neither). Lines end in `\n`; the first is `  <!--`.
 pub fn xml_doc() -> String {
     let mut s = String::from(
         "  <!--\n   Errors (D-Bus error names; the message names the array or device and the reason):\n",
@@ -80,6 +80,12 @@ pub fn xml_doc() -> String {
         let one_line: String = meaning.split_whitespace().collect::<Vec<_>>().join(" ");
         s.push_str(&format!("     {ERROR_PREFIX}.{name}: {one_line}\n"));
     }
+    s.push_str(
+        "   Authorization: uid 0, or polkit org.mdpilot.MdPilot1.manage-priority (speed limits,\n     \
+         leases, sync actions) or org.mdpilot.MdPilot1.wipe (StartWipe, Cancel of another uid's\n     \
+         job). Every a{sv} options argument also takes auth.no_user_interaction (b): true = no\n     \
+         polkit prompt, NotAuthorized instead.\n",
+    );
     s.push_str("   -->\n");
     s
 }
