@@ -343,7 +343,11 @@ pub async fn start_wipe(
     device: String,
     mut options: Options,
 ) -> Result<OwnedObjectPath> {
-    let req = Request::start_wipe(&device);
+    // The prompt names the node the links lead to (/dev/sdb, not /dev/disk/by-id/...).
+    let shown = std::fs::canonicalize(&device)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| device.clone());
+    let req = Request::start_wipe(&shown);
     let uid = shared
         .auth
         .authorize(conn, header, &req, Some(&mut options))
