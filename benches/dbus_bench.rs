@@ -10,13 +10,13 @@
 //!
 //! Under `cargo test --all-targets` (no `--bench` argument) it does nothing.
 
-#[path = "../tests/common/mod.rs"]
-mod common;
+#[path = "../tests/support/mod.rs"]
+mod support;
 
-use common::{Bus, Service};
 use futures_util::StreamExt;
 use std::collections::HashMap;
 use std::time::Duration;
+use support::{Bus, Service};
 use zbus::zvariant::OwnedValue;
 
 /// Per thread id: (voluntary, nonvoluntary) context switches.
@@ -81,7 +81,7 @@ async fn latency() {
         .msg_type(zbus::message::Type::Signal)
         .member("PropertiesChanged")
         .unwrap()
-        .path("/org/mdpilot/MdPilot1/arrays/md1")
+        .path(support::bus::sim_array_path("md1"))
         .unwrap()
         .build();
     let mut stream = zbus::MessageStream::for_match_rule(rule, &conn, None)

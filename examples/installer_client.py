@@ -8,8 +8,9 @@ is left behind.
 
 Without --address it uses the system bus. Paths come from the ObjectManager at
 /org/mdpilot/MdPilot1 and from the interfaces the objects carry: the Manager is the object
-with org.mdpilot.MdPilot1.Manager (the ObjectManager's own path if no managed object has it),
-arrays are the objects with org.mdpilot.MdPilot1.Array, the job is the path StartWipe returns.
+with org.mdpilot.MdPilot1.Manager (/org/mdpilot/MdPilot1/Manager in API 1.0; the
+ObjectManager's own path if no managed object has it), arrays are the objects with
+org.mdpilot.MdPilot1.Array (.../arrays/<uuid>), the job is the path StartWipe returns.
 
 Prints one line per step ("arrays: ...", "lease: ...", "job: ...", "progress: ...",
 "completed: ...", "released", "clean") and exits 0; on any failure prints "FAIL: ..." on

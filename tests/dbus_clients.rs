@@ -3,24 +3,13 @@
 //! (libglib2.0-bin). Each test prints "skipped: ..." and passes when its tool is missing; the
 //! installer test writes only to a loop device it attached itself (root only).
 
-mod common;
 #[macro_use]
-mod wipe_support;
+mod support;
 
-use common::{Bus, Service};
-use std::collections::HashMap;
 use std::path::Path;
 use std::process::Command;
-use wipe_support::LoopDev;
-use zbus::zvariant::{OwnedObjectPath, OwnedValue};
-
-const NAME: &str = "org.mdpilot.MdPilot1";
-const ROOT: &str = "/org/mdpilot/MdPilot1";
-const MANAGER: &str = "org.mdpilot.MdPilot1.Manager";
-const ARRAY: &str = "org.mdpilot.MdPilot1.Array";
-const MIB: u64 = 1 << 20;
-
-type Managed = HashMap<OwnedObjectPath, HashMap<String, HashMap<String, OwnedValue>>>;
+use support::bus::{managed_objects, ARRAY_IFACE, BUS_NAME, MANAGER_IFACE, ROOT_PATH};
+use support::{Bus, LoopDev, Service, MIB};
 
 /// The distribution's python3 (python3-gi is installed for it, not for a pyenv one).
 fn python_with_gi() -> Option<&'static str> {
@@ -41,7 +30,7 @@ fn have(tool: &str) -> bool {
 
 fn gdbus(bus: &Bus, args: &[&str]) -> String {
     let out = Command::new("gdbus")
-        .args([args[0], "--address", &bus.address, "--dest", NAME])
+        .args([args[0], "--address", &bus.address, "--dest", BUS_NAME])
         .args(&args[1..])
         .output()
         .expect("gdbus");
@@ -66,30 +55,14 @@ fn documented_properties(iface: &str) -> Vec<String> {
         .collect()
 }
 
-async fn managed(conn: &zbus::Connection) -> Managed {
-    conn.call_method(
-        Some(NAME),
-        ROOT,
-        Some("org.freedesktop.DBus.ObjectManager"),
-        "GetManagedObjects",
-        &(),
-    )
-    .await
-    .unwrap()
-    .body()
-    .deserialize()
-    .unwrap()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loop_installer_client_in_python_gi_wipes_and_leaves_nothing() {
     need_root!();
     let Some(py) = python_with_gi() else {
-        eprintln!("skipped: python3-gi (gir1.2-glib-2.0) not installed");
-        return;
+        skip!("python3-gi (gir1.2-glib-2.0) not installed")
     };
     let Some(bus) = Bus::start() else { return };
-    let _svc = Service::start(&bus, &["--sim"], &[]).await;
+    let _svc = Service::sim(&bus, &[]).await;
     let dev = LoopDev::filled(64 * MIB, 0x5a);
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/installer_client.py");
     let out = tokio::process::Command::new(py)
@@ -133,22 +106,24 @@ async fn loop_installer_client_in_python_gi_wipes_and_leaves_nothing() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gdbus_introspect_shows_every_documented_array_property() {
     if !have("gdbus") {
-        eprintln!("skipped: gdbus (libglib2.0-bin) not installed");
-        return;
+        skip!("gdbus (libglib2.0-bin) not installed")
     }
     let Some(bus) = Bus::start() else { return };
-    let _svc = Service::start(&bus, &["--sim"], &[]).await;
-    let text = gdbus(&bus, &["introspect", "--object-path", ROOT, "--recurse"]);
-    let props = documented_properties(ARRAY);
+    let _svc = Service::sim(&bus, &[]).await;
+    let text = gdbus(
+        &bus,
+        &["introspect", "--object-path", ROOT_PATH, "--recurse"],
+    );
+    let props = documented_properties(ARRAY_IFACE);
     assert!(props.len() > 5, "{props:?}");
     // gdbus prints one "node /path {" block per object, each with its interfaces.
     let nodes: Vec<&str> = text
         .split("node /")
-        .filter(|n| n.contains(&format!("interface {ARRAY} {{")))
+        .filter(|n| n.contains(&format!("interface {ARRAY_IFACE} {{")))
         .collect();
     assert_eq!(nodes.len(), 2, "two simulated arrays:\n{text}");
     for n in nodes {
-        let iface = &n[n.find(&format!("interface {ARRAY} {{")).unwrap()..];
+        let iface = &n[n.find(&format!("interface {ARRAY_IFACE} {{")).unwrap()..];
         let iface = &iface[..iface.find("\n    };").unwrap_or(iface.len())];
         for p in &props {
             assert!(
@@ -161,34 +136,32 @@ async fn gdbus_introspect_shows_every_documented_array_property() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "needs api branch: Manager as a managed object, Leases aa{sv}"]
 async fn gdbus_sees_the_manager_in_get_managed_objects_and_a_min_0_lease_as_0() {
     if !have("gdbus") {
-        eprintln!("skipped: gdbus (libglib2.0-bin) not installed");
-        return;
+        skip!("gdbus (libglib2.0-bin) not installed")
     }
     let Some(bus) = Bus::start() else { return };
-    let _svc = Service::start(&bus, &["--sim"], &[]).await;
+    let _svc = Service::sim(&bus, &[]).await;
     let objects = gdbus(
         &bus,
         &[
             "call",
             "--object-path",
-            ROOT,
+            ROOT_PATH,
             "--method",
             "org.freedesktop.DBus.ObjectManager.GetManagedObjects",
         ],
     );
     assert!(
-        objects.contains(&format!("'{MANAGER}': {{")),
+        objects.contains(&format!("'{MANAGER_IFACE}': {{")),
         "no Manager in GetManagedObjects:\n{objects}"
     );
     // The Manager's path, from the ObjectManager (not a constant).
     let conn = bus.connect().await;
-    let manager = managed(&conn)
+    let manager = managed_objects(&conn)
         .await
         .into_iter()
-        .find(|(_, ifaces)| ifaces.contains_key(MANAGER))
+        .find(|(_, ifaces)| ifaces.contains_key(MANAGER_IFACE))
         .map(|(p, _)| p.to_string())
         .unwrap();
     let id = gdbus(
@@ -198,7 +171,7 @@ async fn gdbus_sees_the_manager_in_get_managed_objects_and_a_min_0_lease_as_0() 
             "--object-path",
             &manager,
             "--method",
-            &format!("{MANAGER}.AcquirePriority"),
+            &format!("{MANAGER_IFACE}.AcquirePriority"),
             "{'min': <uint64 0>, 'holder': <'gdbus-test'>}",
         ],
     );
@@ -211,7 +184,7 @@ async fn gdbus_sees_the_manager_in_get_managed_objects_and_a_min_0_lease_as_0() 
             &manager,
             "--method",
             "org.freedesktop.DBus.Properties.Get",
-            MANAGER,
+            MANAGER_IFACE,
             "Leases",
         ],
     );
@@ -231,7 +204,7 @@ async fn gdbus_sees_the_manager_in_get_managed_objects_and_a_min_0_lease_as_0() 
             "--object-path",
             &manager,
             "--method",
-            &format!("{MANAGER}.ReleasePriority"),
+            &format!("{MANAGER_IFACE}.ReleasePriority"),
             "gdbus-test",
         ],
     );

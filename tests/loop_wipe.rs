@@ -3,21 +3,22 @@
 //! the installer's `blockdev-wipe` drop-in.
 
 #[macro_use]
-mod wipe_support;
+mod support;
 
-use mdpilot::host::Root;
-use mdpilot::wipe::engine::Job;
-use mdpilot::wipe::planner::{plan, Data, Method, Op, Options};
+use mdpilot::wipe::plan::{Data, Method, Op, Options};
+use mdpilot::wipe::planner::plan;
 use mdpilot::wipe::probe::probe;
 use mdpilot::wipe::stream::{self, Seed};
+use mdpilot::wipe::Job;
 use mdpilot::wipe::WipeError;
+use nix::sys::signal::Signal;
 use std::io::{BufRead, BufReader, Write};
-use std::process::{Command, Stdio};
+use std::path::Path;
+use std::process::{Child, ChildStdout, Command, Output, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
-use wipe_support::{DmLinear, LoopDev, Mounted, Swap};
-
-const MIB: u64 = 1 << 20;
-const BIN: &str = env!("CARGO_BIN_EXE_mdpilot");
+use support::loopdev::{DmLinear, Mounted, Swap, Tmpfs};
+use support::tree::{disk_tree, Root};
+use support::{assert_exit, LoopDev, BIN, MIB};
 
 fn opts() -> Options {
     Options {
@@ -150,8 +151,7 @@ fn loop_refuses_active_swap() {
     need_root!();
     let d = LoopDev::new(64 * MIB);
     let Some(_s) = Swap::new(&d.path) else {
-        eprintln!("skipped: swapon not permitted here");
-        return;
+        skip!("swapon not permitted here");
     };
     let e = wipe(&d, Method::Zero, &opts()).unwrap_err();
     assert!(e.to_string().contains("swap"), "{e}");
@@ -162,8 +162,7 @@ fn loop_refuses_device_held_by_dm() {
     need_root!();
     let d = LoopDev::new(64 * MIB);
     let Some(dm) = DmLinear::new(&d.path, 64 * MIB / 512) else {
-        eprintln!("skipped: device-mapper unavailable");
-        return;
+        skip!("device-mapper unavailable");
     };
     let e = wipe(&d, Method::Zero, &opts()).unwrap_err();
     assert!(e.to_string().contains("held by device-mapper"), "{e}");
@@ -224,39 +223,17 @@ fn loop_failure_mid_job_reports_offset_and_errno() {
     // A loop device over a file on a 24 MiB tmpfs: real writes past ~24 MiB fail (ENOSPC in
     // the backing file, EIO on the loop device) half-way through a 64 MiB device.
     let mnt = tempfile::tempdir().unwrap();
-    let ok = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=24m", "tmpfs"])
-        .arg(mnt.path())
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !ok {
-        eprintln!("skipped: cannot mount tmpfs");
-        return;
-    }
-    struct Umount(std::path::PathBuf);
-    impl Drop for Umount {
-        fn drop(&mut self) {
-            let _ = Command::new("umount").arg(&self.0).status();
-        }
-    }
-    let _u = Umount(mnt.path().to_path_buf());
+    let Some(_tmpfs) = Tmpfs::mount(mnt.path(), "24m") else {
+        skip!("cannot mount tmpfs");
+    };
     let file = mnt.path().join("disk.img");
     std::fs::File::create(&file)
         .unwrap()
         .set_len(64 * MIB)
         .unwrap();
-    let dev = wipe_support::run(
-        "losetup",
-        &["--find", "--show", "--direct-io=on", file.to_str().unwrap()],
-    );
-    struct Detach(String);
-    impl Drop for Detach {
-        fn drop(&mut self) {
-            let _ = Command::new("losetup").args(["-d", &self.0]).status();
-        }
-    }
-    let _dt = Detach(dev.clone());
+    // Detached before the tmpfs is unmounted (drop order).
+    let loopdev = LoopDev::attach(&file);
+    let dev = loopdev.path.to_str().unwrap().to_string();
     let p = probe(&Root::system(), std::path::Path::new(&dev)).unwrap();
     let pl = plan(&p, Method::Random, &opts()).unwrap();
     let e = Job::new(pl, Root::system())
@@ -383,14 +360,10 @@ fn loop_cli_json_progress_and_completion() {
 fn loop_cli_sigint_cancels_and_exits_nonzero() {
     need_root!();
     let d = LoopDev::filled(256 * MIB, 0x42);
-    let mut c = Command::new(BIN)
-        .args(["wipe", "--yes", "--progress", "json", "--method", "random"])
-        .arg(&d.path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut r = BufReader::new(c.stdout.take().unwrap());
+    let (c, mut r) = spawn_piped(
+        &["wipe", "--yes", "--progress", "json", "--method", "random"],
+        &d.path,
+    );
     let mut line = String::new();
     // Wait for the first progress line: the job has started.
     loop {
@@ -400,16 +373,41 @@ fn loop_cli_sigint_cancels_and_exits_nonzero() {
             break;
         }
     }
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(c.id() as i32),
-        nix::sys::signal::Signal::SIGINT,
-    )
-    .unwrap();
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut r, &mut rest).unwrap();
-    let out = c.wait_with_output().unwrap();
+    let (rest, out) = signal_and_wait(c, r, Signal::SIGINT);
     assert_eq!(out.status.code(), Some(130), "{rest}");
     assert!(rest.contains("cancelled"), "{rest}");
+}
+
+/// `mdpilot ARGS DEV` with stdout (returned, buffered) and stderr piped.
+fn spawn_piped(args: &[&str], dev: &Path) -> (Child, BufReader<ChildStdout>) {
+    let mut c = Command::new(BIN)
+        .args(args)
+        .arg(dev)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let r = BufReader::new(c.stdout.take().unwrap());
+    (c, r)
+}
+
+/// Sends `sig` to `c`, then reads the rest of its stdout and waits for it.
+fn signal_and_wait(c: Child, mut r: BufReader<ChildStdout>, sig: Signal) -> (String, Output) {
+    nix::sys::signal::kill(nix::unistd::Pid::from_raw(c.id() as i32), sig).unwrap();
+    let mut rest = String::new();
+    std::io::Read::read_to_string(&mut r, &mut rest).unwrap();
+    (rest, c.wait_with_output().unwrap())
+}
+
+/// `mdpilot blockdev-wipe -f SRC DEV`, waited for.
+fn blockdev_wipe_from(src: &Path, dev: &Path) -> Output {
+    Command::new(BIN)
+        .arg("blockdev-wipe")
+        .arg("-f")
+        .arg(src)
+        .arg(dev)
+        .output()
+        .unwrap()
 }
 
 fn star_lines(stdout: &[u8]) -> usize {
@@ -428,12 +426,7 @@ fn loop_blockdev_wipe_prints_exactly_1000_stars() {
             .arg(&d.path)
             .output()
             .unwrap();
-        assert_eq!(
-            out.status.code(),
-            Some(0),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
+        assert_exit(&out, 0);
         assert_eq!(star_lines(&out.stdout), 1000);
         assert!(d.read_all().iter().all(|&b| b == 0));
     }
@@ -480,19 +473,8 @@ fn loop_blockdev_wipe_f_repeats_a_regular_file() {
     let content: Vec<u8> = (0..7777u32).map(|i| (i * 31 % 256) as u8).collect();
     std::fs::write(&src, &content).unwrap();
     let d = LoopDev::filled(16 * MIB, 0);
-    let out = Command::new(BIN)
-        .arg("blockdev-wipe")
-        .arg("-f")
-        .arg(&src)
-        .arg(&d.path)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = blockdev_wipe_from(&src, &d.path);
+    assert_exit(&out, 0);
     assert_eq!(star_lines(&out.stdout), 1000);
     let got = d.read_all();
     assert!(got
@@ -510,25 +492,14 @@ fn loop_blockdev_wipe_f_streams_a_device() {
         .arg(&d.path)
         .output()
         .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    assert_exit(&out, 0);
     assert_eq!(star_lines(&out.stdout), 1000);
     let got = d.read_all();
     let zeros = got.iter().filter(|&&b| b == 0).count();
     assert!(zeros < got.len() / 100, "{zeros} zero bytes");
     // And an empty file is an error.
     let e = tempfile::NamedTempFile::new().unwrap();
-    let out = Command::new(BIN)
-        .arg("blockdev-wipe")
-        .arg("-f")
-        .arg(e.path())
-        .arg(&d.path)
-        .output()
-        .unwrap();
+    let out = blockdev_wipe_from(e.path(), &d.path);
     assert_eq!(out.status.code(), Some(1));
 }
 
@@ -553,74 +524,11 @@ fn loop_zero_by_forced_writes_reads_back_zeroes() {
     assert!(d.read_all().iter().all(|&b| b == 0));
 }
 
-/// Builds a fake `/sys` and `/proc` under a temp root for the real loop device `d`: a partition
-/// that is mounted, an md holder, and a resyncing array on the same disk.
-fn fake_tree(d: &LoopDev, holder_state: &str) -> tempfile::TempDir {
-    use std::os::unix::fs::symlink;
-    let t = tempfile::tempdir().unwrap();
-    let root = t.path();
-    let name = d.name();
-    let (maj, min) = {
-        use std::os::unix::fs::MetadataExt;
-        let r = std::fs::metadata(&d.path).unwrap().rdev();
-        (libc::major(r), libc::minor(r))
-    };
-    let dev = root.join("sys/devices/virtual/block").join(&name);
-    let part = dev.join(format!("{name}p1"));
-    for dir in [dev.join("queue"), dev.join("holders"), part.join("holders")] {
-        std::fs::create_dir_all(dir).unwrap();
-    }
-    std::fs::write(dev.join("queue/optimal_io_size"), "1572864\n").unwrap();
-    std::fs::write(dev.join("queue/minimum_io_size"), "524288\n").unwrap();
-    std::fs::write(dev.join("queue/write_zeroes_max_bytes"), "0\n").unwrap();
-    std::fs::write(dev.join("queue/discard_max_bytes"), "4096\n").unwrap();
-    std::fs::write(dev.join("queue/rotational"), "1\n").unwrap();
-    std::fs::write(part.join("partition"), "1\n").unwrap();
-    std::fs::write(part.join("dev"), "259:77\n").unwrap();
-    // md5 holds the partition; md7 (resyncing) has the disk as a slave.
-    for md in ["md5", "md7"] {
-        let m = root.join("sys/devices/virtual/block").join(md);
-        std::fs::create_dir_all(m.join("md")).unwrap();
-        std::fs::create_dir_all(m.join("slaves")).unwrap();
-        std::fs::create_dir_all(root.join("sys/class/block")).unwrap();
-        std::fs::create_dir_all(root.join("sys/block")).unwrap();
-        symlink(&m, root.join("sys/class/block").join(md)).unwrap();
-        symlink(&m, root.join("sys/block").join(md)).unwrap();
-    }
-    let md5 = root.join("sys/devices/virtual/block/md5");
-    std::fs::write(md5.join("md/array_state"), holder_state).unwrap();
-    std::fs::write(md5.join("md/sync_action"), "idle").unwrap();
-    std::fs::create_dir_all(part.join("holders/md5")).unwrap();
-    let md7 = root.join("sys/devices/virtual/block/md7");
-    std::fs::write(md7.join("md/sync_action"), "resync\n").unwrap();
-    std::fs::create_dir_all(md7.join("slaves").join(&name)).unwrap();
-    symlink(&dev, root.join("sys/class/block").join(&name)).unwrap();
-    std::fs::create_dir_all(root.join("sys/dev/block")).unwrap();
-    symlink(
-        format!("../../devices/virtual/block/{name}"),
-        root.join(format!("sys/dev/block/{maj}:{min}")),
-    )
-    .unwrap();
-    std::fs::create_dir_all(root.join("proc/self")).unwrap();
-    std::fs::write(
-        root.join("proc/self/mountinfo"),
-        "22 1 8:2 / / rw - ext4 /dev/sda2 rw\n\
-         40 22 259:77 / /srv/data rw,relatime - ext4 /dev/fake rw\n",
-    )
-    .unwrap();
-    std::fs::write(
-        root.join("proc/swaps"),
-        "Filename\tType\tSize\tUsed\tPriority\n",
-    )
-    .unwrap();
-    t
-}
-
 #[test]
 fn loop_probe_reads_sysfs_and_proc_under_the_root() {
     need_root!();
     let d = LoopDev::new(16 * MIB);
-    let t = fake_tree(&d, "clean");
+    let t = disk_tree(&d, "clean");
     let p = probe(&Root::new(t.path()), &d.path).unwrap();
     assert_eq!(p.name, d.name());
     assert_eq!(p.size_bytes, 16 * MIB); // from the ioctl, not sysfs
@@ -633,7 +541,8 @@ fn loop_probe_reads_sysfs_and_proc_under_the_root() {
     assert_eq!(p.mounts[0].device, format!("{}p1", d.name()));
     assert_eq!(p.holders.len(), 1);
     assert_eq!(p.holders[0].name, "md5");
-    assert_eq!(p.holders[0].md_array_state.as_deref(), Some("clean"));
+    let state = p.holders[0].md_array_state.as_ref();
+    assert_eq!(state.map(|s| s.as_str()), Some("clean"));
     assert_eq!(p.resyncing_neighbours, vec!["md7".to_string()]);
     assert!(!p.backs_root);
     let e = plan(&p, Method::Zero, &opts()).unwrap_err();
@@ -644,7 +553,7 @@ fn loop_probe_reads_sysfs_and_proc_under_the_root() {
 fn loop_member_of_inactive_array_may_be_wiped_with_a_global_lease() {
     need_root!();
     let d = LoopDev::new(16 * MIB);
-    let t = fake_tree(&d, "inactive");
+    let t = disk_tree(&d, "inactive");
     std::fs::write(
         t.path().join("proc/self/mountinfo"),
         "22 1 8:2 / / rw - ext4 /dev/sda2 rw\n",
@@ -662,27 +571,13 @@ fn loop_blockdev_wipe_sigterm_cancels_with_exit_1() {
     // partman-crypto cancels by killing blockdev-wipe (SIGTERM).
     need_root!();
     let d = LoopDev::filled(256 * MIB, 0x42);
-    let mut c = Command::new(BIN)
-        .args(["blockdev-wipe", "-f", "/dev/urandom"])
-        .arg(&d.path)
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    let mut r = BufReader::new(c.stdout.take().unwrap());
+    let (c, mut r) = spawn_piped(&["blockdev-wipe", "-f", "/dev/urandom"], &d.path);
     let mut line = String::new();
     assert!(
         r.read_line(&mut line).unwrap() > 0,
         "no star before the end"
     );
-    nix::sys::signal::kill(
-        nix::unistd::Pid::from_raw(c.id() as i32),
-        nix::sys::signal::Signal::SIGTERM,
-    )
-    .unwrap();
-    let mut rest = String::new();
-    std::io::Read::read_to_string(&mut r, &mut rest).unwrap();
-    let out = c.wait_with_output().unwrap();
+    let (rest, out) = signal_and_wait(c, r, Signal::SIGTERM);
     assert_eq!(out.status.code(), Some(1));
     assert!(1 + rest.lines().count() < 1000);
     assert!(String::from_utf8_lossy(&out.stderr).contains("cancelled"));
@@ -698,31 +593,14 @@ fn loop_blockdev_wipe_f_repeats_a_regular_file_larger_than_64_mib() {
     let content: Vec<u8> = (0..len).map(|i| (i * 13 % 241) as u8).collect();
     std::fs::write(&src, &content).unwrap();
     let d = LoopDev::filled(48 * MIB, 0);
-    let out = Command::new(BIN)
-        .arg("blockdev-wipe")
-        .arg("-f")
-        .arg(&src)
-        .arg(&d.path)
-        .output()
-        .unwrap();
-    assert_eq!(
-        out.status.code(),
-        Some(0),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    let out = blockdev_wipe_from(&src, &d.path);
+    assert_exit(&out, 0);
     assert_eq!(star_lines(&out.stdout), 1000);
     assert!(d.read_all() == content[..(48 * MIB) as usize]);
     // And one smaller than the device but larger than 1 MiB: it wraps around.
     let len = 5 * MIB + 333;
     std::fs::write(&src, &content[..len as usize]).unwrap();
-    let out = Command::new(BIN)
-        .arg("blockdev-wipe")
-        .arg("-f")
-        .arg(&src)
-        .arg(&d.path)
-        .output()
-        .unwrap();
+    let out = blockdev_wipe_from(&src, &d.path);
     assert_eq!(out.status.code(), Some(0));
     let got = d.read_all();
     assert!(got

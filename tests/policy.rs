@@ -1,14 +1,16 @@
 //! Policy adapter and CLI on temporary roots (never the host's /proc/sys or /sys).
 
-mod policy_common;
+#[macro_use]
+mod support;
 
 use mdpilot::policy::knobs::{FsKnobs, KnobError, KnobIo};
 use mdpilot::policy::{
-    KnobId, LeaseKind, LeaseRequest, Limits, Owner, Policy, PolicyError, Reading, Setting,
+    KnobId, LeaseKind, LeaseRequest, Limits, Owner, Policy, PolicyError, Setting, SpeedLimit,
 };
-use policy_common::FakeTree;
 use std::collections::BTreeMap;
 use std::process::Command;
+use support::loopdev::Tmpfs;
+use support::{as_nobody, error_chain, have_setpriv, stderr, stdout, FakeTree, BIN};
 
 fn global(holder: &str, min: Option<u64>, max: Option<u64>) -> LeaseRequest {
     LeaseRequest {
@@ -97,11 +99,11 @@ fn per_array_lease_restores_system() {
     assert_eq!(t.amax(), "777");
     assert_eq!(t.gmin(), "1000", "global untouched");
     let a = &v.arrays["md0"];
-    assert_eq!(a.sync_speed_min, Some(Reading::local(1)));
+    assert_eq!(a.sync_speed_min, Some(SpeedLimit::local(1)));
     assert_eq!(
         a.original_min,
-        Some(Reading {
-            kibs: 1000,
+        Some(SpeedLimit {
+            kib_s: 1000,
             system: true
         })
     );
@@ -170,9 +172,9 @@ fn corrupt_state_is_moved_aside_and_only_defaults_restore_it() {
     // Replaced by a fresh state that records "originals unknown" (never a missing file).
     let text = std::fs::read_to_string(t.state_path()).unwrap();
     assert!(text.contains("originals_unknown = "), "{text}");
-    let moved: Vec<_> = std::fs::read_dir(t.state_path().parent().unwrap())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+    let moved: Vec<_> = t
+        .state_dir_names()
+        .into_iter()
         .filter(|n| n.starts_with("policy.toml.corrupt-"))
         .collect();
     assert_eq!(moved.len(), 1);
@@ -217,7 +219,7 @@ fn missing_or_non_numeric_knob_writes_nothing() {
     std::fs::remove_file(t.path("/proc/sys/dev/raid/speed_limit_max")).unwrap();
     let p = t.policy();
     let e = p.acquire(global("i", Some(0), Some(5))).unwrap_err();
-    let msg = mdpilot_chain(&e);
+    let msg = error_chain(&e);
     assert!(msg.contains("speed_limit_max does not exist"), "{msg}");
     assert_eq!(t.gmin(), "1000");
     assert!(!t.state_path().exists());
@@ -226,7 +228,7 @@ fn missing_or_non_numeric_knob_writes_nothing() {
     let t = FakeTree::new();
     t.set("/proc/sys/dev/raid/speed_limit_min", "fast\n");
     let e = t.policy().acquire(global("i", Some(0), None)).unwrap_err();
-    let msg = mdpilot_chain(&e);
+    let msg = error_chain(&e);
     assert!(
         msg.contains("speed_limit_min holds \"fast\", not a speed limit"),
         "{msg}"
@@ -239,18 +241,7 @@ fn missing_or_non_numeric_knob_writes_nothing() {
         .policy()
         .acquire(array("j", "md9", Some(0), None))
         .unwrap_err();
-    assert!(mdpilot_chain(&e).contains("/sys/block/md9/md/sync_speed_min does not exist"));
-}
-
-fn mdpilot_chain(e: &dyn std::error::Error) -> String {
-    let mut s = e.to_string();
-    let mut src = e.source();
-    while let Some(c) = src {
-        s.push_str(": ");
-        s.push_str(&c.to_string());
-        src = c.source();
-    }
-    s
+    assert!(error_chain(&e).contains("/sys/block/md9/md/sync_speed_min does not exist"));
 }
 
 /// Real knobs whose writes to one knob fail with EACCES, as for a non-root caller (root ignores
@@ -261,7 +252,7 @@ struct FailingWrites {
 }
 
 impl KnobIo for FailingWrites {
-    fn read(&self, knob: &KnobId) -> Result<Reading, KnobError> {
+    fn read(&self, knob: &KnobId) -> Result<SpeedLimit, KnobError> {
         self.inner.read(knob)
     }
     fn write(&self, knob: &KnobId, setting: Setting) -> Result<(), KnobError> {
@@ -295,7 +286,7 @@ fn failed_write_undoes_earlier_writes_and_keeps_state() {
     let e = failing()
         .acquire(global("i", Some(0), Some(5)))
         .unwrap_err();
-    let msg = mdpilot_chain(&e);
+    let msg = error_chain(&e);
     assert!(msg.contains("earlier writes undone"), "{msg}");
     assert!(msg.contains("speed_limit_max"), "{msg}");
     assert!(msg.contains("Permission denied"), "{msg}");
@@ -325,7 +316,7 @@ fn knob_that_cannot_be_opened_names_the_file_and_keeps_state() {
     std::fs::remove_file(&f).unwrap();
     std::fs::create_dir(&f).unwrap();
     let e = p.acquire(global("j", None, Some(5))).unwrap_err();
-    assert!(mdpilot_chain(&e).contains("speed_limit_max"));
+    assert!(error_chain(&e).contains("speed_limit_max"));
     assert_eq!(std::fs::read(t.state_path()).unwrap(), before);
 }
 
@@ -336,38 +327,18 @@ fn unwritable_state_dir_writes_nothing() {
     std::fs::create_dir_all(t.path("/run")).unwrap();
     std::fs::write(t.path("/run/mdpilot"), "").unwrap();
     let e = t.policy().acquire(global("i", Some(0), None)).unwrap_err();
-    assert!(mdpilot_chain(&e).contains("run/mdpilot"), "{e}");
+    assert!(error_chain(&e).contains("run/mdpilot"), "{e}");
     assert_eq!(t.gmin(), "1000");
-}
-
-/// Unmounts on drop.
-struct Mount(std::path::PathBuf);
-
-impl Drop for Mount {
-    fn drop(&mut self) {
-        let _ = Command::new("umount").arg(&self.0).status();
-    }
 }
 
 #[test]
 fn loop_readonly_proc_sys_mount() {
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipping loop_readonly_proc_sys_mount: needs root");
-        return;
-    }
+    need_root!("to mount a tmpfs");
     let t = FakeTree::new();
     let dir = t.path("/proc/sys/dev/raid");
-    let ok = Command::new("mount")
-        .args(["-t", "tmpfs", "-o", "size=64k", "mdpilot-test"])
-        .arg(&dir)
-        .status()
-        .map(|s| s.success())
-        .unwrap_or(false);
-    if !ok {
-        eprintln!("skipping loop_readonly_proc_sys_mount: cannot mount tmpfs here");
-        return;
-    }
-    let _m = Mount(dir.clone());
+    let Some(_m) = Tmpfs::mount(&dir, "64k") else {
+        skip!("cannot mount tmpfs here");
+    };
     t.set("/proc/sys/dev/raid/speed_limit_min", "1000\n");
     t.set("/proc/sys/dev/raid/speed_limit_max", "200000\n");
     let remount = Command::new("mount")
@@ -380,7 +351,7 @@ fn loop_readonly_proc_sys_mount() {
     p.acquire(array("job", "md0", Some(1), None)).unwrap();
     let before = std::fs::read(t.state_path()).unwrap();
     let e = p.acquire(global("i", Some(0), None)).unwrap_err();
-    let msg = mdpilot_chain(&e);
+    let msg = error_chain(&e);
     assert!(msg.contains("speed_limit_min"), "{msg}");
     assert!(msg.contains("Read-only file system"), "{msg}");
     assert_eq!(std::fs::read(t.state_path()).unwrap(), before);
@@ -440,19 +411,8 @@ fn stopped_array_is_dropped_on_restore() {
 // ---- the CLI binary ----
 
 fn cli(t: &FakeTree, args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_mdpilot"))
-        .arg("--root")
-        .arg(t.dir.path())
-        .arg("policy")
-        .args(args)
-        .env_remove("MDPILOT_FAILPOINT")
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let out = t.policy_cmd().args(args).output().unwrap();
+    (out.status.code().unwrap_or(-1), stdout(&out), stderr(&out))
 }
 
 #[test]
@@ -567,31 +527,16 @@ fn cli_errors_exit_1_and_name_the_file() {
 
 /// Runs `mdpilot policy ARGS` on `t` as the unprivileged user nobody (setpriv).
 fn cli_as_nobody(t: &FakeTree, args: &[&str]) -> (i32, String) {
-    let out = Command::new("setpriv")
-        .args(["--reuid=65534", "--regid=65534", "--clear-groups", "--"])
-        .arg(env!("CARGO_BIN_EXE_mdpilot"))
-        .arg("--root")
-        .arg(t.dir.path())
-        .arg("policy")
-        .args(args)
-        .output()
-        .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    let out = t.policy_cmd_of(as_nobody(BIN)).args(args).output().unwrap();
+    (out.status.code().unwrap_or(-1), stderr(&out))
 }
 
 #[test]
 fn loop_not_root_names_the_file_and_changes_nothing() {
     use std::os::unix::fs::PermissionsExt;
-    if !nix::unistd::geteuid().is_root() {
-        eprintln!("skipping loop_not_root_names_the_file_and_changes_nothing: needs root");
-        return;
-    }
-    if Command::new("setpriv").arg("--version").output().is_err() {
-        eprintln!("skipping loop_not_root_names_the_file_and_changes_nothing: no setpriv");
-        return;
+    need_root!("to switch to nobody");
+    if !have_setpriv() {
+        skip!("no setpriv");
     }
     let t = FakeTree::new();
     // nobody may traverse the tree and read the knobs (0644, owned by root), not write them.
@@ -628,16 +573,6 @@ fn loop_not_root_names_the_file_and_changes_nothing() {
     assert_eq!(t.amin(), "5");
 }
 
-/// Names of the files in the state directory.
-fn state_dir_names(t: &FakeTree) -> Vec<String> {
-    let mut v: Vec<String> = std::fs::read_dir(t.state_path().parent().unwrap())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    v.sort();
-    v
-}
-
 #[test]
 fn corrupt_state_never_captures_our_value_as_original() {
     let t = FakeTree::new();
@@ -646,9 +581,10 @@ fn corrupt_state_never_captures_our_value_as_original() {
     std::fs::write(t.state_path(), "this is [not toml").unwrap();
     // The operation that finds the corruption reports it, on one line.
     let e = p.acquire(global("installer", Some(0), None)).unwrap_err();
-    let msg = mdpilot_chain(&e);
+    let msg = error_chain(&e);
     assert!(msg.contains("is corrupt") && !msg.contains('\n'), "{msg}");
-    let moved = state_dir_names(&t)
+    let moved = t
+        .state_dir_names()
         .into_iter()
         .find(|n| n.starts_with("policy.toml.corrupt-"))
         .unwrap();
@@ -718,7 +654,7 @@ fn show_is_read_only() {
         "{err}"
     );
     assert_eq!(err.trim_end().lines().count(), 1, "one line: {err}");
-    assert_eq!(state_dir_names(&t), vec!["policy.toml".to_string()]);
+    assert_eq!(t.state_dir_names(), vec!["policy.toml".to_string()]);
     assert_eq!(
         std::fs::read_to_string(t.state_path()).unwrap(),
         "this is [not toml"

@@ -9,19 +9,25 @@
 //! Run with failpoints too: `cargo test --features failpoints --test policy_crash -- --nocapture`.
 //! `MDPILOT_CRASH_SEED=N` replays a run; `MDPILOT_CRASH_RUNS=N` changes the count.
 
-mod policy_common;
+mod support;
 
-use policy_common::FakeTree;
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use std::collections::BTreeMap;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
+use support::FakeTree;
 
 fn mdpilot(t: &FakeTree) -> Command {
-    let mut c = Command::new(env!("CARGO_BIN_EXE_mdpilot"));
-    c.arg("--root").arg(t.dir.path()).arg("policy");
-    c.env_remove("MDPILOT_FAILPOINT").env_remove("RUST_LOG");
-    c
+    t.policy_cmd()
+}
+
+/// `mdpilot policy ARGS` with stdout discarded, waited for.
+fn run_quiet(t: &FakeTree, args: &[&str]) -> std::process::ExitStatus {
+    mdpilot(t)
+        .args(args)
+        .stdout(Stdio::null())
+        .status()
+        .unwrap()
 }
 
 const SCENARIOS: [&[&str]; 3] = [
@@ -74,19 +80,9 @@ fn crash_loop_restores_originals_every_time() {
     let mut window = Duration::MAX;
     for _ in 0..4 {
         let s = Instant::now();
-        assert!(mdpilot(&t)
-            .arg("apply")
-            .stdout(Stdio::null())
-            .status()
-            .unwrap()
-            .success());
+        assert!(run_quiet(&t, &["apply"]).success());
         window = window.min(s.elapsed());
-        assert!(mdpilot(&t)
-            .arg("restore")
-            .stdout(Stdio::null())
-            .status()
-            .unwrap()
-            .success());
+        assert!(run_quiet(&t, &["restore"]).success());
         t.settle();
     }
     let window_us = (window.as_micros() as u64).max(1);
@@ -98,11 +94,10 @@ fn crash_loop_restores_originals_every_time() {
         // on managed knobs.
         let pre = rng.next_u32() % 3 == 0;
         if pre {
-            let st = mdpilot(&t)
-                .args(["apply", "--array", "md0", "--max", "50", "--holder", "pre"])
-                .stdout(Stdio::null())
-                .status()
-                .unwrap();
+            let st = run_quiet(
+                &t,
+                &["apply", "--array", "md0", "--max", "50", "--holder", "pre"],
+            );
             assert!(st.success(), "run {run}: pre-lease failed");
         }
         let args = SCENARIOS[(rng.next_u32() as usize) % SCENARIOS.len()];
@@ -182,9 +177,9 @@ fn crash_loop_restores_originals_every_time() {
             "run {run} (seed {seed}): {outcome} after {args:?}: originals not back"
         );
     }
-    let leftovers: Vec<_> = std::fs::read_dir(t.state_path().parent().unwrap())
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+    let leftovers: Vec<_> = t
+        .state_dir_names()
+        .into_iter()
         .filter(|n| n.contains(".tmp-"))
         .collect();
     assert!(leftovers.is_empty(), "stale temporary files: {leftovers:?}");

@@ -1,11 +1,11 @@
 //! The Debian-installer scripts in config/d-i/ with the real binary on a temporary root, run by
 //! every POSIX shell found (dash, busybox ash, sh).
 
-mod policy_common;
+mod support;
 
-use policy_common::FakeTree;
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use support::{skipped, stderr, FakeTree, BIN};
 
 const HOOK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/d-i/mdcfg-hook");
 const FINISH: &str = concat!(
@@ -27,6 +27,9 @@ fn shells() -> Vec<Vec<String>> {
             out.push(v);
         }
     }
+    if out.is_empty() {
+        skipped("no POSIX shell (dash, busybox, sh) in /usr/bin or /bin");
+    }
     out
 }
 
@@ -41,7 +44,7 @@ fn bin_dir(dir: &Path, with_mdpilot: bool) -> PathBuf {
         .expect("grep");
     let _ = std::os::unix::fs::symlink(grep, bin.join("grep"));
     if with_mdpilot {
-        let _ = std::os::unix::fs::symlink(env!("CARGO_BIN_EXE_mdpilot"), bin.join("mdpilot"));
+        let _ = std::os::unix::fs::symlink(BIN, bin.join("mdpilot"));
     }
     bin
 }
@@ -55,10 +58,7 @@ fn run(shell: &[String], script: &str, t: &FakeTree, path: &Path) -> (i32, Strin
         .env("MDPILOT_ROOT", t.dir.path())
         .output()
         .unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (out.status.code().unwrap_or(-1), stderr(&out))
 }
 
 #[test]

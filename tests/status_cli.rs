@@ -1,10 +1,14 @@
 //! `mdpilot status` run as the real binary against temporary `--root` trees holding
 //! proc/mdstat, proc/sys/dev/raid/* and sys/block/mdN/{md,queue}/*. Nothing touches the host.
 
+mod support;
+
 use pretty_assertions::assert_eq;
 use serde_json::Value;
 use std::path::Path;
 use std::process::{Command, Output};
+use support::tree::{mdstat_root, write_all, write_speed_limits};
+use support::{stderr, stdout, BIN};
 
 const RESYNC: &str = "Personalities : [raid1] [raid6] [raid5] [raid4] \n\
 md0 : active raid1 vdb[1] vda[0]\n      523264 blocks super 1.2 [2/2] [UU]\n      \
@@ -13,25 +17,8 @@ bitmap: 0/8 pages [0KB], 65536KB chunk\n\n\
 md1 : active raid0 vdc[0] vdd[1]\n      1046528 blocks super 1.2 512k chunks\n      \n\
 unused devices: <none>\n";
 
-fn write(root: &Path, rel: &str, text: &str) {
-    let p = root.join(rel);
-    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-    std::fs::write(p, text).unwrap();
-}
-
-fn tree(mdstat: &str) -> tempfile::TempDir {
-    let d = tempfile::tempdir().unwrap();
-    write(d.path(), "proc/mdstat", mdstat);
-    d
-}
-
-fn limits(root: &Path) {
-    write(root, "proc/sys/dev/raid/speed_limit_min", "1000\n");
-    write(root, "proc/sys/dev/raid/speed_limit_max", "200000\n");
-}
-
 fn status(root: &Path, args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_mdpilot"))
+    Command::new(BIN)
         .arg("--root")
         .arg(root)
         .arg("status")
@@ -52,18 +39,10 @@ fn json(out: &Output) -> Value {
     })
 }
 
-fn stdout(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stdout).into_owned()
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
 #[test]
 fn json_follows_the_contract_example() {
-    let d = tree(RESYNC);
-    limits(d.path());
+    let d = mdstat_root(RESYNC);
+    write_speed_limits(d.path());
     let out = status(d.path(), &["--json", "md0"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let expected: Value = serde_json::from_str(
@@ -107,7 +86,7 @@ fn json_follows_the_contract_example() {
 
 #[test]
 fn speed_limits_are_null_without_proc_sys() {
-    let d = tree(RESYNC);
+    let d = mdstat_root(RESYNC);
     let v = json(&status(d.path(), &["--json"]));
     assert_eq!(v["speed_limit_min"], Value::Null);
     assert_eq!(v["speed_limit_max"], Value::Null);
@@ -120,36 +99,43 @@ fn speed_limits_are_null_without_proc_sys() {
 
 #[test]
 fn sysfs_enriches_and_repair_wins() {
-    let d = tree(RESYNC);
+    let d = mdstat_root(RESYNC);
     let b = d.path();
-    limits(b);
-    let md = "sys/block/md0/md";
-    write(b, &format!("{md}/array_state"), "active\n");
-    write(b, &format!("{md}/level"), "raid1\n");
-    write(b, &format!("{md}/raid_disks"), "2\n");
-    write(b, &format!("{md}/degraded"), "0\n");
-    write(b, &format!("{md}/sync_action"), "repair\n");
-    write(b, &format!("{md}/sync_completed"), "718464 / 1046528\n");
-    write(b, &format!("{md}/sync_speed"), "179616\n");
-    write(b, &format!("{md}/sync_speed_min"), "1000 (system)\n");
-    write(b, &format!("{md}/sync_speed_max"), "50000 (local)\n");
-    write(b, &format!("{md}/metadata_version"), "1.2\n");
-    write(b, &format!("{md}/chunk_size"), "0\n");
-    write(b, &format!("{md}/component_size"), "523264\n");
-    write(
+    write_speed_limits(b);
+    write_all(
         b,
-        &format!("{md}/uuid"),
-        "0c5c1a8e-6f1b-4b3a-9d43-0b6f7c2d9e11\n",
+        "sys/block/md0/md",
+        &[
+            ("array_state", "active\n"),
+            ("level", "raid1\n"),
+            ("raid_disks", "2\n"),
+            ("degraded", "0\n"),
+            ("sync_action", "repair\n"),
+            ("sync_completed", "718464 / 1046528\n"),
+            ("sync_speed", "179616\n"),
+            ("sync_speed_min", "1000 (system)\n"),
+            ("sync_speed_max", "50000 (local)\n"),
+            ("metadata_version", "1.2\n"),
+            ("chunk_size", "0\n"),
+            ("component_size", "523264\n"),
+            ("uuid", "0c5c1a8e-6f1b-4b3a-9d43-0b6f7c2d9e11\n"),
+            ("mismatch_cnt", "0\n"),
+            ("dev-vda/state", "in_sync\n"),
+            ("dev-vda/slot", "0\n"),
+            ("dev-vda/errors", "0\n"),
+            ("dev-vdb/state", "in_sync,write_mostly\n"),
+            ("dev-vdb/slot", "1\n"),
+        ],
     );
-    write(b, &format!("{md}/mismatch_cnt"), "0\n");
-    write(b, &format!("{md}/dev-vda/state"), "in_sync\n");
-    write(b, &format!("{md}/dev-vda/slot"), "0\n");
-    write(b, &format!("{md}/dev-vda/errors"), "0\n");
-    write(b, &format!("{md}/dev-vdb/state"), "in_sync,write_mostly\n");
-    write(b, &format!("{md}/dev-vdb/slot"), "1\n");
-    write(b, "sys/block/md0/queue/logical_block_size", "512\n");
-    write(b, "sys/block/md0/queue/physical_block_size", "4096\n");
-    write(b, "sys/block/md0/queue/optimal_io_size", "0\n");
+    write_all(
+        b,
+        "sys/block/md0/queue",
+        &[
+            ("logical_block_size", "512\n"),
+            ("physical_block_size", "4096\n"),
+            ("optimal_io_size", "0\n"),
+        ],
+    );
     let out = status(b, &["--json"]);
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     let v = json(&out);
@@ -188,8 +174,8 @@ fn sysfs_enriches_and_repair_wins() {
 
 #[test]
 fn human_output_like_mdadm_detail() {
-    let d = tree(RESYNC);
-    limits(d.path());
+    let d = mdstat_root(RESYNC);
+    write_speed_limits(d.path());
     let out = status(d.path(), &[]);
     assert_eq!(out.status.code(), Some(0));
     let t = stdout(&out);
@@ -211,7 +197,7 @@ fn human_output_like_mdadm_detail() {
 
 #[test]
 fn array_filter_accepts_names_and_dev_paths() {
-    let d = tree(RESYNC);
+    let d = mdstat_root(RESYNC);
     let v = json(&status(d.path(), &["--json", "/dev/md1"]));
     let names: Vec<&str> = v["arrays"]
         .as_array()
@@ -226,7 +212,7 @@ fn array_filter_accepts_names_and_dev_paths() {
 
 #[test]
 fn unknown_array_is_exit_1_naming_it() {
-    let d = tree(RESYNC);
+    let d = mdstat_root(RESYNC);
     let out = status(d.path(), &["md7"]);
     assert_eq!(out.status.code(), Some(1));
     assert!(stderr(&out).contains("md7"), "{}", stderr(&out));
@@ -248,7 +234,7 @@ fn missing_mdstat_is_exit_1_with_the_message() {
 
 #[test]
 fn parse_errors_are_exit_3_and_the_rest_is_shown() {
-    let d = tree(&format!("# cat /proc/mdstat\n{RESYNC}"));
+    let d = mdstat_root(&format!("# cat /proc/mdstat\n{RESYNC}"));
     let out = status(d.path(), &["--json"]);
     assert_eq!(out.status.code(), Some(3));
     let v = json(&out);
@@ -274,7 +260,7 @@ fn non_utf8_mdstat_does_not_fail() {
 
 #[test]
 fn no_arrays() {
-    let d = tree("Personalities : \nunused devices: <none>\n");
+    let d = mdstat_root("Personalities : \nunused devices: <none>\n");
     let out = status(d.path(), &[]);
     assert_eq!(out.status.code(), Some(0));
     assert!(stdout(&out).contains("no md arrays"));

@@ -1,17 +1,14 @@
 //! The wipe commands' command-line contract without a device: exit codes of usage errors and
 //! the documented exit statuses. (Device tests are in `loop_wipe.rs`.)
 
-use std::process::Command;
+mod support;
 
-const BIN: &str = env!("CARGO_BIN_EXE_mdpilot");
+use std::process::Command;
+use support::{stderr, stdout, BIN};
 
 fn run(args: &[&str]) -> (Option<i32>, String, String) {
     let out = Command::new(BIN).args(args).output().unwrap();
-    (
-        out.status.code(),
-        String::from_utf8_lossy(&out.stdout).into_owned(),
-        String::from_utf8_lossy(&out.stderr).into_owned(),
-    )
+    (out.status.code(), stdout(&out), stderr(&out))
 }
 
 #[test]
@@ -78,7 +75,7 @@ fn wipe_error_before_the_job_with_progress_json_prints_an_error_event() {
 }
 
 fn progress(
-    phase: mdpilot::wipe::engine::Phase,
+    phase: mdpilot::wipe::Phase,
     done: u64,
     verified: u64,
     rate: f64,
@@ -95,8 +92,8 @@ fn progress(
 
 #[test]
 fn progress_bar_shows_no_eta_before_the_first_durable_bytes() {
-    use mdpilot::cli::wipe::BarFields;
-    use mdpilot::wipe::engine::Phase;
+    use mdpilot::cli::progress::BarFields;
+    use mdpilot::wipe::Phase;
     for pr in [
         progress(Phase::Starting, 0, 0, 0.0),
         progress(Phase::Wipe, 0, 0, 0.0),
@@ -120,8 +117,8 @@ fn progress_bar_shows_no_eta_before_the_first_durable_bytes() {
 
 #[test]
 fn progress_bar_draws_no_done_frame_before_the_final_full_bar() {
-    use mdpilot::cli::wipe::BarFields;
-    use mdpilot::wipe::engine::Phase;
+    use mdpilot::cli::progress::BarFields;
+    use mdpilot::wipe::Phase;
     // The Done snapshot is left to the caller, which sets the full position and then "done".
     assert_eq!(BarFields::of(&progress(Phase::Done, 0, 0, 0.0)), None);
     assert_eq!(BarFields::of(&progress(Phase::Done, 1 << 30, 0, 5.0)), None);

@@ -1,18 +1,19 @@
 //! Engine tests on memory buffers and files: data written, durable progress, errors with offsets,
 //! cancel, leases, and the resync freeze/skip sequence in a temporary sysfs tree.
 
-use mdpilot::host::Root;
-use mdpilot::wipe::engine::{verify_plan, Job, Phase};
+mod support;
+
 use mdpilot::wipe::leases::{LeaseKind, LeaseRequest, Limits, Owner, RecordingLeases};
-use mdpilot::wipe::planner::{Data, Method, Op, OpenFlags, Plan, Range, ResyncAction};
+use mdpilot::wipe::plan::{Data, Method, Op, OpenFlags, Plan, Range, ResyncAction};
 use mdpilot::wipe::sink::{FileSink, MemSink, Sink};
 use mdpilot::wipe::stream::{self, Seed};
-use mdpilot::wipe::WipeError;
+use mdpilot::wipe::{verify_plan, Job, Phase, WipeError};
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
+use support::tree::{md_root, Root};
 
 const BLOCK: u64 = 64 * 1024;
 
@@ -253,22 +254,13 @@ fn cancel_half_way_stops_between_blocks() {
     }
 }
 
-fn md_root(action: &str) -> (tempfile::TempDir, PathBuf) {
-    let d = tempfile::tempdir().unwrap();
-    let md = d.path().join("sys/block/md9/md");
-    std::fs::create_dir_all(&md).unwrap();
-    std::fs::write(md.join("sync_action"), action).unwrap();
-    std::fs::write(md.join("resync_start"), "1024").unwrap();
-    (d, md)
-}
-
 fn read(p: &std::path::Path) -> String {
     std::fs::read_to_string(p).unwrap()
 }
 
 #[test]
 fn resync_freeze_then_skip_after_success() {
-    let (d, md) = md_root("resync");
+    let (d, md) = md_root("md9", "resync");
     let mut p = plan(8 * BLOCK, Op::Write(Data::Zero));
     p.resync = ResyncAction::FreezeAndSkip {
         array: "md9".into(),
@@ -294,7 +286,7 @@ fn resync_freeze_then_skip_after_success() {
 #[test]
 fn resync_unfrozen_but_never_marked_clean_on_failure_or_cancel() {
     // Failure.
-    let (d, md) = md_root("resync");
+    let (d, md) = md_root("md9", "resync");
     let mut p = plan(8 * BLOCK, Op::Write(Data::Zero));
     p.resync = ResyncAction::FreezeAndSkip {
         array: "md9".into(),
@@ -308,7 +300,7 @@ fn resync_unfrozen_but_never_marked_clean_on_failure_or_cancel() {
     assert_eq!(read(&md.join("resync_start")), "1024");
     assert_eq!(read(&md.join("sync_action")), "idle");
     // Cancel before the first block.
-    let (d, md) = md_root("resync");
+    let (d, md) = md_root("md9", "resync");
     let e = Job::new(p, Root::new(d.path()))
         .with_sink(Arc::new(MemSink::new((8 * BLOCK) as usize, 1)))
         .run(&AtomicBool::new(true))
@@ -598,7 +590,7 @@ fn flush_keeps_the_last_wipe_rate_and_verify_eta_follows_verify_progress() {
 
 #[test]
 fn verify_eta_counts_bytes_left_to_read_back_not_to_write() {
-    use mdpilot::wipe::engine::Progress;
+    use mdpilot::wipe::Progress;
     let p = Progress {
         done_bytes: 1000,
         total_bytes: 1000,
@@ -622,4 +614,66 @@ fn verify_eta_counts_bytes_left_to_read_back_not_to_write() {
     assert_eq!(s.eta_s(), None);
     let json = serde_json::to_value(p).unwrap();
     assert_eq!(json["phase"], "verify");
+}
+
+/// A sink whose writes panic: a bug in a worker thread.
+struct PanickingSink;
+
+impl Sink for PanickingSink {
+    fn write_at(&self, _: &[u8], _: u64) -> std::io::Result<()> {
+        panic!("injected worker panic (expected by this test)")
+    }
+    fn read_at(&self, _: &mut [u8], _: u64) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn zeroout(&self, _: u64, _: u64) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn discard(&self, _: u64, _: u64) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn settle(&self, _: u64, _: u64) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn worker_panic_is_an_internal_failure_with_exit_1_not_a_refusal() {
+    let p = plan(4 * BLOCK, Op::Write(Data::Zero));
+    let e = Job::new(p.clone(), root())
+        .with_sink(Arc::new(PanickingSink))
+        .run(&AtomicBool::new(false))
+        .unwrap_err();
+    assert!(matches!(e, WipeError::Internal(_)), "{e:?}");
+    assert_eq!(e.to_string(), "wipe job thread panicked");
+    // Exit 2 means "refused, nothing written": a panic may have written part of the device.
+    assert_eq!(mdpilot::cli::wipe::exit_code(&e), 1);
+    // The same through a started job's handle.
+    let e = Job::new(p, root())
+        .with_sink(Arc::new(PanickingSink))
+        .start()
+        .wait()
+        .unwrap_err();
+    assert!(matches!(e, WipeError::Internal(_)), "{e:?}");
+}
+
+#[test]
+fn start_stops_before_approval_when_the_probe_fails() {
+    use mdpilot::wipe::{leases::NoLeases, Hooks, Options, Request};
+    let d = tempfile::tempdir().unwrap();
+    let req = Request {
+        device: d.path().join("no-such-device"),
+        method: Method::Random,
+        options: Options::default(),
+    };
+    let mut asked = false;
+    let r = mdpilot::wipe::start(&Root::new(d.path()), &req, |_| {
+        asked = true;
+        Ok::<_, WipeError>(Hooks::new(Arc::new(NoLeases)))
+    });
+    assert!(matches!(r, Err(WipeError::Probe { .. })), "{:?}", r.err());
+    assert!(!asked, "approve must not see a plan that was never made");
 }

@@ -1,6 +1,6 @@
-//! Wipe jobs on the bus: `Manager.StartWipe(s device, a{sv} options)` probes and plans the wipe
-//! ([`crate::wipe::probe`], [`crate::wipe::planner`]), starts a [`crate::wipe::engine::Job`] on
-//! its own thread, and serves `/org/mdpilot/MdPilot1/jobs/<n>` with interface
+//! Wipe jobs on the bus: `Manager.StartWipe(s device, a{sv} options)` probes, plans and starts
+//! the wipe through [`crate::wipe::start`] (the CLI's sequence: probe, plan, a
+//! [`crate::wipe::Job`] on its own thread), and serves `/org/mdpilot/MdPilot1/jobs/<n>` with interface
 //! `org.mdpilot.MdPilot1.Job` ([`JobObject`]).
 //!
 //! Progress: a per-job tokio task (it exists only while the job does: no timer without jobs)
@@ -23,17 +23,17 @@
 //! every time); Cancel of one's own job (same uid as `StartedByUID`) needs nothing more, of
 //! another uid's job the wipe action again.
 
+use super::array::ArrayProps;
 use super::auth::{take_interaction_flags, Authority, Request};
 use super::errors::{Error, Result};
 use super::options::{no_options, parse_start_wipe, Options};
 use super::plan::PlanData;
 use super::props::{changed_props, emit_changed};
-use super::MANAGER_PATH;
+use super::{array_path, ROOT_PATH};
+use crate::model::Array;
 use crate::policy::Owner;
 use crate::service::state::{RunningJob, ServiceLeases, Shared};
-use crate::wipe::planner::{self, Method};
-use crate::wipe::stream::Seed;
-use crate::wipe::{probe, JobHandle, Outcome, WipeError};
+use crate::wipe::{JobHandle, Outcome, WipeError};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -59,7 +59,7 @@ fn linger() -> Duration {
 
 /// Object path of job `n`: `/org/mdpilot/MdPilot1/jobs/<n>`.
 pub fn job_path(n: u64) -> String {
-    format!("{MANAGER_PATH}/jobs/{n}")
+    format!("{ROOT_PATH}/jobs/{n}")
 }
 
 /// The published properties of a job.
@@ -292,6 +292,19 @@ impl JobObject {
     }
 }
 
+/// Why StartWipe could not start: the wipe core refused, or the service did (a job already on
+/// the device).
+enum StartErr {
+    Wipe(WipeError),
+    Bus(Error),
+}
+
+impl From<WipeError> for StartErr {
+    fn from(e: WipeError) -> Self {
+        StartErr::Wipe(e)
+    }
+}
+
 /// The human summary of a job's end, for `Completed`.
 pub fn completion_message(device: &str, r: &std::result::Result<Outcome, WipeError>) -> String {
     match r {
@@ -315,16 +328,35 @@ pub fn completion_message(device: &str, r: &std::result::Result<Outcome, WipeErr
 }
 
 /// The object paths of the arrays among `names` (kernel names) that the service serves, sorted
-/// and without repeats. Paths come from [`super::array_path`], the one place that builds them.
+/// and without repeats ([`array_object_paths`] over the service's model).
 pub fn array_objects<'a>(
     shared: &Shared,
     names: impl IntoIterator<Item = &'a str>,
 ) -> Vec<OwnedObjectPath> {
+    let model = shared.model.lock().unwrap_or_else(|e| e.into_inner());
+    array_object_paths(&model.arrays, names)
+}
+
+/// The object paths of the arrays of `arrays` whose kernel name is among `names`, sorted and
+/// without repeats: `/org/mdpilot/MdPilot1/arrays/<uuid>` as [`super::array_path`] (the one
+/// place that builds them) makes them from the UUID the array's object publishes. Names of no
+/// array in `arrays` (a loop device, a vanished array) give nothing.
+pub fn array_object_paths<'a>(
+    arrays: &[Array],
+    names: impl IntoIterator<Item = &'a str>,
+) -> Vec<OwnedObjectPath> {
     let names: BTreeSet<&str> = names.into_iter().collect();
-    names
+    let paths: BTreeSet<String> = arrays
+        .iter()
+        .filter(|a| names.contains(a.name.as_str()))
+        .map(|a| {
+            let p = ArrayProps::from_model(a);
+            array_path(&p.uuid, &p.kernel_name)
+        })
+        .collect();
+    paths
         .into_iter()
-        .filter(|n| shared.has_array(n))
-        .filter_map(|n| OwnedObjectPath::try_from(super::array_path(n)).ok())
+        .filter_map(|p| OwnedObjectPath::try_from(p).ok())
         .collect()
 }
 
@@ -357,46 +389,49 @@ pub async fn start_wipe(
         return Err(Error::InvalidArgument("StartWipe: empty device".into()));
     }
     let (method, verify, keep_resync) = parse_start_wipe(&options)?;
-    let p = probe::probe(&shared.root, std::path::Path::new(&device))
-        .map_err(|e| Error::from(e).context("StartWipe"))?;
-    let seed = if method == Method::Random {
-        Some(Seed::from_os().map_err(|e| Error::Failed(format!("StartWipe: getrandom: {e}")))?)
-    } else {
-        None
+    let req = crate::wipe::Request {
+        device: device.into(),
+        method,
+        options: crate::wipe::Options {
+            verify,
+            keep_resync,
+            owner: Some(Owner::Pid(std::process::id())),
+            ..crate::wipe::Options::default()
+        },
     };
-    let opts = planner::Options {
-        verify,
-        keep_resync,
-        seed,
-        owner: Some(Owner::Pid(std::process::id())),
-        ..planner::Options::default()
-    };
-    let plan = planner::plan(&p, method, &opts).map_err(|e| Error::from(e).context("StartWipe"))?;
-    let dev_text = plan.device.display().to_string();
     let n = shared.next_job_number();
     let path = job_path(n);
     let (tx, rx) = tokio::sync::oneshot::channel::<(bool, String)>();
-    let handle = {
+    let (handle, plan) = {
         // Check and register under one lock: two StartWipe calls on one device cannot both pass.
         let mut jobs = shared.jobs.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(j) = jobs
-            .values()
-            .find(|j| j.device == plan.device && !j.handle.is_finished())
-        {
-            return Err(Error::Busy(format!(
-                "StartWipe: a job is already wiping {}",
-                j.device.display()
-            )));
-        }
-        let dev2 = dev_text.clone();
-        let handle = Arc::new(
-            crate::wipe::Job::new(plan.clone(), shared.root.clone())
-                .with_leases(Arc::new(ServiceLeases(shared.clone())))
-                .on_complete(move |r| {
+        let (handle, plan) = crate::wipe::start(&shared.root, &req, |plan| {
+            if let Some(j) = jobs
+                .values()
+                .find(|j| j.device == plan.device && !j.handle.is_finished())
+            {
+                return Err(StartErr::Bus(Error::Busy(format!(
+                    "StartWipe: a job is already wiping {}",
+                    j.device.display()
+                ))));
+            }
+            let dev2 = plan.device.display().to_string();
+            Ok(crate::wipe::Hooks {
+                leases: Arc::new(ServiceLeases(shared.clone())),
+                on_progress: None,
+                on_complete: Some(Box::new(move |r| {
                     let _ = tx.send((r.is_ok(), completion_message(&dev2, r)));
-                })
-                .start(),
-        );
+                })),
+            })
+        })
+        .map_err(|e| match e {
+            StartErr::Wipe(WipeError::Random(e)) => {
+                Error::Failed(format!("StartWipe: getrandom: {e}"))
+            }
+            StartErr::Wipe(e) => Error::from(e).context("StartWipe"),
+            StartErr::Bus(e) => e,
+        })?;
+        let handle = Arc::new(handle);
         jobs.insert(
             n,
             RunningJob {
@@ -404,17 +439,17 @@ pub async fn start_wipe(
                 handle: handle.clone(),
             },
         );
-        handle
+        (handle, plan)
     };
-    let mut worked_on: Vec<&str> = plan
+    let dev_text = plan.device.display().to_string();
+    // The arrays the job works on: those whose limits it leases, and the device itself when it
+    // is an array (array_objects keeps only names the service serves).
+    let worked_on = plan
         .leases
         .iter()
         .flat_map(|l| l.arrays.keys())
         .map(|a| a.as_str())
-        .collect();
-    if p.array.is_some() {
-        worked_on.push(plan.name.as_str());
-    }
+        .chain(std::iter::once(plan.name.as_str()));
     let props = JobProps {
         operation: format!("wipe-{}", method.name()),
         device: dev_text.clone(),
@@ -530,6 +565,46 @@ async fn follow(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn objects_are_the_arrays_by_uuid_path() {
+        let array = |name: &str, uuid: Option<&str>| Array {
+            name: name.into(),
+            state: crate::model::HeaderState::Active,
+            read_only: None,
+            level: Some("raid1".into()),
+            size_kib: Some(1024),
+            metadata: Some("1.2".into()),
+            raid_disks: Some(2),
+            active_disks: Some(2),
+            member_status: Some("UU".into()),
+            members: vec![],
+            sync: None,
+            bitmap: None,
+            sysfs: Some(crate::model::ArraySysfs {
+                uuid: uuid.map(str::to_string),
+                ..Default::default()
+            }),
+        };
+        let arrays = [
+            array("md0", Some("3B6C2A6E-0D0E-4B7A-9D5E-8A7B1C2D3E4F")),
+            array("md1", None),
+            array("md2", Some("9f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b")),
+        ];
+        let got: Vec<String> = array_object_paths(&arrays, ["md2", "loop0", "md0", "md2", "md1"])
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "/org/mdpilot/MdPilot1/arrays/3b6c2a6e0d0e4b7a9d5e8a7b1c2d3e4f",
+                "/org/mdpilot/MdPilot1/arrays/9f1e2d3c4b5a69788a9b0c1d2e3f4a5b",
+                "/org/mdpilot/MdPilot1/arrays/name_md1",
+            ]
+        );
+        assert!(array_object_paths(&arrays, ["loop0"]).is_empty());
+    }
 
     #[test]
     fn only_running_values_are_diffed() {

@@ -3,7 +3,7 @@
 //! Built from the planner's [`Plan`]; sizes in bytes, limits in KiB/s.
 
 use crate::policy::{LeaseRequest, Limits};
-use crate::wipe::planner::{Data, Op, Plan, ResyncAction};
+use crate::wipe::plan::{Data, Op, Plan, ResyncAction};
 use std::collections::HashMap;
 use zbus::zvariant::{OwnedValue, Value};
 

@@ -17,7 +17,7 @@ use crate::host::Root;
 use crate::model::MdStat;
 use crate::policy::{LeaseRequest, Owner, Policy, PolicyView};
 use crate::watch::Event;
-use crate::wipe::leases::LeaseProvider;
+use crate::wipe::leases::{LeaseError, LeaseProvider};
 use crate::wipe::JobHandle;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -171,6 +171,16 @@ impl Shared {
         model.arrays.iter().any(|a| a.name == name)
     }
 
+    /// The kernel name of the array the caller named `word` (`md0`, `/dev/md0`, `/dev/md/root`,
+    /// `md/root`, the metadata name; [`crate::names::resolve_array`] over the model's arrays).
+    pub fn resolve_array(&self, word: &str) -> Result<String, crate::names::NameError> {
+        let known: Vec<String> = {
+            let model = self.model.lock().unwrap_or_else(|e| e.into_inner());
+            model.arrays.iter().map(|a| a.name.clone()).collect()
+        };
+        crate::names::resolve_array(&self.root, word, &known)
+    }
+
     /// The number of the next wipe job (1, 2, ...).
     pub fn next_job_number(&self) -> u64 {
         self.job_counter.fetch_add(1, Ordering::Relaxed)
@@ -209,12 +219,12 @@ impl Shared {
 pub struct ServiceLeases(pub Arc<Shared>);
 
 impl LeaseProvider for ServiceLeases {
-    fn acquire(&self, req: LeaseRequest) -> std::result::Result<(), String> {
+    fn acquire(&self, req: LeaseRequest) -> std::result::Result<(), LeaseError> {
         let r = LeaseProvider::acquire(&self.0.policy, req);
         let _ = self.0.refresh.send(Event::Mdstat);
         r
     }
-    fn release(&self, holder: &str) -> std::result::Result<(), String> {
+    fn release(&self, holder: &str) -> std::result::Result<(), LeaseError> {
         let r = LeaseProvider::release(&self.0.policy, holder);
         let _ = self.0.refresh.send(Event::Mdstat);
         r

@@ -1,28 +1,17 @@
-//! Helpers for the loop-device tests: RAII guards that attach/detach loop devices, mount and
-//! unmount, swapon and swapoff. Tests only ever write to devices attached here.
-#![allow(dead_code)]
+//! Block devices the tests set up themselves (root only): loop devices over files in a temp
+//! dir, an ext4 mount, active swap, a device-mapper table and a small tmpfs. Each is an RAII
+//! guard that undoes itself on drop; tests only ever write to devices attached here.
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
 
-/// True when running as root (loop tests skip otherwise).
+/// True when running as root (loop, mount and setpriv tests skip otherwise, see `need_root!`).
 pub fn is_root() -> bool {
     // SAFETY: geteuid has no preconditions.
     unsafe { libc::geteuid() == 0 }
 }
 
-/// Skips the calling test (returns from it) unless running as root.
-#[macro_export]
-macro_rules! need_root {
-    () => {
-        if !$crate::wipe_support::is_root() {
-            eprintln!("skipped: needs root for loop devices");
-            return;
-        }
-    };
-}
-
-/// Runs a command, returns stdout, panics with stderr on failure.
+/// Runs a command, returns its stdout trimmed, panics with its stderr on failure.
 pub fn run(cmd: &str, args: &[&str]) -> String {
     let o = Command::new(cmd)
         .args(args)
@@ -36,11 +25,17 @@ pub fn run(cmd: &str, args: &[&str]) -> String {
     String::from_utf8_lossy(&o.stdout).trim().to_string()
 }
 
-/// A loop device over a sparse file in a temp dir; detached (and the file removed) on drop.
+/// Whether `cmd args` ran and exited 0.
+fn succeeds(cmd: &mut Command) -> bool {
+    cmd.status().map(|s| s.success()).unwrap_or(false)
+}
+
+/// A loop device (`losetup --direct-io=on`) over a file; detached on drop (and the file's temp
+/// dir removed, when the guard made it).
 pub struct LoopDev {
     pub path: PathBuf,
     pub file: PathBuf,
-    _dir: tempfile::TempDir,
+    _dir: Option<tempfile::TempDir>,
 }
 
 impl LoopDev {
@@ -76,14 +71,21 @@ impl LoopDev {
         }
         f.sync_all().unwrap();
         drop(f);
+        let mut d = Self::attach(&file);
+        d._dir = Some(dir);
+        d
+    }
+
+    /// Attaches an existing file the caller owns (it must outlive the guard).
+    pub fn attach(file: &Path) -> LoopDev {
         let dev = run(
             "losetup",
             &["--find", "--show", "--direct-io=on", file.to_str().unwrap()],
         );
         LoopDev {
             path: PathBuf::from(dev),
-            file,
-            _dir: dir,
+            file: file.to_path_buf(),
+            _dir: None,
         }
     }
 
@@ -96,6 +98,7 @@ impl LoopDev {
         std::fs::read(&self.path).unwrap()
     }
 
+    /// The kernel name (`loop7`).
     pub fn name(&self) -> String {
         self.path
             .file_name()
@@ -136,6 +139,32 @@ impl Drop for Mounted {
     }
 }
 
+/// A tmpfs of `size` (mount's `size=` option, e.g. `24m`) mounted on an existing directory;
+/// unmounted on drop.
+pub struct Tmpfs {
+    pub dir: PathBuf,
+}
+
+impl Tmpfs {
+    /// None when mounting is not permitted here (containers).
+    pub fn mount(dir: &Path, size: &str) -> Option<Tmpfs> {
+        let ok = succeeds(
+            Command::new("mount")
+                .args(["-t", "tmpfs", "-o", &format!("size={size}"), "mdpilot-test"])
+                .arg(dir),
+        );
+        ok.then(|| Tmpfs {
+            dir: dir.to_path_buf(),
+        })
+    }
+}
+
+impl Drop for Tmpfs {
+    fn drop(&mut self) {
+        let _ = Command::new("umount").arg(&self.dir).status();
+    }
+}
+
 /// `dev` used as active swap; swapoff on drop.
 pub struct Swap {
     pub dev: PathBuf,
@@ -145,11 +174,7 @@ impl Swap {
     /// None when swapon is not permitted here (containers).
     pub fn new(dev: &Path) -> Option<Swap> {
         run("mkswap", &[dev.to_str().unwrap()]);
-        let ok = Command::new("swapon")
-            .arg(dev)
-            .status()
-            .map(|s| s.success())
-            .unwrap_or(false);
+        let ok = succeeds(Command::new("swapon").arg(dev));
         ok.then(|| Swap {
             dev: dev.to_path_buf(),
         })
