@@ -1,5 +1,6 @@
 //! The command-line front ends: one file per subcommand, plus the global context and exit helper.
 
+pub mod agent;
 pub mod blockdev_wipe;
 pub mod monitor;
 pub mod policy;
