@@ -104,6 +104,10 @@ pub struct PolicyView {
     /// `restore --defaults`); `null` normally.
     #[serde(default)]
     pub originals_unknown: Option<String>,
+    /// Journaled array changes held now (freezes of running wipe jobs), as in the state file
+    /// (`{"id", "owner", "array": {"name", "uuid"}, "attr", "written", "restore"}`).
+    #[serde(default)]
+    pub changes: Vec<journal::Change>,
 }
 
 /// A lease as shown: the request's fields plus `dead` (JSON:

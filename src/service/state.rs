@@ -17,7 +17,7 @@ use crate::model::MdStat;
 use crate::policy::{LeaseRequest, Owner, Policy, PolicyView};
 use crate::watch::Event;
 use crate::wipe::leases::{LeaseError, LeaseProvider};
-use crate::wipe::JobHandle;
+use crate::wipe::{JobHandle, WipeError};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -214,5 +214,16 @@ impl LeaseProvider for ServiceLeases {
         let r = LeaseProvider::release(&self.0.policy, holder);
         let _ = self.0.refresh.send(Event::Mdstat);
         r
+    }
+    fn freeze(&self, root: &Root, array: &str) -> std::result::Result<bool, WipeError> {
+        LeaseProvider::freeze(&self.0.policy, root, array)
+    }
+    fn unfreeze(
+        &self,
+        root: &Root,
+        array: &str,
+        in_sync: bool,
+    ) -> std::result::Result<(), WipeError> {
+        LeaseProvider::unfreeze(&self.0.policy, root, array, in_sync)
     }
 }
