@@ -179,6 +179,7 @@ mod tests {
             arrays: BTreeMap::new(),
             warnings: vec![],
             originals_unknown: None,
+            changes: Vec::new(),
         }
     }
 

@@ -2,8 +2,8 @@
 //! beside the state file, loads the state, computes the transition, saves the `mid` state
 //! atomically, writes the kernel knobs, and saves the `end` state.
 
-use super::knobs::{FsKnobs, KnobError, KnobIo};
 use super::journal::{self, ArrayRef, Change};
+use super::knobs::{FsKnobs, KnobError, KnobIo};
 use super::lease::{self, PolicyState, Setting};
 use super::request::{self, KnobId};
 use super::state::{self, StateError};
@@ -390,7 +390,9 @@ impl Policy {
         let loaded = state::load(path)?;
         let mut st = loaded.clone();
         let Some(c) = st.changes.get(id).cloned() else {
-            tracing::warn!("change {id} is not in the journal any more (repaired?); nothing to put back");
+            tracing::warn!(
+                "change {id} is not in the journal any more (repaired?); nothing to put back"
+            );
             return Ok(());
         };
         let wr = |array: &str, attr: &str, value: &str| {

@@ -104,9 +104,13 @@ impl Change {
             return Err(format!("invalid array name in change {:?}", self.id));
         }
         if !ATTRS.contains(&self.attr.as_str()) {
-            return Err(format!("unknown attribute {:?} in change {:?}", self.attr, self.id));
+            return Err(format!(
+                "unknown attribute {:?} in change {:?}",
+                self.attr, self.id
+            ));
         }
-        let word = |s: &str| !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_graphic());
+        let word =
+            |s: &str| !s.is_empty() && s.len() <= 64 && s.bytes().all(|b| b.is_ascii_graphic());
         if !word(&self.written) || !word(&self.restore) || self.id.is_empty() {
             return Err(format!("invalid values in change {:?}", self.id));
         }
@@ -239,9 +243,9 @@ pub fn undo(
                     )),
                 }
             }
-            Located::Gone => out
-                .notes
-                .push(format!("dropping {what}: the array is gone; nothing to put back")),
+            Located::Gone => out.notes.push(format!(
+                "dropping {what}: the array is gone; nothing to put back"
+            )),
             Located::Replaced { found } => out.notes.push(format!(
                 "dropping {what}: {} is now another array (uuid {found}); not touched",
                 c.array.name
@@ -352,7 +356,11 @@ mod tests {
         let arrays: BTreeMap<_, _> = [md("md0", "u9", "frozen")].into();
         let u = undo(&ch, |_| true, &arrays);
         assert!(u.writes.is_empty() && u.kept.is_empty());
-        assert!(u.notes[0].contains("another array (uuid u9)"), "{:?}", u.notes);
+        assert!(
+            u.notes[0].contains("another array (uuid u9)"),
+            "{:?}",
+            u.notes
+        );
         // ... and it is reported as frozen by someone else.
         assert_eq!(foreign_frozen(&u.kept, &arrays), vec!["md0".to_string()]);
         assert_eq!(foreign_frozen(&ch, &arrays), vec!["md0".to_string()]);
@@ -384,7 +392,12 @@ mod tests {
     #[test]
     fn foreign_frozen_ignores_ours() {
         let ch: BTreeMap<_, _> = [freeze("md0", "u1", 7)].into();
-        let arrays: BTreeMap<_, _> = [md("md0", "u1", "frozen"), md("md1", "u2", "frozen"), md("md2", "u3", "idle")].into();
+        let arrays: BTreeMap<_, _> = [
+            md("md0", "u1", "frozen"),
+            md("md1", "u2", "frozen"),
+            md("md2", "u3", "idle"),
+        ]
+        .into();
         assert_eq!(foreign_frozen(&ch, &arrays), vec!["md1".to_string()]);
     }
 

@@ -15,9 +15,9 @@ use super::request::KnobId;
 use crate::host::Root;
 use crate::model::SpeedLimit;
 use crate::sysfs::{self, LimitError, LimitForm};
+use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::io::{self, Write as _};
-use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 /// Failures reading or writing a knob; each names the file.
@@ -221,7 +221,10 @@ impl KnobIo for FsKnobs {
 
     fn uuid(&self, name: &str) -> Option<String> {
         let p = self.root.sys("block").join(name).join("md/uuid");
-        crate::host::read_optional(&p).ok().flatten().filter(|u| !u.is_empty())
+        crate::host::read_optional(&p)
+            .ok()
+            .flatten()
+            .filter(|u| !u.is_empty())
     }
 
     fn arrays_now(&self, attrs: &[&str]) -> BTreeMap<String, ArrayNow> {

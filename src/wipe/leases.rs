@@ -9,8 +9,8 @@ use crate::host::Root;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
-pub use crate::policy::{LeaseKind, LeaseRequest, Limits, Owner};
 use crate::policy::journal::Change;
+pub use crate::policy::{LeaseKind, LeaseRequest, Limits, Owner};
 use crate::policy::{Policy, PolicyError};
 
 /// Why a provider did not grant or release a lease.
@@ -110,7 +110,8 @@ impl LeaseProvider for Policy {
     /// `frozen` is written, so a killed job's freeze is undone by the next mdpilot command.
     fn freeze(&self, _root: &Root, array: &str) -> Result<bool, WipeError> {
         let change = Change::freeze(self.array_ref(array), Owner::Pid(std::process::id()));
-        self.hold(change).map_err(|e| journal_err(array, "frozen", &e))
+        self.hold(change)
+            .map_err(|e| journal_err(array, "frozen", &e))
     }
     fn unfreeze(&self, _root: &Root, array: &str, in_sync: bool) -> Result<(), WipeError> {
         let first = in_sync.then_some(("resync_start", "none"));
