@@ -255,8 +255,11 @@ impl KnobIo for FsKnobs {
     fn write_attr(&self, array: &str, attr: &str, value: &str) -> Result<(), KnobError> {
         let path = self.root.sys("block").join(array).join("md").join(attr);
         // No O_CREAT: a missing attribute (array stopped) is an error, never a new file.
+        // O_TRUNC as a shell's `echo idle > sync_action` (sysfs ignores it; a test root's
+        // regular file needs it).
         OpenOptions::new()
             .write(true)
+            .truncate(true)
             .open(&path)
             .and_then(|mut f| f.write_all(value.as_bytes()))
             .map_err(|source| {
