@@ -1,20 +1,18 @@
-//! Fuzzes StartWipe's option dictionary: any `a{sv}` is accepted or refused with
-//! InvalidArgument, never a panic; an accepted dict holds only known keys.
-//!
-//! Calls: mdpilot::dbus::job::parse_options.
+//! Fuzzes StartWipe's option dictionary (built by common/options.rs from the input): any `a{sv}`
+//! is accepted or refused with InvalidArgument, never a panic; an accepted dict holds only known
+//! keys. Body: common/checks.rs `dbus_wipe_options`.
+//! Set MDPILOT_FUZZ_WIRE=DIR to write each input's dict in wire form (for a regression file).
 #![no_main]
 
+#[path = "common/checks.rs"]
+mod checks;
 #[path = "common/options.rs"]
-mod common;
+mod options;
 
-use libfuzzer_sys::fuzz_target;
-
-fuzz_target!(|data: &[u8]| {
-    let known = ["method", "verify", "keep-resync"];
-    let Some(opts) = common::options(data, &known) else {
+libfuzzer_sys::fuzz_target!(|data: &[u8]| {
+    let Some(opts) = options::options(data, checks::WIPE_KEYS) else {
         return;
     };
-    if mdpilot::dbus::job::parse_options(&opts).is_ok() {
-        assert!(opts.keys().all(|k| known.contains(&k.as_str())));
-    }
+    options::keep_wire(&opts, (0, None));
+    checks::dbus_wipe_options(&opts);
 });

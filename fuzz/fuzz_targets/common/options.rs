@@ -7,8 +7,7 @@
 
 use arbitrary::{Arbitrary, Unstructured};
 use std::collections::HashMap;
-use zbus::zvariant::serialized::{Context, Data};
-use zbus::zvariant::{OwnedValue, Value, LE};
+use zbus::zvariant::{OwnedValue, Value};
 
 #[derive(Arbitrary, Debug)]
 enum Key {
@@ -61,12 +60,8 @@ fn value(v: V) -> Value<'static> {
 
 /// The dict for `data`, or `None` when the bytes do not decode.
 pub fn options(data: &[u8], known: &[&str]) -> Option<HashMap<String, OwnedValue>> {
-    if let Some(wire) = data.strip_prefix(b"D") {
-        let ctxt = Context::new_dbus(LE, 0);
-        let (dict, _) = Data::new(wire, ctxt)
-            .deserialize::<HashMap<String, OwnedValue>>()
-            .ok()?;
-        return Some(dict);
+    if data.starts_with(b"D") {
+        return super::checks::wire_options(data);
     }
     let mut u = Unstructured::new(data);
     let entries: Vec<(Key, V)> = u.arbitrary().ok()?;
@@ -79,4 +74,17 @@ pub fn options(data: &[u8], known: &[&str]) -> Option<HashMap<String, OwnedValue
         dict.insert(key, OwnedValue::try_from(value(v)).ok()?);
     }
     Some(dict)
+}
+
+/// With `MDPILOT_FUZZ_WIRE=DIR` set (replaying one crash input: `cargo fuzz run T crash-...`),
+/// writes the dict in wire form to `DIR/wire`, so it can be kept as a regression input that the
+/// stable test decodes without `arbitrary`. The wire form has no install policy: a dbus_acquire
+/// regression replays with the install policy of its own first two bytes (`D` and the next).
+pub fn keep_wire(opts: &HashMap<String, OwnedValue>, _install: (u64, Option<u64>)) {
+    if let Some(dir) = std::env::var_os("MDPILOT_FUZZ_WIRE") {
+        let _ = std::fs::write(
+            std::path::Path::new(&dir).join("wire"),
+            super::checks::to_wire(opts),
+        );
+    }
 }

@@ -11,7 +11,8 @@ set_limits "$ORIG_MIN" "$ORIG_MAX"
 size=$(sectors "${DISKS[0]}")
 for how in error-table remove; do
     dm_create vanish "0 $size linear ${DISKS[0]} 0"
-    kdev=$(readlink -f /dev/mapper/vanish)
+    # The kernel name (dm-N) for blk-throttle: /dev/mapper/vanish is a node of its own here.
+    kdev=/dev/$(basename "$(readlink -f "/sys/dev/block/$((0x$(stat -c %t /dev/mapper/vanish))):$((0x$(stat -c %T /dev/mapper/vanish)))")")
     throttle "$kdev" 25000000
     throttled_bg /tmp/w.jsonl /tmp/w.err "$MDP" wipe /dev/mapper/vanish --yes --method random --progress json
     wpid=$THROTTLED_PID
