@@ -21,7 +21,7 @@ fn inputs(target: &str) -> Vec<(PathBuf, Vec<u8>)> {
         .map(|rd| {
             rd.filter_map(Result::ok)
                 .map(|e| e.path())
-                .filter(|p| p.is_file() && p.extension().is_none_or(|x| x != "md"))
+                .filter(|p| p.is_file() && p.extension().map_or(true, |x| x != "md"))
                 .map(|p| {
                     let b = std::fs::read(&p).unwrap();
                     (p, b)
@@ -92,7 +92,10 @@ fn dict(entries: Vec<(&str, Value<'static>)>) -> checks::Options {
 
 #[test]
 fn wire_form_round_trips() {
-    let d = dict(vec![("min", Value::from(5u64)), ("kind", Value::from("admin"))]);
+    let d = dict(vec![
+        ("min", Value::from(5u64)),
+        ("kind", Value::from("admin")),
+    ]);
     assert_eq!(checks::wire_options(&checks::to_wire(&d)), Some(d));
 }
 
@@ -101,18 +104,30 @@ fn seeds_for_the_dbus_targets() {
     let arrays: HashMap<String, (u64, u64)> = [("md0".to_string(), (1000, 0))].into();
     let acquire = [
         dict(vec![]),
-        dict(vec![("min", Value::from(0u64)), ("max", Value::from(5000u64))]),
-        dict(vec![("min", Value::from(7u32)), ("kind", Value::from("installer"))]),
+        dict(vec![
+            ("min", Value::from(0u64)),
+            ("max", Value::from(5000u64)),
+        ]),
+        dict(vec![
+            ("min", Value::from(7u32)),
+            ("kind", Value::from("installer")),
+        ]),
         dict(vec![
             ("holder", Value::from("installer")),
             ("kind", Value::from("installer")),
         ]),
-        dict(vec![("arrays", Value::from(arrays)), ("pid", Value::from(1u32))]),
+        dict(vec![
+            ("arrays", Value::from(arrays)),
+            ("pid", Value::from(1u32)),
+        ]),
         dict(vec![("max", Value::from(-1i64))]),
     ];
     let wipe = [
         dict(vec![]),
-        dict(vec![("method", Value::from("random")), ("verify", Value::from(true))]),
+        dict(vec![
+            ("method", Value::from("random")),
+            ("verify", Value::from(true)),
+        ]),
         dict(vec![("keep-resync", Value::from(false))]),
         dict(vec![("method", Value::from(1u32))]),
     ];

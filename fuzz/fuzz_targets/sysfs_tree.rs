@@ -11,7 +11,9 @@ use std::sync::OnceLock;
 
 fn base() -> &'static PathBuf {
     static BASE: OnceLock<PathBuf> = OnceLock::new();
-    BASE.get_or_init(|| std::env::temp_dir().join(format!("mdpilot-fuzz-sysfs-{}", std::process::id())))
+    BASE.get_or_init(|| {
+        std::env::temp_dir().join(format!("mdpilot-fuzz-sysfs-{}", std::process::id()))
+    })
 }
 
 libfuzzer_sys::fuzz_target!(|data: &[u8]| checks::sysfs_tree(base(), data));
