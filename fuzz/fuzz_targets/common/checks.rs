@@ -4,22 +4,22 @@
 //!
 //! Crate functions called, per target (fix these paths when the code moves):
 //! - mdstat: `mdpilot::mdstat::parse`
-//! - sysfs_values: `mdpilot::sysfs::{parse_plain_u64, parse_sync_completed, parse_speed_limit,
-//!   action_word}`, `mdpilot::policy::knobs::parse_reading`,
-//!   `mdpilot::policy::lease::KnobId::{from_str, to_string, is_array}`
+//! - sysfs_values: `mdpilot::model::{parse_plain_u64, SpeedLimit::parse, SyncAction::from}`,
+//!   `mdpilot::sysfs::parse_sync_completed`, `mdpilot::policy::knobs::parse_reading`,
+//!   `mdpilot::policy::KnobId::{from_str, to_string, is_array}`
 //! - sysfs_tree: `mdpilot::host::Root::new`, `mdpilot::sysfs::{read_array, read_speed_limits}`
 //!   (reach the private `parse_word`, `parse_raid_disks`, `parse_sync_speed`, `parse_state`,
 //!   `parse_slot`)
 //! - config_fragment: `mdpilot::config::ConfigFragment::parse`, `mdpilot::config::Config::{default,
 //!   apply}`
 //! - state_file: `mdpilot::policy::state::{from_toml, to_toml}`
-//! - dbus_acquire: `mdpilot::dbus::manager::parse_acquire` (`Options` =
+//! - dbus_acquire: `mdpilot::dbus::options::parse_acquire` (`Options` =
 //!   `HashMap<String, OwnedValue>`)
-//! - dbus_wipe_options: `mdpilot::dbus::job::parse_options`
+//! - dbus_wipe_options: `mdpilot::dbus::options::parse_start_wipe`
 #![allow(dead_code)]
 
 use mdpilot::model::SyncCompleted;
-use mdpilot::policy::lease::{Bound, KnobId};
+use mdpilot::policy::{Bound, KnobId};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use zbus::zvariant::serialized::{Context, Data};
@@ -48,19 +48,19 @@ pub fn sysfs_values(data: &[u8]) {
     use mdpilot::sysfs;
     let s = String::from_utf8_lossy(data);
     let s = s.as_ref();
-    if let Some(n) = sysfs::parse_plain_u64(s) {
-        assert_eq!(sysfs::parse_plain_u64(&n.to_string()), Some(n));
+    if let Some(n) = mdpilot::model::parse_plain_u64(s) {
+        assert_eq!(mdpilot::model::parse_plain_u64(&n.to_string()), Some(n));
     }
     if let Some(SyncCompleted::Sectors { done, total }) = sysfs::parse_sync_completed(s) {
         let back = sysfs::parse_sync_completed(&format!("{done} / {total}"));
         assert_eq!(back, Some(SyncCompleted::Sectors { done, total }));
     }
-    if let Some(l) = sysfs::parse_speed_limit(s) {
+    if let Some(l) = mdpilot::model::SpeedLimit::parse(s) {
         let tag = if l.system { "system" } else { "local" };
-        let back = sysfs::parse_speed_limit(&format!("{} ({tag})", l.kib_s));
+        let back = mdpilot::model::SpeedLimit::parse(&format!("{} ({tag})", l.kib_s));
         assert_eq!(back, Some(l));
     }
-    let _ = sysfs::action_word(s);
+    let _ = mdpilot::model::SyncAction::from(s);
     let global = KnobId::Global(Bound::Min);
     let array = KnobId::Array {
         array: "md0".into(),
@@ -147,8 +147,8 @@ pub fn state_file(data: &[u8]) {
 pub const ACQUIRE_KEYS: &[&str] = &["min", "max", "arrays", "kind", "holder", "pid"];
 
 pub fn dbus_acquire(opts: &Options, install: (u64, Option<u64>)) {
-    if let Ok(a) = mdpilot::dbus::manager::parse_acquire(opts, install) {
-        let ok = |l: &mdpilot::policy::lease::Limits| match (l.min, l.max) {
+    if let Ok(a) = mdpilot::dbus::options::parse_acquire(opts, install) {
+        let ok = |l: &mdpilot::policy::Limits| match (l.min, l.max) {
             (Some(mn), Some(mx)) => mn <= mx,
             _ => true,
         };
@@ -163,7 +163,7 @@ pub fn dbus_acquire(opts: &Options, install: (u64, Option<u64>)) {
 pub const WIPE_KEYS: &[&str] = &["method", "verify", "keep-resync"];
 
 pub fn dbus_wipe_options(opts: &Options) {
-    if mdpilot::dbus::job::parse_options(opts).is_ok() {
+    if mdpilot::dbus::options::parse_start_wipe(opts).is_ok() {
         assert!(opts.keys().all(|k| WIPE_KEYS.contains(&k.as_str())));
     }
 }
