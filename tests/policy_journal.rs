@@ -187,3 +187,39 @@ fn old_state_files_without_journal_still_parse() {
     assert!(st.changes.is_empty());
     assert_eq!(st.leases.len(), 1);
 }
+
+#[test]
+fn status_warns_about_a_foreign_freeze_only() {
+    let t = FakeTree::new();
+    md(&t, "md0", U1, "frozen");
+    std::fs::write(
+        t.path("/proc/mdstat"),
+        "Personalities : [raid1]\nmd0 : active raid1 vdb[1] vda[0]\n      523264 blocks super 1.2 [2/2] [UU]\n\nunused devices: <none>\n",
+    )
+    .unwrap();
+    let status = |json: bool| {
+        let mut c = std::process::Command::new(support::BIN);
+        c.arg("--root").arg(t.dir.path()).arg("status");
+        if json {
+            c.arg("--json");
+        }
+        c.output().unwrap()
+    };
+    let o = status(true);
+    assert!(o.status.success(), "{}", support::describe(&o));
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let w = v["warnings"].as_array().unwrap();
+    assert_eq!(w.len(), 1, "{v}");
+    assert!(w[0]
+        .as_str()
+        .unwrap()
+        .starts_with("md0: sync_action is frozen, not by mdpilot"));
+    assert!(stdout(&status(false)).contains("Warning: md0: sync_action is frozen"));
+    // Our own (journaled) freeze is not a warning.
+    md(&t, "md0", U1, "resync");
+    t.policy()
+        .hold(freeze_of("md0", None, Owner::Pid(std::process::id())))
+        .unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&status(true).stdout).unwrap();
+    assert_eq!(v["warnings"], serde_json::json!([]), "{v}");
+}
