@@ -242,7 +242,7 @@ md4 : active linear 0k rounding\n      \n",
     let names: Vec<&str> = s.arrays.iter().map(|a| a.name.as_str()).collect();
     assert_eq!(names, ["md126", "md127", "md1", "md2", "md3", "md4"]);
     let a = &s.arrays[0];
-    assert_eq!(a.state, ArrayState::Active);
+    assert_eq!(a.state, HeaderState::Active);
     assert_eq!(a.level.as_deref(), Some("raid5"));
     assert_eq!(a.metadata.as_deref(), Some("1.2"));
     assert_eq!((a.raid_disks, a.active_disks), (Some(4), Some(0)));
