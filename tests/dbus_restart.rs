@@ -69,9 +69,9 @@ async fn a_pid_lease_is_released_within_a_second_of_the_exit() {
     .await
     .unwrap();
     assert_eq!(read_trim(&knob), "5");
-    // Let the service's scan pick the pid up (every 250 ms), then end the process. It is not
-    // reaped by us yet: a zombie, which kill(pid, 0) would still call alive.
-    tokio::time::sleep(Duration::from_millis(600)).await;
+    // Let the service's loop handle the lease change (it then watches the pid), then end the
+    // process. It is not reaped by us yet: a zombie, which kill(pid, 0) would still call alive.
+    tokio::time::sleep(Duration::from_millis(300)).await;
     child.kill().unwrap();
     let t0 = Instant::now();
     while read_trim(&knob) != orig || !leases(&conn).await.is_empty() {

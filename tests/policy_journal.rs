@@ -223,3 +223,58 @@ fn status_warns_about_a_foreign_freeze_only() {
     let v: serde_json::Value = serde_json::from_slice(&status(true).stdout).unwrap();
     assert_eq!(v["warnings"], serde_json::json!([]), "{v}");
 }
+
+#[test]
+fn per_array_limits_of_a_replaced_array_are_not_written_back() {
+    let t = FakeTree::new();
+    md(&t, "md0", U1, "idle");
+    let p = t.policy();
+    let req = mdpilot::policy::LeaseRequest {
+        holder: "w".into(),
+        kind: mdpilot::policy::LeaseKind::WipeJob,
+        owner: Owner::None,
+        global: mdpilot::policy::Limits::default(),
+        arrays: [(
+            "md0".to_string(),
+            mdpilot::policy::Limits {
+                min: Some(5),
+                max: None,
+            },
+        )]
+        .into(),
+    };
+    p.acquire(req).unwrap();
+    assert_eq!(t.amin(), "5");
+    let text = std::fs::read_to_string(t.state_path()).unwrap();
+    assert!(text.contains(&format!("uuid = \"{U1}\"")), "{text}");
+    // md0 stopped; another array assembled as md0 with its own limit.
+    md(&t, "md0", U2, "idle");
+    t.set("/sys/block/md0/md/sync_speed_min", "5 (local)\n");
+    let v = p.release("w").unwrap();
+    assert_eq!(t.amin(), "5 (local)", "the other array's knob was written");
+    assert!(
+        v.warnings.iter().any(|w| w.contains("is gone")),
+        "{:?}",
+        v.warnings
+    );
+    // The same array again (same UUID) is restored as usual.
+    md(&t, "md0", U1, "idle");
+    t.set("/sys/block/md0/md/sync_speed_min", "1000 (system)\n");
+    p.acquire(mdpilot::policy::LeaseRequest {
+        holder: "w".into(),
+        kind: mdpilot::policy::LeaseKind::WipeJob,
+        owner: Owner::None,
+        global: mdpilot::policy::Limits::default(),
+        arrays: [(
+            "md0".to_string(),
+            mdpilot::policy::Limits {
+                min: Some(5),
+                max: None,
+            },
+        )]
+        .into(),
+    })
+    .unwrap();
+    p.release("w").unwrap();
+    assert_eq!(t.amin(), "system");
+}

@@ -342,13 +342,17 @@ impl Loop {
     ) -> Result<(), ServeError> {
         let Signals { mut term, mut int } = signals;
         let mut ticker = self.ticker(None);
+        // `pid` lease owners: the set is re-read from the state file after every batch of
+        // events (every lease change publishes one: AcquirePriority, and the CLI's
+        // `policy apply --pid`, which goes through the service while it runs), so an idle
+        // service has no timer; exits are seen through the pidfds at once.
         let mut pids = pidwatch::PidWatch::new();
-        // New `pid` leases (D-Bus or the CLI's `policy apply --pid`) are picked up from the
-        // state file; exits are seen through the pidfds at once.
-        let mut pid_scan = tokio::time::interval(Duration::from_millis(250));
-        pid_scan.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         let manager_emitter =
             SignalEmitter::new(&self.conn, MANAGER_PATH).map_err(bus_err("emitter"))?;
+        let gone = pids.sync(&self.pid_owners());
+        if !gone.is_empty() {
+            self.reap_exited(&manager_emitter, &gone).await;
+        }
         loop {
             tokio::select! {
                 _ = term.recv() => { tracing::info!("SIGTERM: stopping"); return Ok(()); }
@@ -365,6 +369,10 @@ impl Loop {
                     }
                     self.handle(&batch, &manager_emitter).await;
                     ticker = self.ticker(ticker);
+                    let gone = pids.sync(&self.pid_owners());
+                    if !gone.is_empty() {
+                        self.reap_exited(&manager_emitter, &gone).await;
+                    }
                 }
                 _ = async {
                     match ticker.as_mut() {
@@ -382,12 +390,6 @@ impl Loop {
                 }
                 pid = pids.exited() => {
                     self.reap_exited(&manager_emitter, &[pid]).await;
-                }
-                _ = pid_scan.tick() => {
-                    let gone = pids.sync(&self.pid_owners());
-                    if !gone.is_empty() {
-                        self.reap_exited(&manager_emitter, &gone).await;
-                    }
                 }
                 sig = owners.next() => {
                     let Some(sig) = sig else {
