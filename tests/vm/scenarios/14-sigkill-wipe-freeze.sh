@@ -1,13 +1,13 @@
 # vm-timeout: 900
-# KNOWN BUG (issue 10, expected to FAIL until freezes are journaled): SIGKILL of `mdpilot wipe` at
+# Issue 10 (freezes are journaled in the policy state): SIGKILL of `mdpilot wipe` at
 # 10 random moments of a freeze-and-skip wipe (a whole-array zero wipe of a fresh raid1 during its
 # initial resync), each followed by `mdpilot policy restore`. Checked per run:
 #   - md0 sync_action is not `frozen` after the restore;
 #   - the resync resumes and completes (resync_start `none` at the end);
 #   - resync_start was never `none` while the wipe was incomplete (sampled every 50 ms);
 #   - the global limits and md0's per-array limits are the originals.
-# Prints the tally `N/10`; passes only at 10/10. A run left frozen is unfrozen by hand (echo idle)
-# so the next run starts clean.
+# Prints the tally `N/10`; passes only at 10/10. A run left frozen (a regression) is unfrozen by
+# hand (echo idle) so the next run starts clean.
 need_disks 2
 require wipe policy
 ORIG_MIN=1000
@@ -74,4 +74,4 @@ for run in $(seq 1 "$RUNS"); do
 done
 set_limits "$ORIG_MIN" "$ORIG_MAX"
 info "SIGKILL of a freeze-and-skip wipe + policy restore: $ok/$RUNS clean"
-[ "$ok" = "$RUNS" ] || fail "KNOWN BUG issue 10 (freeze not journaled): $ok/$RUNS clean; first: ${problems[0]}"
+[ "$ok" = "$RUNS" ] || fail "freeze left behind (issue 10): $ok/$RUNS clean; first: ${problems[0]}"
