@@ -150,8 +150,9 @@ impl Shared {
         ids.len()
     }
 
-    /// Drops leases whose `pid` owner has exited (the service has no per-pid watch; this runs
-    /// before each AcquirePriority, like the CLI's reap). Failures are logged.
+    /// Drops leases (and journaled changes) whose `pid` owner has exited. Runs before each
+    /// AcquirePriority, like the CLI's reap; exits are normally seen sooner, through the loop's
+    /// pidfd watch ([`super::pidwatch`]). Failures are logged.
     pub fn reap_dead_pids(&self) {
         if let Err(e) = self.policy.reap(&|o: &Owner| match o {
             Owner::Pid(p) => crate::policy::pid_alive(*p),
