@@ -7,6 +7,12 @@
 //! the forms people paste: changed indentation, TABs turned into spaces, missing `Personalities`
 //! or `unused devices` lines, blank lines of any width, 2.4-kernel `read_ahead` / `Event:` lines.
 //!
+//! An array without member devices (all removed from a running array, or an array that is set
+//! up but has none yet) has no blocks line: `md_seq_show` prints the personality's status right
+//! after the level (and ` super V`) on the header line, e.g. `md126 : active raid5 super 1.2 level
+//! 5, 64k chunk, algorithm 2 [4/0] [____]`. That form is read like a blocks line without the size,
+//! so the array is reported (with `size_kib: None`): the worst array to hide is a dead one.
+//!
 //! Error model (also described in tests/fixtures/mdstat/README.md):
 //! - An array whose stanza is broken (bad header or member token, members but no blocks line, an
 //!   unparseable body line, a redundant level without `[T/A] [U_]`) is left out, with one
@@ -317,8 +323,11 @@ fn start_stanza(n: usize, line: &str, t: &str) -> Stanza {
         broken: None,
         blank_since: false,
     };
-    if let Err(msg) = parse_header(rest, &mut st.array) {
-        st.break_at(n, line, format!("{name}: {msg}"));
+    match parse_header(rest, &mut st.array) {
+        // The personality status stood on the header: a sync or bitmap line may follow.
+        Ok(true) => st.stage = Stage::Blocks,
+        Ok(false) => {}
+        Err(msg) => st.break_at(n, line, format!("{name}: {msg}")),
     }
     st
 }
@@ -341,18 +350,23 @@ fn empty_array(name: &str) -> Array {
     }
 }
 
-/// `active|inactive|broken [(read-only)|(auto-read-only)] [personality] members... [super X]`
-/// (the kernel appends ` super X` to the header when the array has no members).
-fn parse_header(rest: &str, a: &mut Array) -> Result<(), String> {
-    let mut toks = rest.split_whitespace();
-    a.state = match toks.next() {
-        Some("active") => HeaderState::Active,
-        Some("inactive") => HeaderState::Inactive,
-        Some("broken") => HeaderState::Broken,
+/// `active|inactive|broken [(read-only)|(auto-read-only)] [personality] members... [super X]
+/// [status]` (the kernel appends ` super X` to the header when the array has no members, and
+/// then the personality's status too, since there is no blocks line to carry it).
+///
+/// Returns whether the personality status was on the header line.
+fn parse_header(rest: &str, a: &mut Array) -> Result<bool, String> {
+    let toks: Vec<&str> = rest.split_whitespace().collect();
+    a.state = match toks.first() {
+        Some(&"active") => HeaderState::Active,
+        Some(&"inactive") => HeaderState::Inactive,
+        Some(&"broken") => HeaderState::Broken,
         Some(other) => return Err(format!("unknown array state `{other}`")),
         None => return Err("no array state after `:`".into()),
     };
-    while let Some(tok) = toks.next() {
+    let mut i = 1;
+    while let Some(&tok) = toks.get(i) {
+        i += 1;
         match tok {
             "(read-only)" if a.read_only.is_none() && a.members.is_empty() => {
                 a.read_only = Some(ReadOnly::ReadOnly)
@@ -361,8 +375,14 @@ fn parse_header(rest: &str, a: &mut Array) -> Result<(), String> {
                 a.read_only = Some(ReadOnly::AutoReadOnly)
             }
             "super" if a.metadata.is_none() => {
-                let v = toks.next().ok_or("`super` without a version")?;
-                a.metadata = Some(v.to_string());
+                let v = toks.get(i).ok_or("`super` without a version")?;
+                a.metadata = Some((*v).to_string());
+                i += 1;
+            }
+            // No members, so the personality status follows (`[2/0] [__]`, `level 5, ...`).
+            _ if a.level.is_some() && a.members.is_empty() && !is_member_token(tok) => {
+                parse_status(&toks[i - 1..], a)?;
+                return Ok(true);
             }
             _ if a.metadata.is_some() => return Err(format!("unexpected `{tok}` after super")),
             _ if tok.contains('[') => a.members.push(parse_member(tok)?),
@@ -372,7 +392,12 @@ fn parse_header(rest: &str, a: &mut Array) -> Result<(), String> {
             _ => return Err(format!("unexpected `{tok}` on the header line")),
         }
     }
-    Ok(())
+    Ok(false)
+}
+
+/// `name[slot]...`: a `[` after at least one character (`[2/0]` is a status count, not a member).
+fn is_member_token(tok: &str) -> bool {
+    tok.find('[').is_some_and(|p| p > 0)
 }
 
 fn is_word(s: &str) -> bool {
@@ -421,7 +446,7 @@ fn parse_member(tok: &str) -> Result<Member, String> {
     })
 }
 
-/// `N blocks [super V] [level extras] [[T/A] [UU_]]`.
+/// `N blocks [super V] [status]` (status: see [`parse_status`]).
 fn parse_blocks(t: &str, a: &mut Array) -> Result<(), String> {
     let toks: Vec<&str> = t.split_whitespace().collect();
     let size = toks
@@ -438,8 +463,14 @@ fn parse_blocks(t: &str, a: &mut Array) -> Result<(), String> {
         a.metadata = Some((*v).to_string());
         i += 2;
     }
+    parse_status(&toks[i..], a)
+}
+
+/// The personality's status: `[level extras] [[T/A] [UU_]]`, on the blocks line or, for an
+/// array without members, on the header line.
+fn parse_status(toks: &[&str], a: &mut Array) -> Result<(), String> {
     let mut end = toks.len();
-    if end >= i + 2 {
+    if end >= 2 {
         if let (Some((t, act)), Some(us)) = (
             parse_counts(toks[end - 2]),
             toks[end - 1]
@@ -453,7 +484,7 @@ fn parse_blocks(t: &str, a: &mut Array) -> Result<(), String> {
             end -= 2;
         }
     }
-    check_extras(&toks[i..end])?;
+    check_extras(&toks[..end])?;
     let redundant = a
         .level
         .as_deref()
@@ -508,7 +539,7 @@ fn check_extras(toks: &[&str]) -> Result<(), String> {
         } else if is_faulty_counter(at(0)) {
             1
         } else {
-            return Err(format!("unexpected `{}` on the blocks line", at(0)));
+            return Err(format!("unexpected `{}` in the personality status", at(0)));
         };
         i += step;
     }

@@ -217,3 +217,11 @@ fixture!(
     f131_insights_core_no_md_devices,
     "131_insights-core_NO_MD_DEVICES.txt"
 );
+fixture!(
+    f201_mdpilot_all_members_removed,
+    "201_mdpilot_all_members_removed.txt"
+);
+fixture!(
+    f203_mdpilot_all_members_removed_090,
+    "203_mdpilot_all_members_removed_090.txt"
+);

@@ -226,3 +226,57 @@ fn header_then_blank_then_garbage_is_two_parts() {
     let s = parse("md1 : active raid1 sda[0] sdb[1]\n# prompt\n$ more\n");
     assert_eq!(error_lines(&s), [2]);
 }
+
+#[test]
+fn array_without_members_keeps_its_status_from_the_header_line() {
+    // md_seq_show: no member devices, so no blocks line; `pers->status` follows the level (and
+    // ` super V`) on the header line. The array must still be reported.
+    let s = ok(
+        "md126 : active raid5 super 1.2 level 5, 64k chunk, algorithm 2 [4/0] [____]\n      \n\
+md127 : active raid1 super 1.2 [2/0] [__]\n      \n\
+md1 : active raid1 [2/0] [__]\n      \n\
+md2 : active raid10 super 1.2 512K chunks 2 near-copies [4/0] [____]\n      \n\
+md3 : active raid0 super 1.2 512k chunks\n      \n\
+md4 : active linear 0k rounding\n      \n",
+    );
+    let names: Vec<&str> = s.arrays.iter().map(|a| a.name.as_str()).collect();
+    assert_eq!(names, ["md126", "md127", "md1", "md2", "md3", "md4"]);
+    let a = &s.arrays[0];
+    assert_eq!(a.state, HeaderState::Active);
+    assert_eq!(a.level.as_deref(), Some("raid5"));
+    assert_eq!(a.metadata.as_deref(), Some("1.2"));
+    assert_eq!((a.raid_disks, a.active_disks), (Some(4), Some(0)));
+    assert_eq!(a.member_status.as_deref(), Some("____"));
+    assert_eq!(a.size_kib, None);
+    assert!(a.members.is_empty());
+    assert_eq!(s.arrays[1].member_status.as_deref(), Some("__"));
+    assert_eq!(s.arrays[2].metadata, None, "0.90 prints no super");
+    assert_eq!(s.arrays[2].raid_disks, Some(2));
+    assert_eq!(s.arrays[3].raid_disks, Some(4));
+    assert_eq!(s.arrays[4].raid_disks, None);
+}
+
+#[test]
+fn array_without_members_may_have_sync_and_bitmap_lines() {
+    let s = ok("md127 : active raid1 super 1.2 [2/0] [__]\n      resync=PENDING\n      bitmap: 0/1 pages [0KB], 65536KB chunk\n\n");
+    let a = &s.arrays[0];
+    assert_eq!(a.sync.as_ref().map(|x| x.state), Some(SyncState::Pending));
+    assert!(a.bitmap.is_some());
+    // A blocks line cannot follow a status already printed on the header.
+    let s = parse("md127 : active raid1 super 1.2 [2/0] [__]\n      100 blocks [2/0] [__]\n");
+    assert_eq!(error_lines(&s), [2]);
+}
+
+#[test]
+fn header_status_that_cannot_be_read_is_still_an_error() {
+    for text in [
+        "md1 : active raid1 super 1.2 [2/0] [__] trailing\n",
+        "md1 : active raid1 super 1.2 fast\n",
+        "md1 : active raid5 level 5, 64k chunk\n",
+        "md1 : active raid1 super 1.2 sda[0]\n",
+    ] {
+        let s = parse(text);
+        assert_eq!(error_lines(&s), [1], "{text}");
+        assert!(s.arrays.is_empty(), "{text}");
+    }
+}

@@ -42,6 +42,7 @@ fn view(leases: Vec<LeaseView>, originals: GlobalOriginals) -> PolicyView {
         arrays: BTreeMap::new(),
         warnings: vec![],
         originals_unknown: None,
+        changes: vec![],
     }
 }
 

@@ -197,3 +197,164 @@ fn crash_loop_restores_originals_every_time() {
     }
     assert_eq!(total, runs);
 }
+
+#[cfg(feature = "failpoints")]
+const FREEZE_FAILPOINTS: [&str; 4] = [
+    "policy-after-mid-save",
+    "journal-after-record",
+    "journal-after-write",
+    "journal-before-forget",
+];
+
+const FREEZE_ROOT: &str = "MDPILOT_FREEZE_CHILD_ROOT";
+
+/// The killed process of [`crash_loop_undoes_a_freeze_every_time`]: what a freeze-and-skip wipe
+/// does through the policy (lease, freeze, the wipe itself, `resync_start none` + `idle`,
+/// release). Runs only when re-executed with `MDPILOT_FREEZE_CHILD_ROOT` set.
+#[test]
+#[ignore = "child process of the freeze crash loop"]
+fn freeze_child() {
+    let Ok(root) = std::env::var(FREEZE_ROOT) else {
+        return;
+    };
+    use mdpilot::wipe::leases::LeaseProvider;
+    let root = mdpilot::host::Root::new(root);
+    let settings = mdpilot::config::Config::load(&root)
+        .unwrap()
+        .policy_settings(&root);
+    let p = mdpilot::policy::Policy::new(root.clone(), settings);
+    let mut req = mdpilot::policy::LeaseRequest {
+        holder: "wipe:/dev/md0".into(),
+        kind: mdpilot::policy::LeaseKind::WipeJob,
+        owner: mdpilot::policy::Owner::Pid(std::process::id()),
+        global: mdpilot::policy::Limits::default(),
+        arrays: BTreeMap::new(),
+    };
+    req.arrays.insert(
+        "md0".into(),
+        mdpilot::policy::Limits {
+            min: Some(0),
+            max: None,
+        },
+    );
+    LeaseProvider::acquire(&p, req).unwrap();
+    assert!(LeaseProvider::freeze(&p, &root, "md0").unwrap());
+    std::thread::sleep(Duration::from_millis(5)); // the wipe
+    std::fs::write(root.path("/complete"), "").unwrap();
+    LeaseProvider::unfreeze(&p, &root, "md0", true).unwrap();
+    LeaseProvider::release(&p, "wipe:/dev/md0").unwrap();
+}
+
+/// SIGKILL (and, with failpoints, aborts) of a process holding a journaled freeze at random
+/// points; then `mdpilot policy restore`: never left frozen, `resync_start` is `none` only when
+/// the "wipe" completed, the limits are the originals.
+#[test]
+fn crash_loop_undoes_a_freeze_every_time() {
+    let runs: usize = std::env::var("MDPILOT_CRASH_RUNS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(60);
+    let seed: u64 = std::env::var("MDPILOT_CRASH_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or_else(|| {
+            std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .unwrap()
+                .as_nanos() as u64
+        });
+    eprintln!("freeze crash loop: {runs} runs, MDPILOT_CRASH_SEED={seed}");
+    let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
+    let t = FakeTree::new();
+    t.set(
+        "/sys/block/md0/md/uuid",
+        "3b6c2a6e-0d0e-4b7a-9d5e-8a7b1c2d3e4f\n",
+    );
+    let reset = || {
+        t.set("/sys/block/md0/md/sync_action", "resync\n");
+        t.set("/sys/block/md0/md/resync_start", "1024\n");
+        let _ = std::fs::remove_file(t.path("/complete"));
+    };
+    let child_cmd = || {
+        let mut c = Command::new(std::env::current_exe().unwrap());
+        c.args(["--exact", "freeze_child", "--ignored", "--quiet"])
+            .env(FREEZE_ROOT, t.dir.path())
+            .env_remove("MDPILOT_FAILPOINT")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null());
+        c
+    };
+    reset();
+    let mut window = Duration::MAX;
+    for _ in 0..3 {
+        let s = Instant::now();
+        assert!(child_cmd().status().unwrap().success());
+        window = window.min(s.elapsed());
+        assert_eq!(t.get("/sys/block/md0/md/resync_start"), "none");
+        assert!(run_quiet(&t, &["restore"]).success());
+        t.settle();
+        reset();
+    }
+    let window_us = (window.as_micros() as u64).max(1);
+    let mut tally: BTreeMap<String, usize> = BTreeMap::new();
+    for run in 0..runs {
+        let mut cmd = child_cmd();
+        #[allow(unused_mut)]
+        let mut failpoint: Option<&str> = None;
+        #[cfg(feature = "failpoints")]
+        if rng.next_u32() % 2 == 0 {
+            let fp = FREEZE_FAILPOINTS[(rng.next_u32() as usize) % FREEZE_FAILPOINTS.len()];
+            cmd.env("MDPILOT_FAILPOINT", fp);
+            failpoint = Some(fp);
+        }
+        let mut child = cmd.spawn().unwrap();
+        if failpoint.is_none() {
+            std::thread::sleep(Duration::from_micros(rng.next_u64() % window_us));
+            let _ = child.kill();
+        }
+        let status = child.wait().unwrap();
+        t.settle(); // the kernel shows a `system` write as `N (system)` at once
+        let at_kill = t.get("/sys/block/md0/md/sync_action");
+        let outcome = match (status.success(), failpoint) {
+            (true, _) => "completed".to_string(),
+            (false, Some(fp)) => format!("aborted at {fp}"),
+            (false, None) => "killed".to_string(),
+        };
+        *tally
+            .entry(format!("{outcome}, sync_action {at_kill} at the kill"))
+            .or_default() += 1;
+        let out = mdpilot(&t).args(["restore", "--json"]).output().unwrap();
+        assert!(
+            out.status.success(),
+            "run {run} (seed {seed}): restore failed: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        t.settle();
+        let ctx = format!("run {run} (seed {seed}): {outcome}");
+        assert_ne!(t.get("/sys/block/md0/md/sync_action"), "frozen", "{ctx}");
+        if t.get("/sys/block/md0/md/resync_start") == "none" {
+            assert!(
+                t.path("/complete").exists(),
+                "{ctx}: none before the wipe completed"
+            );
+        }
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(v["leases"], serde_json::json!([]), "{ctx}");
+        assert_eq!(v["changes"], serde_json::json!([]), "{ctx}");
+        assert_eq!(
+            (t.gmin(), t.gmax(), t.amin(), t.amax()),
+            (
+                "1000".to_string(),
+                "200000".to_string(),
+                "1000 (system)".to_string(),
+                "200000 (system)".to_string()
+            ),
+            "{ctx}: originals not back"
+        );
+        reset();
+    }
+    eprintln!("freeze crash loop tally ({runs} runs, never left frozen):");
+    for (k, n) in &tally {
+        eprintln!("  {n:4}  {k}");
+    }
+}

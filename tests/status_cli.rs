@@ -77,7 +77,8 @@ fn json_follows_the_contract_example() {
       "bitmap": {"pages_used": 0, "pages_total": 8, "memory_kib": 0, "chunk_bytes": 67108864, "file": null}
     }
   ],
-  "errors": []
+  "errors": [],
+  "warnings": []
 }"#,
     )
     .unwrap();

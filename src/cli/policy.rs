@@ -286,6 +286,16 @@ pub fn render(v: &PolicyView) -> String {
             );
         }
     }
+    if !v.changes.is_empty() {
+        let _ = writeln!(s, "held changes (put back when their owner ends):");
+        for c in &v.changes {
+            let _ = writeln!(
+                s,
+                "  {}: {} {} -> {} (put back: {}), owner {}",
+                c.id, c.array, c.attr, c.written, c.restore, c.owner
+            );
+        }
+    }
     for w in &v.warnings {
         let _ = writeln!(s, "warning: {w}");
     }

@@ -7,7 +7,9 @@
 use crate::cli::{fail, Context};
 use crate::host::Root;
 use crate::model::{Array, HeaderState, MdStat, MemberFlag, SyncKind, SyncState, SyncStatus};
+use crate::policy::PolicyWarning;
 use crate::sysfs::collect;
+use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
 use std::path::PathBuf;
@@ -84,16 +86,32 @@ pub fn run(ctx: &Context, args: StatusArgs) -> ExitCode {
     if let Err(e) = select(&ctx.root, &mut stat, &args.arrays) {
         return fail(&e, 1);
     }
+    let warnings = frozen_warnings(ctx, &stat);
     let format = match (args.json, args.format) {
         (true, _) => StatusFormat::Json,
         (false, f) => f.unwrap_or(StatusFormat::Text),
     };
     let text = match format {
-        StatusFormat::Json => match serde_json::to_string_pretty(&stat) {
-            Ok(s) => s + "\n",
-            Err(e) => return fail(&e, 1),
-        },
-        StatusFormat::Text => render_text(&stat),
+        StatusFormat::Json => {
+            let mut v = match serde_json::to_value(&stat) {
+                Ok(v) => v,
+                Err(e) => return fail(&e, 1),
+            };
+            if let Some(o) = v.as_object_mut() {
+                o.insert("warnings".into(), serde_json::json!(warnings));
+            }
+            match serde_json::to_string_pretty(&v) {
+                Ok(s) => s + "\n",
+                Err(e) => return fail(&e, 1),
+            }
+        }
+        StatusFormat::Text => {
+            let mut t = render_text(&stat);
+            for w in &warnings {
+                let _ = writeln!(t, "Warning: {w}");
+            }
+            t
+        }
         StatusFormat::Prometheus => crate::metrics::render(
             &crate::cli::prometheus::snapshot(&ctx.root, stat.clone()),
             crate::metrics::Format::Text,
@@ -126,6 +144,48 @@ pub fn run(ctx: &Context, args: StatusArgs) -> ExitCode {
     } else {
         ExitCode::from(EXIT_PARSE_ERRORS)
     }
+}
+
+/// Arrays whose `md/sync_action` reads `frozen` without a freeze of ours in the policy's journal
+/// ([`crate::policy::journal::foreign_frozen`]): frozen by someone else, so their resync never
+/// resumes by itself. The texts of [`PolicyWarning::ForeignFrozen`]. An unreadable config or state
+/// file counts as an empty journal.
+fn frozen_warnings(ctx: &Context, stat: &MdStat) -> Vec<String> {
+    use crate::policy::journal::{self, ArrayNow};
+    let now: BTreeMap<String, ArrayNow> = stat
+        .arrays
+        .iter()
+        .filter_map(|a| {
+            let sys = a.sysfs.as_ref()?;
+            let mut attrs = BTreeMap::new();
+            attrs.insert(
+                journal::SYNC_ACTION.to_string(),
+                sys.sync_action.as_ref()?.as_str().to_string(),
+            );
+            Some((
+                a.name.clone(),
+                ArrayNow {
+                    uuid: sys.uuid.clone(),
+                    attrs,
+                },
+            ))
+        })
+        .collect();
+    if !now
+        .values()
+        .any(|a| a.attrs.values().any(|v| v == "frozen"))
+    {
+        return Vec::new();
+    }
+    let changes = crate::config::Config::load(&ctx.root)
+        .ok()
+        .and_then(|c| crate::policy::state::read(&c.policy_settings(&ctx.root).state_path).ok())
+        .map(|st| st.changes)
+        .unwrap_or_default();
+    journal::foreign_frozen(&changes, &now)
+        .into_iter()
+        .map(|array| PolicyWarning::ForeignFrozen { array }.to_string())
+        .collect()
 }
 
 /// The human form: one block per array in the manner of `mdadm --detail`'s summary (level,

@@ -296,6 +296,7 @@ mod tests {
             arrays: BTreeMap::new(),
             warnings: vec![],
             originals_unknown: None,
+            changes: Vec::new(),
         }
     }
 

@@ -2,6 +2,7 @@
 //! beside the state file, loads the state, computes the transition, saves the `mid` state
 //! atomically, writes the kernel knobs, and saves the `end` state.
 
+use super::journal::{self, ArrayRef, Change};
 use super::knobs::{FsKnobs, KnobError, KnobIo};
 use super::lease::{self, PolicyState, Setting};
 use super::request::{self, KnobId};
@@ -18,7 +19,9 @@ use std::collections::{BTreeMap, BTreeSet};
 /// Aborts the process when built with `--features failpoints` and `MDPILOT_FAILPOINT` names this
 /// point (a comma-separated list is accepted). Used by the crash-loop test. Points:
 /// `policy-after-mid-save` (state saved, no kernel write yet), `policy-after-first-write`,
-/// `policy-before-end-save` (all writes done), `policy-after-end-save`.
+/// `policy-before-end-save` (all writes done), `policy-after-end-save`; for journaled changes
+/// `journal-after-record` (recorded, not written), `journal-after-write`,
+/// `journal-before-forget` (put back, entry not yet removed).
 #[inline]
 pub fn failpoint(name: &str) {
     #[cfg(feature = "failpoints")]
@@ -102,7 +105,8 @@ impl Policy {
         })
     }
 
-    /// Drops every lease and writes the originals back (leaving knobs someone else changed).
+    /// Drops every lease, undoes every journaled change (a freeze of ours: `idle` ->
+    /// `sync_action`) and writes the originals back (leaving knobs someone else changed).
     ///
     /// With `defaults`, ignores the saved originals (and a corrupt state file) and writes the
     /// kernel defaults: `speed_limit_min` 1000, `speed_limit_max` 200000, and `system` to every
@@ -115,7 +119,7 @@ impl Policy {
     /// state is then left as it was; run it again).
     pub fn restore(&self, defaults: bool) -> Result<PolicyView, PolicyError> {
         if !defaults {
-            return self.change(|_| Some(BTreeMap::new()));
+            return self.change_with(&|_| true, |_| Some(BTreeMap::new()));
         }
         let path = &self.settings.state_path;
         let _lock = state::lock(path)?;
@@ -128,6 +132,9 @@ impl Policy {
             }
             Err(e) => return Err(e.into()),
         };
+        // Our freezes (and other journaled changes) are put back first.
+        let mut old = old;
+        self.repair(&mut old, &|_| true);
         let mut writes = vec![
             (
                 KnobId::Global(Bound::Min),
@@ -189,14 +196,16 @@ impl Policy {
         Ok(self.view_of(&st))
     }
 
-    /// Drops the leases whose owner `alive` says is dead, and restores knobs no remaining lease
+    /// Drops the leases whose owner `alive` says is dead, undoes the journaled changes
+    /// ([`super::journal`]) of dead owners, and restores knobs no remaining lease
     /// targets (all originals when none remain). When every owner is alive nothing is read or
     /// written (a drift is then handled by the release or restore that follows, not re-applied).
     ///
     /// # Errors
     /// As [`Policy::release`].
     pub fn reap(&self, alive: &dyn Fn(&Owner) -> bool) -> Result<PolicyView, PolicyError> {
-        self.change(|old| {
+        let dead = |c: &Change| !alive(&c.owner) || !cli_alive(&c.owner);
+        self.change_with(&dead, |old| {
             let kept: BTreeMap<String, LeaseRequest> = old
                 .leases
                 .iter()
@@ -219,16 +228,44 @@ impl Policy {
         &self,
         next: impl FnOnce(&PolicyState) -> Option<BTreeMap<String, LeaseRequest>>,
     ) -> Result<PolicyView, PolicyError> {
+        self.change_with(&|c: &Change| !cli_alive(&c.owner), next)
+    }
+
+    /// [`Policy::change`], undoing first the journaled changes `undo_changes` picks (the
+    /// repair: changes of dead owners; `restore`: all).
+    fn change_with(
+        &self,
+        undo_changes: &dyn Fn(&Change) -> bool,
+        next: impl FnOnce(&PolicyState) -> Option<BTreeMap<String, LeaseRequest>>,
+    ) -> Result<PolicyView, PolicyError> {
         let path = &self.settings.state_path;
         let _lock = state::lock(path)?;
         let existed = path.exists();
-        let old = state::load(path)?;
+        let loaded = state::load(path)?;
+        let mut old = loaded.clone();
+        self.repair(&mut old, undo_changes);
         let Some(leases) = next(&old) else {
+            if old != loaded {
+                state::save(path, &old)?;
+            }
             return Ok(self.view_of(&old));
         };
         let targets = lease::targets(&leases);
         let mut readings = BTreeMap::new();
         for knob in lease::knobs_to_read(&old, &leases) {
+            if let (KnobId::Array { array, .. }, Some(Some(want))) =
+                (&knob, old.knobs.get(&knob).map(|m| m.uuid.as_ref()))
+            {
+                match self.io.uuid(array) {
+                    Some(now) if &now != want && !targets.contains_key(&knob) => {
+                        // Another array has the name now: never write its knob; the core
+                        // drops ours as gone.
+                        tracing::warn!("{knob}: {array} is now another array (uuid {now}, we managed {want}); not touched");
+                        continue;
+                    }
+                    _ => {}
+                }
+            }
             match self.io.read(&knob) {
                 Ok(r) => {
                     readings.insert(knob, r);
@@ -238,7 +275,20 @@ impl Policy {
                 Err(e) => return Err(PolicyError::Read(e)),
             }
         }
-        let t = lease::transition(&old, leases, &readings)?;
+        let mut t = lease::transition(&old, leases, &readings)?;
+        let uuids: BTreeMap<String, String> = t
+            .end
+            .knobs
+            .iter()
+            .filter_map(|(k, m)| match (k, &m.uuid) {
+                (KnobId::Array { array, .. }, None) => {
+                    self.io.uuid(array).map(|u| (array.clone(), u))
+                }
+                _ => None,
+            })
+            .collect();
+        lease::stamp_uuids(&mut t.mid, &uuids);
+        lease::stamp_uuids(&mut t.end, &uuids);
         for w in &t.warnings {
             tracing::warn!("{w}");
         }
@@ -261,11 +311,152 @@ impl Policy {
             }
             failpoint("policy-before-end-save");
         }
-        if t.end != old || !t.writes.is_empty() {
+        if t.end != loaded || !t.writes.is_empty() {
             state::save(path, &t.end)?;
             failpoint("policy-after-end-save");
         }
         Ok(self.view_of(&t.end))
+    }
+
+    /// Makes a journaled change ([`super::journal`]): records it in the state file, then writes
+    /// it. The array's UUID is read and recorded with the name. Changes of dead owners are
+    /// repaired first. Returns `false` (nothing recorded or written) when the attribute already
+    /// reads the value: then the change is someone else's (an array already frozen) and ours
+    /// must not put it back.
+    ///
+    /// # Errors
+    /// [`PolicyError::State`]; [`PolicyError::Invalid`]-like failures of a malformed change are
+    /// a [`PolicyError::Write`] naming the attribute; a failed kernel write removes the entry
+    /// again ([`PolicyError::Write`], `rolled_back` true when the state was saved back).
+    pub fn hold(&self, mut change: Change) -> Result<bool, PolicyError> {
+        let path = &self.settings.state_path;
+        let _lock = state::lock(path)?;
+        let loaded = state::load(path)?;
+        let mut st = loaded.clone();
+        self.repair(&mut st, &|c: &Change| !cli_alive(&c.owner));
+        if change.array.uuid.is_none() {
+            change.array.uuid = self.io.uuid(&change.array.name);
+        }
+        let now = self.io.arrays_now(&[change.attr.as_str()]);
+        let reading = now
+            .get(&change.array.name)
+            .and_then(|a| a.attrs.get(&change.attr));
+        if reading.is_some_and(|r| change.is_ours(r)) && !st.changes.contains_key(&change.id) {
+            tracing::warn!(
+                "{} {} already reads {}: not ours, left to whoever set it",
+                change.array,
+                change.attr,
+                change.written
+            );
+            if st != loaded {
+                state::save(path, &st)?;
+            }
+            return Ok(false);
+        }
+        tracing::info!(id = %change.id, array = %change.array, "{} -> {}", change.written, change.attr);
+        let (array, attr, value, id) = (
+            change.array.name.clone(),
+            change.attr.clone(),
+            change.written.clone(),
+            change.id.clone(),
+        );
+        st.changes.insert(id.clone(), change);
+        state::save(path, &st)?;
+        failpoint("journal-after-record");
+        if let Err(source) = self.io.write_attr(&array, &attr, &value) {
+            st.changes.remove(&id);
+            let rolled_back = state::save(path, &st).is_ok();
+            return Err(PolicyError::Write {
+                source,
+                state_path: path.clone(),
+                rolled_back,
+            });
+        }
+        failpoint("journal-after-write");
+        Ok(true)
+    }
+
+    /// Ends the journaled change `id`: when `first` is given, writes it (`resync_start none`
+    /// after a complete wipe: `(attr, value)`), then puts back the change's `restore` value if
+    /// the attribute still reads ours, then removes the entry. An unknown id (already repaired)
+    /// writes nothing.
+    ///
+    /// # Errors
+    /// [`PolicyError::State`]; [`PolicyError::Write`] when a write fails (the entry then stays,
+    /// so the next command's repair puts it back).
+    pub fn let_go(&self, id: &str, first: Option<(&str, &str)>) -> Result<(), PolicyError> {
+        let path = &self.settings.state_path;
+        let _lock = state::lock(path)?;
+        let loaded = state::load(path)?;
+        let mut st = loaded.clone();
+        let Some(c) = st.changes.get(id).cloned() else {
+            tracing::warn!(
+                "change {id} is not in the journal any more (repaired?); nothing to put back"
+            );
+            return Ok(());
+        };
+        let wr = |array: &str, attr: &str, value: &str| {
+            self.io
+                .write_attr(array, attr, value)
+                .map_err(|source| PolicyError::Write {
+                    source,
+                    state_path: path.clone(),
+                    rolled_back: false,
+                })
+        };
+        let arrays = self.io.arrays_now(&[c.attr.as_str()]);
+        let name = match journal::locate(&c.array, &arrays) {
+            journal::Located::At(n) => Some(n),
+            _ => None,
+        };
+        if let Some(name) = &name {
+            if let Some((attr, value)) = first {
+                wr(name, attr, value)?;
+            }
+            let now = arrays.get(name).and_then(|a| a.attrs.get(&c.attr));
+            if now.is_some_and(|r| c.is_ours(r)) {
+                wr(name, &c.attr, &c.restore)?;
+            }
+        }
+        failpoint("journal-before-forget");
+        st.changes.remove(id);
+        self.repair(&mut st, &|c: &Change| !cli_alive(&c.owner));
+        state::save(path, &st)?;
+        Ok(())
+    }
+
+    /// Undoes the journaled changes of `st` that `select` picks (writes their put-back values,
+    /// logging each at warn) and keeps the others. A failed write keeps its entry (the next
+    /// command tries again). Does not save: the caller saves `st` after.
+    fn repair(&self, st: &mut PolicyState, select: &dyn Fn(&Change) -> bool) {
+        if !st.changes.values().any(select) {
+            return;
+        }
+        let attrs: BTreeSet<&str> = st.changes.values().map(|c| c.attr.as_str()).collect();
+        let attrs: Vec<&str> = attrs.into_iter().collect();
+        let arrays = self.io.arrays_now(&attrs);
+        let u = journal::undo(&st.changes, select, &arrays);
+        for n in &u.notes {
+            tracing::warn!("{n}");
+        }
+        let mut kept = u.kept;
+        for w in &u.writes {
+            if let Err(e) = self.io.write_attr(&w.array, &w.attr, &w.value) {
+                tracing::error!("putting back {}: {e}; kept in the journal", w.id);
+                if let Some(c) = st.changes.get(&w.id) {
+                    kept.insert(w.id.clone(), c.clone());
+                }
+            }
+        }
+        st.changes = kept;
+    }
+
+    /// Names an array for a journal entry: kernel name and its `md/uuid` now.
+    pub fn array_ref(&self, name: &str) -> ArrayRef {
+        ArrayRef {
+            name: name.to_string(),
+            uuid: self.io.uuid(name),
+        }
     }
 
     /// Writes back the `before` readings of `done`, newest first. True when all succeeded.
@@ -341,6 +532,10 @@ impl Policy {
             arrays.insert(array, v);
         }
         warnings.extend(lease::drift_warnings(st, &readings));
+        let now = self.io.arrays_now(&[journal::SYNC_ACTION]);
+        for array in journal::foreign_frozen(&st.changes, &now) {
+            warnings.push(PolicyWarning::ForeignFrozen { array });
+        }
         if let Some(moved_to) = &st.originals_unknown {
             let w = PolicyWarning::OriginalsUnknown {
                 moved_to: moved_to.clone(),
@@ -370,6 +565,7 @@ impl Policy {
             arrays,
             warnings: warnings.iter().map(ToString::to_string).collect(),
             originals_unknown: st.originals_unknown.clone(),
+            changes: st.changes.values().cloned().collect(),
         }
     }
 }

@@ -9,11 +9,13 @@
 //! Source of truth: kernel `Documentation/admin-guide/md.rst` and `drivers/md/md.c`
 //! (`sync_min_show` prints `"%d (%s)\n"` with `system` or `local`).
 
+use super::journal::ArrayNow;
 use super::lease::Setting;
 use super::request::KnobId;
 use crate::host::Root;
 use crate::model::SpeedLimit;
 use crate::sysfs::{self, LimitError, LimitForm};
+use std::collections::BTreeMap;
 use std::fs::OpenOptions;
 use std::io::{self, Write as _};
 use std::path::PathBuf;
@@ -80,6 +82,24 @@ pub trait KnobIo: Send + Sync {
     /// Names of the md arrays that have speed-limit knobs (`/sys/block/md*/md/sync_speed_min`),
     /// sorted. Used by `restore --defaults`.
     fn arrays(&self) -> Vec<String>;
+    /// `md/uuid` of array `name` (`None` when missing or unreadable).
+    fn uuid(&self, _name: &str) -> Option<String> {
+        None
+    }
+    /// Every md array (`/sys/block/md*/md`) with its UUID and the trimmed text of `attrs`
+    /// (missing or unreadable attributes are left out), for the journal ([`super::journal`]).
+    fn arrays_now(&self, _attrs: &[&str]) -> BTreeMap<String, ArrayNow> {
+        BTreeMap::new()
+    }
+    /// Writes `value` to `/sys/block/<array>/md/<attr>` (`attr` one of [`super::journal::ATTRS`]
+    /// or `resync_start`).
+    fn write_attr(&self, array: &str, attr: &str, value: &str) -> Result<(), KnobError> {
+        Err(KnobError::Write {
+            path: PathBuf::from(format!("/sys/block/{array}/md/{attr}")),
+            value: value.to_string(),
+            source: io::Error::from(io::ErrorKind::Unsupported),
+        })
+    }
 }
 
 /// The files under a [`Root`].
@@ -197,6 +217,65 @@ impl KnobIo for FsKnobs {
         }
         out.sort();
         out
+    }
+
+    fn uuid(&self, name: &str) -> Option<String> {
+        let p = self.root.sys("block").join(name).join("md/uuid");
+        crate::host::read_optional(&p)
+            .ok()
+            .flatten()
+            .filter(|u| !u.is_empty())
+    }
+
+    fn arrays_now(&self, attrs: &[&str]) -> BTreeMap<String, ArrayNow> {
+        let mut out = BTreeMap::new();
+        let Ok(dir) = std::fs::read_dir(self.root.sys("block")) else {
+            return out;
+        };
+        for e in dir.flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            let md = e.path().join("md");
+            if !super::request::valid_array_name(&name) || !md.is_dir() {
+                continue;
+            }
+            let mut now = ArrayNow {
+                uuid: self.uuid(&name),
+                ..Default::default()
+            };
+            for a in attrs {
+                if let Ok(Some(v)) = crate::host::read_optional(&md.join(a)) {
+                    now.attrs.insert((*a).to_string(), v.trim().to_string());
+                }
+            }
+            out.insert(name, now);
+        }
+        out
+    }
+
+    fn write_attr(&self, array: &str, attr: &str, value: &str) -> Result<(), KnobError> {
+        let path = self.root.sys("block").join(array).join("md").join(attr);
+        // No O_CREAT: a missing attribute (array stopped) is an error, never a new file.
+        // O_TRUNC as a shell's `echo idle > sync_action` (sysfs ignores it; a test root's
+        // regular file needs it).
+        OpenOptions::new()
+            .write(true)
+            .truncate(true)
+            .open(&path)
+            .and_then(|mut f| f.write_all(value.as_bytes()))
+            .map_err(|source| {
+                if source.kind() == io::ErrorKind::NotFound {
+                    KnobError::Missing {
+                        path: path.clone(),
+                        array: true,
+                    }
+                } else {
+                    KnobError::Write {
+                        path: path.clone(),
+                        value: value.to_string(),
+                        source,
+                    }
+                }
+            })
     }
 }
 

@@ -10,6 +10,7 @@
 //! new value as ours) and an `end` state (saved after the writes), so a crash at any point leaves a
 //! state file from which `restore` can put the originals back.
 
+use super::journal::Change;
 use super::request::{Bound, CoreError, KnobId, LeaseRequest};
 use super::warning::PolicyWarning;
 use crate::model::SpeedLimit;
@@ -81,6 +82,10 @@ pub struct Managed {
     /// a crash both the old and the new value are recognised as ours.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub pending: Option<Setting>,
+    /// For a per-array knob: the array's `md/uuid` when it became managed, so that another
+    /// array that later has the same kernel name is never written (`None`: not known).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uuid: Option<String>,
 }
 
 impl Managed {
@@ -111,6 +116,9 @@ pub struct PolicyState {
     /// hold our own earlier value), and knobs no lease wants any more are left as they are.
     /// Only `restore --defaults` clears it.
     pub originals_unknown: Option<String>,
+    /// Other kernel changes held by one owner each (freezes, check windows), by id: the
+    /// journal of [`super::journal`]. Lease transitions carry them over unchanged.
+    pub changes: BTreeMap<String, Change>,
 }
 
 /// One kernel write of a transition, with the reading before it (for rollback).
@@ -196,6 +204,16 @@ pub fn drift_warnings(
     out
 }
 
+/// Records `uuids` (kernel name -> `md/uuid`) on the managed per-array knobs of `state` that
+/// have none yet (called on a transition's `mid` and `end` before they are saved).
+pub fn stamp_uuids(state: &mut PolicyState, uuids: &BTreeMap<String, String>) {
+    for (knob, m) in state.knobs.iter_mut() {
+        if let (KnobId::Array { array, .. }, None) = (knob, &m.uuid) {
+            m.uuid = uuids.get(array).cloned();
+        }
+    }
+}
+
 /// Moves from `old` to the lease set `leases`, given the current `readings` of the knobs in
 /// [`knobs_to_read`] (a managed per-array knob missing from `readings` means the array is gone).
 ///
@@ -232,6 +250,7 @@ pub fn transition(
             old.warnings.clone()
         },
         originals_unknown: old.originals_unknown.clone(),
+        changes: old.changes.clone(),
     };
     let mut end = mid.clone();
     let mut writes = Vec::new();
@@ -279,6 +298,7 @@ pub fn transition(
                         original: r,
                         written: None,
                         pending: None,
+                        uuid: None,
                     },
                     Some(old_m) => {
                         let mut m = Managed {
@@ -352,7 +372,7 @@ pub fn transition(
             (None, None) => {}
         }
     }
-    if end.leases.is_empty() && end.knobs.is_empty() {
+    if end.leases.is_empty() && end.knobs.is_empty() && end.changes.is_empty() {
         // The cycle is over: "restore will write back" was true while leased, not any more.
         end.warnings.retain(|w| !w.is_write_back(None));
     }

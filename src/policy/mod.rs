@@ -10,12 +10,13 @@
 //! value is left and a warning is kept for `policy show`.
 //!
 //! Layout: [`request`] what a lease asks for (pure), [`lease`] the pure state machine,
-//! [`warning`] its warnings, [`state`] the durable
+//! [`warning`] its warnings, [`journal`] the other array writes a job holds (freezes), [`state`] the durable
 //! file and its lock, [`knobs`] the kernel files, [`adapter`] ([`Policy`]) ties them together.
 //! Knob readings are [`SpeedLimit`]s (the model's type); the policy's files and its JSON view
 //! spell the number `kibs` (see `kibs_form`).
 
 pub mod adapter;
+pub mod journal;
 pub mod knobs;
 pub mod lease;
 pub mod request;
@@ -103,6 +104,10 @@ pub struct PolicyView {
     /// `restore --defaults`); `null` normally.
     #[serde(default)]
     pub originals_unknown: Option<String>,
+    /// Journaled array changes held now (freezes of running wipe jobs), as in the state file
+    /// (`{"id", "owner", "array": {"name", "uuid"}, "attr", "written", "restore"}`).
+    #[serde(default)]
+    pub changes: Vec<journal::Change>,
 }
 
 /// A lease as shown: the request's fields plus `dead` (JSON:

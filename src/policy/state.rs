@@ -29,11 +29,23 @@
 //! knob = "speed_limit_min"      # or "md0/sync_speed_min"
 //! written = 0                   # what we last wrote
 //! pending = {kibs = 0}          # only while a write is in progress ("system" for system)
+//! uuid = "3b6c..."               # per-array knobs: md/uuid of the array when first managed
 //! [knob.original]
 //! kibs = 1000
 //! system = false                # true: the per-array file read "N (system)"
+//!
+//! [[change]]                    # the journal of other array writes (policy::journal)
+//! id = "freeze:md0"
+//! owner = {pid = 1234}
+//! array = {name = "md0", uuid = "3b6c..."}
+//! attr = "sync_action"
+//! written = "frozen"            # ours while it reads this
+//! restore = "idle"              # what puts it back
 //! ```
+//!
+//! Every field added since the first version is optional, so older files still parse.
 
+use super::journal::Change;
 use super::lease::{Managed, PolicyState, Setting};
 use super::request::{KnobId, LeaseRequest};
 use super::warning::PolicyWarning;
@@ -129,6 +141,8 @@ struct StateFile {
     leases: Vec<LeaseRequest>,
     #[serde(default, rename = "knob")]
     knobs: Vec<KnobEntry>,
+    #[serde(default, rename = "change", skip_serializing_if = "Vec::is_empty")]
+    changes: Vec<Change>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -141,6 +155,8 @@ struct KnobEntry {
     written: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pending: Option<Setting>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    uuid: Option<String>,
 }
 
 /// Renders a state as the TOML text of the file.
@@ -158,8 +174,10 @@ pub fn to_toml(state: &PolicyState) -> String {
                 original: m.original,
                 written: m.written,
                 pending: m.pending,
+                uuid: m.uuid.clone(),
             })
             .collect(),
+        changes: state.changes.values().cloned().collect(),
     };
     // Serialising these plain types cannot fail; fall back to an empty string defensively.
     toml::to_string(&file).unwrap_or_default()
@@ -207,9 +225,17 @@ fn from_toml_inner(text: &str) -> Result<PolicyState, String> {
             original: k.original,
             written: k.written,
             pending: k.pending,
+            uuid: k.uuid,
         };
         if state.knobs.insert(id, m).is_some() {
             return Err(format!("duplicate knob {:?}", k.knob));
+        }
+    }
+    for c in file.changes {
+        c.validate()?;
+        let id = c.id.clone();
+        if state.changes.insert(id.clone(), c).is_some() {
+            return Err(format!("duplicate change {id:?}"));
         }
     }
     Ok(state)
@@ -419,6 +445,7 @@ mod tests {
                 original: SpeedLimit::local(1000),
                 written: Some(0),
                 pending: None,
+                uuid: None,
             },
         );
         s.knobs.insert(
@@ -433,8 +460,17 @@ mod tests {
                 },
                 written: None,
                 pending: Some(Setting::System),
+                uuid: Some("3b6c2a6e-0d0e-4b7a-9d5e-8a7b1c2d3e4f".into()),
             },
         );
+        let c = Change::freeze(
+            crate::policy::journal::ArrayRef {
+                name: "md0".into(),
+                uuid: Some("3b6c2a6e-0d0e-4b7a-9d5e-8a7b1c2d3e4f".into()),
+            },
+            Owner::Pid(42),
+        );
+        s.changes.insert(c.id.clone(), c);
         s.warnings.push(PolicyWarning::Other("x changed".into()));
         s
     }

@@ -68,6 +68,14 @@ pub enum PolicyWarning {
         /// The holder asked for.
         holder: String,
     },
+    /// An array reads `sync_action` `frozen` and no change in our journal explains it: someone
+    /// else froze it; left alone. Text: `<array>: sync_action is frozen, not by mdpilot; left
+    /// alone (writing idle to /sys/block/<array>/md/sync_action resumes the resync)`. Shown,
+    /// never saved.
+    ForeignFrozen {
+        /// Kernel name.
+        array: String,
+    },
     /// Any other text: an error message kept as a warning (an unreadable knob, a corrupt state
     /// file moved aside by `restore --defaults`), or text of no known form read from a file.
     Other(String),
@@ -85,7 +93,7 @@ impl PolicyWarning {
     }
 
     /// Reads a warning's text back: the variant whose text it is, else [`PolicyWarning::Other`]
-    /// (never fails; `parse(w.to_string()) == w` for every `w` but `NoLease`, which is shown,
+    /// (never fails; `parse(w.to_string()) == w` for every `w` but `NoLease` and `ForeignFrozen`, which are shown,
     /// never saved, and reads back as `Other` with the same text).
     pub fn parse(text: &str) -> PolicyWarning {
         let structured = Self::parse_known(text).filter(|w| w == &text);
@@ -154,6 +162,11 @@ impl fmt::Display for PolicyWarning {
                  `mdpilot policy restore --defaults`"
             ),
             PolicyWarning::NoLease { holder } => write!(f, "{holder:?} held no lease"),
+            PolicyWarning::ForeignFrozen { array } => write!(
+                f,
+                "{array}: sync_action is frozen, not by mdpilot; left alone (writing idle to \
+                 /sys/block/{array}/md/sync_action resumes the resync)"
+            ),
             PolicyWarning::Other(text) => f.write_str(text),
         }
     }

@@ -11,12 +11,15 @@
 //! `progress_interval_ms`; with no sync running there is no timer. A client leaving the bus
 //! (`NameOwnerChanged` with an empty new owner) loses its leases.
 //!
-//! Shutdown (SIGTERM/SIGINT): STOPPING, cancel wipe jobs, restore limits through the policy, release the name,
-//! exit 0. A failed read is logged and the last good state kept: bad input never kills the loop.
+//! `pid` lease owners are watched with pidfds ([`pidwatch`]): their leases go within a second
+//! of the exit. Shutdown (SIGTERM/SIGINT): STOPPING, cancel wipe jobs, release what this
+//! instance owns (bus-name leases, its jobs' leases and freezes; named and `pid` leases stay and
+//! keep applying), release the name, exit 0. A failed read is logged and the last good state kept: bad input never kills the loop.
 //!
 //! The state the loop shares with the D-Bus objects (model, published manager properties, lease
 //! owners, wipe jobs) is [`state::Shared`].
 
+pub mod pidwatch;
 pub mod state;
 
 pub mod metrics_http;
@@ -35,7 +38,7 @@ use crate::sysfs;
 use crate::watch::{Event, Watcher};
 use futures_util::StreamExt;
 use state::Shared;
-use std::collections::{BTreeMap, BTreeSet, HashSet};
+use std::collections::{BTreeMap, BTreeSet};
 use std::os::fd::AsRawFd;
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -276,14 +279,11 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         .receive_name_owner_changed()
         .await
         .map_err(bus_err("watch NameOwnerChanged"))?;
-    // Leases from a previous run whose owners are gone (the policy keeps them durably).
-    let names: HashSet<String> = dbus
-        .list_names()
-        .await
-        .map(|v| v.into_iter().map(|n| n.to_string()).collect())
-        .unwrap_or_default();
+    // Leases and journaled changes (freezes) of a previous run whose owners are gone: a
+    // bus-name lease was tied to the connection to the previous instance, so every one is
+    // dead now (a clean stop released them; only a crash leaves them); pids are checked.
     let reaped = shared.policy.reap(&|o: &Owner| match o {
-        Owner::BusName(n) => names.contains(n),
+        Owner::BusName(_) => false,
         Owner::Pid(p) => crate::host::pid_alive(*p),
         Owner::None => true,
     });
@@ -326,8 +326,16 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     // Shutdown goes through here, never through a bare exit: jobs first (the engine unfreezes
     // their resync and releases their leases), then limits, then the name.
     shared.cancel_jobs(Duration::from_secs(30)).await;
-    if let Err(e) = shared.policy.restore(false) {
-        tracing::error!("cannot restore speed limits on shutdown: {e}");
+    // Restart is not stop: only what this instance owns goes (bus-name leases, the leases and
+    // freezes of its own jobs, owned by its pid). Named (`--holder`) and other `pid` leases
+    // stay in the state file and keep applying; `policy restore` drops everything.
+    let me = std::process::id();
+    if let Err(e) = shared.policy.reap(&|o: &Owner| match o {
+        Owner::BusName(_) => false,
+        Owner::Pid(p) => *p != me,
+        Owner::None => true,
+    }) {
+        tracing::error!("cannot release the service's leases on shutdown: {e}");
     }
     if let Err(e) = conn.release_name(BUS_NAME).await {
         tracing::warn!("cannot release {BUS_NAME}: {e}");
@@ -371,8 +379,17 @@ impl Loop {
     ) -> Result<(), ServeError> {
         let Signals { mut term, mut int } = signals;
         let mut ticker = self.ticker(None);
+        // `pid` lease owners: the set is re-read from the state file after every batch of
+        // events (every lease change publishes one: AcquirePriority, and the CLI's
+        // `policy apply --pid`, which goes through the service while it runs), so an idle
+        // service has no timer; exits are seen through the pidfds at once.
+        let mut pids = pidwatch::PidWatch::new();
         let manager_emitter =
             SignalEmitter::new(&self.conn, MANAGER_PATH).map_err(bus_err("emitter"))?;
+        let gone = pids.sync(&self.pid_owners());
+        if !gone.is_empty() {
+            self.reap_exited(&manager_emitter, &gone).await;
+        }
         loop {
             tokio::select! {
                 _ = term.recv() => { tracing::info!("SIGTERM: stopping"); return Ok(()); }
@@ -389,6 +406,10 @@ impl Loop {
                     }
                     self.handle(&batch, &manager_emitter).await;
                     ticker = self.ticker(ticker);
+                    let gone = pids.sync(&self.pid_owners());
+                    if !gone.is_empty() {
+                        self.reap_exited(&manager_emitter, &gone).await;
+                    }
                 }
                 _ = async {
                     match ticker.as_mut() {
@@ -404,6 +425,9 @@ impl Loop {
                     self.handle(&batch, &manager_emitter).await;
                     ticker = self.ticker(ticker);
                 }
+                pid = pids.exited() => {
+                    self.reap_exited(&manager_emitter, &[pid]).await;
+                }
                 sig = owners.next() => {
                     let Some(sig) = sig else {
                         // The bus connection is gone: without it leases cannot follow their
@@ -418,6 +442,37 @@ impl Loop {
                     }
                 }
             }
+        }
+    }
+
+    /// The pids owning leases in the state file, except this process (its jobs' leases).
+    fn pid_owners(&self) -> BTreeSet<u32> {
+        let me = std::process::id();
+        match crate::policy::state::read(&self.shared.policy.settings().state_path) {
+            Ok(st) => st
+                .leases
+                .values()
+                .filter_map(|l| match l.owner {
+                    Owner::Pid(p) if p != me => Some(p),
+                    _ => None,
+                })
+                .collect(),
+            Err(_) => BTreeSet::new(),
+        }
+    }
+
+    /// Drops the leases of the processes `exited` (and of any other dead pid) and publishes.
+    async fn reap_exited(&self, emitter: &SignalEmitter<'_>, exited: &[u32]) {
+        for p in exited {
+            tracing::info!("pid {p} exited: releasing its leases");
+        }
+        let r = self.shared.policy.reap(&|o: &Owner| match o {
+            Owner::Pid(p) => !exited.contains(p) && crate::host::pid_alive(*p),
+            Owner::BusName(_) | Owner::None => true,
+        });
+        match r {
+            Ok(v) => self.shared.publish(emitter, Some(v)).await,
+            Err(e) => tracing::warn!("cannot release the leases of exited processes: {e}"),
         }
     }
 

@@ -18,7 +18,7 @@ use crate::model::MdStat;
 use crate::policy::{LeaseRequest, Owner, Policy, PolicyView};
 use crate::watch::Event;
 use crate::wipe::leases::{LeaseError, LeaseProvider};
-use crate::wipe::JobHandle;
+use crate::wipe::{JobHandle, WipeError};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -154,8 +154,9 @@ impl Shared {
         ids.len()
     }
 
-    /// Drops leases whose `pid` owner has exited (the service has no per-pid watch; this runs
-    /// before each AcquirePriority, like the CLI's reap). Failures are logged.
+    /// Drops leases (and journaled changes) whose `pid` owner has exited. Runs before each
+    /// AcquirePriority, like the CLI's reap; exits are normally seen sooner, through the loop's
+    /// pidfd watch ([`super::pidwatch`]). Failures are logged.
     pub fn reap_dead_pids(&self) {
         if let Err(e) = self.policy.reap(&|o: &Owner| match o {
             Owner::Pid(p) => crate::policy::pid_alive(*p),
@@ -228,5 +229,16 @@ impl LeaseProvider for ServiceLeases {
         let r = LeaseProvider::release(&self.0.policy, holder);
         let _ = self.0.refresh.send(Event::Mdstat);
         r
+    }
+    fn freeze(&self, root: &Root, array: &str) -> std::result::Result<bool, WipeError> {
+        LeaseProvider::freeze(&self.0.policy, root, array)
+    }
+    fn unfreeze(
+        &self,
+        root: &Root,
+        array: &str,
+        in_sync: bool,
+    ) -> std::result::Result<(), WipeError> {
+        LeaseProvider::unfreeze(&self.0.policy, root, array, in_sync)
     }
 }

@@ -16,7 +16,6 @@ use super::error::WipeError;
 use super::leases::{LeaseProvider, NoLeases};
 use super::plan::{Method, Plan, ResyncAction};
 use super::progress::{notify, CompleteFn, Outcome, Phase, Progress, ProgressFn, Shared};
-use super::resync::ResyncControl;
 use super::sink::{BlockDevice, Sink};
 use super::source::Sources;
 use super::verify::verify;
@@ -215,14 +214,15 @@ impl Job {
             held.push(l.holder.clone());
         }
         let resync = match &plan.resync {
-            ResyncAction::FreezeAndSkip { array } => {
-                let c = ResyncControl::new(&self.root, array);
-                if let Err(e) = c.freeze() {
+            ResyncAction::FreezeAndSkip { array } => match self.leases.freeze(&self.root, array) {
+                Ok(true) => Some(array.clone()),
+                // Frozen by someone else before us: wipe, but neither skip nor unfreeze.
+                Ok(false) => None,
+                Err(e) => {
                     self.release(&held);
                     return Err(e);
                 }
-                Some(c)
-            }
+            },
             ResyncAction::Leave => None,
         };
         let on_progress = Mutex::new(self.on_progress.take());
@@ -246,20 +246,20 @@ impl Job {
         }
         self.on_progress = on_progress.into_inner().unwrap_or_else(|e| e.into_inner());
         let result = match (result, &resync) {
-            (Ok(mut o), Some(c)) => match c.mark_in_sync() {
+            (Ok(mut o), Some(array)) => match self.leases.unfreeze(&self.root, array, true) {
                 Ok(()) => {
                     o.resync_skipped = true;
                     Ok(o)
                 }
                 Err(e) => {
                     // Never leave the array frozen.
-                    let _ = c.unfreeze();
+                    let _ = self.leases.unfreeze(&self.root, array, false);
                     Err(e)
                 }
             },
             (Ok(o), None) => Ok(o),
-            (Err(e), Some(c)) => {
-                if let Err(u) = c.unfreeze() {
+            (Err(e), Some(array)) => {
+                if let Err(u) = self.leases.unfreeze(&self.root, array, false) {
                     tracing::error!("{u}");
                 }
                 Err(e)

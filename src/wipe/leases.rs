@@ -3,8 +3,13 @@
 //! The job only talks to a [`LeaseProvider`]: the real one is [`crate::policy::Policy`] (the
 //! same state file, lock and originals as `mdpilot policy`); tests use [`RecordingLeases`].
 
+use super::error::WipeError;
+use super::resync::ResyncControl;
+use crate::host::Root;
+use std::path::PathBuf;
 use std::sync::Mutex;
 
+use crate::policy::journal::Change;
 pub use crate::policy::{LeaseKind, LeaseRequest, Limits, Owner};
 use crate::policy::{Policy, PolicyError};
 
@@ -29,6 +34,22 @@ pub trait LeaseProvider: Send + Sync {
     fn acquire(&self, req: LeaseRequest) -> Result<(), LeaseError>;
     /// Drops the lease named `holder`.
     fn release(&self, holder: &str) -> Result<(), LeaseError>;
+    /// Freezes the resync of `array` (`frozen` -> `md/sync_action`) for this process's job.
+    /// Returns false when the array was frozen already (by someone else: then it is not ours
+    /// to unfreeze). The default writes directly through [`ResyncControl`] (no journal).
+    fn freeze(&self, root: &Root, array: &str) -> Result<bool, WipeError> {
+        ResyncControl::new(root, array).freeze().map(|()| true)
+    }
+    /// Ends a freeze of [`LeaseProvider::freeze`]: with `in_sync` (the whole array was written
+    /// and flushed) `none` -> `resync_start` first, then `idle` -> `sync_action`.
+    fn unfreeze(&self, root: &Root, array: &str, in_sync: bool) -> Result<(), WipeError> {
+        let c = ResyncControl::new(root, array);
+        if in_sync {
+            c.mark_in_sync()
+        } else {
+            c.unfreeze()
+        }
+    }
 }
 
 /// A provider that grants everything and changes nothing (engine unit tests on plain files).
@@ -84,5 +105,26 @@ impl LeaseProvider for Policy {
         Policy::release(self, holder)
             .map(|_| ())
             .map_err(LeaseError::from)
+    }
+    /// Journaled: the freeze is recorded in the state file (owner: this process) before
+    /// `frozen` is written, so a killed job's freeze is undone by the next mdpilot command.
+    fn freeze(&self, _root: &Root, array: &str) -> Result<bool, WipeError> {
+        let change = Change::freeze(self.array_ref(array), Owner::Pid(std::process::id()));
+        self.hold(change)
+            .map_err(|e| journal_err(array, "frozen", &e))
+    }
+    fn unfreeze(&self, _root: &Root, array: &str, in_sync: bool) -> Result<(), WipeError> {
+        let first = in_sync.then_some(("resync_start", "none"));
+        self.let_go(&format!("freeze:{array}"), first)
+            .map_err(|e| journal_err(array, if in_sync { "none" } else { "idle" }, &e))
+    }
+}
+
+/// A policy failure around a freeze as the job reports it.
+fn journal_err(array: &str, value: &str, e: &PolicyError) -> WipeError {
+    WipeError::Lease {
+        device: PathBuf::from(format!("/dev/{array}")),
+        holder: format!("freeze:{array}"),
+        message: format!("{value}: {}", crate::error::error_chain(e)),
     }
 }

@@ -93,6 +93,9 @@ for name in ${list//,/ }; do
     pkill -KILL -x busctl 2>/dev/null
     pkill -KILL -x dbus-monitor 2>/dev/null
     mdadm --stop --scan >/dev/null 2>&1
+    # Fault scenarios' device-mapper devices (arrays on them are stopped above).
+    DM_DISABLE_UDEV=1 dmsetup remove_all --force >/dev/null 2>&1
+    rmdir /sys/fs/cgroup/slow 2>/dev/null
     # Only where there is something: opening a disk for writing makes udev re-probe it.
     for d in /dev/vd[b-z]; do
         mdadm --examine "$d" >/dev/null 2>&1 && mdadm --zero-superblock --force "$d" >/dev/null 2>&1

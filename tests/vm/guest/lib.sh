@@ -227,3 +227,37 @@ timed() {
 }
 # mbs BYTES MS: MB/s with one decimal.
 mbs() { awk -v b="$1" -v ms="$2" 'BEGIN{ if (ms <= 0) ms = 1; printf "%.1f", b / 1e6 / (ms / 1000) }'; }
+
+# ---- faults (device-mapper)
+# libdevmapper without udev: the guest has no dm udev rules, so dmsetup would wait for a udev
+# cookie forever; without udev it makes /dev/mapper/NAME itself.
+export DM_DISABLE_UDEV=1
+# dm_create NAME TABLE: a device-mapper device from a table text (lines `start len target args`,
+# 512-byte sectors); prints nothing; fails the scenario when dmsetup does.
+dm_create() {
+    printf '%s\n' "$2" | dmsetup create "$1" || fail "dmsetup create $1 failed"
+    [ -b "/dev/mapper/$1" ] || fail "/dev/mapper/$1 did not appear"
+}
+# dm_replace NAME TABLE: load TABLE and switch to it (suspend, resume), as a dying disk would.
+dm_replace() {
+    printf '%s\n' "$2" | dmsetup load "$1" || fail "dmsetup load $1 failed"
+    dmsetup suspend --noflush "$1" || fail "dmsetup suspend $1 failed"
+    dmsetup resume "$1" || fail "dmsetup resume $1 failed"
+}
+# dm_remove_all: removes every dm device (ignores errors); for the end of a fault scenario.
+dm_remove_all() { dmsetup remove_all --force >/dev/null 2>&1 || true; }
+sectors() { blockdev --getsz "$1"; } # size in 512-byte sectors
+# no_leftovers WHAT MIN MAX: nothing of a job is left behind: the global limits are MIN/MAX, no lease
+# is in the state file, and no array's sync_action is `frozen`.
+no_leftovers() {
+    local what=$1 md
+    assert_eq "$(limit_min)" "$2" "speed_limit_min ($what)"
+    assert_eq "$(limit_max)" "$3" "speed_limit_max ($what)"
+    "$MDP" policy show --json >/tmp/show.json 2>/tmp/show.err || { cat /tmp/show.err; fail "policy show failed ($what)"; }
+    assert_eq "$(jq '.leases | length' /tmp/show.json)" 0 "leases in the state file ($what)"
+    for md in /sys/block/md*/md; do
+        [ -e "$md/sync_action" ] || continue
+        [ "$(cat "$md/sync_action")" != frozen ] || fail "$(basename "$(dirname "$md")") sync_action is frozen ($what)"
+    done
+    log "ok: nothing left behind ($what)"
+}
