@@ -16,6 +16,7 @@ pub mod cli;
 pub mod config;
 pub mod dbus;
 pub mod error;
+pub mod events;
 pub mod host;
 pub mod mdstat;
 pub mod model;
