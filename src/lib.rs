@@ -17,6 +17,7 @@ pub mod config;
 pub mod dbus;
 pub mod error;
 pub mod events;
+pub mod health;
 pub mod host;
 pub mod mdstat;
 pub mod model;

@@ -19,6 +19,11 @@ pub struct StatusArgs {
     /// Print JSON following the status-json contract.
     #[arg(long)]
     pub json: bool,
+    /// Exit like `mdadm --detail --test`: 0 all arrays fine, 1 at least one degraded, 2 at least
+    /// one unusable (inactive, broken, or too few members for its level), 4 error reading
+    /// /proc/mdstat (missing, unreadable, or not parseable).
+    #[arg(long)]
+    pub test: bool,
     /// Arrays to show (`md0`, `/dev/md0`); all when none is given.
     pub arrays: Vec<String>,
 }
@@ -95,14 +100,20 @@ fn kernel_name(arg: &str) -> &str {
 }
 
 /// Runs `mdpilot status`: exit 0, [`EXIT_PARSE_ERRORS`] when `errors` is not empty, 1 when
-/// `/proc/mdstat` cannot be read or an `ARRAY` is unknown.
+/// `/proc/mdstat` cannot be read or an `ARRAY` is unknown; with `--test` the [`crate::health`] code
+/// (0, 1, 2) or 4 for any of those errors.
 pub fn run(ctx: &Context, args: StatusArgs) -> ExitCode {
+    let read_fail = if args.test {
+        crate::health::EXIT_READ_ERROR
+    } else {
+        1
+    };
     let mut stat = match collect(&ctx.root) {
         Ok(s) => s,
-        Err(e) => return fail(&e, 1),
+        Err(e) => return fail(&e, read_fail),
     };
     if let Err(e) = select(&mut stat, &args.arrays) {
-        return fail(&e, 1);
+        return fail(&e, read_fail);
     }
     let text = if args.json {
         match serde_json::to_string_pretty(&stat) {
@@ -127,7 +138,11 @@ pub fn run(ctx: &Context, args: StatusArgs) -> ExitCode {
             eprintln!("mdpilot: /proc/mdstat line {}: {}", e.line, e.message);
         }
     }
-    if stat.errors.is_empty() {
+    if args.test && !stat.errors.is_empty() {
+        ExitCode::from(crate::health::EXIT_READ_ERROR)
+    } else if args.test {
+        ExitCode::from(crate::health::health(&stat).exit_code())
+    } else if stat.errors.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_PARSE_ERRORS)
