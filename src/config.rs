@@ -63,6 +63,17 @@ pub struct Config {
     pub service: ServiceConfig,
     /// `[wipe]`: wipe jobs (no keys yet).
     pub wipe: WipeConfig,
+    /// `[events]`: what the service does with mdadm-style events.
+    pub events: EventsConfig,
+}
+
+/// `[events]` settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventsConfig {
+    /// `program`: run for each event as `PROGRAM EVENT /dev/mdN [/dev/MEMBER]`, like
+    /// `mdadm --monitor --program` (default: none). Absolute path, resolved on the host (not
+    /// under the root: it is a program, not a kernel file).
+    pub program: Option<PathBuf>,
 }
 
 /// `[policy]` settings.
@@ -100,6 +111,7 @@ impl Default for Config {
                 progress_interval_ms: 1000,
             },
             wipe: WipeConfig {},
+            events: EventsConfig::default(),
         }
     }
 }
@@ -114,6 +126,16 @@ pub struct ConfigFragment {
     pub service: Option<ServiceFragment>,
     /// `[wipe]`.
     pub wipe: Option<WipeFragment>,
+    /// `[events]`.
+    pub events: Option<EventsFragment>,
+}
+
+/// `[events]` of a fragment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsFragment {
+    /// See [`EventsConfig::program`].
+    pub program: Option<PathBuf>,
 }
 
 /// `[policy]` of a fragment.
@@ -158,7 +180,8 @@ impl Config {
     /// Applies `frag` (from `path`) over `self`: set keys override.
     ///
     /// # Errors
-    /// [`ConfigError::Invalid`]: relative `state_path`, zero `progress_interval_ms`.
+    /// [`ConfigError::Invalid`]: relative `state_path` or `events.program`, zero
+    /// `progress_interval_ms`.
     pub fn apply(&mut self, frag: &ConfigFragment, path: &Path) -> Result<(), ConfigError> {
         if let Some(p) = &frag.policy {
             if let Some(v) = p.install_min {
@@ -178,6 +201,17 @@ impl Config {
                     });
                 }
                 self.policy.state_path = v.clone();
+            }
+        }
+        if let Some(ev) = &frag.events {
+            if let Some(v) = &ev.program {
+                if !v.is_absolute() {
+                    return Err(ConfigError::Invalid {
+                        path: path.to_path_buf(),
+                        reason: format!("events.program {} must be an absolute path", v.display()),
+                    });
+                }
+                self.events.program = Some(v.clone());
             }
         }
         if let Some(s) = &frag.service {
@@ -326,6 +360,16 @@ mod tests {
         );
         let c = Config::load(&root).unwrap();
         assert_eq!(c.policy.install_min, 7);
+        put(
+            CONFIG_DIRS[2],
+            "60-ev.toml",
+            "[events]\nprogram = \"/usr/local/sbin/md-alert\"\n",
+        );
+        let c = Config::load(&root).unwrap();
+        assert_eq!(
+            c.events.program.as_deref(),
+            Some(Path::new("/usr/local/sbin/md-alert"))
+        );
         assert_eq!(
             c.policy_settings(&root).state_path,
             d.path().join("run/x/p.toml")
@@ -343,6 +387,7 @@ mod tests {
             "[wipe]\nspeed = 1\n",
             "[policy]\ninstall_min = -1\n",
             "[policy]\nstate_path = \"relative.toml\"\n",
+            "[events]\nprogram = \"notify.sh\"\n",
             "not toml",
         ] {
             std::fs::write(dir.join("10-bad.toml"), bad).unwrap();

@@ -10,6 +10,8 @@
 //! for the differences only. While a sync runs, a timer re-reads progress every
 //! `progress_interval_ms`; with no sync running there is no timer. A client leaving the bus
 //! (`NameOwnerChanged` with an empty new owner) loses its leases.
+//! Each model also goes through [`events::EventSink`]: mdadm-style events to the log and the
+//! configured `[events] program`.
 //!
 //! Shutdown (SIGTERM/SIGINT): STOPPING, cancel wipe jobs, restore limits through the policy, release the name,
 //! exit 0. A failed read is logged and the last good state kept: bad input never kills the loop.
@@ -17,6 +19,7 @@
 //! The state the loop shares with the D-Bus objects (model, published manager properties, lease
 //! owners, wipe jobs) is [`state::Shared`].
 
+pub mod events;
 pub mod state;
 
 use crate::cli::status;
@@ -280,6 +283,9 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     ]);
     tracing::info!("serving {BUS_NAME} with {} arrays", published.len());
 
+    // The first model is the events' baseline (DegradedArray for arrays already degraded).
+    let mut events = events::EventSink::new(config.events.program.clone());
+    events.feed(&root, &model);
     let sim_task = sim.map(|s| tokio::spawn(s.run(tx.clone())));
     drop(tx);
     let mut lp = Loop {
@@ -290,6 +296,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         published,
         model,
         progress,
+        events,
     };
     let result = lp.run(rx, &mut owners, signals).await;
 
@@ -324,6 +331,7 @@ struct Loop {
     published: BTreeMap<String, ArrayProps>,
     model: MdStat,
     progress: Duration,
+    events: events::EventSink,
 }
 
 impl Loop {
@@ -430,6 +438,7 @@ impl Loop {
                 }
             }
         }
+        self.events.feed(&self.root, &self.model);
         *self.shared.model.lock().unwrap_or_else(|e| e.into_inner()) = self.model.clone();
         self.publish_arrays().await;
         if full {
