@@ -10,6 +10,8 @@
 //! - [`config`]: drop-in TOML configuration.
 //! - [`policy`]: resync priority leases on the md speed limits.
 //! - [`wipe`]: wipe jobs (probe, planner, engine).
+//! - [`events`]: mdadm-style events from successive snapshots; [`health`]: `status --test`
+//!   verdicts; [`schedule`]: check windows and selection (all pure).
 //! - [`service`]: the D-Bus service; [`cli`]: the front ends (status, policy, wipe, monitor).
 
 pub mod cli;
@@ -22,6 +24,7 @@ pub mod host;
 pub mod mdstat;
 pub mod model;
 pub mod policy;
+pub mod schedule;
 pub mod service;
 pub mod sim;
 pub mod sysfs;
