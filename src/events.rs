@@ -35,7 +35,7 @@
 //! interrupted (`idle`, `frozen`). So `sync_min > 0` or `sync_action = frozen` means paused.
 //! Where `sync_min` is unknown, a check last seen below 99 % counts as paused.
 
-use crate::model::{Array, ArrayState, MdStat, MemberFlag, SyncState};
+use crate::model::{Array, HeaderState, MdStat, MemberFlag, SyncState};
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -685,7 +685,7 @@ pub fn view_from_array(a: &Array) -> ArrayView {
                 (Some(t), Some(n)) => t.saturating_sub(n),
                 _ => 0,
             });
-    let active = a.state == ArrayState::Active
+    let active = a.state == HeaderState::Active
         && !sys
             .and_then(|s| s.array_state.as_ref())
             .is_some_and(|w| matches!(w.as_str(), "clear" | "inactive"));

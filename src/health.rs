@@ -9,7 +9,7 @@
 //! one, raid10 both halves of a mirror pair (assumed the default `near=2` layout: slots 2i and
 //! 2i+1 for an even count, neighbouring slots otherwise; read from the `[UU_U]` pattern).
 
-use crate::model::{Array, ArrayState, MdStat};
+use crate::model::{Array, HeaderState, MdStat};
 
 /// The `--test` verdict for one array or a set, worst last (so `max` combines).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -44,7 +44,7 @@ pub fn array_health(a: &Array) -> Health {
     let stopped = sys
         .and_then(|s| s.array_state.as_ref())
         .is_some_and(|w| matches!(w.as_str(), "inactive" | "clear" | "broken"));
-    if a.state != ArrayState::Active || stopped {
+    if a.state != HeaderState::Active || stopped {
         return Health::Unusable;
     }
     let level = a.level.as_deref().unwrap_or("");

@@ -35,11 +35,6 @@ impl Root {
         Root { base: base.into() }
     }
 
-    /// The directory every absolute path is prefixed with.
-    pub fn base(&self) -> &Path {
-        &self.base
-    }
-
     /// True when this root is `/`, i.e. the real kernel trees.
     pub fn is_system(&self) -> bool {
         self.base == Path::new("/")
@@ -93,6 +88,23 @@ pub fn read_optional(path: &Path) -> io::Result<Option<String>> {
     }
 }
 
+/// Liveness of a process, the one check the policy (`Owner::Pid` leases), the CLI and the service
+/// share: `kill(pid, 0)` fails with ESRCH only when no such process exists (EPERM means it
+/// exists but belongs to someone else). Pid 0 and pids above `pid_t` are dead.
+///
+/// Processes are not under a [`Root`]: the simulator's and the tests' roots hold no process
+/// table, and a lease's pid is a process of the running kernel, so this always asks the kernel.
+pub fn pid_alive(pid: u32) -> bool {
+    if pid == 0 || pid > i32::MAX as u32 {
+        return false;
+    }
+    let pid = nix::unistd::Pid::from_raw(pid as i32);
+    !matches!(
+        nix::sys::signal::kill(pid, None),
+        Err(nix::errno::Errno::ESRCH)
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -118,6 +130,13 @@ mod tests {
         );
         assert_eq!(r.dev("md0"), PathBuf::from("/tmp/x/dev/md0"));
         assert!(!r.is_system());
+    }
+
+    #[test]
+    fn own_process_is_alive_and_pid_zero_is_not() {
+        assert!(pid_alive(std::process::id()));
+        assert!(!pid_alive(0));
+        assert!(!pid_alive(u32::MAX));
     }
 
     #[test]

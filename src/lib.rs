@@ -5,28 +5,22 @@
 //! D-Bus objects, CLI). Every path into the kernel goes through [`host::Root`] so tests can
 //! hand the code a temporary tree instead of the real `/proc`, `/sys`, `/dev` and `/run`.
 //!
-//! Map (one concept per file):
-//! - [`host`]: the root under which `/proc`, `/sys`, `/dev`, `/run` live.
-//! - [`config`]: drop-in TOML configuration.
-//! - [`policy`]: resync priority leases on the md speed limits.
-//! - [`wipe`]: wipe jobs (probe, planner, engine).
-//! - [`events`]: mdadm-style events from successive snapshots; [`health`]: `status --test`
-//!   verdicts; [`schedule`]: check windows and selection (all pure).
-//! - [`service`]: the D-Bus service; [`cli`]: the front ends (status, policy, wipe, monitor).
-
-pub mod cli;
-pub mod config;
-pub mod dbus;
-pub mod error;
-pub mod events;
-pub mod health;
-pub mod host;
-pub mod mdstat;
-pub mod model;
-pub mod policy;
-pub mod schedule;
-pub mod service;
-pub mod sim;
-pub mod sysfs;
-pub mod watch;
-pub mod wipe;
+//! Map (one concept per file; arrows point down: `cli`, `dbus` and `service` use the core,
+//! the core — `mdstat`, `model`, `policy::lease`, `wipe::planner` — imports no I/O):
+pub mod cli; // front ends: status, policy, wipe (+ progress), monitor, blockdev-wipe
+pub mod config; // drop-in TOML configuration from /usr/lib, /run and /etc/mdpilot/config.d
+pub mod dbus; // zbus objects (Manager, Array, Job), option parsing, errors, authorization, client proxies
+pub mod error; // the one error-chain printer
+pub mod events; // pure: mdadm-style events (Fail, DegradedArray, RebuildNN, CheckFinished...) from snapshots
+pub mod health; // pure: `status --test` verdicts as `mdadm --detail --test`
+pub mod host; // `Root`: where /proc, /sys, /dev and /run live (tests pass a temporary tree)
+pub mod mdstat; // pure `/proc/mdstat` parser
+pub mod model; // owned domain types (Array, Member, SpeedLimit, SyncAction ...) and their kernel forms
+pub mod policy; // resync priority leases on the md speed limits: state machine, durable state, knob writes
+pub mod schedule; // pure: check windows (OnCalendar subset) and which arrays to check now
+pub mod service; // `mdpilot serve`: the one event loop, shared state, shutdown
+pub mod sim; // simulated kernel tree for `serve --sim` and tests
+pub mod sysfs; // the one reading layer: /sys/block/mdX/md/* and /proc/sys/dev/raid/* as typed values
+pub mod units; // human sizes, rates and durations
+pub mod watch; // udev, /proc/mdstat and sysfs notifications as owned events
+pub mod wipe; // wipe jobs: probe, plan, planner, job, workers, sources, verify, resync

@@ -38,7 +38,7 @@ enum Command {
     /// Wipe a block device (array or member) as fast as the device allows, with honest progress.
     Wipe(mdpilot::cli::wipe::WipeArgs),
     /// Drop-in for the Debian installer's blockdev-wipe: 1000 lines of `*` as progress.
-    BlockdevWipe(mdpilot::cli::wipe::BlockdevWipeArgs),
+    BlockdevWipe(mdpilot::cli::blockdev_wipe::BlockdevWipeArgs),
     /// Run the service: watch arrays and publish them on D-Bus.
     Serve(mdpilot::service::ServeArgs),
     /// Follow the service's D-Bus signals, one line per change.
@@ -112,7 +112,7 @@ fn main() -> ExitCode {
         Command::Status(a) => mdpilot::cli::status::run(&ctx, a),
         Command::Policy(c) => mdpilot::cli::policy::run(&ctx, c),
         Command::Wipe(a) => mdpilot::cli::wipe::run_wipe(&ctx, a),
-        Command::BlockdevWipe(a) => mdpilot::cli::wipe::run_blockdev_wipe(&ctx, a),
+        Command::BlockdevWipe(a) => mdpilot::cli::blockdev_wipe::run_blockdev_wipe(&ctx, a),
         Command::Serve(a) => mdpilot::service::run(&ctx, a),
         Command::Monitor(a) => mdpilot::cli::monitor::run(&ctx, a),
     }

@@ -17,8 +17,8 @@
 //! - Inconsistent but parseable text (`[5/5] [UUUUUU]`) is reported as printed, without error.
 
 use crate::model::{
-    Array, ArrayState, Bitmap, MdStat, Member, MemberFlag, ParseIssue, ReadOnly, SyncState,
-    SyncStatus,
+    Array, Bitmap, HeaderState, MdStat, Member, MemberFlag, ParseIssue, ReadOnly, SyncKind,
+    SyncState, SyncStatus,
 };
 
 /// Parses the text of `/proc/mdstat` (or a paste of it).
@@ -326,7 +326,7 @@ fn start_stanza(n: usize, line: &str, t: &str) -> Stanza {
 fn empty_array(name: &str) -> Array {
     Array {
         name: name.to_string(),
-        state: ArrayState::Inactive,
+        state: HeaderState::Inactive,
         read_only: None,
         level: None,
         size_kib: None,
@@ -346,9 +346,9 @@ fn empty_array(name: &str) -> Array {
 fn parse_header(rest: &str, a: &mut Array) -> Result<(), String> {
     let mut toks = rest.split_whitespace();
     a.state = match toks.next() {
-        Some("active") => ArrayState::Active,
-        Some("inactive") => ArrayState::Inactive,
-        Some("broken") => ArrayState::Broken,
+        Some("active") => HeaderState::Active,
+        Some("inactive") => HeaderState::Inactive,
+        Some("broken") => HeaderState::Broken,
         Some(other) => return Err(format!("unknown array state `{other}`")),
         None => return Err("no array state after `:`".into()),
     };
@@ -550,7 +550,7 @@ fn parse_progress(t: &str) -> Result<SyncStatus, String> {
                 return Err(format!("unknown sync action `{word}`"));
             }
             return Ok(SyncStatus {
-                action: word.to_string(),
+                action: SyncKind::from(word),
                 state,
                 percent: None,
                 done_kib: None,
@@ -599,7 +599,7 @@ fn parse_progress(t: &str) -> Result<SyncStatus, String> {
         }
     }
     Ok(SyncStatus {
-        action: action.to_string(),
+        action: SyncKind::from(action),
         state: SyncState::Running,
         percent: Some(percent),
         done_kib: Some(done),

@@ -1,12 +1,99 @@
 //! The md array model: owned domain types shared by the mdstat parser, the sysfs reader,
 //! `mdpilot status`, the D-Bus objects and the wipe planner.
 //!
-//! Field names and units follow `../shared/contracts/status-json.md` (version 1): sizes and
+//! Field names and units follow `docs/status-json.md` (version 1): sizes and
 //! progress in KiB (the "blocks" of `/proc/mdstat`), speeds in KiB/s, sysfs sectors are 512 bytes.
 //! Source of truth for the printed forms: drivers/md/md.c `md_seq_show`, `status_resync`; for sysfs:
 //! the kernel's Documentation/admin-guide/md.rst.
 
 use serde::{Deserialize, Serialize};
+use std::fmt;
+
+/// Defines an enum of kernel words with an `Other(String)` variant that keeps an unknown word as
+/// printed, plus its one `as_str`, `Display`, `From<&str>`, comparison with text, and serde as
+/// the same text (so JSON and saved files read exactly as the kernel's word).
+macro_rules! word_enum {
+    ($(#[$m:meta])* pub enum $name:ident {
+        $($(#[$vm:meta])* $var:ident => $word:literal,)*
+    }) => {
+        $(#[$m])*
+        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
+        pub enum $name {
+            $($(#[$vm])* $var,)*
+            /// A word this code does not know, kept as printed.
+            Other(String),
+        }
+
+        impl $name {
+            /// The kernel's word, as printed and as serialized.
+            pub fn as_str(&self) -> &str {
+                match self {
+                    $($name::$var => $word,)*
+                    $name::Other(s) => s,
+                }
+            }
+        }
+
+        impl From<&str> for $name {
+            fn from(s: &str) -> Self {
+                match s {
+                    $($word => $name::$var,)*
+                    _ => $name::Other(s.to_string()),
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+
+        impl PartialEq<str> for $name {
+            fn eq(&self, other: &str) -> bool {
+                self.as_str() == other
+            }
+        }
+
+        impl PartialEq<&str> for $name {
+            fn eq(&self, other: &&str) -> bool {
+                self.as_str() == *other
+            }
+        }
+
+        impl Serialize for $name {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.serialize_str(self.as_str())
+            }
+        }
+
+        impl<'de> Deserialize<'de> for $name {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                String::deserialize(d).map(|s| $name::from(s.as_str()))
+            }
+        }
+    };
+}
+
+/// `as_str` and `Display` for a closed enum whose serde spelling is the same word.
+macro_rules! closed_words {
+    ($name:ident { $($var:ident => $word:literal,)* }) => {
+        impl $name {
+            /// The word as printed and serialized.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($name::$var => $word,)*
+                }
+            }
+        }
+
+        impl fmt::Display for $name {
+            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str(self.as_str())
+            }
+        }
+    };
+}
 
 /// Everything `/proc/mdstat` (plus sysfs enrichment) says: the `status --json` document.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -34,10 +121,11 @@ pub struct ParseIssue {
     pub message: String,
 }
 
-/// `active`, `inactive` or `broken` (Linux 6.12+), from the header line `mdN : <state> ...`.
+/// `active`, `inactive` or `broken` (Linux 6.12+), from the header line `mdN : <state> ...` of
+/// `/proc/mdstat` (not to be confused with sysfs `md/array_state`, [`ArrayState`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
-pub enum ArrayState {
+pub enum HeaderState {
     /// Running.
     Active,
     /// Assembled but not started (members listed, no personality running).
@@ -45,6 +133,12 @@ pub enum ArrayState {
     /// A member went missing under a raid0/linear array (Linux 6.12+).
     Broken,
 }
+
+closed_words!(HeaderState {
+    Active => "active",
+    Inactive => "inactive",
+    Broken => "broken",
+});
 
 /// `(read-only)` or `(auto-read-only)` after the state word.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -56,13 +150,18 @@ pub enum ReadOnly {
     AutoReadOnly,
 }
 
+closed_words!(ReadOnly {
+    ReadOnly => "read-only",
+    AutoReadOnly => "auto-read-only",
+});
+
 /// One md array.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct Array {
     /// Kernel name as printed (`md0`, `md127`, `md_d0`).
     pub name: String,
     /// Header state word.
-    pub state: ArrayState,
+    pub state: HeaderState,
     /// Read-only marker, `None` for read-write.
     pub read_only: Option<ReadOnly>,
     /// Personality on the header line (`raid1`, `raid10`, `linear`...); `None` where none printed.
@@ -115,6 +214,16 @@ pub enum MemberFlag {
     Replacement,
 }
 
+// The serde word is also the word of sysfs `dev-*/state` and of the D-Bus `ActiveDevices`
+// states; `mdpilot status` prints it with `-` for `_`.
+closed_words!(MemberFlag {
+    WriteMostly => "write_mostly",
+    Journal => "journal",
+    Faulty => "faulty",
+    Spare => "spare",
+    Replacement => "replacement",
+});
+
 /// Whether the sync runs or waits.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -129,12 +238,111 @@ pub enum SyncState {
     Remote,
 }
 
+closed_words!(SyncState {
+    Running => "running",
+    Delayed => "delayed",
+    Pending => "pending",
+    Remote => "remote",
+});
+
+word_enum! {
+    /// The kind of sync a `/proc/mdstat` sync line names: the word before ` = N%` or before
+    /// `=DELAYED|PENDING|REMOTE` (drivers/md/md.c `status_resync`), refined by sysfs
+    /// `md/sync_action` where that is readable (see [`SyncAction::running_kind`]).
+    pub enum SyncKind {
+        /// `resync`: making a new or unclean array consistent (a repair also prints so).
+        Resync => "resync",
+        /// `recovery`: rebuilding a member (a spare or a re-added disk).
+        Recovery => "recovery",
+        /// `recover`: how md-cluster names a recovery another node runs (`recover=REMOTE`).
+        Recover => "recover",
+        /// `reshape`: changing level, layout, chunk size or member count.
+        Reshape => "reshape",
+        /// `check`: reading and comparing, counting mismatches (`md/mismatch_cnt`).
+        Check => "check",
+        /// `repair`: like check, rewriting mismatches (only sysfs says so).
+        Repair => "repair",
+    }
+}
+
+word_enum! {
+    /// `/sys/block/mdN/md/sync_action` (md.rst): what the sync thread does or may do. The
+    /// default is `idle`.
+    #[derive(Default)]
+    pub enum SyncAction {
+        /// No sync running.
+        #[default]
+        Idle => "idle",
+        /// Resync running.
+        Resync => "resync",
+        /// Recovery (rebuild) running.
+        Recover => "recover",
+        /// Check running.
+        Check => "check",
+        /// Repair running.
+        Repair => "repair",
+        /// Reshape running.
+        Reshape => "reshape",
+        /// Syncing is frozen (no new sync starts).
+        Frozen => "frozen",
+    }
+}
+
+impl SyncAction {
+    /// The mdstat word of a running action, so consumers see one vocabulary: sysfs `recover` is
+    /// mdstat's `recovery`; `None` for `idle`, `frozen` or an unknown word.
+    pub fn running_kind(&self) -> Option<SyncKind> {
+        match self {
+            SyncAction::Resync => Some(SyncKind::Resync),
+            SyncAction::Recover => Some(SyncKind::Recovery),
+            SyncAction::Other(w) if w == "recovery" => Some(SyncKind::Recovery),
+            SyncAction::Check => Some(SyncKind::Check),
+            SyncAction::Repair => Some(SyncKind::Repair),
+            SyncAction::Reshape => Some(SyncKind::Reshape),
+            SyncAction::Idle | SyncAction::Frozen | SyncAction::Other(_) => None,
+        }
+    }
+}
+
+word_enum! {
+    /// `/sys/block/mdN/md/array_state` (md.rst), not the mdstat header word ([`HeaderState`]).
+    pub enum ArrayState {
+        /// No devices, no size, no level: the array is stopped.
+        Clear => "clear",
+        /// Not active, but some state is kept (members assembled).
+        Inactive => "inactive",
+        /// All I/O is blocked.
+        Suspended => "suspended",
+        /// No resync and no writes.
+        Readonly => "readonly",
+        /// Like readonly, but switches to active on the first write.
+        ReadAuto => "read-auto",
+        /// No pending writes; the superblock says clean.
+        Clean => "clean",
+        /// Fully active: I/O and resync may run.
+        Active => "active",
+        /// Writes are blocked until the superblock is updated.
+        WritePending => "write-pending",
+        /// Active, no writes seen recently (the superblock may be marked clean).
+        ActiveIdle => "active-idle",
+        /// A raid0/linear member is missing.
+        Broken => "broken",
+    }
+}
+
+impl ArrayState {
+    /// True for `clear` and `inactive`: the array holds no data in use.
+    pub fn is_stopped(&self) -> bool {
+        matches!(self, ArrayState::Clear | ArrayState::Inactive)
+    }
+}
+
 /// A sync (resync, recovery, reshape, check, repair) as printed in mdstat, maybe refined by sysfs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SyncStatus {
     /// The printed word (`resync`, `recovery`, `reshape`, `check`); sysfs `sync_action` overrides
     /// it where readable (so a repair reads `repair`).
-    pub action: String,
+    pub action: SyncKind,
     /// Running or queued.
     pub state: SyncState,
     /// Percent done as printed (`11.2`); `None` unless running.
@@ -164,14 +372,70 @@ pub struct Bitmap {
     pub file: Option<String>,
 }
 
-/// A per-array speed limit as `/sys/block/mdN/md/sync_speed_{min,max}` prints it: `N (local)`
-/// or `N (system)`, in KiB/s.
+/// A resync speed limit as read, in KiB/s: a per-array `/sys/block/mdN/md/sync_speed_{min,max}`
+/// prints `N (local)` or `N (system)`; a global `/proc/sys/dev/raid/speed_limit_{min,max}` prints
+/// `N` (always `system == false`). Source: md.rst, md.c `sync_min_show`.
+///
+/// Serialized as `{"kib_s": N, "system": bool}` (the status JSON); `kibs`, the policy state
+/// file's name for the number, is accepted when reading (the policy writes that form through
+/// its own adapter). `Display` is `N` or `N (system)`, which [`SpeedLimit::parse`] reads back.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 pub struct SpeedLimit {
     /// KiB/s in force.
+    #[serde(alias = "kibs")]
     pub kib_s: u64,
     /// True for `(system)`: the array follows the global `/proc/sys/dev/raid/speed_limit_*`.
+    #[serde(default)]
     pub system: bool,
+}
+
+impl SpeedLimit {
+    /// A local (or global-knob) value of `kib_s` KiB/s.
+    pub fn local(kib_s: u64) -> Self {
+        SpeedLimit {
+            kib_s,
+            system: false,
+        }
+    }
+
+    /// Parses a per-array file's text: `N (local)`, `N (system)` or a bare `N` (local);
+    /// surrounding whitespace is ignored. `None` for anything else (signs, other words).
+    pub fn parse(text: &str) -> Option<Self> {
+        let mut toks = text.split_whitespace();
+        let kib_s = parse_plain_u64(toks.next()?)?;
+        let system = match toks.next() {
+            None | Some("(local)") => false,
+            Some("(system)") => true,
+            Some(_) => return None,
+        };
+        if toks.next().is_some() {
+            return None;
+        }
+        Some(SpeedLimit { kib_s, system })
+    }
+
+    /// Parses a global file's text: a bare decimal `N` (surrounding whitespace ignored).
+    pub fn parse_global(text: &str) -> Option<Self> {
+        parse_plain_u64(text.trim()).map(SpeedLimit::local)
+    }
+}
+
+impl fmt::Display for SpeedLimit {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        if self.system {
+            write!(f, "{} (system)", self.kib_s)
+        } else {
+            write!(f, "{}", self.kib_s)
+        }
+    }
+}
+
+/// A decimal number as sysfs and `/proc/sys` print it: ASCII digits only (no sign, no space).
+pub fn parse_plain_u64(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
 }
 
 /// Progress from `md/sync_completed`: `none`, `delayed`, or `A / B` in 512-byte sectors.
@@ -211,7 +475,7 @@ pub struct MemberSysfs {
 pub struct ArraySysfs {
     /// `md/array_state` (`clean`, `active`, `readonly`, `inactive`, `read-auto`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub array_state: Option<String>,
+    pub array_state: Option<ArrayState>,
     /// `md/level` (`raid1`, ...).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub level: Option<String>,
@@ -223,7 +487,7 @@ pub struct ArraySysfs {
     pub degraded: Option<u32>,
     /// `md/sync_action`: `idle`, `resync`, `recover`, `check`, `repair`, `reshape`, `frozen`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub sync_action: Option<String>,
+    pub sync_action: Option<SyncAction>,
     /// `md/sync_completed`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sync_completed: Option<SyncCompleted>,
@@ -262,4 +526,76 @@ pub struct ArraySysfs {
     pub optimal_io_size: Option<u64>,
     /// `md/dev-*` directories.
     pub members: Vec<MemberSysfs>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn speed_limit_forms() {
+        let sys = SpeedLimit {
+            kib_s: 1000,
+            system: true,
+        };
+        assert_eq!(SpeedLimit::parse("1000 (system)"), Some(sys));
+        assert_eq!(
+            SpeedLimit::parse(" 5 (local)\n"),
+            Some(SpeedLimit::local(5))
+        );
+        assert_eq!(SpeedLimit::parse("5"), Some(SpeedLimit::local(5)));
+        for bad in ["", "fast", "-1", "+5", "5 (remote)", "5 (local) x"] {
+            assert_eq!(SpeedLimit::parse(bad), None, "{bad:?}");
+        }
+        assert_eq!(
+            SpeedLimit::parse_global("200000\n"),
+            Some(SpeedLimit::local(200_000))
+        );
+        assert_eq!(SpeedLimit::parse_global("1 (local)"), None);
+        for l in [sys, SpeedLimit::local(7)] {
+            assert_eq!(SpeedLimit::parse(&l.to_string()), Some(l));
+        }
+        // The status JSON form, and the policy's `kibs` accepted when reading.
+        assert_eq!(
+            serde_json::to_string(&sys).unwrap(),
+            r#"{"kib_s":1000,"system":true}"#
+        );
+        let old: SpeedLimit = serde_json::from_str(r#"{"kibs":3}"#).unwrap();
+        assert_eq!(old, SpeedLimit::local(3));
+    }
+
+    #[test]
+    fn words_round_trip_as_text() {
+        for w in [
+            "idle", "resync", "recover", "check", "repair", "reshape", "frozen", "new",
+        ] {
+            let a = SyncAction::from(w);
+            assert_eq!(a.as_str(), w);
+            assert_eq!(serde_json::to_value(&a).unwrap(), w);
+            assert_eq!(serde_json::from_value::<SyncAction>(w.into()).unwrap(), a);
+        }
+        assert_eq!(SyncAction::from("frozen"), SyncAction::Frozen);
+        assert_eq!(SyncAction::Recover.running_kind(), Some(SyncKind::Recovery));
+        assert_eq!(SyncAction::Frozen.running_kind(), None);
+        assert_eq!(SyncKind::from("recovery"), "recovery");
+        assert_eq!(ArrayState::from("read-auto"), ArrayState::ReadAuto);
+        assert!(ArrayState::from("clear").is_stopped());
+        assert!(!ArrayState::from("clean").is_stopped());
+        assert_eq!(
+            serde_json::to_value(MemberFlag::WriteMostly).unwrap(),
+            MemberFlag::WriteMostly.as_str()
+        );
+        assert_eq!(
+            serde_json::to_value(HeaderState::Broken).unwrap(),
+            HeaderState::Broken.as_str()
+        );
+        assert_eq!(
+            serde_json::to_value(ReadOnly::AutoReadOnly).unwrap(),
+            ReadOnly::AutoReadOnly.as_str()
+        );
+        assert_eq!(
+            serde_json::to_value(SyncState::Pending).unwrap(),
+            SyncState::Pending.as_str()
+        );
+    }
 }

@@ -12,6 +12,8 @@
 //! `<CLOCK_MONOTONIC ns> <array> <sync_completed sectors>` per step (used by the latency bench).
 
 use crate::host::{read_optional, Root};
+use crate::model::SpeedLimit;
+use crate::policy::{KERNEL_DEFAULT_MAX, KERNEL_DEFAULT_MIN};
 use crate::watch::Event;
 use std::io::Write;
 use std::time::Duration;
@@ -69,21 +71,17 @@ pub fn sync_rate_kib_s(min: u64, max: u64, device_kib_s: u64, foreground_io: boo
 }
 
 /// Effective `(min, max)` in KiB/s for an array: a local value in `md/sync_speed_{min,max}`
-/// overrides the system `speed_limit_{min,max}`. A file holding `system` or `0` follows the system.
+/// overrides the system `speed_limit_{min,max}`. A file holding `system` or `0` (what a writer
+/// stored, not yet in the read-back form) or `N (system)` follows the system.
 pub fn effective_limits(root: &Root, array: &str) -> (u64, u64) {
     let (gmin, gmax) = global_limits(root);
     let local = |f: &str| -> Option<u64> {
         let s = read_optional(&root.sys(format!("block/{array}/md/{f}")))
             .ok()
             .flatten()?;
-        if s.contains("(system)") {
-            return None;
-        }
-        s.split_whitespace()
-            .next()?
-            .parse()
-            .ok()
-            .filter(|v: &u64| *v != 0)
+        SpeedLimit::parse(&s)
+            .filter(|l| !l.system && l.kib_s != 0)
+            .map(|l| l.kib_s)
     };
     (
         local("sync_speed_min").unwrap_or(gmin),
@@ -91,19 +89,13 @@ pub fn effective_limits(root: &Root, array: &str) -> (u64, u64) {
     )
 }
 
-/// The system `(speed_limit_min, speed_limit_max)` in KiB/s (kernel defaults 1000 and 200000
-/// where unreadable).
+/// The system `(speed_limit_min, speed_limit_max)` in KiB/s, read by
+/// [`crate::sysfs::read_speed_limits`] (kernel defaults 1000 and 200000 where unreadable).
 pub fn global_limits(root: &Root) -> (u64, u64) {
-    let global = |f: &str, dflt: u64| {
-        read_optional(&root.proc(format!("sys/dev/raid/{f}")))
-            .ok()
-            .flatten()
-            .and_then(|s| s.trim().parse().ok())
-            .unwrap_or(dflt)
-    };
+    let l = crate::sysfs::read_speed_limits(root);
     (
-        global("speed_limit_min", 1000),
-        global("speed_limit_max", 200_000),
+        l.min_kib_s.unwrap_or(KERNEL_DEFAULT_MIN),
+        l.max_kib_s.unwrap_or(KERNEL_DEFAULT_MAX),
     )
 }
 

@@ -1,4 +1,7 @@
-//! Reads an array's sysfs attributes and the global md speed limits under a [`Root`].
+//! The one reading layer of the md model under a [`Root`]: [`collect`] (`/proc/mdstat` parsed and
+//! enriched), an array's sysfs attributes as typed values ([`read_array`]), and the speed limits
+//! ([`read_speed_limits`], and [`read_limit`], the one reader of the `N` / `N (local|system)`
+//! files, which the policy's knobs and the simulator use too).
 //!
 //! Source of truth: the kernel's Documentation/admin-guide/md.rst (`/sys/block/mdN/md/*`,
 //! `dev-*/{state,slot,errors}`), Documentation/ABI/stable/sysfs-block (`queue/*`) and
@@ -10,8 +13,52 @@
 //! it can. Value parsing is kept in small pure functions below, tested without a filesystem.
 
 use crate::host::{read_optional, Root};
-use crate::model::{ArraySysfs, MdStat, MemberSysfs, SpeedLimit, SyncCompleted};
-use std::path::Path;
+use crate::model::{
+    parse_plain_u64, ArrayState, ArraySysfs, MdStat, MemberSysfs, SpeedLimit, SyncAction,
+    SyncCompleted,
+};
+use std::path::{Path, PathBuf};
+
+/// Why `/proc/mdstat` could not be read (see [`collect`]).
+#[derive(Debug, thiserror::Error)]
+pub enum CollectError {
+    /// `/proc/mdstat` does not exist: md is not built in and the module is not loaded.
+    #[error("no /proc/mdstat: the md driver is not loaded")]
+    NoMdstat,
+    /// `/proc/mdstat` exists but reading it failed.
+    #[error("cannot read {}", path.display())]
+    Read {
+        /// The file (under the root).
+        path: PathBuf,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// Reads `/proc/mdstat` under `root`, parses it and enriches it with the speed limits and sysfs
+/// (see [`enrich`]): the whole model, as `mdpilot status` and the service show it.
+///
+/// Errors: [`CollectError::NoMdstat`] when the file is missing, [`CollectError::Read`] when it
+/// cannot be read. Parse problems are not errors: they are listed in [`MdStat::errors`]. Bytes
+/// that are not UTF-8 are replaced (U+FFFD) before parsing.
+pub fn collect(root: &Root) -> Result<MdStat, CollectError> {
+    let mut stat = read_mdstat(root)?;
+    enrich(root, &mut stat);
+    Ok(stat)
+}
+
+/// Reads and parses `/proc/mdstat` under `root` only: no speed limits, no sysfs (for callers
+/// that poll often and enrich selectively). Errors as [`collect`].
+pub fn read_mdstat(root: &Root) -> Result<MdStat, CollectError> {
+    let path = root.proc("mdstat");
+    let bytes = match std::fs::read(&path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(CollectError::NoMdstat),
+        Err(source) => return Err(CollectError::Read { path, source }),
+    };
+    Ok(crate::mdstat::parse(&String::from_utf8_lossy(&bytes)))
+}
 
 /// The global resync speed limits, `/proc/sys/dev/raid/speed_limit_{min,max}`, in KiB/s.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -25,19 +72,105 @@ pub struct SpeedLimits {
 /// Reads `/proc/sys/dev/raid/speed_limit_{min,max}` under `root`. Never fails (see module doc).
 pub fn read_speed_limits(root: &Root) -> SpeedLimits {
     let dir = root.proc("sys/dev/raid");
+    let read = |f: &str| lenient(read_limit(&dir.join(f), LimitForm::Global)).map(|l| l.kib_s);
     SpeedLimits {
-        min_kib_s: read_parsed(&dir.join("speed_limit_min"), parse_plain_u64),
-        max_kib_s: read_parsed(&dir.join("speed_limit_max"), parse_plain_u64),
+        min_kib_s: read("speed_limit_min"),
+        max_kib_s: read("speed_limit_max"),
+    }
+}
+
+/// Which text a speed-limit file holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LimitForm {
+    /// `/proc/sys/dev/raid/speed_limit_{min,max}`: a bare `N` ([`SpeedLimit::parse_global`]).
+    Global,
+    /// `/sys/block/mdN/md/sync_speed_{min,max}`: `N (local)` / `N (system)`
+    /// ([`SpeedLimit::parse`]).
+    Array,
+}
+
+/// Why a speed-limit file gave no value (see [`read_limit`]); each names the file.
+#[derive(Debug, thiserror::Error)]
+pub enum LimitError {
+    /// The file does not exist (`ENOENT`/`ENOTDIR`).
+    #[error("{} does not exist", path.display())]
+    Missing {
+        /// The file.
+        path: PathBuf,
+    },
+    /// Reading failed (EACCES, EIO, EISDIR...).
+    #[error("cannot read {}", path.display())]
+    Read {
+        /// The file.
+        path: PathBuf,
+        /// The OS error.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The text is not a limit of the expected [`LimitForm`].
+    #[error("{} holds {text:?}, not a speed limit in KiB/s", path.display())]
+    NotNumeric {
+        /// The file.
+        path: PathBuf,
+        /// What it held (trailing whitespace removed).
+        text: String,
+    },
+}
+
+/// Reads one speed-limit file strictly: the one reader of the `N` / `N (local|system)` forms,
+/// used by the status model, the policy's knobs and the simulator. KiB/s.
+///
+/// Errors: [`LimitError`] (missing, unreadable, or not of `form`).
+pub fn read_limit(path: &Path, form: LimitForm) -> Result<SpeedLimit, LimitError> {
+    let text = match read_optional(path) {
+        Ok(Some(t)) => t,
+        Ok(None) => {
+            return Err(LimitError::Missing {
+                path: path.to_path_buf(),
+            })
+        }
+        Err(source) => {
+            return Err(LimitError::Read {
+                path: path.to_path_buf(),
+                source,
+            })
+        }
+    };
+    let parsed = match form {
+        LimitForm::Global => SpeedLimit::parse_global(&text),
+        LimitForm::Array => SpeedLimit::parse(&text),
+    };
+    parsed.ok_or(LimitError::NotNumeric {
+        path: path.to_path_buf(),
+        text,
+    })
+}
+
+/// A strict read made lenient as the module doc says: missing or empty is `None`, anything else
+/// that fails is logged and `None`.
+fn lenient(r: Result<SpeedLimit, LimitError>) -> Option<SpeedLimit> {
+    match r {
+        Ok(l) => Some(l),
+        Err(LimitError::Missing { .. }) => None,
+        Err(LimitError::NotNumeric { text, .. }) if text.trim().is_empty() => None,
+        Err(LimitError::NotNumeric { path, text }) => {
+            tracing::warn!("{}: cannot understand {:?}", path.display(), text.trim());
+            None
+        }
+        Err(LimitError::Read { path, source }) => {
+            tracing::warn!("cannot read {}: {source}", path.display());
+            None
+        }
     }
 }
 
 /// True when `/sys/block/<name>/md` exists under `root`, i.e. sysfs knows the array.
 pub fn has_array(root: &Root, name: &str) -> bool {
-    md_dir(root, name).is_dir()
+    block_dir(root, name).join("md").is_dir()
 }
 
-fn md_dir(root: &Root, name: &str) -> std::path::PathBuf {
-    root.sys("block").join(name).join("md")
+fn block_dir(root: &Root, name: &str) -> PathBuf {
+    root.sys("block").join(name)
 }
 
 /// Reads `/sys/block/<name>/md/*`, `md/dev-*/{state,slot,errors}` and
@@ -45,22 +178,29 @@ fn md_dir(root: &Root, name: &str) -> std::path::PathBuf {
 /// `root`. `name` is the kernel name (`md0`, `md_d0`, `md127`). Every field is `None` (members
 /// empty) where its file is missing; never fails (see module doc).
 pub fn read_array(root: &Root, name: &str) -> ArraySysfs {
-    let md = md_dir(root, name);
-    let queue = root.sys("block").join(name).join("queue");
+    read_array_at(&block_dir(root, name))
+}
+
+/// [`read_array`] for a block device's sysfs directory given as a path (`/sys/block/md0`, or
+/// `/sys/dev/block/9:0` as the wipe probe finds it): reads `<dir>/md/*` and `<dir>/queue/*`.
+pub fn read_array_at(dir: &Path) -> ArraySysfs {
+    let md = dir.join("md");
+    let queue = dir.join("queue");
     let word = |f: &str| read_parsed(&md.join(f), parse_word);
     let num = |f: &str| read_parsed(&md.join(f), parse_plain_u64);
+    let limit = |f: &str| lenient(read_limit(&md.join(f), LimitForm::Array));
     ArraySysfs {
-        array_state: word("array_state"),
+        array_state: read_array_state_at(dir),
         level: word("level"),
         raid_disks: read_parsed(&md.join("raid_disks"), parse_raid_disks),
         degraded: read_parsed(&md.join("degraded"), |s| {
             parse_plain_u64(s)?.try_into().ok()
         }),
-        sync_action: word("sync_action"),
+        sync_action: read_sync_action_at(dir),
         sync_completed: read_parsed(&md.join("sync_completed"), parse_sync_completed),
         sync_speed_kib_s: read_parsed(&md.join("sync_speed"), parse_sync_speed).flatten(),
-        sync_speed_min: read_parsed(&md.join("sync_speed_min"), parse_speed_limit),
-        sync_speed_max: read_parsed(&md.join("sync_speed_max"), parse_speed_limit),
+        sync_speed_min: limit("sync_speed_min"),
+        sync_speed_max: limit("sync_speed_max"),
         metadata_version: word("metadata_version"),
         chunk_size_bytes: num("chunk_size"),
         component_size_kib: num("component_size"),
@@ -73,11 +213,22 @@ pub fn read_array(root: &Root, name: &str) -> ArraySysfs {
     }
 }
 
+/// `<dir>/md/sync_action` of a block device's sysfs directory; `None` where missing or empty.
+pub fn read_sync_action_at(dir: &Path) -> Option<SyncAction> {
+    read_parsed(&dir.join("md/sync_action"), |s| Some(SyncAction::from(s)))
+}
+
+/// `<dir>/md/array_state` of a block device's sysfs directory; `None` where missing or empty.
+pub fn read_array_state_at(dir: &Path) -> Option<ArrayState> {
+    read_parsed(&dir.join("md/array_state"), |s| Some(ArrayState::from(s)))
+}
+
 /// Adds the speed limits and each array's sysfs values to a parsed mdstat, and applies the rules
 /// where sysfs wins over mdstat:
 /// - `sync.action` becomes `md/sync_action` when that names a running sync (mdstat prints a
 ///   repair as `resync`; sysfs says `repair`). sysfs `recover` is reported as mdstat's
-///   `recovery`, so consumers see one vocabulary; `idle` and `frozen` change nothing.
+///   `recovery` ([`SyncAction::running_kind`]), so consumers see one vocabulary; `idle` and
+///   `frozen` change nothing.
 ///
 /// `Array::sysfs` stays `None` for arrays without `/sys/block/<name>/md` under `root`.
 pub fn enrich(root: &Root, stat: &mut MdStat) {
@@ -89,25 +240,12 @@ pub fn enrich(root: &Root, stat: &mut MdStat) {
             continue;
         }
         let sys = read_array(root, &array.name);
-        if let (Some(sync), Some(action)) = (&mut array.sync, sys.sync_action.as_deref()) {
-            if let Some(a) = action_word(action) {
-                sync.action = a.to_string();
+        if let (Some(sync), Some(action)) = (&mut array.sync, &sys.sync_action) {
+            if let Some(kind) = action.running_kind() {
+                sync.action = kind;
             }
         }
         array.sysfs = Some(sys);
-    }
-}
-
-/// `md/sync_action` → the mdstat word for a running action; `None` for `idle`, `frozen` or
-/// anything unknown.
-pub fn action_word(sync_action: &str) -> Option<&'static str> {
-    match sync_action {
-        "resync" => Some("resync"),
-        "recover" | "recovery" => Some("recovery"),
-        "check" => Some("check"),
-        "repair" => Some("repair"),
-        "reshape" => Some("reshape"),
-        _ => None,
     }
 }
 
@@ -162,14 +300,6 @@ fn read_parsed<T>(path: &Path, parse: impl FnOnce(&str) -> Option<T>) -> Option<
     }
 }
 
-/// A decimal number (sysfs prints no sign).
-pub fn parse_plain_u64(s: &str) -> Option<u64> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok()
-}
-
 fn parse_word(s: &str) -> Option<String> {
     (!s.is_empty()).then(|| s.to_string())
 }
@@ -203,21 +333,6 @@ fn parse_sync_speed(s: &str) -> Option<Option<u64>> {
     parse_plain_u64(s).map(Some)
 }
 
-/// `md/sync_speed_{min,max}`: `N (local)` or `N (system)`, KiB/s; a bare `N` counts as local.
-pub fn parse_speed_limit(s: &str) -> Option<SpeedLimit> {
-    let mut toks = s.split_whitespace();
-    let kib_s = parse_plain_u64(toks.next()?)?;
-    let system = match toks.next() {
-        None | Some("(local)") => false,
-        Some("(system)") => true,
-        Some(_) => return None,
-    };
-    if toks.next().is_some() {
-        return None;
-    }
-    Some(SpeedLimit { kib_s, system })
-}
-
 /// `dev-*/state`: comma-separated words (`in_sync,write_mostly`).
 fn parse_state(s: &str) -> Vec<String> {
     s.split([',', ' ', '\n'])
@@ -248,17 +363,17 @@ mod tests {
     #[test]
     fn value_forms() {
         assert_eq!(
-            parse_speed_limit("1000 (system)"),
+            SpeedLimit::parse("1000 (system)"),
             Some(SpeedLimit {
                 kib_s: 1000,
                 system: true
             })
         );
         assert_eq!(
-            parse_speed_limit("50000 (local)").map(|l| l.system),
+            SpeedLimit::parse("50000 (local)").map(|l| l.system),
             Some(false)
         );
-        assert_eq!(parse_speed_limit("fast"), None);
+        assert_eq!(SpeedLimit::parse("fast"), None);
         assert_eq!(
             parse_sync_completed("1024 / 4096"),
             Some(SyncCompleted::Sectors {

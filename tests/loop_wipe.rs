@@ -5,10 +5,11 @@
 #[macro_use]
 mod support;
 
-use mdpilot::wipe::engine::Job;
-use mdpilot::wipe::planner::{plan, Data, Method, Op, Options};
+use mdpilot::wipe::plan::{Data, Method, Op, Options};
+use mdpilot::wipe::planner::plan;
 use mdpilot::wipe::probe::probe;
 use mdpilot::wipe::stream::{self, Seed};
+use mdpilot::wipe::Job;
 use mdpilot::wipe::WipeError;
 use nix::sys::signal::Signal;
 use std::io::{BufRead, BufReader, Write};
@@ -540,7 +541,8 @@ fn loop_probe_reads_sysfs_and_proc_under_the_root() {
     assert_eq!(p.mounts[0].device, format!("{}p1", d.name()));
     assert_eq!(p.holders.len(), 1);
     assert_eq!(p.holders[0].name, "md5");
-    assert_eq!(p.holders[0].md_array_state.as_deref(), Some("clean"));
+    let state = p.holders[0].md_array_state.as_ref();
+    assert_eq!(state.map(|s| s.as_str()), Some("clean"));
     assert_eq!(p.resyncing_neighbours, vec!["md7".to_string()]);
     assert!(!p.backs_root);
     let e = plan(&p, Method::Zero, &opts()).unwrap_err();

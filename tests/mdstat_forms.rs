@@ -2,7 +2,7 @@
 //! the personalities' `status` hooks, md-bitmap.c) and per error rule of the parser.
 
 use mdpilot::mdstat::parse;
-use mdpilot::model::{ArrayState, MdStat, MemberFlag, ReadOnly, SyncState};
+use mdpilot::model::{HeaderState, MdStat, MemberFlag, ReadOnly, SyncState};
 use pretty_assertions::assert_eq;
 
 fn ok(text: &str) -> MdStat {
@@ -26,11 +26,11 @@ md4 : inactive raid1 sdh[0]\n       1024 blocks super 1.2 [2/1] [U_]\n       \n\
 unused devices: <none>\n");
     let a = &s.arrays;
     assert_eq!(a.len(), 5);
-    assert_eq!(a[0].state, ArrayState::Broken);
+    assert_eq!(a[0].state, HeaderState::Broken);
     assert_eq!(a[0].level.as_deref(), Some("raid0"));
     assert_eq!(a[1].read_only, Some(ReadOnly::ReadOnly));
     assert_eq!(a[2].read_only, Some(ReadOnly::AutoReadOnly));
-    assert_eq!(a[3].state, ArrayState::Inactive);
+    assert_eq!(a[3].state, HeaderState::Inactive);
     assert_eq!(a[3].level, None);
     assert_eq!(a[4].level.as_deref(), Some("raid1"));
     assert_eq!(s.personalities, vec!["raid0", "raid1"]);

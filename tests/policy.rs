@@ -5,7 +5,7 @@ mod support;
 
 use mdpilot::policy::knobs::{FsKnobs, KnobError, KnobIo};
 use mdpilot::policy::{
-    KnobId, LeaseKind, LeaseRequest, Limits, Owner, Policy, PolicyError, Reading, Setting,
+    KnobId, LeaseKind, LeaseRequest, Limits, Owner, Policy, PolicyError, Setting, SpeedLimit,
 };
 use std::collections::BTreeMap;
 use std::process::Command;
@@ -99,11 +99,11 @@ fn per_array_lease_restores_system() {
     assert_eq!(t.amax(), "777");
     assert_eq!(t.gmin(), "1000", "global untouched");
     let a = &v.arrays["md0"];
-    assert_eq!(a.sync_speed_min, Some(Reading::local(1)));
+    assert_eq!(a.sync_speed_min, Some(SpeedLimit::local(1)));
     assert_eq!(
         a.original_min,
-        Some(Reading {
-            kibs: 1000,
+        Some(SpeedLimit {
+            kib_s: 1000,
             system: true
         })
     );
@@ -252,7 +252,7 @@ struct FailingWrites {
 }
 
 impl KnobIo for FailingWrites {
-    fn read(&self, knob: &KnobId) -> Result<Reading, KnobError> {
+    fn read(&self, knob: &KnobId) -> Result<SpeedLimit, KnobError> {
         self.inner.read(knob)
     }
     fn write(&self, knob: &KnobId, setting: Setting) -> Result<(), KnobError> {

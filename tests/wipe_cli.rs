@@ -75,7 +75,7 @@ fn wipe_error_before_the_job_with_progress_json_prints_an_error_event() {
 }
 
 fn progress(
-    phase: mdpilot::wipe::engine::Phase,
+    phase: mdpilot::wipe::Phase,
     done: u64,
     verified: u64,
     rate: f64,
@@ -92,8 +92,8 @@ fn progress(
 
 #[test]
 fn progress_bar_shows_no_eta_before_the_first_durable_bytes() {
-    use mdpilot::cli::wipe::BarFields;
-    use mdpilot::wipe::engine::Phase;
+    use mdpilot::cli::progress::BarFields;
+    use mdpilot::wipe::Phase;
     for pr in [
         progress(Phase::Starting, 0, 0, 0.0),
         progress(Phase::Wipe, 0, 0, 0.0),
@@ -117,8 +117,8 @@ fn progress_bar_shows_no_eta_before_the_first_durable_bytes() {
 
 #[test]
 fn progress_bar_draws_no_done_frame_before_the_final_full_bar() {
-    use mdpilot::cli::wipe::BarFields;
-    use mdpilot::wipe::engine::Phase;
+    use mdpilot::cli::progress::BarFields;
+    use mdpilot::wipe::Phase;
     // The Done snapshot is left to the caller, which sets the full position and then "done".
     assert_eq!(BarFields::of(&progress(Phase::Done, 0, 0, 0.0)), None);
     assert_eq!(BarFields::of(&progress(Phase::Done, 1 << 30, 0, 5.0)), None);

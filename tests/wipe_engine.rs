@@ -3,12 +3,11 @@
 
 mod support;
 
-use mdpilot::wipe::engine::{verify_plan, Job, Phase};
 use mdpilot::wipe::leases::{LeaseKind, LeaseRequest, Limits, Owner, RecordingLeases};
-use mdpilot::wipe::planner::{Data, Method, Op, OpenFlags, Plan, Range, ResyncAction};
+use mdpilot::wipe::plan::{Data, Method, Op, OpenFlags, Plan, Range, ResyncAction};
 use mdpilot::wipe::sink::{FileSink, MemSink, Sink};
 use mdpilot::wipe::stream::{self, Seed};
-use mdpilot::wipe::WipeError;
+use mdpilot::wipe::{verify_plan, Job, Phase, WipeError};
 use std::collections::BTreeMap;
 use std::os::unix::fs::FileExt;
 use std::path::PathBuf;
@@ -591,7 +590,7 @@ fn flush_keeps_the_last_wipe_rate_and_verify_eta_follows_verify_progress() {
 
 #[test]
 fn verify_eta_counts_bytes_left_to_read_back_not_to_write() {
-    use mdpilot::wipe::engine::Progress;
+    use mdpilot::wipe::Progress;
     let p = Progress {
         done_bytes: 1000,
         total_bytes: 1000,
@@ -615,4 +614,66 @@ fn verify_eta_counts_bytes_left_to_read_back_not_to_write() {
     assert_eq!(s.eta_s(), None);
     let json = serde_json::to_value(p).unwrap();
     assert_eq!(json["phase"], "verify");
+}
+
+/// A sink whose writes panic: a bug in a worker thread.
+struct PanickingSink;
+
+impl Sink for PanickingSink {
+    fn write_at(&self, _: &[u8], _: u64) -> std::io::Result<()> {
+        panic!("injected worker panic (expected by this test)")
+    }
+    fn read_at(&self, _: &mut [u8], _: u64) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn zeroout(&self, _: u64, _: u64) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn discard(&self, _: u64, _: u64) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn settle(&self, _: u64, _: u64) -> std::io::Result<()> {
+        Ok(())
+    }
+    fn flush(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[test]
+fn worker_panic_is_an_internal_failure_with_exit_1_not_a_refusal() {
+    let p = plan(4 * BLOCK, Op::Write(Data::Zero));
+    let e = Job::new(p.clone(), root())
+        .with_sink(Arc::new(PanickingSink))
+        .run(&AtomicBool::new(false))
+        .unwrap_err();
+    assert!(matches!(e, WipeError::Internal(_)), "{e:?}");
+    assert_eq!(e.to_string(), "wipe job thread panicked");
+    // Exit 2 means "refused, nothing written": a panic may have written part of the device.
+    assert_eq!(mdpilot::cli::wipe::exit_code(&e), 1);
+    // The same through a started job's handle.
+    let e = Job::new(p, root())
+        .with_sink(Arc::new(PanickingSink))
+        .start()
+        .wait()
+        .unwrap_err();
+    assert!(matches!(e, WipeError::Internal(_)), "{e:?}");
+}
+
+#[test]
+fn start_stops_before_approval_when_the_probe_fails() {
+    use mdpilot::wipe::{leases::NoLeases, Hooks, Options, Request};
+    let d = tempfile::tempdir().unwrap();
+    let req = Request {
+        device: d.path().join("no-such-device"),
+        method: Method::Random,
+        options: Options::default(),
+    };
+    let mut asked = false;
+    let r = mdpilot::wipe::start(&Root::new(d.path()), &req, |_| {
+        asked = true;
+        Ok::<_, WipeError>(Hooks::new(Arc::new(NoLeases)))
+    });
+    assert!(matches!(r, Err(WipeError::Probe { .. })), "{:?}", r.err());
+    assert!(!asked, "approve must not see a plan that was never made");
 }

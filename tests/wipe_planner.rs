@@ -1,9 +1,8 @@
 //! Planner unit tests on synthetic probes: alignment, methods, refusals, each resync kind.
 
 use mdpilot::wipe::leases::{Limits, Owner};
-use mdpilot::wipe::planner::{
-    plan, signature_ranges, Data, Method, Op, Options, Range, ResyncAction, MIB,
-};
+use mdpilot::wipe::plan::{Data, Method, Op, Options, Range, ResyncAction};
+use mdpilot::wipe::planner::{plan, signature_ranges, MIB};
 use mdpilot::wipe::probe::{ArrayFacts, Holder, MountUse, Probe};
 use mdpilot::wipe::stream::Seed;
 use mdpilot::wipe::WipeError;
@@ -370,7 +369,7 @@ fn buffered_fallback_has_one_in_flight() {
 
 #[test]
 fn human_bytes_uses_binary_units_and_bytes_exact_adds_the_count() {
-    use mdpilot::wipe::planner::{bytes_exact, human_bytes};
+    use mdpilot::units::{bytes_exact, human_bytes};
     assert_eq!(human_bytes(512), "512 B");
     assert_eq!(human_bytes(4 * MIB), "4 MiB");
     assert_eq!(human_bytes(3 * MIB / 2 * 1024), "1.5 GiB");
@@ -453,4 +452,17 @@ fn plan_json_enums_are_lowercase_kebab_and_show_open_flags_and_operation() {
     let v = mdpilot::cli::wipe::plan_json(&pl, false);
     assert_eq!(v["resync"]["freeze-and-skip"]["array"], "md0", "{v}");
     assert_eq!(v["method"], "random");
+}
+
+#[test]
+fn method_name_is_the_cli_json_and_lookup_word() {
+    use clap::ValueEnum;
+    for m in Method::ALL {
+        let cli = m.to_possible_value().unwrap();
+        assert_eq!(cli.get_name(), m.name());
+        assert_eq!(serde_json::to_value(m).unwrap(), m.name());
+        assert_eq!(Method::from_name(m.name()), Some(m));
+    }
+    assert_eq!(Method::value_variants().len(), Method::ALL.len());
+    assert_eq!(Method::from_name("shred"), None);
 }

@@ -1,7 +1,9 @@
 //! The command-line front ends: one file per subcommand, plus the global context and exit helper.
 
+pub mod blockdev_wipe;
 pub mod monitor;
 pub mod policy;
+pub mod progress;
 pub mod status;
 pub mod wipe;
 

@@ -67,7 +67,7 @@ fn now_s() -> u64 {
 /// `/proc/mdstat` cannot be read at start. Later read failures are logged and retried.
 fn run_events(ctx: &Context, args: &MonitorArgs) -> ExitCode {
     let root = ctx.root.clone();
-    let first = match crate::cli::status::collect(&root) {
+    let first = match crate::sysfs::collect(&root) {
         Ok(s) => s,
         Err(e) => return crate::cli::fail(&e, 1),
     };
@@ -107,7 +107,7 @@ fn run_events(ctx: &Context, args: &MonitorArgs) -> ExitCode {
         loop {
             let _ = tokio::time::timeout(interval, rx.recv()).await;
             while rx.try_recv().is_ok() {}
-            match crate::cli::status::collect(&root) {
+            match crate::sysfs::collect(&root) {
                 Ok(stat) => {
                     if !emit(&stat, &mut classifier) {
                         return ExitCode::SUCCESS;

@@ -231,7 +231,7 @@ pub fn render(v: &PolicyView) -> String {
         orig(v.originals.speed_limit_max)
     );
     for (name, a) in &v.arrays {
-        let o = |r: Option<crate::policy::Reading>| {
+        let o = |r: Option<crate::policy::SpeedLimit>| {
             r.map(|r| format!(" (original {r})")).unwrap_or_default()
         };
         let _ = writeln!(

@@ -1,16 +1,14 @@
 //! `mdpilot status`: arrays from `/proc/mdstat` enriched with sysfs, as text or JSON.
 //!
-//! [`collect`] is the library entry the D-Bus service reuses: read `/proc/mdstat` under a
-//! [`Root`], parse it (crate::mdstat), add speed limits and sysfs values (crate::sysfs).
+//! The model comes from [`crate::sysfs::collect`] (the reading layer the service uses too).
 //! [`render_text`] is pure (model in, text out). The JSON form follows
-//! `../shared/contracts/status-json.md` (version 1): it is the [`MdStat`] model serialized.
+//! `docs/status-json.md` (version 1): it is the [`MdStat`] model serialized.
 
 use crate::cli::{fail, Context};
-use crate::host::Root;
-use crate::model::{Array, ArrayState, MdStat, MemberFlag, ReadOnly, SyncState, SyncStatus};
+use crate::model::{Array, HeaderState, MdStat, MemberFlag, SyncKind, SyncState, SyncStatus};
+use crate::sysfs::collect;
 use std::fmt::Write as _;
 use std::io::Write as _;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Arguments of `mdpilot status [--json] [ARRAY...]`.
@@ -31,18 +29,6 @@ pub struct StatusArgs {
 /// Why `mdpilot status` could not report.
 #[derive(Debug, thiserror::Error)]
 pub enum StatusError {
-    /// `/proc/mdstat` does not exist: md is not built in and the module is not loaded.
-    #[error("no /proc/mdstat: the md driver is not loaded")]
-    NoMdstat,
-    /// `/proc/mdstat` exists but reading it failed.
-    #[error("cannot read {}", path.display())]
-    Read {
-        /// The file (under the root).
-        path: PathBuf,
-        /// The I/O error.
-        #[source]
-        source: std::io::Error,
-    },
     /// An `ARRAY` argument names no array of `/proc/mdstat`.
     #[error("no array {0} in /proc/mdstat")]
     UnknownArray(String),
@@ -50,30 +36,6 @@ pub enum StatusError {
 
 /// Exit status when part of `/proc/mdstat` could not be parsed (the rest is still shown).
 pub const EXIT_PARSE_ERRORS: u8 = 3;
-
-/// Reads `/proc/mdstat` under `root`, parses it and enriches it with the speed limits and sysfs
-/// (see `crate::sysfs::enrich`).
-///
-/// Errors: [`StatusError::NoMdstat`] when the file is missing, [`StatusError::Read`] when it
-/// cannot be read. Parse problems are not errors: they are listed in [`MdStat::errors`]. Bytes
-/// that are not UTF-8 are replaced (U+FFFD) before parsing.
-pub fn collect(root: &Root) -> Result<MdStat, StatusError> {
-    let mut stat = read_mdstat(root)?;
-    crate::sysfs::enrich(root, &mut stat);
-    Ok(stat)
-}
-
-/// Reads and parses `/proc/mdstat` under `root` only: no speed limits, no sysfs (for callers
-/// that poll often and enrich selectively). Errors as [`collect`].
-pub fn read_mdstat(root: &Root) -> Result<MdStat, StatusError> {
-    let path = root.proc("mdstat");
-    let bytes = match std::fs::read(&path) {
-        Ok(b) => b,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(StatusError::NoMdstat),
-        Err(source) => return Err(StatusError::Read { path, source }),
-    };
-    Ok(crate::mdstat::parse(&String::from_utf8_lossy(&bytes)))
-}
 
 /// Keeps only the arrays named in `wanted` (`md0` or `/dev/md0`), in `/proc/mdstat` order.
 /// An empty `wanted` keeps all. Errors: [`StatusError::UnknownArray`] for the first name that
@@ -183,15 +145,9 @@ fn render_array(out: &mut String, a: &Array) {
         .or(sys.and_then(|s| s.level.as_deref()))
         .unwrap_or("none (container or not started)");
     row(out, "Raid Level", level);
-    let mut state = match a.state {
-        ArrayState::Active => "active".to_string(),
-        ArrayState::Inactive => "inactive".to_string(),
-        ArrayState::Broken => "broken".to_string(),
-    };
-    match a.read_only {
-        Some(ReadOnly::ReadOnly) => state.push_str(", read-only"),
-        Some(ReadOnly::AutoReadOnly) => state.push_str(", auto-read-only"),
-        None => {}
+    let mut state = a.state.as_str().to_string();
+    if let Some(ro) = a.read_only {
+        let _ = write!(state, ", {ro}");
     }
     if let (Some(t), Some(act)) = (a.raid_disks, a.active_disks) {
         if act < t {
@@ -201,7 +157,7 @@ fn render_array(out: &mut String, a: &Array) {
     if let Some(s) = &a.sync {
         let _ = write!(state, ", {}", sync_state_word(s));
     }
-    if let Some(st) = sys.and_then(|s| s.array_state.as_deref()) {
+    if let Some(st) = sys.and_then(|s| s.array_state.as_ref()) {
         let _ = write!(state, " (sysfs: {st})");
     }
     row(out, "State", &state);
@@ -295,19 +251,11 @@ fn render_array(out: &mut String, a: &Array) {
         let role = member_sys
             .and_then(|x| x.slot)
             .map_or("-".to_string(), |r| r.to_string());
+        // The human text spells the flag word with `-` (`write-mostly`).
         let mut words: Vec<String> = m
             .flags
             .iter()
-            .map(|f| {
-                match f {
-                    MemberFlag::WriteMostly => "write-mostly",
-                    MemberFlag::Journal => "journal",
-                    MemberFlag::Faulty => "faulty",
-                    MemberFlag::Spare => "spare",
-                    MemberFlag::Replacement => "replacement",
-                }
-                .to_string()
-            })
+            .map(|f| f.as_str().replace('_', "-"))
             .collect();
         if !m
             .flags
@@ -315,7 +263,7 @@ fn render_array(out: &mut String, a: &Array) {
             .any(|f| matches!(f, MemberFlag::Faulty | MemberFlag::Spare))
         {
             // Members of an inactive or broken array are assembled, not in service.
-            let role = if a.state == ArrayState::Active {
+            let role = if a.state == HeaderState::Active {
                 "active"
             } else {
                 "assembled"
@@ -340,13 +288,13 @@ fn render_array(out: &mut String, a: &Array) {
 }
 
 fn sync_state_word(s: &SyncStatus) -> String {
-    let verb = match s.action.as_str() {
-        "resync" => "resyncing",
-        "recovery" | "recover" => "recovering",
-        "reshape" => "reshaping",
-        "check" => "checking",
-        "repair" => "repairing",
-        other => other,
+    let verb = match &s.action {
+        SyncKind::Resync => "resyncing",
+        SyncKind::Recovery | SyncKind::Recover => "recovering",
+        SyncKind::Reshape => "reshaping",
+        SyncKind::Check => "checking",
+        SyncKind::Repair => "repairing",
+        SyncKind::Other(other) => other,
     };
     match s.state {
         SyncState::Running => verb.to_string(),
@@ -357,7 +305,7 @@ fn sync_state_word(s: &SyncStatus) -> String {
 }
 
 fn sync_label(s: &SyncStatus) -> String {
-    let mut word = s.action.clone();
+    let mut word = s.action.to_string();
     if let Some(c) = word.get_mut(..1) {
         c.make_ascii_uppercase();
     }
@@ -412,38 +360,16 @@ pub fn human_kib(kib: u64) -> String {
     human_bytes(kib.saturating_mul(1024))
 }
 
-/// Bytes as a binary-unit size with one decimal: `512` → `512 B`, `67108864` → `64.0 MiB`.
+/// Bytes as a binary-unit size with one decimal: `512` → `512 B`, `67108864` → `64.0 MiB`
+/// ([`crate::units::human_bytes_1dp`]).
 pub fn human_bytes(bytes: u64) -> String {
-    const UNITS: [&str; 6] = ["KiB", "MiB", "GiB", "TiB", "PiB", "EiB"];
-    if bytes < 1024 {
-        return format!("{bytes} B");
-    }
-    let mut v = bytes as f64 / 1024.0;
-    let mut unit = 0;
-    while v >= 1024.0 && unit + 1 < UNITS.len() {
-        v /= 1024.0;
-        unit += 1;
-    }
-    format!("{v:.1} {}", UNITS[unit])
+    crate::units::human_bytes_1dp(bytes)
 }
 
-/// Minutes (as mdstat's `finish=`) as `5d 02h` (from 48 hours on), `3h 17m`, `12m 06s` or `42s`.
+/// Minutes (as mdstat's `finish=`) as `5d 02h` (from 48 hours on), `3h 17m`, `12m 06s` or `42s`
+/// ([`crate::units::minutes`]).
 pub fn human_minutes(min: f64) -> String {
-    let secs = if min.is_finite() && min > 0.0 {
-        (min * 60.0).round() as u64
-    } else {
-        0
-    };
-    let (h, m, s) = (secs / 3600, secs % 3600 / 60, secs % 60);
-    if h >= 48 {
-        format!("{}d {:02}h", h / 24, h % 24)
-    } else if h > 0 {
-        format!("{h}h {m:02}m")
-    } else if m > 0 {
-        format!("{m}m {s:02}s")
-    } else {
-        format!("{s}s")
-    }
+    crate::units::minutes(min)
 }
 
 #[cfg(test)]

@@ -7,7 +7,7 @@
 //! Size, SyncAction, SyncCompleted, SyncRate, SyncRemainingTime, Degraded, BitmapLocation,
 //! ChunkSize, ActiveDevices, Running); units are udisks2's too (bytes, bytes/s, µs).
 
-use crate::model::{Array, ArrayState, MemberFlag, SyncCompleted, SyncState};
+use crate::model::{Array, HeaderState, MemberFlag, SyncCompleted, SyncState};
 use std::collections::HashMap;
 use zbus::interface;
 use zbus::zvariant::OwnedValue;
@@ -78,11 +78,14 @@ impl ArrayProps {
     pub fn from_model(a: &Array) -> ArrayProps {
         let sys = a.sysfs.clone().unwrap_or_default();
         let state_word = match a.state {
-            ArrayState::Active => "active",
-            ArrayState::Inactive => "inactive",
-            ArrayState::Broken => "broken",
+            HeaderState::Active => "active",
+            HeaderState::Inactive => "inactive",
+            HeaderState::Broken => "broken",
         };
-        let state = sys.array_state.clone().unwrap_or_else(|| state_word.into());
+        let state = sys
+            .array_state
+            .as_ref()
+            .map_or_else(|| state_word.into(), |s| s.to_string());
         let read_only = a.read_only.is_some() || matches!(state.as_str(), "readonly" | "read-auto");
         let num_devices = sys.raid_disks.or(a.raid_disks).unwrap_or(0);
         let active_devices = if !sys.members.is_empty() {
@@ -116,8 +119,9 @@ impl ArrayProps {
         let running_sync = a.sync.as_ref().filter(|s| s.state == SyncState::Running);
         let sync_action = sys
             .sync_action
-            .clone()
-            .or_else(|| a.sync.as_ref().map(|s| s.action.clone()))
+            .as_ref()
+            .map(|s| s.to_string())
+            .or_else(|| a.sync.as_ref().map(|s| s.action.to_string()))
             .unwrap_or_else(|| "idle".into());
         let (done, total) = match sys.sync_completed {
             Some(SyncCompleted::Sectors { done, total }) => (done, total),
@@ -181,7 +185,7 @@ impl ArrayProps {
             chunk_size: sys.chunk_size_bytes.unwrap_or(0),
             bitmap_location,
             mismatch_count: sys.mismatch_cnt.unwrap_or(0),
-            running: a.state == ArrayState::Active,
+            running: a.state == HeaderState::Active,
         }
     }
 
@@ -334,7 +338,7 @@ mod tests {
     fn array() -> Array {
         Array {
             name: "md1".into(),
-            state: ArrayState::Active,
+            state: HeaderState::Active,
             read_only: None,
             level: Some("raid1".into()),
             size_kib: Some(1024),

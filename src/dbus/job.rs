@@ -21,9 +21,7 @@ use super::props::{changed_props, emit_changed};
 use super::{BusChoice, MANAGER_PATH};
 use crate::policy::Owner;
 use crate::service::state::{RunningJob, ServiceLeases, Shared};
-use crate::wipe::planner::{self, Method};
-use crate::wipe::stream::Seed;
-use crate::wipe::{probe, JobHandle, Outcome, WipeError};
+use crate::wipe::{JobHandle, Outcome, WipeError};
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -222,6 +220,19 @@ impl JobObject {
     }
 }
 
+/// Why StartWipe could not start: the wipe core refused, or the service did (a job already on
+/// the device).
+enum StartErr {
+    Wipe(WipeError),
+    Bus(Error),
+}
+
+impl From<WipeError> for StartErr {
+    fn from(e: WipeError) -> Self {
+        StartErr::Wipe(e)
+    }
+}
+
 /// The human summary of a job's end, for `Completed`.
 pub fn completion_message(device: &str, r: &std::result::Result<Outcome, WipeError>) -> String {
     match r {
@@ -272,46 +283,49 @@ pub async fn start_wipe(
         .get_connection_unix_user(zbus::names::BusName::from(sender))
         .await
         .map_err(|e| Error::Failed(format!("StartWipe: caller's uid unknown: {e}")))?;
-    let p = probe::probe(&shared.root, std::path::Path::new(&device))
-        .map_err(|e| Error::from(e).context("StartWipe"))?;
-    let seed = if method == Method::Random {
-        Some(Seed::from_os().map_err(|e| Error::Failed(format!("StartWipe: getrandom: {e}")))?)
-    } else {
-        None
+    let req = crate::wipe::Request {
+        device: device.into(),
+        method,
+        options: crate::wipe::Options {
+            verify,
+            keep_resync,
+            owner: Some(Owner::Pid(std::process::id())),
+            ..crate::wipe::Options::default()
+        },
     };
-    let opts = planner::Options {
-        verify,
-        keep_resync,
-        seed,
-        owner: Some(Owner::Pid(std::process::id())),
-        ..planner::Options::default()
-    };
-    let plan = planner::plan(&p, method, &opts).map_err(|e| Error::from(e).context("StartWipe"))?;
-    let dev_text = plan.device.display().to_string();
     let n = shared.next_job_number();
     let path = job_path(n);
     let (tx, rx) = tokio::sync::oneshot::channel::<(bool, String)>();
-    let handle = {
+    let (handle, plan) = {
         // Check and register under one lock: two StartWipe calls on one device cannot both pass.
         let mut jobs = shared.jobs.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(j) = jobs
-            .values()
-            .find(|j| j.device == plan.device && !j.handle.is_finished())
-        {
-            return Err(Error::Busy(format!(
-                "StartWipe: a job is already wiping {}",
-                j.device.display()
-            )));
-        }
-        let dev2 = dev_text.clone();
-        let handle = Arc::new(
-            crate::wipe::Job::new(plan.clone(), shared.root.clone())
-                .with_leases(Arc::new(ServiceLeases(shared.clone())))
-                .on_complete(move |r| {
+        let (handle, plan) = crate::wipe::start(&shared.root, &req, |plan| {
+            if let Some(j) = jobs
+                .values()
+                .find(|j| j.device == plan.device && !j.handle.is_finished())
+            {
+                return Err(StartErr::Bus(Error::Busy(format!(
+                    "StartWipe: a job is already wiping {}",
+                    j.device.display()
+                ))));
+            }
+            let dev2 = plan.device.display().to_string();
+            Ok(crate::wipe::Hooks {
+                leases: Arc::new(ServiceLeases(shared.clone())),
+                on_progress: None,
+                on_complete: Some(Box::new(move |r| {
                     let _ = tx.send((r.is_ok(), completion_message(&dev2, r)));
-                })
-                .start(),
-        );
+                })),
+            })
+        })
+        .map_err(|e| match e {
+            StartErr::Wipe(WipeError::Random(e)) => {
+                Error::Failed(format!("StartWipe: getrandom: {e}"))
+            }
+            StartErr::Wipe(e) => Error::from(e).context("StartWipe"),
+            StartErr::Bus(e) => e,
+        })?;
+        let handle = Arc::new(handle);
         jobs.insert(
             n,
             RunningJob {
@@ -319,8 +333,9 @@ pub async fn start_wipe(
                 handle: handle.clone(),
             },
         );
-        handle
+        (handle, plan)
     };
+    let dev_text = plan.device.display().to_string();
     let props = JobProps {
         operation: format!("wipe-{}", method.name()),
         device: dev_text.clone(),

@@ -6,7 +6,7 @@
 
 use super::errors::{Error, Result};
 use crate::policy::{LeaseKind, Limits};
-use crate::wipe::planner::Method;
+use crate::wipe::Method;
 use std::collections::{BTreeMap, HashMap};
 use zbus::zvariant::{OwnedValue, Value};
 

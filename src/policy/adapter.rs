@@ -3,13 +3,16 @@
 //! atomically, writes the kernel knobs, and saves the `end` state.
 
 use super::knobs::{FsKnobs, KnobError, KnobIo};
-use super::lease::{self, KnobId, PolicyState, Reading, Setting};
+use super::lease::{self, PolicyState, Setting};
+use super::request::{self, KnobId};
 use super::state::{self, StateError};
+use super::warning::PolicyWarning;
 use super::{
     cli_alive, ArrayView, Bound, GlobalOriginals, LeaseRequest, LeaseView, Owner, PolicyError,
     PolicySettings, PolicyView, KERNEL_DEFAULT_MAX, KERNEL_DEFAULT_MIN,
 };
 use crate::host::Root;
+use crate::model::SpeedLimit;
 use std::collections::{BTreeMap, BTreeSet};
 
 /// Aborts the process when built with `--features failpoints` and `MDPILOT_FAILPOINT` names this
@@ -67,9 +70,9 @@ impl Policy {
     /// knob is missing or non-numeric (nothing written); [`PolicyError::Write`] when a kernel
     /// write fails (earlier writes undone, state file unchanged).
     pub fn acquire(&self, req: LeaseRequest) -> Result<PolicyView, PolicyError> {
-        lease::validate(&req)?;
+        request::validate(&req)?;
         tracing::info!(holder = %req.holder, kind = %req.kind, owner = %req.owner, "acquire lease");
-        self.change(Vec::new(), move |old| {
+        self.change(move |old| {
             let mut leases = old.leases.clone();
             leases.insert(req.holder.clone(), req);
             Some(leases)
@@ -83,14 +86,16 @@ impl Policy {
     /// As [`Policy::acquire`], except `Invalid`.
     pub fn release(&self, holder: &str) -> Result<PolicyView, PolicyError> {
         let mut unknown = false;
-        let view = self.change(Vec::new(), |old| {
+        let view = self.change(|old| {
             let mut leases = old.leases.clone();
             unknown = leases.remove(holder).is_none();
             Some(leases)
         })?;
         Ok(if unknown {
             let mut v = view;
-            v.warnings.push(format!("{holder:?} held no lease"));
+            let holder = holder.to_string();
+            v.warnings
+                .push(PolicyWarning::NoLease { holder }.to_string());
             v
         } else {
             view
@@ -110,7 +115,7 @@ impl Policy {
     /// state is then left as it was; run it again).
     pub fn restore(&self, defaults: bool) -> Result<PolicyView, PolicyError> {
         if !defaults {
-            return self.change(Vec::new(), |_| Some(BTreeMap::new()));
+            return self.change(|_| Some(BTreeMap::new()));
         }
         let path = &self.settings.state_path;
         let _lock = state::lock(path)?;
@@ -118,7 +123,7 @@ impl Policy {
         let old = match state::load(path) {
             Ok(s) => s,
             Err(e @ StateError::Corrupt { .. }) => {
-                warnings.push(e.to_string());
+                warnings.push(PolicyWarning::Other(e.to_string()));
                 PolicyState::default()
             }
             Err(e) => return Err(e.into()),
@@ -168,7 +173,7 @@ impl Policy {
             ..Default::default()
         };
         state::save(path, &end)?;
-        Ok(self.view_of(&end, Vec::new()))
+        Ok(self.view_of(&end))
     }
 
     /// Reads state and knobs without changing anything: no lock, no directory or lock file
@@ -181,7 +186,7 @@ impl Policy {
     pub fn show(&self) -> Result<PolicyView, PolicyError> {
         // Saves are atomic renames, so a reader without the lock sees the old or the new file.
         let st = state::read(&self.settings.state_path)?;
-        Ok(self.view_of(&st, Vec::new()))
+        Ok(self.view_of(&st))
     }
 
     /// Drops the leases whose owner `alive` says is dead, and restores knobs no remaining lease
@@ -191,7 +196,7 @@ impl Policy {
     /// # Errors
     /// As [`Policy::release`].
     pub fn reap(&self, alive: &dyn Fn(&Owner) -> bool) -> Result<PolicyView, PolicyError> {
-        self.change(Vec::new(), |old| {
+        self.change(|old| {
             let kept: BTreeMap<String, LeaseRequest> = old
                 .leases
                 .iter()
@@ -212,7 +217,6 @@ impl Policy {
     /// set, or `None` for "no change" (the view of the current state is returned).
     fn change(
         &self,
-        extra_warnings: Vec<String>,
         next: impl FnOnce(&PolicyState) -> Option<BTreeMap<String, LeaseRequest>>,
     ) -> Result<PolicyView, PolicyError> {
         let path = &self.settings.state_path;
@@ -220,7 +224,7 @@ impl Policy {
         let existed = path.exists();
         let old = state::load(path)?;
         let Some(leases) = next(&old) else {
-            return Ok(self.view_of(&old, extra_warnings));
+            return Ok(self.view_of(&old));
         };
         let targets = lease::targets(&leases);
         let mut readings = BTreeMap::new();
@@ -261,14 +265,14 @@ impl Policy {
             state::save(path, &t.end)?;
             failpoint("policy-after-end-save");
         }
-        Ok(self.view_of(&t.end, extra_warnings))
+        Ok(self.view_of(&t.end))
     }
 
     /// Writes back the `before` readings of `done`, newest first. True when all succeeded.
     fn undo(&self, done: &[lease::Write]) -> bool {
         let mut ok = true;
         for w in done.iter().rev() {
-            if let Err(e) = self.io.write(&w.knob, w.before.as_setting()) {
+            if let Err(e) = self.io.write(&w.knob, Setting::from(w.before)) {
                 tracing::error!("undoing {}: {e}", w.knob);
                 ok = false;
             }
@@ -296,23 +300,23 @@ impl Policy {
 
     /// Builds the view of `st` with the current readings (unreadable knobs become `null` and a
     /// warning).
-    fn view_of(&self, st: &PolicyState, extra: Vec<String>) -> PolicyView {
+    fn view_of(&self, st: &PolicyState) -> PolicyView {
         let mut warnings = st.warnings.clone();
-        let mut readings: BTreeMap<KnobId, Reading> = BTreeMap::new();
-        let mut read = |knob: KnobId, warnings: &mut Vec<String>| -> Option<Reading> {
+        let mut readings: BTreeMap<KnobId, SpeedLimit> = BTreeMap::new();
+        let mut read = |knob: KnobId, warnings: &mut Vec<PolicyWarning>| -> Option<SpeedLimit> {
             match self.io.read(&knob) {
                 Ok(r) => {
                     readings.insert(knob, r);
                     Some(r)
                 }
                 Err(e) => {
-                    warnings.push(e.to_string());
+                    warnings.push(PolicyWarning::Other(e.to_string()));
                     None
                 }
             }
         };
-        let speed_limit_min = read(KnobId::Global(Bound::Min), &mut warnings).map(|r| r.kibs);
-        let speed_limit_max = read(KnobId::Global(Bound::Max), &mut warnings).map(|r| r.kibs);
+        let speed_limit_min = read(KnobId::Global(Bound::Min), &mut warnings).map(|r| r.kib_s);
+        let speed_limit_max = read(KnobId::Global(Bound::Max), &mut warnings).map(|r| r.kib_s);
         let mut names: BTreeSet<String> = st
             .leases
             .values()
@@ -338,16 +342,17 @@ impl Policy {
         }
         warnings.extend(lease::drift_warnings(st, &readings));
         if let Some(moved_to) = &st.originals_unknown {
-            let w = lease::originals_unknown_warning(moved_to);
+            let w = PolicyWarning::OriginalsUnknown {
+                moved_to: moved_to.clone(),
+            };
             if !warnings.contains(&w) {
                 warnings.push(w);
             }
         }
-        warnings.extend(extra);
         let orig = |b| {
             st.knobs
                 .get(&KnobId::Global(b))
-                .map(|m: &lease::Managed| m.original.kibs)
+                .map(|m: &lease::Managed| m.original.kib_s)
         };
         PolicyView {
             state_path: self.settings.state_path.clone(),
@@ -363,7 +368,7 @@ impl Policy {
                 .map(|l| LeaseView::new(l.clone(), !cli_alive(&l.owner)))
                 .collect(),
             arrays,
-            warnings,
+            warnings: warnings.iter().map(ToString::to_string).collect(),
             originals_unknown: st.originals_unknown.clone(),
         }
     }

@@ -9,8 +9,11 @@
 //! Source of truth: kernel `Documentation/admin-guide/md.rst` and `drivers/md/md.c`
 //! (`sync_min_show` prints `"%d (%s)\n"` with `system` or `local`).
 
-use super::lease::{KnobId, Reading, Setting};
+use super::lease::Setting;
+use super::request::KnobId;
 use crate::host::Root;
+use crate::model::SpeedLimit;
+use crate::sysfs::{self, LimitError, LimitForm};
 use std::fs::OpenOptions;
 use std::io::{self, Write as _};
 use std::path::PathBuf;
@@ -71,7 +74,7 @@ impl KnobError {
 /// failures.
 pub trait KnobIo: Send + Sync {
     /// Current reading of `knob`.
-    fn read(&self, knob: &KnobId) -> Result<Reading, KnobError>;
+    fn read(&self, knob: &KnobId) -> Result<SpeedLimit, KnobError>;
     /// Writes `setting` to `knob`.
     fn write(&self, knob: &KnobId, setting: Setting) -> Result<(), KnobError>;
     /// Names of the md arrays that have speed-limit knobs (`/sys/block/md*/md/sync_speed_min`),
@@ -107,37 +110,35 @@ fn is_kernel_file(path: &std::path::Path) -> bool {
     })
 }
 
-/// Parses a knob's text: `N`, `N (local)` or (per-array only) `N (system)`.
-pub fn parse_reading(knob: &KnobId, text: &str) -> Option<Reading> {
-    let text = text.trim();
-    let (num, tag) = match text.split_once(char::is_whitespace) {
-        Some((n, t)) => (n, Some(t.trim())),
-        None => (text, None),
-    };
-    let kibs: u64 = num.parse().ok()?;
-    let system = match tag {
-        None => false,
-        Some("(local)") if knob.is_array() => false,
-        Some("(system)") if knob.is_array() => true,
-        Some(_) => return None,
-    };
-    Some(Reading { kibs, system })
+/// The text form of `knob`'s file: per-array knobs read `N (local)` / `N (system)`.
+fn form(knob: &KnobId) -> LimitForm {
+    if knob.is_array() {
+        LimitForm::Array
+    } else {
+        LimitForm::Global
+    }
+}
+
+/// Parses a knob's text: `N`, `N (local)` or (per-array only) `N (system)` (the model's one
+/// parser for the form of `knob`'s file).
+pub fn parse_reading(knob: &KnobId, text: &str) -> Option<SpeedLimit> {
+    match form(knob) {
+        LimitForm::Array => SpeedLimit::parse(text),
+        LimitForm::Global => SpeedLimit::parse_global(text),
+    }
 }
 
 impl KnobIo for FsKnobs {
-    fn read(&self, knob: &KnobId) -> Result<Reading, KnobError> {
-        let path = self.path(knob);
-        let text = match crate::host::read_optional(&path) {
-            Ok(Some(t)) => t,
-            Ok(None) => {
-                return Err(KnobError::Missing {
-                    path,
-                    array: knob.is_array(),
-                })
-            }
-            Err(source) => return Err(KnobError::Read { path, source }),
-        };
-        parse_reading(knob, &text).ok_or(KnobError::NotNumeric { path, text })
+    /// Reads through [`sysfs::read_limit`], the one reader of the limit files.
+    fn read(&self, knob: &KnobId) -> Result<SpeedLimit, KnobError> {
+        sysfs::read_limit(&self.path(knob), form(knob)).map_err(|e| match e {
+            LimitError::Missing { path } => KnobError::Missing {
+                path,
+                array: knob.is_array(),
+            },
+            LimitError::Read { path, source } => KnobError::Read { path, source },
+            LimitError::NotNumeric { path, text } => KnobError::NotNumeric { path, text },
+        })
     }
 
     fn write(&self, knob: &KnobId, setting: Setting) -> Result<(), KnobError> {
@@ -187,7 +188,7 @@ impl KnobIo for FsKnobs {
         if let Ok(dir) = std::fs::read_dir(self.root.sys("block")) {
             for e in dir.flatten() {
                 let name = e.file_name().to_string_lossy().into_owned();
-                if super::lease::valid_array_name(&name)
+                if super::request::valid_array_name(&name)
                     && e.path().join("md/sync_speed_min").exists()
                 {
                     out.push(name);
@@ -202,7 +203,7 @@ impl KnobIo for FsKnobs {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::lease::Bound;
+    use crate::policy::request::Bound;
 
     fn arr() -> KnobId {
         KnobId::Array {
@@ -214,23 +215,23 @@ mod tests {
     #[test]
     fn parses_kernel_formats() {
         let g = KnobId::Global(Bound::Min);
-        assert_eq!(parse_reading(&g, "1000\n"), Some(Reading::local(1000)));
+        assert_eq!(parse_reading(&g, "1000\n"), Some(SpeedLimit::local(1000)));
         assert_eq!(parse_reading(&g, "1000 (system)"), None);
         assert_eq!(parse_reading(&g, "abc"), None);
         assert_eq!(parse_reading(&g, ""), None);
         assert_eq!(parse_reading(&g, "-1"), None);
         assert_eq!(
             parse_reading(&arr(), "1 (local)\n"),
-            Some(Reading::local(1))
+            Some(SpeedLimit::local(1))
         );
         assert_eq!(
             parse_reading(&arr(), "200000 (system)"),
-            Some(Reading {
-                kibs: 200000,
+            Some(SpeedLimit {
+                kib_s: 200000,
                 system: true
             })
         );
-        assert_eq!(parse_reading(&arr(), "5"), Some(Reading::local(5)));
+        assert_eq!(parse_reading(&arr(), "5"), Some(SpeedLimit::local(5)));
         assert_eq!(parse_reading(&arr(), "system"), None);
         assert_eq!(parse_reading(&arr(), "5 (weird)"), None);
     }
@@ -253,7 +254,7 @@ mod tests {
         assert!(!k.path(&g).exists(), "write must not create the knob");
         std::fs::create_dir_all(k.path(&g).parent().unwrap()).unwrap();
         std::fs::write(k.path(&g), "200000\n").unwrap();
-        assert_eq!(k.read(&g).unwrap(), Reading::local(200000));
+        assert_eq!(k.read(&g).unwrap(), SpeedLimit::local(200000));
         k.write(&g, Setting::Kibs(5)).unwrap();
         assert_eq!(std::fs::read_to_string(k.path(&g)).unwrap(), "5\n");
         std::fs::write(k.path(&g), "lots\n").unwrap();

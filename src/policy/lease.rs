@@ -10,308 +10,15 @@
 //! new value as ours) and an `end` state (saved after the writes), so a crash at any point leaves a
 //! state file from which `restore` can put the originals back.
 
+use super::request::{Bound, CoreError, KnobId, LeaseRequest};
+use super::warning::PolicyWarning;
+use crate::model::SpeedLimit;
 use serde::{Deserialize, Serialize};
 use std::collections::{BTreeMap, BTreeSet};
 use std::fmt;
 
-/// Kernel default of `/proc/sys/dev/raid/speed_limit_min`, KiB/s (md.rst).
-pub const KERNEL_DEFAULT_MIN: u64 = 1000;
-/// Kernel default of `/proc/sys/dev/raid/speed_limit_max`, KiB/s (md.rst).
-pub const KERNEL_DEFAULT_MAX: u64 = 200_000;
-/// The lowest value `sync_speed_min` and `sync_speed_max` accept: the kernel rejects 0 with
-/// EINVAL (`sync_min_store` / `sync_max_store` in `drivers/md/md.c`), so a per-array request of
-/// 0 is written as 1.
-pub const ARRAY_MIN_FLOOR: u64 = 1;
-/// The largest limit accepted: the kernel stores the global limits as C `int`.
-pub const LIMIT_CEILING: u64 = i32::MAX as u64;
 /// How many warnings the state file keeps (oldest dropped first).
 pub const MAX_WARNINGS: usize = 20;
-
-/// Who holds a lease; decides nothing but is shown and logged.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum LeaseKind {
-    /// The Debian installer (`mdcfg` hook), via the CLI.
-    Installer,
-    /// A wipe job of this service.
-    WipeJob,
-    /// An admin at the CLI.
-    Admin,
-    /// A client of the D-Bus service.
-    DbusClient,
-}
-
-impl LeaseKind {
-    /// The serde / CLI spelling: `installer`, `wipe-job`, `admin`, `dbus-client`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            LeaseKind::Installer => "installer",
-            LeaseKind::WipeJob => "wipe-job",
-            LeaseKind::Admin => "admin",
-            LeaseKind::DbusClient => "dbus-client",
-        }
-    }
-}
-
-impl fmt::Display for LeaseKind {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// What keeps a lease alive. A lease whose owner is dead is dropped by `reap`.
-///
-/// Serialized as `"none"`, `{pid = 123}` or `{bus-name = ":1.42"}`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Owner {
-    /// A process: alive while `kill(pid, 0)` does not fail with ESRCH.
-    Pid(u32),
-    /// A D-Bus peer: alive while it is on the bus (only the service can tell).
-    BusName(String),
-    /// Lives until released (or `restore`).
-    None,
-}
-
-impl fmt::Display for Owner {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            Owner::Pid(p) => write!(f, "pid {p}"),
-            Owner::BusName(n) => write!(f, "bus name {n}"),
-            Owner::None => f.write_str("none (until released)"),
-        }
-    }
-}
-
-/// Requested limits in KiB/s; `None` leaves that knob to other leases (or untouched).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Limits {
-    /// Wanted minimum resync speed, KiB/s (`speed_limit_min` / `sync_speed_min`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub min: Option<u64>,
-    /// Wanted maximum resync speed, KiB/s (`speed_limit_max` / `sync_speed_max`).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub max: Option<u64>,
-}
-
-impl Limits {
-    /// True when neither bound is requested.
-    pub fn is_empty(&self) -> bool {
-        self.min.is_none() && self.max.is_none()
-    }
-
-    fn get(&self, bound: Bound) -> Option<u64> {
-        match bound {
-            Bound::Min => self.min,
-            Bound::Max => self.max,
-        }
-    }
-}
-
-/// A request for resync priority. Holding it again under the same `holder` replaces the lease.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct LeaseRequest {
-    /// Unique name of the holder (`installer`, `wipe-job-3`, a bus name...).
-    pub holder: String,
-    /// What kind of client holds it.
-    pub kind: LeaseKind,
-    /// What keeps it alive.
-    pub owner: Owner,
-    /// Global limits (`/proc/sys/dev/raid/speed_limit_{min,max}`).
-    #[serde(default)]
-    pub global: Limits,
-    /// Per-array limits (`/sys/block/<name>/md/sync_speed_{min,max}`), keyed by kernel name (`md0`).
-    #[serde(default)]
-    pub arrays: BTreeMap<String, Limits>,
-}
-
-/// Errors of the pure core: requests that can never be applied.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CoreError {
-    /// The holder name is empty or too long or has control characters.
-    #[error("invalid lease holder {0:?}: want 1-128 printable characters")]
-    InvalidHolder(String),
-    /// Not a kernel md array name (`md0`, `md127`, `md_d0`).
-    #[error("invalid array name {0:?}: want md followed by letters, digits or '_'")]
-    InvalidArray(String),
-    /// A limit larger than the kernel's `int`.
-    #[error("limit {value} KiB/s for {knob} is larger than the kernel accepts ({max})", max = LIMIT_CEILING)]
-    LimitTooLarge {
-        /// The knob it was meant for.
-        knob: KnobId,
-        /// The requested value, KiB/s.
-        value: u64,
-    },
-    /// A pid that cannot name a live process (0, or above the kernel's `pid_t`).
-    #[error("invalid owner pid {0}")]
-    InvalidPid(u32),
-    /// The lease asks for nothing.
-    #[error("lease of {0:?} requests no limit")]
-    EmptyLease(String),
-    /// The same request asks for a minimum above its maximum.
-    #[error("invalid argument: min {min} KiB/s is above max {max} KiB/s for {knob}")]
-    MinAboveMax {
-        /// The knob pair (the `min` one).
-        knob: KnobId,
-        /// Requested minimum, KiB/s.
-        min: u64,
-        /// Requested maximum, KiB/s.
-        max: u64,
-    },
-    /// The adapter did not provide a reading for a knob a lease targets (a bug in the adapter).
-    #[error("no reading for {0}")]
-    MissingReading(KnobId),
-}
-
-/// Which side of the resync speed window.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum Bound {
-    /// `speed_limit_min` / `sync_speed_min`.
-    Min,
-    /// `speed_limit_max` / `sync_speed_max`.
-    Max,
-}
-
-impl Bound {
-    /// `min` or `max`.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Bound::Min => "min",
-            Bound::Max => "max",
-        }
-    }
-}
-
-/// One kernel knob. Displayed (and stored in the state file) as `speed_limit_min` or
-/// `md0/sync_speed_min`.
-#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum KnobId {
-    /// `/proc/sys/dev/raid/speed_limit_{min,max}`.
-    Global(Bound),
-    /// `/sys/block/<array>/md/sync_speed_{min,max}`.
-    Array {
-        /// Kernel name, validated by [`valid_array_name`].
-        array: String,
-        /// Which of the two.
-        bound: Bound,
-    },
-}
-
-impl KnobId {
-    /// The absolute kernel path (resolve it under a `Root`).
-    pub fn kernel_path(&self) -> String {
-        match self {
-            KnobId::Global(b) => format!("/proc/sys/dev/raid/speed_limit_{}", b.as_str()),
-            KnobId::Array { array, bound } => {
-                format!("/sys/block/{array}/md/sync_speed_{}", bound.as_str())
-            }
-        }
-    }
-
-    /// True for per-array knobs, which read `N (local)` / `N (system)` and accept `system`.
-    pub fn is_array(&self) -> bool {
-        matches!(self, KnobId::Array { .. })
-    }
-
-    /// The value actually written for a wanted value: per-array limits (min and max) are raised
-    /// to [`ARRAY_MIN_FLOOR`] because the kernel rejects 0 for both; the global limits accept 0.
-    pub fn writable(&self, wanted: u64) -> u64 {
-        match self {
-            KnobId::Array { .. } => wanted.max(ARRAY_MIN_FLOOR),
-            KnobId::Global(_) => wanted,
-        }
-    }
-}
-
-impl fmt::Display for KnobId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        match self {
-            KnobId::Global(b) => write!(f, "speed_limit_{}", b.as_str()),
-            KnobId::Array { array, bound } => write!(f, "{array}/sync_speed_{}", bound.as_str()),
-        }
-    }
-}
-
-impl std::str::FromStr for KnobId {
-    type Err = String;
-
-    fn from_str(s: &str) -> Result<Self, String> {
-        let bound = |b: &str| match b {
-            "min" => Ok(Bound::Min),
-            "max" => Ok(Bound::Max),
-            _ => Err(format!("unknown knob {s:?}")),
-        };
-        if let Some(b) = s.strip_prefix("speed_limit_") {
-            return Ok(KnobId::Global(bound(b)?));
-        }
-        if let Some((array, rest)) = s.split_once('/') {
-            if let Some(b) = rest.strip_prefix("sync_speed_") {
-                if !valid_array_name(array) {
-                    return Err(format!("invalid array name in knob {s:?}"));
-                }
-                return Ok(KnobId::Array {
-                    array: array.to_string(),
-                    bound: bound(b)?,
-                });
-            }
-        }
-        Err(format!("unknown knob {s:?}"))
-    }
-}
-
-/// True for kernel md array names: `md` followed by 1-29 ASCII letters, digits or `_`
-/// (`md0`, `md127`, `md_d0`, `md_home`). Rejects anything that could leave `/sys/block`.
-pub fn valid_array_name(name: &str) -> bool {
-    name.len() > 2
-        && name.len() <= 32
-        && name.starts_with("md")
-        && name[2..]
-            .bytes()
-            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
-}
-
-/// A knob's value as read: KiB/s and, for per-array knobs, whether it follows the global value
-/// (`N (system)`) or is set locally (`N (local)`). Global knobs always have `system == false`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Reading {
-    /// KiB/s.
-    pub kibs: u64,
-    /// True when the per-array file read `N (system)`.
-    #[serde(default)]
-    pub system: bool,
-}
-
-impl Reading {
-    /// A local (or global-knob) value.
-    pub fn local(kibs: u64) -> Self {
-        Reading {
-            kibs,
-            system: false,
-        }
-    }
-
-    /// What to write to get this reading back: `system` for a `(system)` reading, else the number.
-    pub fn as_setting(&self) -> Setting {
-        if self.system {
-            Setting::System
-        } else {
-            Setting::Kibs(self.kibs)
-        }
-    }
-}
-
-impl fmt::Display for Reading {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        if self.system {
-            write!(f, "{} (system)", self.kibs)
-        } else {
-            write!(f, "{}", self.kibs)
-        }
-    }
-}
 
 /// What gets written to a knob: a number of KiB/s, or `system` (per-array knobs only: revert to
 /// the global value).
@@ -324,11 +31,23 @@ pub enum Setting {
     System,
 }
 
+impl From<SpeedLimit> for Setting {
+    /// What to write to get this reading back: `system` for a `(system)` reading, else the
+    /// number.
+    fn from(reading: SpeedLimit) -> Self {
+        if reading.system {
+            Setting::System
+        } else {
+            Setting::Kibs(reading.kib_s)
+        }
+    }
+}
+
 impl Setting {
     /// True when `reading` is what this setting reads back as.
-    pub fn matches(&self, reading: &Reading) -> bool {
+    pub fn matches(&self, reading: &SpeedLimit) -> bool {
         match self {
-            Setting::Kibs(v) => reading.kibs == *v && !reading.system,
+            Setting::Kibs(v) => reading.kib_s == *v && !reading.system,
             Setting::System => reading.system,
         }
     }
@@ -352,8 +71,9 @@ impl fmt::Display for Setting {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Managed {
     /// The reading before we first wrote it (or the value an admin set behind our back, which
-    /// is then what restore leaves).
-    pub original: Reading,
+    /// is then what restore leaves). Serialized in the policy's `{kibs, system}` form.
+    #[serde(with = "super::kibs_form")]
+    pub original: SpeedLimit,
     /// The value we last wrote and saw succeed (`None` before the first write completed).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub written: Option<u64>,
@@ -365,15 +85,15 @@ pub struct Managed {
 
 impl Managed {
     /// True when `reading` is a value we wrote (or were about to write).
-    pub fn is_ours(&self, reading: &Reading) -> bool {
+    pub fn is_ours(&self, reading: &SpeedLimit) -> bool {
         self.written
             .is_some_and(|w| Setting::Kibs(w).matches(reading))
             || self.pending.is_some_and(|p| p.matches(reading))
     }
 
     /// True when `reading` is neither ours nor the original: someone else wrote the knob.
-    pub fn drifted(&self, reading: &Reading) -> bool {
-        !self.is_ours(reading) && !self.original.as_setting().matches(reading)
+    pub fn drifted(&self, reading: &SpeedLimit) -> bool {
+        !self.is_ours(reading) && !Setting::from(self.original).matches(reading)
     }
 }
 
@@ -385,7 +105,7 @@ pub struct PolicyState {
     /// Knobs we changed, with their originals.
     pub knobs: BTreeMap<KnobId, Managed>,
     /// Warnings kept for `policy show` (drift noticed, arrays gone...), oldest first.
-    pub warnings: Vec<String>,
+    pub warnings: Vec<PolicyWarning>,
     /// Set when a corrupt state file was moved aside (the path it was moved to): the originals
     /// are unknown. While set, leases are applied but no original is captured (the kernel may
     /// hold our own earlier value), and knobs no lease wants any more are left as they are.
@@ -400,8 +120,8 @@ pub struct Write {
     pub knob: KnobId,
     /// What to write.
     pub setting: Setting,
-    /// Its reading before the write (rollback writes `before.as_setting()`).
-    pub before: Reading,
+    /// Its reading before the write (rollback writes `Setting::from(before)`).
+    pub before: SpeedLimit,
 }
 
 /// The result of [`transition`]: save `mid`, do `writes` in order, save `end`.
@@ -414,54 +134,7 @@ pub struct Transition {
     /// State to save after all writes succeeded.
     pub end: PolicyState,
     /// New warnings raised by this transition (also appended to `end.warnings`).
-    pub warnings: Vec<String>,
-}
-
-/// Checks a lease request: holder 1-128 printable chars, array names valid, limits within the
-/// kernel's `int`, at least one limit.
-pub fn validate(req: &LeaseRequest) -> Result<(), CoreError> {
-    if req.holder.is_empty() || req.holder.len() > 128 || req.holder.chars().any(char::is_control) {
-        return Err(CoreError::InvalidHolder(req.holder.clone()));
-    }
-    if let Owner::Pid(p) = req.owner {
-        if p == 0 || p > i32::MAX as u32 {
-            return Err(CoreError::InvalidPid(p));
-        }
-    }
-    let check = |knob: KnobId, v: Option<u64>| match v {
-        Some(value) if value > LIMIT_CEILING => Err(CoreError::LimitTooLarge { knob, value }),
-        _ => Ok(()),
-    };
-    let ordered = |knob: KnobId, l: &Limits| match (l.min, l.max) {
-        (Some(min), Some(max)) if min > max => Err(CoreError::MinAboveMax { knob, min, max }),
-        _ => Ok(()),
-    };
-    check(KnobId::Global(Bound::Min), req.global.min)?;
-    check(KnobId::Global(Bound::Max), req.global.max)?;
-    ordered(KnobId::Global(Bound::Min), &req.global)?;
-    for (array, l) in &req.arrays {
-        if !valid_array_name(array) {
-            return Err(CoreError::InvalidArray(array.clone()));
-        }
-        ordered(
-            KnobId::Array {
-                array: array.clone(),
-                bound: Bound::Min,
-            },
-            l,
-        )?;
-        for bound in [Bound::Min, Bound::Max] {
-            let knob = KnobId::Array {
-                array: array.clone(),
-                bound,
-            };
-            check(knob, l.get(bound))?;
-        }
-    }
-    if req.global.is_empty() && req.arrays.values().all(Limits::is_empty) {
-        return Err(CoreError::EmptyLease(req.holder.clone()));
-    }
-    Ok(())
+    pub warnings: Vec<PolicyWarning>,
 }
 
 /// The effective value of every knob some lease targets: the most yielding request, i.e. the
@@ -503,33 +176,20 @@ pub fn knobs_to_read(
     set
 }
 
-/// Suffix of the warning raised when a knob changed behind our back while a lease still wants
-/// it; the warning stops being true once the lease cycle ends, and is dropped then.
-pub const WRITE_BACK_SUFFIX: &str = "it is the value restore will write back";
-
-/// The warning about unknown originals (see [`PolicyState::originals_unknown`]); `moved_to` is
-/// where the corrupt state file went.
-pub fn originals_unknown_warning(moved_to: &str) -> String {
-    format!(
-        "originals unknown (state file was corrupt, moved to {moved_to}): run \
-         `mdpilot policy restore --defaults`"
-    )
-}
-
 /// Warnings for knobs changed behind our back, as `policy show` reports them (no state change).
-pub fn drift_warnings(state: &PolicyState, readings: &BTreeMap<KnobId, Reading>) -> Vec<String> {
+pub fn drift_warnings(
+    state: &PolicyState,
+    readings: &BTreeMap<KnobId, SpeedLimit>,
+) -> Vec<PolicyWarning> {
     let mut out = Vec::new();
     for (knob, m) in &state.knobs {
         if let Some(r) = readings.get(knob) {
             if m.drifted(r) {
-                let ours = m
-                    .written
-                    .map(|w| w.to_string())
-                    .unwrap_or_else(|| "nothing yet".into());
-                out.push(format!(
-                    "{knob} changed behind our back: we wrote {ours}, it is now {r}; \
-                     restore will leave it"
-                ));
+                out.push(PolicyWarning::Drifted {
+                    knob: knob.clone(),
+                    written: m.written,
+                    now: *r,
+                });
             }
         }
     }
@@ -552,14 +212,14 @@ pub fn drift_warnings(state: &PolicyState, readings: &BTreeMap<KnobId, Reading>)
 /// managed (no original is captured), and knobs that lose their last lease are left as they are
 /// with the originals-unknown warning.
 ///
-/// When the cycle ends (no lease and no managed knob left), warnings ending in
-/// [`WRITE_BACK_SUFFIX`] no longer hold and are dropped.
+/// When the cycle ends (no lease and no managed knob left), [`PolicyWarning::Adopted`] warnings
+/// no longer hold and are dropped.
 ///
 /// Errors: [`CoreError::MissingReading`] when a targeted knob has no reading.
 pub fn transition(
     old: &PolicyState,
     leases: BTreeMap<String, LeaseRequest>,
-    readings: &BTreeMap<KnobId, Reading>,
+    readings: &BTreeMap<KnobId, SpeedLimit>,
 ) -> Result<Transition, CoreError> {
     let targets = targets(&leases);
     let fresh_cycle = old.leases.is_empty() && old.knobs.is_empty() && !leases.is_empty();
@@ -594,7 +254,9 @@ pub fn transition(
         }
         let old_targets = self::targets(&old.leases);
         if old_targets.keys().any(|k| !targets.contains_key(k)) {
-            warnings.push(originals_unknown_warning(moved_to));
+            warnings.push(PolicyWarning::OriginalsUnknown {
+                moved_to: moved_to.clone(),
+            });
         }
         end.warnings.extend(warnings.iter().cloned());
         let excess = end.warnings.len().saturating_sub(MAX_WARNINGS);
@@ -624,14 +286,15 @@ pub fn transition(
                             ..old_m.clone()
                         };
                         if old_m.drifted(&r) {
-                            warnings.push(format!(
-                                "{knob} changed behind our back (found {r}); {WRITE_BACK_SUFFIX}"
-                            ));
+                            warnings.push(PolicyWarning::Adopted {
+                                knob: knob.clone(),
+                                found: r,
+                            });
                             m.original = r;
                         } else if old_m.is_ours(&r) && !r.system {
                             // The kernel holds a value of ours (perhaps only `pending` after a
                             // crash): keep it recognisable while the next write is in flight.
-                            m.written = Some(r.kibs);
+                            m.written = Some(r.kib_s);
                         }
                         m
                     }
@@ -656,26 +319,21 @@ pub fn transition(
             }
             (None, Some(m)) => {
                 // No lease wants this knob any more: "restore will write back" no longer holds.
-                let stale = format!("{knob} changed behind our back (");
                 for st in [&mut mid, &mut end] {
-                    st.warnings
-                        .retain(|w| !(w.starts_with(&stale) && w.ends_with(WRITE_BACK_SUFFIX)));
+                    st.warnings.retain(|w| !w.is_write_back(Some(&knob)));
                 }
                 let Some(r) = reading else {
-                    warnings.push(format!(
-                        "{knob}: {} is gone (array stopped?); nothing to restore",
-                        knob.kernel_path()
-                    ));
+                    warnings.push(PolicyWarning::Gone { knob });
                     continue;
                 };
                 if m.is_ours(&r) {
-                    let setting = m.original.as_setting();
+                    let setting = Setting::from(m.original);
                     if !setting.matches(&r) {
                         let mut m_mid = m.clone();
                         // The current value is ours: it must stay recognisable if we crash
                         // before the original lands.
                         if !r.system {
-                            m_mid.written = Some(r.kibs);
+                            m_mid.written = Some(r.kib_s);
                         }
                         m_mid.pending = Some(setting);
                         mid.knobs.insert(knob.clone(), m_mid);
@@ -685,10 +343,10 @@ pub fn transition(
                             before: r,
                         });
                     }
-                } else if m.original.as_setting().matches(&r) {
+                } else if Setting::from(m.original).matches(&r) {
                     // Already the original (e.g. we crashed before our write landed).
                 } else {
-                    warnings.push(format!("{knob} changed behind our back: left at {r}"));
+                    warnings.push(PolicyWarning::LeftAt { knob, value: r });
                 }
             }
             (None, None) => {}
@@ -696,7 +354,7 @@ pub fn transition(
     }
     if end.leases.is_empty() && end.knobs.is_empty() {
         // The cycle is over: "restore will write back" was true while leased, not any more.
-        end.warnings.retain(|w| !w.ends_with(WRITE_BACK_SUFFIX));
+        end.warnings.retain(|w| !w.is_write_back(None));
     }
     end.warnings.extend(warnings.iter().cloned());
     let excess = end.warnings.len().saturating_sub(MAX_WARNINGS);
@@ -712,6 +370,7 @@ pub fn transition(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::policy::request::*;
     use pretty_assertions::assert_eq;
 
     fn gmin() -> KnobId {
@@ -741,7 +400,7 @@ mod tests {
         ls.iter().map(|l| (l.holder.clone(), l.clone())).collect()
     }
 
-    fn readings(rs: &[(KnobId, Reading)]) -> BTreeMap<KnobId, Reading> {
+    fn readings(rs: &[(KnobId, SpeedLimit)]) -> BTreeMap<KnobId, SpeedLimit> {
         rs.iter().cloned().collect()
     }
 
@@ -749,14 +408,14 @@ mod tests {
     fn run(
         old: &PolicyState,
         ls: BTreeMap<String, LeaseRequest>,
-        kernel: &mut BTreeMap<KnobId, Reading>,
+        kernel: &mut BTreeMap<KnobId, SpeedLimit>,
     ) -> (PolicyState, Transition) {
         let t = transition(old, ls, kernel).unwrap();
         for w in &t.writes {
             let r = match w.setting {
-                Setting::Kibs(v) => Reading::local(v),
-                Setting::System => Reading {
-                    kibs: 1000,
+                Setting::Kibs(v) => SpeedLimit::local(v),
+                Setting::System => SpeedLimit {
+                    kib_s: 1000,
                     system: true,
                 },
             };
@@ -767,7 +426,7 @@ mod tests {
 
     #[test]
     fn first_lease_saves_original_and_writes() {
-        let mut k = readings(&[(gmin(), Reading::local(1000))]);
+        let mut k = readings(&[(gmin(), SpeedLimit::local(1000))]);
         let (s, t) = run(
             &PolicyState::default(),
             leases(&[lease("i", Some(0), None)]),
@@ -775,26 +434,26 @@ mod tests {
         );
         assert_eq!(t.writes.len(), 1);
         assert_eq!(t.writes[0].setting, Setting::Kibs(0));
-        assert_eq!(s.knobs[&gmin()].original, Reading::local(1000));
+        assert_eq!(s.knobs[&gmin()].original, SpeedLimit::local(1000));
         assert_eq!(s.knobs[&gmin()].written, Some(0));
         // mid recognises both old and new as ours, and already holds the original
         assert_eq!(t.mid.knobs[&gmin()].pending, Some(Setting::Kibs(0)));
-        assert_eq!(t.mid.knobs[&gmin()].original, Reading::local(1000));
-        assert_eq!(k[&gmin()], Reading::local(0));
+        assert_eq!(t.mid.knobs[&gmin()].original, SpeedLimit::local(1000));
+        assert_eq!(k[&gmin()], SpeedLimit::local(0));
     }
 
     #[test]
     fn applying_twice_never_saves_our_value_as_original() {
-        let mut k = readings(&[(gmin(), Reading::local(1000))]);
+        let mut k = readings(&[(gmin(), SpeedLimit::local(1000))]);
         let l = leases(&[lease("i", Some(0), None)]);
         let (s1, _) = run(&PolicyState::default(), l.clone(), &mut k);
         let (s2, t2) = run(&s1, l.clone(), &mut k);
         assert!(t2.writes.is_empty());
-        assert_eq!(s2.knobs[&gmin()].original, Reading::local(1000));
+        assert_eq!(s2.knobs[&gmin()].original, SpeedLimit::local(1000));
         let (s3, t3) = run(&s2, BTreeMap::new(), &mut k);
         assert_eq!(t3.writes[0].setting, Setting::Kibs(1000));
         assert!(s3.knobs.is_empty() && s3.leases.is_empty());
-        assert_eq!(k[&gmin()], Reading::local(1000));
+        assert_eq!(k[&gmin()], SpeedLimit::local(1000));
     }
 
     #[test]
@@ -813,8 +472,8 @@ mod tests {
     fn two_leases_released_in_either_order() {
         for order in [["a", "b"], ["b", "a"]] {
             let mut k = readings(&[
-                (gmin(), Reading::local(1000)),
-                (gmax(), Reading::local(200_000)),
+                (gmin(), SpeedLimit::local(1000)),
+                (gmax(), SpeedLimit::local(200_000)),
             ]);
             let a = lease("a", Some(0), None);
             let b = lease("b", Some(100), Some(5000));
@@ -824,24 +483,24 @@ mod tests {
                 &mut k,
             );
             let (s, _) = run(&s, leases(&[a.clone(), b.clone()]), &mut k);
-            assert_eq!(k[&gmin()], Reading::local(0));
-            assert_eq!(k[&gmax()], Reading::local(5000));
+            assert_eq!(k[&gmin()], SpeedLimit::local(0));
+            assert_eq!(k[&gmax()], SpeedLimit::local(5000));
             let mut ls = leases(&[a, b]);
             ls.remove(order[0]);
             let (s, _) = run(&s, ls, &mut k);
             if order[0] == "a" {
-                assert_eq!(k[&gmin()], Reading::local(100));
-                assert_eq!(k[&gmax()], Reading::local(5000));
+                assert_eq!(k[&gmin()], SpeedLimit::local(100));
+                assert_eq!(k[&gmax()], SpeedLimit::local(5000));
             } else {
-                assert_eq!(k[&gmin()], Reading::local(0));
+                assert_eq!(k[&gmin()], SpeedLimit::local(0));
                 // b was the only one asking for max: restored at once
-                assert_eq!(k[&gmax()], Reading::local(200_000));
+                assert_eq!(k[&gmax()], SpeedLimit::local(200_000));
                 assert!(!s.knobs.contains_key(&gmax()));
             }
             let (s, _) = run(&s, BTreeMap::new(), &mut k);
             assert!(s.knobs.is_empty());
-            assert_eq!(k[&gmin()], Reading::local(1000));
-            assert_eq!(k[&gmax()], Reading::local(200_000));
+            assert_eq!(k[&gmin()], SpeedLimit::local(1000));
+            assert_eq!(k[&gmax()], SpeedLimit::local(200_000));
         }
     }
 
@@ -857,8 +516,8 @@ mod tests {
         );
         let mut k = readings(&[(
             amin("md0"),
-            Reading {
-                kibs: 1000,
+            SpeedLimit {
+                kib_s: 1000,
                 system: true,
             },
         )]);
@@ -914,31 +573,33 @@ mod tests {
 
     #[test]
     fn write_back_warning_is_dropped_when_the_cycle_ends() {
-        let mut k = readings(&[(gmin(), Reading::local(1000))]);
+        let mut k = readings(&[(gmin(), SpeedLimit::local(1000))]);
         let (s, _) = run(
             &PolicyState::default(),
             leases(&[lease("i", Some(0), None)]),
             &mut k,
         );
-        k.insert(gmin(), Reading::local(5000));
+        k.insert(gmin(), SpeedLimit::local(5000));
         // Re-applied while leased: the admin's value becomes the one to write back.
         let (s, t) = run(&s, leases(&[lease("i", Some(0), None)]), &mut k);
-        assert!(t.warnings[0].ends_with(WRITE_BACK_SUFFIX));
+        assert!(t.warnings[0]
+            .to_string()
+            .ends_with("it is the value restore will write back"));
         let (s, _) = run(&s, BTreeMap::new(), &mut k);
-        assert_eq!(k[&gmin()], Reading::local(5000));
+        assert_eq!(k[&gmin()], SpeedLimit::local(5000));
         assert!(s.warnings.is_empty(), "{:?}", s.warnings);
         // Also when only that knob's lease goes and another lease lives on.
         let mut k = readings(&[
-            (gmin(), Reading::local(1000)),
-            (gmax(), Reading::local(200_000)),
+            (gmin(), SpeedLimit::local(1000)),
+            (gmax(), SpeedLimit::local(200_000)),
         ]);
         let both = leases(&[lease("i", Some(0), None), lease("j", None, Some(10))]);
         let (s, _) = run(&PolicyState::default(), both.clone(), &mut k);
-        k.insert(gmin(), Reading::local(5000));
+        k.insert(gmin(), SpeedLimit::local(5000));
         let (s, t) = run(&s, both, &mut k);
         assert_eq!(t.warnings.len(), 1);
         let (s, _) = run(&s, leases(&[lease("j", None, Some(10))]), &mut k);
-        assert_eq!(k[&gmin()], Reading::local(5000));
+        assert_eq!(k[&gmin()], SpeedLimit::local(5000));
         assert!(s.warnings.is_empty(), "{:?}", s.warnings);
     }
 
@@ -949,7 +610,10 @@ mod tests {
             ..Default::default()
         };
         // The kernel holds our own earlier 0: it must never become "the original".
-        let mut k = readings(&[(gmin(), Reading::local(0)), (gmax(), Reading::local(9))]);
+        let mut k = readings(&[
+            (gmin(), SpeedLimit::local(0)),
+            (gmax(), SpeedLimit::local(9)),
+        ]);
         let (s, t) = run(
             &unknown,
             leases(&[lease("i", Some(0), None), lease("j", Some(50), Some(100))]),
@@ -957,12 +621,12 @@ mod tests {
         );
         assert!(s.knobs.is_empty(), "{:?}", s.knobs);
         assert_eq!(t.writes.len(), 1, "max 9 -> 100");
-        assert_eq!(k[&gmax()], Reading::local(100));
+        assert_eq!(k[&gmax()], SpeedLimit::local(100));
         let mut only_j = leases(&[lease("j", Some(50), Some(100))]);
         let (s, t) = run(&s, only_j.clone(), &mut k);
         assert_eq!(
             k[&gmin()],
-            Reading::local(50),
+            SpeedLimit::local(50),
             "remaining lease still applies"
         );
         assert!(t.warnings.is_empty(), "{:?}", t.warnings);
@@ -971,15 +635,15 @@ mod tests {
         assert!(t.writes.is_empty());
         assert_eq!(
             (k[&gmin()], k[&gmax()]),
-            (Reading::local(50), Reading::local(100))
+            (SpeedLimit::local(50), SpeedLimit::local(100))
         );
         assert_eq!(
             t.warnings,
-            vec![originals_unknown_warning(
-                "/run/mdpilot/policy.toml.corrupt-1"
-            )]
+            vec![PolicyWarning::OriginalsUnknown {
+                moved_to: "/run/mdpilot/policy.toml.corrupt-1".into()
+            }]
         );
-        assert!(t.warnings[0].contains("restore --defaults"));
+        assert!(t.warnings[0].to_string().contains("restore --defaults"));
         assert_eq!(
             s.originals_unknown, unknown.originals_unknown,
             "still unknown"
@@ -988,17 +652,17 @@ mod tests {
 
     #[test]
     fn admin_change_during_lease_is_left_on_restore() {
-        let mut k = readings(&[(gmin(), Reading::local(1000))]);
+        let mut k = readings(&[(gmin(), SpeedLimit::local(1000))]);
         let (s, _) = run(
             &PolicyState::default(),
             leases(&[lease("i", Some(0), None)]),
             &mut k,
         );
-        k.insert(gmin(), Reading::local(5000));
+        k.insert(gmin(), SpeedLimit::local(5000));
         assert_eq!(drift_warnings(&s, &k).len(), 1);
         let (s, t) = run(&s, BTreeMap::new(), &mut k);
         assert!(t.writes.is_empty());
-        assert_eq!(k[&gmin()], Reading::local(5000));
+        assert_eq!(k[&gmin()], SpeedLimit::local(5000));
         assert_eq!(
             t.warnings,
             vec!["speed_limit_min changed behind our back: left at 5000"]
@@ -1008,29 +672,29 @@ mod tests {
 
     #[test]
     fn admin_change_seen_by_next_acquire_becomes_the_value_to_restore() {
-        let mut k = readings(&[(gmin(), Reading::local(1000))]);
+        let mut k = readings(&[(gmin(), SpeedLimit::local(1000))]);
         let (s, _) = run(
             &PolicyState::default(),
             leases(&[lease("i", Some(0), None)]),
             &mut k,
         );
-        k.insert(gmin(), Reading::local(5000));
+        k.insert(gmin(), SpeedLimit::local(5000));
         let (s, t) = run(
             &s,
             leases(&[lease("i", Some(0), None), lease("j", Some(10), None)]),
             &mut k,
         );
         assert_eq!(t.warnings.len(), 1);
-        assert_eq!(s.knobs[&gmin()].original, Reading::local(5000));
-        assert_eq!(k[&gmin()], Reading::local(0));
+        assert_eq!(s.knobs[&gmin()].original, SpeedLimit::local(5000));
+        assert_eq!(k[&gmin()], SpeedLimit::local(0));
         run(&s, BTreeMap::new(), &mut k);
-        assert_eq!(k[&gmin()], Reading::local(5000));
+        assert_eq!(k[&gmin()], SpeedLimit::local(5000));
     }
 
     #[test]
     fn crash_after_mid_save_restores_cleanly() {
         // The mid state was saved, the write never happened: the kernel still has the original.
-        let k = readings(&[(gmin(), Reading::local(1000))]);
+        let k = readings(&[(gmin(), SpeedLimit::local(1000))]);
         let t = transition(
             &PolicyState::default(),
             leases(&[lease("i", Some(0), None)]),
@@ -1043,7 +707,7 @@ mod tests {
         assert!(t2.warnings.is_empty());
         assert!(s.knobs.is_empty());
         // And when the write did land before the crash:
-        let mut k3 = readings(&[(gmin(), Reading::local(0))]);
+        let mut k3 = readings(&[(gmin(), SpeedLimit::local(0))]);
         let (_, t3) = run(&t.mid, BTreeMap::new(), &mut k3);
         assert_eq!(t3.writes[0].setting, Setting::Kibs(1000));
         assert!(t3.warnings.is_empty());
@@ -1051,7 +715,7 @@ mod tests {
 
     #[test]
     fn crash_mid_restore_is_resumed() {
-        let mut k = readings(&[(gmin(), Reading::local(1000))]);
+        let mut k = readings(&[(gmin(), SpeedLimit::local(1000))]);
         let (s, _) = run(
             &PolicyState::default(),
             leases(&[lease("i", Some(0), None)]),
@@ -1060,38 +724,38 @@ mod tests {
         let t = transition(&s, BTreeMap::new(), &k).unwrap();
         // Crash after mid save, before or after the write: the next restore finishes the job.
         for kernel_value in [0, 1000] {
-            let mut k2 = readings(&[(gmin(), Reading::local(kernel_value))]);
+            let mut k2 = readings(&[(gmin(), SpeedLimit::local(kernel_value))]);
             let (s2, t2) = run(&t.mid, BTreeMap::new(), &mut k2);
             assert!(t2.warnings.is_empty(), "{:?}", t2.warnings);
             assert!(s2.knobs.is_empty());
-            assert_eq!(k2[&gmin()], Reading::local(1000));
+            assert_eq!(k2[&gmin()], SpeedLimit::local(1000));
         }
     }
 
     #[test]
     fn crash_during_restore_after_crash_during_apply_still_restores() {
         // Apply crashed after its write landed but before the end state was saved.
-        let k = readings(&[(gmin(), Reading::local(1000))]);
+        let k = readings(&[(gmin(), SpeedLimit::local(1000))]);
         let apply = transition(
             &PolicyState::default(),
             leases(&[lease("i", Some(0), None)]),
             &k,
         )
         .unwrap();
-        let k0 = readings(&[(gmin(), Reading::local(0))]);
+        let k0 = readings(&[(gmin(), SpeedLimit::local(0))]);
         // Restore crashed after its mid state was saved, before its write landed.
         let restore = transition(&apply.mid, BTreeMap::new(), &k0).unwrap();
         let mut k2 = k0.clone();
         let (s, t) = run(&restore.mid, BTreeMap::new(), &mut k2);
         assert!(t.warnings.is_empty(), "{:?}", t.warnings);
         assert!(s.knobs.is_empty());
-        assert_eq!(k2[&gmin()], Reading::local(1000));
+        assert_eq!(k2[&gmin()], SpeedLimit::local(1000));
         // Same with a re-apply (another value) crashing in between.
         let reapply = transition(&apply.mid, leases(&[lease("i", Some(5), None)]), &k0).unwrap();
         let mut k3 = k0.clone();
         let (_, t) = run(&reapply.mid, BTreeMap::new(), &mut k3);
         assert!(t.warnings.is_empty(), "{:?}", t.warnings);
-        assert_eq!(k3[&gmin()], Reading::local(1000));
+        assert_eq!(k3[&gmin()], SpeedLimit::local(1000));
     }
 
     #[test]
@@ -1115,30 +779,40 @@ mod tests {
                 max: None,
             },
         );
-        let mut k = readings(&[(amin("md5"), Reading::local(1000))]);
+        let mut k = readings(&[(amin("md5"), SpeedLimit::local(1000))]);
         let (s, _) = run(&PolicyState::default(), leases(&[l]), &mut k);
         let t = transition(&s, BTreeMap::new(), &BTreeMap::new()).unwrap();
         assert!(t.writes.is_empty());
         assert!(t.end.knobs.is_empty());
-        assert!(t.warnings[0].contains("is gone"));
+        assert!(t.warnings[0].to_string().contains("is gone"));
     }
 
     #[test]
     fn warnings_cleared_on_fresh_cycle_and_capped() {
         let old = PolicyState {
-            warnings: (0..MAX_WARNINGS).map(|i| i.to_string()).collect(),
+            warnings: (0..MAX_WARNINGS)
+                .map(|i| PolicyWarning::Other(i.to_string()))
+                .collect(),
             ..Default::default()
         };
-        let k = readings(&[(gmin(), Reading::local(1000))]);
+        let k = readings(&[(gmin(), SpeedLimit::local(1000))]);
         let t = transition(&old, leases(&[lease("i", Some(0), None)]), &k).unwrap();
         assert!(t.end.warnings.is_empty());
         // Not fresh: kept and capped.
         let mut old2 = t.end.clone();
-        old2.warnings = (0..MAX_WARNINGS).map(|i| i.to_string()).collect();
-        let k2 = readings(&[(gmin(), Reading::local(7))]);
+        old2.warnings = (0..MAX_WARNINGS)
+            .map(|i| PolicyWarning::Other(i.to_string()))
+            .collect();
+        let k2 = readings(&[(gmin(), SpeedLimit::local(7))]);
         let t2 = transition(&old2, BTreeMap::new(), &k2).unwrap();
         assert_eq!(t2.end.warnings.len(), MAX_WARNINGS);
-        assert!(t2.end.warnings.last().unwrap().contains("left at 7"));
+        assert!(t2
+            .end
+            .warnings
+            .last()
+            .unwrap()
+            .to_string()
+            .contains("left at 7"));
     }
 
     #[test]
@@ -1208,26 +882,26 @@ mod tests {
             ]
         }
 
-        fn originals() -> BTreeMap<KnobId, Reading> {
+        fn originals() -> BTreeMap<KnobId, SpeedLimit> {
             readings(&[
-                (gmin(), Reading::local(1000)),
-                (gmax(), Reading::local(200_000)),
+                (gmin(), SpeedLimit::local(1000)),
+                (gmax(), SpeedLimit::local(200_000)),
                 (
                     amin("md0"),
-                    Reading {
-                        kibs: 1000,
+                    SpeedLimit {
+                        kib_s: 1000,
                         system: true,
                     },
                 ),
             ])
         }
 
-        fn write(kernel: &mut BTreeMap<KnobId, Reading>, w: &Write) {
+        fn write(kernel: &mut BTreeMap<KnobId, SpeedLimit>, w: &Write) {
             let r = match w.setting {
-                Setting::Kibs(v) => Reading::local(v),
+                Setting::Kibs(v) => SpeedLimit::local(v),
                 // The kernel shows the live global value; only the flag matters here.
-                Setting::System => Reading {
-                    kibs: 1000,
+                Setting::System => SpeedLimit {
+                    kib_s: 1000,
                     system: true,
                 },
             };

@@ -9,20 +9,27 @@
 //! original is written back — unless someone else changed the knob meanwhile, in which case their
 //! value is left and a warning is kept for `policy show`.
 //!
-//! Layout: [`lease`] is the pure state machine, [`state`] the durable file and its lock,
-//! [`knobs`] the kernel files, [`adapter`] ([`Policy`]) ties them together, [`cli`] is
-//! `mdpilot policy`, [`client`] the hook to the D-Bus service.
+//! Layout: [`request`] what a lease asks for (pure), [`lease`] the pure state machine,
+//! [`warning`] its warnings, [`state`] the durable
+//! file and its lock, [`knobs`] the kernel files, [`adapter`] ([`Policy`]) ties them together.
+//! Knob readings are [`SpeedLimit`]s (the model's type); the policy's files and its JSON view
+//! spell the number `kibs` (see `kibs_form`).
 
 pub mod adapter;
 pub mod knobs;
 pub mod lease;
+pub mod request;
 pub mod state;
+pub mod warning;
 
+pub use crate::model::SpeedLimit;
 pub use adapter::Policy;
-pub use lease::{
-    Bound, CoreError, KnobId, LeaseKind, LeaseRequest, Limits, Owner, Reading, Setting,
-    KERNEL_DEFAULT_MAX, KERNEL_DEFAULT_MIN,
+pub use lease::Setting;
+pub use request::{
+    Bound, CoreError, KnobId, LeaseKind, LeaseRequest, Limits, Owner, KERNEL_DEFAULT_MAX,
+    KERNEL_DEFAULT_MIN,
 };
+pub use warning::PolicyWarning;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -89,7 +96,8 @@ pub struct PolicyView {
     pub leases: Vec<LeaseView>,
     /// Arrays that are leased or managed.
     pub arrays: BTreeMap<String, ArrayView>,
-    /// Warnings kept in the state file plus knobs changed behind our back right now.
+    /// Warnings kept in the state file plus knobs changed behind our back right now, as text
+    /// ([`PolicyWarning`]'s `Display`).
     pub warnings: Vec<String>,
     /// Where a corrupt state file was moved to, while the originals are unknown (until
     /// `restore --defaults`); `null` normally.
@@ -146,27 +154,20 @@ pub struct GlobalOriginals {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ArrayView {
     /// Current `sync_speed_min` (`null` when unreadable).
-    pub sync_speed_min: Option<Reading>,
+    #[serde(default, with = "kibs_form::option")]
+    pub sync_speed_min: Option<SpeedLimit>,
     /// Current `sync_speed_max`.
-    pub sync_speed_max: Option<Reading>,
+    #[serde(default, with = "kibs_form::option")]
+    pub sync_speed_max: Option<SpeedLimit>,
     /// Saved original `sync_speed_min` (when managed).
-    pub original_min: Option<Reading>,
+    #[serde(default, with = "kibs_form::option")]
+    pub original_min: Option<SpeedLimit>,
     /// Saved original `sync_speed_max` (when managed).
-    pub original_max: Option<Reading>,
+    #[serde(default, with = "kibs_form::option")]
+    pub original_max: Option<SpeedLimit>,
 }
 
-/// Liveness of a process: `kill(pid, 0)` fails with ESRCH only when no such process exists
-/// (EPERM means it exists but belongs to someone else). Pid 0 and pids above `pid_t` are dead.
-pub fn pid_alive(pid: u32) -> bool {
-    if pid == 0 || pid > i32::MAX as u32 {
-        return false;
-    }
-    let pid = nix::unistd::Pid::from_raw(pid as i32);
-    !matches!(
-        nix::sys::signal::kill(pid, None),
-        Err(nix::errno::Errno::ESRCH)
-    )
-}
+pub use crate::host::pid_alive;
 
 /// The liveness test the CLI uses for `reap`: pids are checked with [`pid_alive`]; bus names
 /// are kept (only the service can see the bus, and it reaps them); `Owner::None` lives until
@@ -175,5 +176,63 @@ pub fn cli_alive(owner: &Owner) -> bool {
     match owner {
         Owner::Pid(p) => pid_alive(*p),
         Owner::BusName(_) | Owner::None => true,
+    }
+}
+
+/// serde adapter: a [`SpeedLimit`] in the policy's form `{kibs = N, system = bool}` (state file
+/// version 1 and `policy show --json`), which must stay as it is while the status JSON spells the
+/// same value `{"kib_s": N, "system": bool}`. `system` defaults to false when reading.
+mod kibs_form {
+    use crate::model::SpeedLimit;
+    use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+    #[derive(Serialize, Deserialize)]
+    struct Form {
+        kibs: u64,
+        #[serde(default)]
+        system: bool,
+    }
+
+    impl From<&SpeedLimit> for Form {
+        fn from(l: &SpeedLimit) -> Self {
+            Form {
+                kibs: l.kib_s,
+                system: l.system,
+            }
+        }
+    }
+
+    impl From<Form> for SpeedLimit {
+        fn from(f: Form) -> Self {
+            SpeedLimit {
+                kib_s: f.kibs,
+                system: f.system,
+            }
+        }
+    }
+
+    pub fn serialize<S: Serializer>(l: &SpeedLimit, s: S) -> Result<S::Ok, S::Error> {
+        Form::from(l).serialize(s)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<SpeedLimit, D::Error> {
+        Form::deserialize(d).map(SpeedLimit::from)
+    }
+
+    /// The same for `Option<SpeedLimit>` (`null` for `None`).
+    pub mod option {
+        use super::Form;
+        use crate::model::SpeedLimit;
+        use serde::{Deserialize, Deserializer, Serialize, Serializer};
+
+        pub fn serialize<S: Serializer>(l: &Option<SpeedLimit>, s: S) -> Result<S::Ok, S::Error> {
+            l.as_ref().map(Form::from).serialize(s)
+        }
+
+        pub fn deserialize<'de, D: Deserializer<'de>>(
+            d: D,
+        ) -> Result<Option<SpeedLimit>, D::Error> {
+            Option::<Form>::deserialize(d).map(|f| f.map(SpeedLimit::from))
+        }
     }
 }

@@ -34,7 +34,10 @@
 //! system = false                # true: the per-array file read "N (system)"
 //! ```
 
-use super::lease::{KnobId, LeaseRequest, Managed, PolicyState, Reading, Setting};
+use super::lease::{Managed, PolicyState, Setting};
+use super::request::{KnobId, LeaseRequest};
+use super::warning::PolicyWarning;
+use crate::model::SpeedLimit;
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 use std::fs::{File, OpenOptions};
@@ -119,7 +122,7 @@ pub enum StateError {
 struct StateFile {
     version: u32,
     #[serde(default)]
-    warnings: Vec<String>,
+    warnings: Vec<PolicyWarning>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     originals_unknown: Option<String>,
     #[serde(default, rename = "lease")]
@@ -132,7 +135,8 @@ struct StateFile {
 #[serde(deny_unknown_fields)]
 struct KnobEntry {
     knob: String,
-    original: Reading,
+    #[serde(with = "super::kibs_form")]
+    original: SpeedLimit,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     written: Option<u64>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -191,7 +195,7 @@ fn from_toml_inner(text: &str) -> Result<PolicyState, String> {
         ..Default::default()
     };
     for l in file.leases {
-        super::lease::validate(&l).map_err(|e| e.to_string())?;
+        super::request::validate(&l).map_err(|e| e.to_string())?;
         let holder = l.holder.clone();
         if state.leases.insert(holder.clone(), l).is_some() {
             return Err(format!("duplicate lease holder {holder:?}"));
@@ -376,7 +380,7 @@ fn remove_stale_temps(state_path: &Path) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::lease::{Bound, LeaseKind, Limits, Owner};
+    use crate::policy::request::{Bound, LeaseKind, Limits, Owner};
     use pretty_assertions::assert_eq;
     use std::collections::BTreeMap;
 
@@ -412,7 +416,7 @@ mod tests {
         s.knobs.insert(
             KnobId::Global(Bound::Min),
             Managed {
-                original: Reading::local(1000),
+                original: SpeedLimit::local(1000),
                 written: Some(0),
                 pending: None,
             },
@@ -423,15 +427,15 @@ mod tests {
                 bound: Bound::Min,
             },
             Managed {
-                original: Reading {
-                    kibs: 1000,
+                original: SpeedLimit {
+                    kib_s: 1000,
                     system: true,
                 },
                 written: None,
                 pending: Some(Setting::System),
             },
         );
-        s.warnings.push("x changed".into());
+        s.warnings.push(PolicyWarning::Other("x changed".into()));
         s
     }
 

@@ -22,7 +22,6 @@
 pub mod events;
 pub mod state;
 
-use crate::cli::status;
 use crate::cli::Context;
 use crate::config::Config;
 use crate::dbus::array::{ArrayObject, ArrayProps};
@@ -163,7 +162,7 @@ fn notify(state: &[sd_notify::NotifyState]) {
 
 /// Reads the whole model; on failure logs and returns `None` (the caller keeps the old one).
 fn collect(root: &Root) -> Option<MdStat> {
-    match status::collect(root) {
+    match sysfs::collect(root) {
         Ok(m) => Some(m),
         Err(e) => {
             tracing::warn!("cannot read the arrays, keeping the last good state: {e}");
@@ -260,7 +259,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         .unwrap_or_default();
     let reaped = shared.policy.reap(&|o: &Owner| match o {
         Owner::BusName(n) => names.contains(n),
-        Owner::Pid(p) => std::path::Path::new(&format!("/proc/{p}")).exists(),
+        Owner::Pid(p) => crate::host::pid_alive(*p),
         Owner::None => true,
     });
     if let Err(e) = reaped {

@@ -16,7 +16,7 @@ use crate::host::Root;
 use crate::model::MdStat;
 use crate::policy::{LeaseRequest, Owner, Policy, PolicyView};
 use crate::watch::Event;
-use crate::wipe::leases::LeaseProvider;
+use crate::wipe::leases::{LeaseError, LeaseProvider};
 use crate::wipe::JobHandle;
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -205,12 +205,12 @@ impl Shared {
 pub struct ServiceLeases(pub Arc<Shared>);
 
 impl LeaseProvider for ServiceLeases {
-    fn acquire(&self, req: LeaseRequest) -> std::result::Result<(), String> {
+    fn acquire(&self, req: LeaseRequest) -> std::result::Result<(), LeaseError> {
         let r = LeaseProvider::acquire(&self.0.policy, req);
         let _ = self.0.refresh.send(Event::Mdstat);
         r
     }
-    fn release(&self, holder: &str) -> std::result::Result<(), String> {
+    fn release(&self, holder: &str) -> std::result::Result<(), LeaseError> {
         let r = LeaseProvider::release(&self.0.policy, holder);
         let _ = self.0.refresh.send(Event::Mdstat);
         r

@@ -113,9 +113,17 @@ pub enum WipeError {
         /// The device's size (bytes the job writes).
         device_bytes: u64,
     },
-    /// A bad option combination (e.g. `--verify` with a streamed `-f` source).
+    /// A bad option combination (e.g. `--verify` with a streamed `-f` source); nothing was
+    /// written.
     #[error("{0}")]
     Usage(String),
+    /// No random key: getrandom(2) failed (the message is the OS error's).
+    #[error(transparent)]
+    Random(io::Error),
+    /// An internal failure (a bug): a job or worker thread panicked. Not a refusal: the device
+    /// may have been partly written.
+    #[error("{0}")]
+    Internal(String),
 }
 
 /// ` (errno N)` when there is an OS error, else nothing: a message never says "errno 0".

@@ -9,6 +9,8 @@
 use super::error::WipeError;
 use super::ioctl;
 use crate::host::{read_optional, Root};
+use crate::model::{ArrayState, SyncAction};
+use crate::sysfs;
 use std::collections::BTreeSet;
 use std::fs;
 use std::os::unix::fs::{FileTypeExt, MetadataExt};
@@ -66,17 +68,17 @@ pub struct Holder {
     /// Which of the device's block devices is held (the device itself or a partition).
     pub held: String,
     /// For an md holder: its `md/array_state` (`inactive`, `clear`, `active`, `clean`, ...).
-    pub md_array_state: Option<String>,
+    pub md_array_state: Option<ArrayState>,
 }
 
 impl Holder {
     /// True for a holder that keeps the data in use: anything but an md array that is stopped
     /// or inactive (md.rst: `clear`, `inactive`).
     pub fn is_active(&self) -> bool {
-        !matches!(
-            self.md_array_state.as_deref(),
-            Some("inactive") | Some("clear")
-        )
+        !self
+            .md_array_state
+            .as_ref()
+            .is_some_and(ArrayState::is_stopped)
     }
 }
 
@@ -89,18 +91,19 @@ pub struct MountUse {
     pub mount_point: String,
 }
 
-/// State of an md array (from `/sys/block/mdX/md/`, md.rst).
+/// State of an md array (from `/sys/block/mdX/md/`, md.rst, read by [`sysfs::read_array_at`]).
 #[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
 pub struct ArrayFacts {
     /// Kernel name (`md0`).
     pub name: String,
-    /// `md/level` (`raid1`, `raid5`, ...).
+    /// `md/level` (`raid1`, `raid5`, ...); empty where missing.
     pub level: String,
-    /// `md/sync_action`: `idle`, `resync`, `recover`, `check`, `repair`, `reshape`, `frozen`.
-    pub sync_action: String,
-    /// `md/raid_disks`.
+    /// `md/sync_action`: `idle`, `resync`, `recover`, `check`, `repair`, `reshape`, `frozen`;
+    /// `idle` where missing (raid0, linear).
+    pub sync_action: SyncAction,
+    /// `md/raid_disks` (the new count during a reshape); 0 where missing.
     pub raid_disks: u32,
-    /// `md/chunk_size` in bytes (0 for raid1).
+    /// `md/chunk_size` in bytes (0 for raid1 and where missing).
     pub chunk_size: u64,
 }
 
@@ -303,7 +306,7 @@ pub fn probe(root: &Root, device: &Path) -> Result<Probe, WipeError> {
             sysdir.join(held).join("holders")
         };
         for h in list_dir(&hdir) {
-            let md_array_state = read_str(&class_dir(root, &h), "md/array_state");
+            let md_array_state = sysfs::read_array_state_at(&class_dir(root, &h));
             holders.push(Holder {
                 name: h,
                 held: held.clone(),
@@ -366,13 +369,15 @@ pub fn probe(root: &Root, device: &Path) -> Result<Probe, WipeError> {
             own.iter().any(|(n, _)| anc.contains(n))
         });
 
-    let mddir = sysdir.join("md");
-    let array = mddir.is_dir().then(|| ArrayFacts {
-        name: name.clone(),
-        level: read_str(&mddir, "level").unwrap_or_default(),
-        sync_action: read_str(&mddir, "sync_action").unwrap_or_default(),
-        raid_disks: read_u64(&mddir, "raid_disks") as u32,
-        chunk_size: read_u64(&mddir, "chunk_size"),
+    let array = sysdir.join("md").is_dir().then(|| {
+        let sys = sysfs::read_array_at(&sysdir);
+        ArrayFacts {
+            name: name.clone(),
+            level: sys.level.unwrap_or_default(),
+            sync_action: sys.sync_action.unwrap_or_default(),
+            raid_disks: sys.raid_disks.unwrap_or(0),
+            chunk_size: sys.chunk_size_bytes.unwrap_or(0),
+        }
     });
 
     let mut mine = BTreeSet::new();
@@ -382,8 +387,8 @@ pub fn probe(root: &Root, device: &Path) -> Result<Probe, WipeError> {
         if other == name || !other.starts_with("md") {
             continue;
         }
-        let action = read_str(&class_dir(root, &other), "md/sync_action").unwrap_or_default();
-        if !matches!(action.as_str(), "resync" | "recover") {
+        let action = sysfs::read_sync_action_at(&class_dir(root, &other));
+        if !matches!(action, Some(SyncAction::Resync | SyncAction::Recover)) {
             continue;
         }
         let mut theirs = BTreeSet::new();
@@ -445,7 +450,7 @@ mod tests {
         let h = |s: Option<&str>| Holder {
             name: "md0".into(),
             held: "sda1".into(),
-            md_array_state: s.map(String::from),
+            md_array_state: s.map(ArrayState::from),
         };
         assert!(!h(Some("inactive")).is_active());
         assert!(!h(Some("clear")).is_active());

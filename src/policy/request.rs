@@ -1,0 +1,314 @@
+//! What a lease asks for, and the names of the knobs it asks about: the request types, their
+//! validation and the knob identities the state machine ([`super::lease`]) works on. Pure: no I/O.
+//!
+//! Source of truth for the knobs and their limits: kernel `Documentation/admin-guide/md.rst`
+//! (`/proc/sys/dev/raid/speed_limit_{min,max}`, `/sys/block/mdN/md/sync_speed_{min,max}`) and
+//! `drivers/md/md.c`.
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+use std::fmt;
+
+/// Kernel default of `/proc/sys/dev/raid/speed_limit_min`, KiB/s (md.rst).
+pub const KERNEL_DEFAULT_MIN: u64 = 1000;
+/// Kernel default of `/proc/sys/dev/raid/speed_limit_max`, KiB/s (md.rst).
+pub const KERNEL_DEFAULT_MAX: u64 = 200_000;
+/// The lowest value `sync_speed_min` and `sync_speed_max` accept: the kernel rejects 0 with
+/// EINVAL (`sync_min_store` / `sync_max_store` in `drivers/md/md.c`), so a per-array request of
+/// 0 is written as 1.
+pub const ARRAY_MIN_FLOOR: u64 = 1;
+/// The largest limit accepted: the kernel stores the global limits as C `int`.
+pub const LIMIT_CEILING: u64 = i32::MAX as u64;
+/// Who holds a lease; decides nothing but is shown and logged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum LeaseKind {
+    /// The Debian installer (`mdcfg` hook), via the CLI.
+    Installer,
+    /// A wipe job of this service.
+    WipeJob,
+    /// An admin at the CLI.
+    Admin,
+    /// A client of the D-Bus service.
+    DbusClient,
+}
+
+impl LeaseKind {
+    /// The serde / CLI spelling: `installer`, `wipe-job`, `admin`, `dbus-client`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LeaseKind::Installer => "installer",
+            LeaseKind::WipeJob => "wipe-job",
+            LeaseKind::Admin => "admin",
+            LeaseKind::DbusClient => "dbus-client",
+        }
+    }
+}
+
+impl fmt::Display for LeaseKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// What keeps a lease alive. A lease whose owner is dead is dropped by `reap`.
+///
+/// Serialized as `"none"`, `{pid = 123}` or `{bus-name = ":1.42"}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Owner {
+    /// A process: alive while `kill(pid, 0)` does not fail with ESRCH.
+    Pid(u32),
+    /// A D-Bus peer: alive while it is on the bus (only the service can tell).
+    BusName(String),
+    /// Lives until released (or `restore`).
+    None,
+}
+
+impl fmt::Display for Owner {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Owner::Pid(p) => write!(f, "pid {p}"),
+            Owner::BusName(n) => write!(f, "bus name {n}"),
+            Owner::None => f.write_str("none (until released)"),
+        }
+    }
+}
+
+/// Requested limits in KiB/s; `None` leaves that knob to other leases (or untouched).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Limits {
+    /// Wanted minimum resync speed, KiB/s (`speed_limit_min` / `sync_speed_min`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min: Option<u64>,
+    /// Wanted maximum resync speed, KiB/s (`speed_limit_max` / `sync_speed_max`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<u64>,
+}
+
+impl Limits {
+    /// True when neither bound is requested.
+    pub fn is_empty(&self) -> bool {
+        self.min.is_none() && self.max.is_none()
+    }
+
+    /// The requested value for `bound`, KiB/s.
+    pub fn get(&self, bound: Bound) -> Option<u64> {
+        match bound {
+            Bound::Min => self.min,
+            Bound::Max => self.max,
+        }
+    }
+}
+
+/// A request for resync priority. Holding it again under the same `holder` replaces the lease.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LeaseRequest {
+    /// Unique name of the holder (`installer`, `wipe-job-3`, a bus name...).
+    pub holder: String,
+    /// What kind of client holds it.
+    pub kind: LeaseKind,
+    /// What keeps it alive.
+    pub owner: Owner,
+    /// Global limits (`/proc/sys/dev/raid/speed_limit_{min,max}`).
+    #[serde(default)]
+    pub global: Limits,
+    /// Per-array limits (`/sys/block/<name>/md/sync_speed_{min,max}`), keyed by kernel name (`md0`).
+    #[serde(default)]
+    pub arrays: BTreeMap<String, Limits>,
+}
+
+/// Errors of the pure core: requests that can never be applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CoreError {
+    /// The holder name is empty or too long or has control characters.
+    #[error("invalid lease holder {0:?}: want 1-128 printable characters")]
+    InvalidHolder(String),
+    /// Not a kernel md array name (`md0`, `md127`, `md_d0`).
+    #[error("invalid array name {0:?}: want md followed by letters, digits or '_'")]
+    InvalidArray(String),
+    /// A limit larger than the kernel's `int`.
+    #[error("limit {value} KiB/s for {knob} is larger than the kernel accepts ({max})", max = LIMIT_CEILING)]
+    LimitTooLarge {
+        /// The knob it was meant for.
+        knob: KnobId,
+        /// The requested value, KiB/s.
+        value: u64,
+    },
+    /// A pid that cannot name a live process (0, or above the kernel's `pid_t`).
+    #[error("invalid owner pid {0}")]
+    InvalidPid(u32),
+    /// The lease asks for nothing.
+    #[error("lease of {0:?} requests no limit")]
+    EmptyLease(String),
+    /// The same request asks for a minimum above its maximum.
+    #[error("invalid argument: min {min} KiB/s is above max {max} KiB/s for {knob}")]
+    MinAboveMax {
+        /// The knob pair (the `min` one).
+        knob: KnobId,
+        /// Requested minimum, KiB/s.
+        min: u64,
+        /// Requested maximum, KiB/s.
+        max: u64,
+    },
+    /// The adapter did not provide a reading for a knob a lease targets (a bug in the adapter).
+    #[error("no reading for {0}")]
+    MissingReading(KnobId),
+}
+
+/// Which side of the resync speed window.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum Bound {
+    /// `speed_limit_min` / `sync_speed_min`.
+    Min,
+    /// `speed_limit_max` / `sync_speed_max`.
+    Max,
+}
+
+impl Bound {
+    /// `min` or `max`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Bound::Min => "min",
+            Bound::Max => "max",
+        }
+    }
+}
+
+/// One kernel knob. Displayed (and stored in the state file) as `speed_limit_min` or
+/// `md0/sync_speed_min`.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum KnobId {
+    /// `/proc/sys/dev/raid/speed_limit_{min,max}`.
+    Global(Bound),
+    /// `/sys/block/<array>/md/sync_speed_{min,max}`.
+    Array {
+        /// Kernel name, validated by [`valid_array_name`].
+        array: String,
+        /// Which of the two.
+        bound: Bound,
+    },
+}
+
+impl KnobId {
+    /// The absolute kernel path (resolve it under a `Root`).
+    pub fn kernel_path(&self) -> String {
+        match self {
+            KnobId::Global(b) => format!("/proc/sys/dev/raid/speed_limit_{}", b.as_str()),
+            KnobId::Array { array, bound } => {
+                format!("/sys/block/{array}/md/sync_speed_{}", bound.as_str())
+            }
+        }
+    }
+
+    /// True for per-array knobs, which read `N (local)` / `N (system)` and accept `system`.
+    pub fn is_array(&self) -> bool {
+        matches!(self, KnobId::Array { .. })
+    }
+
+    /// The value actually written for a wanted value: per-array limits (min and max) are raised
+    /// to [`ARRAY_MIN_FLOOR`] because the kernel rejects 0 for both; the global limits accept 0.
+    pub fn writable(&self, wanted: u64) -> u64 {
+        match self {
+            KnobId::Array { .. } => wanted.max(ARRAY_MIN_FLOOR),
+            KnobId::Global(_) => wanted,
+        }
+    }
+}
+
+impl fmt::Display for KnobId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            KnobId::Global(b) => write!(f, "speed_limit_{}", b.as_str()),
+            KnobId::Array { array, bound } => write!(f, "{array}/sync_speed_{}", bound.as_str()),
+        }
+    }
+}
+
+impl std::str::FromStr for KnobId {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bound = |b: &str| match b {
+            "min" => Ok(Bound::Min),
+            "max" => Ok(Bound::Max),
+            _ => Err(format!("unknown knob {s:?}")),
+        };
+        if let Some(b) = s.strip_prefix("speed_limit_") {
+            return Ok(KnobId::Global(bound(b)?));
+        }
+        if let Some((array, rest)) = s.split_once('/') {
+            if let Some(b) = rest.strip_prefix("sync_speed_") {
+                if !valid_array_name(array) {
+                    return Err(format!("invalid array name in knob {s:?}"));
+                }
+                return Ok(KnobId::Array {
+                    array: array.to_string(),
+                    bound: bound(b)?,
+                });
+            }
+        }
+        Err(format!("unknown knob {s:?}"))
+    }
+}
+
+/// True for kernel md array names: `md` followed by 1-29 ASCII letters, digits or `_`
+/// (`md0`, `md127`, `md_d0`, `md_home`). Rejects anything that could leave `/sys/block`.
+pub fn valid_array_name(name: &str) -> bool {
+    name.len() > 2
+        && name.len() <= 32
+        && name.starts_with("md")
+        && name[2..]
+            .bytes()
+            .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+}
+
+/// Checks a lease request: holder 1-128 printable chars, array names valid, limits within the
+/// kernel's `int`, at least one limit.
+pub fn validate(req: &LeaseRequest) -> Result<(), CoreError> {
+    if req.holder.is_empty() || req.holder.len() > 128 || req.holder.chars().any(char::is_control) {
+        return Err(CoreError::InvalidHolder(req.holder.clone()));
+    }
+    if let Owner::Pid(p) = req.owner {
+        if p == 0 || p > i32::MAX as u32 {
+            return Err(CoreError::InvalidPid(p));
+        }
+    }
+    let check = |knob: KnobId, v: Option<u64>| match v {
+        Some(value) if value > LIMIT_CEILING => Err(CoreError::LimitTooLarge { knob, value }),
+        _ => Ok(()),
+    };
+    let ordered = |knob: KnobId, l: &Limits| match (l.min, l.max) {
+        (Some(min), Some(max)) if min > max => Err(CoreError::MinAboveMax { knob, min, max }),
+        _ => Ok(()),
+    };
+    check(KnobId::Global(Bound::Min), req.global.min)?;
+    check(KnobId::Global(Bound::Max), req.global.max)?;
+    ordered(KnobId::Global(Bound::Min), &req.global)?;
+    for (array, l) in &req.arrays {
+        if !valid_array_name(array) {
+            return Err(CoreError::InvalidArray(array.clone()));
+        }
+        ordered(
+            KnobId::Array {
+                array: array.clone(),
+                bound: Bound::Min,
+            },
+            l,
+        )?;
+        for bound in [Bound::Min, Bound::Max] {
+            let knob = KnobId::Array {
+                array: array.clone(),
+                bound,
+            };
+            check(knob, l.get(bound))?;
+        }
+    }
+    if req.global.is_empty() && req.arrays.values().all(Limits::is_empty) {
+        return Err(CoreError::EmptyLease(req.holder.clone()));
+    }
+    Ok(())
+}

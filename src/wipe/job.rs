@@ -1,0 +1,378 @@
+//! The job: runs a [`Plan`] on a [`Sink`] with `queue_depth` worker threads
+//! ([`super::workers`]), from the first lease to the last unfreeze.
+//!
+//! Lifecycle: open the device with the plan's flags (buffered fallback when O_DIRECT is
+//! refused), open the data sources, take the plan's leases, freeze the resync; then the phases
+//! wipe -> flush -> verify (`run_phases`); then mark the array in sync (or unfreeze it) and
+//! release the leases, whatever the result. The job flushes (fdatasync, a cache flush) before it
+//! reports success. Memory is bounded by `queue_depth * block_bytes`.
+//!
+//! [`Job`] is what front ends drive: the CLI polls [`JobHandle::progress`], a D-Bus Job object
+//! can do the same (Bytes, BytesDone, Rate, ExpectedEndTime) or take the [`Job::on_progress`]
+//! callback, call [`JobHandle::cancel`] for `Cancel`, and emit `Completed` from
+//! [`JobHandle::wait`]'s result.
+
+use super::error::WipeError;
+use super::leases::{LeaseProvider, NoLeases};
+use super::plan::{Method, Plan, ResyncAction};
+use super::progress::{notify, CompleteFn, Outcome, Phase, Progress, ProgressFn, Shared};
+use super::resync::ResyncControl;
+use super::sink::{BlockDevice, Sink};
+use super::source::Sources;
+use super::verify::verify;
+use super::workers::{wipe_all, Pool};
+use crate::host::Root;
+use std::fs::OpenOptions;
+use std::os::unix::fs::OpenOptionsExt;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
+use std::thread::JoinHandle;
+use std::time::{Duration, Instant};
+
+/// The error of a job whose thread panicked: an internal failure (a bug), not a refusal.
+fn panicked() -> WipeError {
+    WipeError::Internal("wipe job thread panicked".into())
+}
+
+/// A wipe job: a plan, where to run it, and who to tell.
+pub struct Job {
+    plan: Plan,
+    root: Root,
+    sink: Option<Arc<dyn Sink>>,
+    leases: Arc<dyn LeaseProvider>,
+    on_progress: Option<ProgressFn>,
+    on_complete: Option<CompleteFn>,
+    cancel: Arc<AtomicBool>,
+}
+
+/// Handle of a started job (see [`Job::start`]).
+pub struct JobHandle {
+    shared: Arc<Shared>,
+    thread: Option<JoinHandle<Result<Outcome, WipeError>>>,
+}
+
+impl JobHandle {
+    /// The current progress (cheap; atomics only).
+    pub fn progress(&self) -> Progress {
+        self.shared.snapshot()
+    }
+
+    /// Asks the job to stop after the requests in flight; the result becomes
+    /// [`WipeError::Cancelled`] (unless it already finished). Idempotent.
+    pub fn cancel(&self) {
+        self.shared.cancel.store(true, Ordering::SeqCst);
+    }
+
+    /// Waits up to `timeout` for the job to end; true when it has (front ends poll progress
+    /// with this instead of sleeping, so a short job is not held up by the poll interval).
+    pub fn wait_for(&self, timeout: Duration) -> bool {
+        let (m, cv) = &self.shared.ended;
+        let g = m.lock().unwrap_or_else(|e| e.into_inner());
+        let (g, _) = cv
+            .wait_timeout_while(g, timeout, |ended| !*ended)
+            .unwrap_or_else(|e| e.into_inner());
+        *g || self.is_finished()
+    }
+
+    /// True once the job thread has ended (then [`JobHandle::wait`] does not block).
+    pub fn is_finished(&self) -> bool {
+        self.thread.as_ref().map_or(true, |t| t.is_finished())
+    }
+
+    /// Waits for the end: the outcome, or the error that ended the job (leases released and
+    /// resync unfrozen already).
+    pub fn wait(mut self) -> Result<Outcome, WipeError> {
+        match self.thread.take().map(|t| t.join()) {
+            Some(Ok(r)) => r,
+            _ => Err(panicked()),
+        }
+    }
+}
+
+impl Job {
+    /// A job for `plan` on the real device (opened at start with the plan's flags), with no
+    /// leases (see [`Job::with_leases`]). `root` locates `/sys` for the resync control.
+    pub fn new(plan: Plan, root: Root) -> Self {
+        Job {
+            plan,
+            root,
+            sink: None,
+            leases: Arc::new(NoLeases),
+            on_progress: None,
+            on_complete: None,
+            cancel: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// The job's cancel flag: storing `true` has the effect of [`JobHandle::cancel`] (usable
+    /// from the progress callback or a signal handler, before or after start).
+    pub fn cancel_token(&self) -> Arc<AtomicBool> {
+        self.cancel.clone()
+    }
+
+    /// Runs on `sink` instead of opening the device (tests: files, memory).
+    pub fn with_sink(mut self, sink: Arc<dyn Sink>) -> Self {
+        self.sink = Some(sink);
+        self
+    }
+
+    /// Takes the plan's leases from `leases`.
+    pub fn with_leases(mut self, leases: Arc<dyn LeaseProvider>) -> Self {
+        self.leases = leases;
+        self
+    }
+
+    /// Calls `f` (from a worker thread) after every completed request and at phase changes.
+    pub fn on_progress(mut self, f: impl FnMut(&Progress) + Send + 'static) -> Self {
+        self.on_progress = Some(Box::new(f));
+        self
+    }
+
+    /// Calls `f` once on the job thread when the job has ended (after leases are released and
+    /// the resync is unfrozen) with its result: what a D-Bus `Completed(b success, s message)`
+    /// signal is emitted from.
+    pub fn on_complete(
+        mut self,
+        f: impl FnOnce(&Result<Outcome, WipeError>) + Send + 'static,
+    ) -> Self {
+        self.on_complete = Some(Box::new(f));
+        self
+    }
+
+    /// Starts the job on its own thread.
+    pub fn start(self) -> JobHandle {
+        let shared = Arc::new(Shared::new(self.plan.total_bytes(), self.cancel.clone()));
+        let s2 = shared.clone();
+        let thread = std::thread::Builder::new()
+            .name("mdpilot-wipe".into())
+            .spawn(move || self.run_shared(&s2))
+            .ok();
+        if thread.is_none() {
+            shared.set_done();
+        }
+        JobHandle { shared, thread }
+    }
+
+    /// Runs the job on the calling thread; `cancel` is polled between blocks.
+    pub fn run(self, cancel: &AtomicBool) -> Result<Outcome, WipeError> {
+        let shared = Arc::new(Shared::new(self.plan.total_bytes(), self.cancel.clone()));
+        // A cancel set before the call must be seen before the first block, not raced by a
+        // small job that finishes before the loop below first polls `cancel`.
+        if cancel.load(Ordering::SeqCst) {
+            shared.cancel.store(true, Ordering::SeqCst);
+        }
+        std::thread::scope(|s| {
+            let sh = shared.clone();
+            let h = s.spawn(move || self.run_shared(&sh));
+            let (m, cv) = &shared.ended;
+            let mut ended = m.lock().unwrap_or_else(|e| e.into_inner());
+            while !*ended && !h.is_finished() {
+                if cancel.load(Ordering::SeqCst) {
+                    shared.cancel.store(true, Ordering::SeqCst);
+                }
+                ended = cv
+                    .wait_timeout(ended, Duration::from_millis(20))
+                    .unwrap_or_else(|e| e.into_inner())
+                    .0;
+            }
+            drop(ended);
+            h.join().unwrap_or_else(|_| Err(panicked()))
+        })
+    }
+
+    fn run_shared(mut self, shared: &Shared) -> Result<Outcome, WipeError> {
+        let r = self.run_inner(shared);
+        shared.set_phase(Phase::Done);
+        let snap = shared.snapshot();
+        if let Some(f) = self.on_progress.as_mut() {
+            f(&snap);
+        }
+        if let Some(f) = self.on_complete.take() {
+            f(&r);
+        }
+        let (m, cv) = &shared.ended;
+        *m.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        cv.notify_all();
+        r
+    }
+
+    fn run_inner(&mut self, shared: &Shared) -> Result<Outcome, WipeError> {
+        let (sink, plan) = match self.sink.clone() {
+            Some(s) => (s, self.plan.clone()),
+            None => open_device(&self.plan)?,
+        };
+        let sources = Sources::open(&plan.op)?;
+        let mut held = Vec::new();
+        for l in &plan.leases {
+            if let Err(message) = self.leases.acquire(l.clone()) {
+                self.release(&held);
+                return Err(WipeError::Lease {
+                    device: plan.device.clone(),
+                    holder: l.holder.clone(),
+                    message: crate::error::error_chain(&message),
+                });
+            }
+            held.push(l.holder.clone());
+        }
+        let resync = match &plan.resync {
+            ResyncAction::FreezeAndSkip { array } => {
+                let c = ResyncControl::new(&self.root, array);
+                if let Err(e) = c.freeze() {
+                    self.release(&held);
+                    return Err(e);
+                }
+                Some(c)
+            }
+            ResyncAction::Leave => None,
+        };
+        let on_progress = Mutex::new(self.on_progress.take());
+        let mut result = run_phases(&plan, &*sink, shared, &sources, &on_progress);
+        if let Err(WipeError::Unsupported {
+            op: "zeroout",
+            detail,
+            ..
+        }) = &result
+        {
+            // `zero` chose BLKZEROOUT but the driver refuses it: same result by writes.
+            if plan.method == Method::Zero && shared.done.load(Ordering::SeqCst) == 0 {
+                let p2 = plan.zeroout_fallback(detail);
+                tracing::info!(
+                    "{}: {}",
+                    p2.device.display(),
+                    p2.reasons.last().map_or("", |r| r)
+                );
+                result = run_phases(&p2, &*sink, shared, &sources, &on_progress);
+            }
+        }
+        self.on_progress = on_progress.into_inner().unwrap_or_else(|e| e.into_inner());
+        let result = match (result, &resync) {
+            (Ok(mut o), Some(c)) => match c.mark_in_sync() {
+                Ok(()) => {
+                    o.resync_skipped = true;
+                    Ok(o)
+                }
+                Err(e) => {
+                    // Never leave the array frozen.
+                    let _ = c.unfreeze();
+                    Err(e)
+                }
+            },
+            (Ok(o), None) => Ok(o),
+            (Err(e), Some(c)) => {
+                if let Err(u) = c.unfreeze() {
+                    tracing::error!("{u}");
+                }
+                Err(e)
+            }
+            (Err(e), None) => Err(e),
+        };
+        self.release(&held);
+        result
+    }
+
+    fn release(&self, held: &[String]) {
+        for h in held {
+            if let Err(m) = self.leases.release(h) {
+                tracing::warn!("releasing lease {h}: {}", crate::error::error_chain(&m));
+            }
+        }
+    }
+}
+
+/// Opens the plan's device with its flags; falls back to buffered writes when O_DIRECT is
+/// refused (EINVAL).
+fn open_device(plan: &Plan) -> Result<(Arc<dyn Sink>, Plan), WipeError> {
+    let open = |p: &Plan| {
+        let mut flags = libc::O_CLOEXEC;
+        if p.open.exclusive {
+            flags |= libc::O_EXCL;
+        }
+        if p.open.direct {
+            flags |= libc::O_DIRECT;
+        }
+        OpenOptions::new()
+            .write(true)
+            .read(p.open.read)
+            .custom_flags(flags)
+            .open(&p.device)
+    };
+    match open(plan) {
+        Ok(file) => Ok((
+            Arc::new(BlockDevice {
+                file,
+                direct: plan.open.direct,
+            }),
+            plan.clone(),
+        )),
+        Err(e) if e.raw_os_error() == Some(libc::EINVAL) && plan.open.direct => {
+            let p = plan.buffered_fallback();
+            let file = open(&p).map_err(|source| WipeError::Open {
+                path: p.device.clone(),
+                source,
+            })?;
+            Ok((
+                Arc::new(BlockDevice {
+                    file,
+                    direct: false,
+                }),
+                p,
+            ))
+        }
+        Err(source) => Err(WipeError::Open {
+            path: plan.device.clone(),
+            source,
+        }),
+    }
+}
+
+/// The phases of a job on an open sink: wipe (every request durable), flush, and verify when
+/// the plan asks for it.
+///
+/// Errors: the first failure of the wipe phase ([`WipeError::Io`] with the lowest offset,
+/// [`WipeError::Unsupported`], [`WipeError::SourceEnded`]), [`WipeError::Cancelled`], a failed
+/// flush, or the verify phase's errors.
+fn run_phases(
+    plan: &Plan,
+    sink: &dyn Sink,
+    shared: &Shared,
+    sources: &Sources,
+    on_progress: &Mutex<Option<ProgressFn>>,
+) -> Result<Outcome, WipeError> {
+    let dev = plan.device.as_path();
+    shared.set_phase(Phase::Wipe);
+    notify(on_progress, shared);
+    let t0 = Instant::now();
+    let pool = Pool::new(plan, sink, shared, on_progress, plan.request_bytes());
+    wipe_all(&pool, sources)?;
+    let done = shared.done.load(Ordering::SeqCst);
+    if shared.cancelled() && done < shared.total {
+        return Err(WipeError::Cancelled {
+            device: dev.to_path_buf(),
+            done_bytes: done,
+            total_bytes: shared.total,
+        });
+    }
+    shared.set_phase(Phase::Flush);
+    notify(on_progress, shared);
+    sink.flush()
+        .map_err(|e| WipeError::io(dev, "flush", 0, e))?;
+    let wipe_s = t0.elapsed().as_secs_f64();
+    let mut outcome = Outcome {
+        bytes: done,
+        wipe_s,
+        rate_bytes_per_s: if wipe_s > 0.0 {
+            done as f64 / wipe_s
+        } else {
+            0.0
+        },
+        verified: false,
+        resync_skipped: false,
+    };
+    if plan.verify {
+        shared.set_phase(Phase::Verify);
+        notify(on_progress, shared);
+        verify(plan, sink, shared, on_progress)?;
+        outcome.verified = true;
+    }
+    Ok(outcome)
+}

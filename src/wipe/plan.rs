@@ -1,0 +1,327 @@
+//! What a wipe job is: the [`Plan`] the planner makes and the engine runs, its parts ([`Method`],
+//! [`Op`], [`Data`], [`OpenFlags`], [`Range`], [`ResyncAction`]), the [`Options`] a front end
+//! passes, and their text for people (`--dry-run`, the D-Bus job's `Plan` property).
+//!
+//! Types only, no decisions and no I/O: the decisions are [`super::planner::plan`]'s.
+
+use super::leases::{LeaseRequest, Limits, Owner};
+use super::stream::Seed;
+use crate::units::{bytes_exact, human_bytes};
+use std::path::PathBuf;
+use std::sync::Arc;
+
+/// What to do with the device (`--method`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Method {
+    /// Zeroes, by the fastest way the device offers (BLKZEROOUT or O_DIRECT writes).
+    #[default]
+    Zero,
+    /// A ChaCha8 stream keyed from getrandom, by O_DIRECT writes.
+    Random,
+    /// BLKDISCARD (fails clearly where unsupported); contents afterwards are device-defined.
+    Discard,
+    /// BLKZEROOUT only.
+    Zeroout,
+    /// md superblocks at every metadata version's offset, plus the first and last MiB.
+    Signatures,
+}
+
+impl Method {
+    /// Every method, in `--help` order.
+    pub const ALL: [Method; 5] = [
+        Method::Zero,
+        Method::Random,
+        Method::Discard,
+        Method::Zeroout,
+        Method::Signatures,
+    ];
+
+    /// The method named `name` as [`Method::name`] spells it (`zero`, ...); `None` otherwise.
+    /// For front ends that take the name as text (D-Bus `StartWipe`'s `method` option).
+    pub fn from_name(name: &str) -> Option<Method> {
+        Method::ALL.into_iter().find(|m| m.name() == name)
+    }
+
+    /// The one word for the method: as the CLI spells it (`zero`, `random`, `discard`, `zeroout`,
+    /// `signatures`), the JSON form, and the D-Bus job's `wipe-<method>` operation.
+    pub fn name(self) -> &'static str {
+        match self {
+            Method::Zero => "zero",
+            Method::Random => "random",
+            Method::Discard => "discard",
+            Method::Zeroout => "zeroout",
+            Method::Signatures => "signatures",
+        }
+    }
+}
+
+impl std::fmt::Display for Method {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The data written by [`Op::Write`].
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Data {
+    /// Zero bytes.
+    Zero,
+    /// The [`super::stream`] stream under this key.
+    Random(Seed),
+    /// The content of a regular file, repeated (`blockdev-wipe -f FILE`); byte at device offset
+    /// `o` is `content[o % len]`.
+    Pattern(Arc<Vec<u8>>),
+    /// A regular file of `len` bytes (> 0), repeated over the device without loading it: the
+    /// byte at device offset `o` is the file's byte at `o % len`, read with `pread` (memory stays
+    /// within the block buffers whatever the file's size).
+    RepeatFile {
+        /// The file.
+        path: PathBuf,
+        /// Its size when the job was planned, bytes.
+        len: u64,
+    },
+    /// A stream read in device order (`blockdev-wipe -f /dev/urandom`); cannot be verified.
+    Stream(PathBuf),
+}
+
+impl Data {
+    /// What is written, for people: `zeroes`, `repeated content of FILE (2 MiB)`, ...
+    pub fn describe(&self) -> String {
+        match self {
+            Data::Zero => "zeroes".into(),
+            Data::Random(_) => "ChaCha8 stream keyed from getrandom".into(),
+            Data::Pattern(p) => format!("repeated content of the given file ({} bytes)", p.len()),
+            Data::RepeatFile { path, len } => format!(
+                "repeated content of {} ({})",
+                path.display(),
+                human_bytes(*len)
+            ),
+            Data::Stream(p) => format!("data read from {}", p.display()),
+        }
+    }
+}
+
+/// The operation applied to every range.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// `pwrite` of blocks of data.
+    Write(Data),
+    /// `BLKZEROOUT` in steps.
+    ZeroOut,
+    /// `BLKDISCARD` in steps.
+    Discard,
+}
+
+impl Op {
+    /// What is done to each range, for people: `write zeroes`, `BLKZEROOUT`, `BLKDISCARD`, ...
+    pub fn describe(&self) -> String {
+        match self {
+            Op::Write(d) => format!("write {}", d.describe()),
+            Op::ZeroOut => "BLKZEROOUT".into(),
+            Op::Discard => "BLKDISCARD".into(),
+        }
+    }
+}
+
+/// How the device is opened. Always `O_EXCL` (the kernel refuses if a filesystem, dm, md or
+/// another `O_EXCL` opener holds it) and `O_CLOEXEC`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct OpenFlags {
+    /// `O_DIRECT`: bypass the page cache; completion means the device has the data.
+    pub direct: bool,
+    /// `O_EXCL`.
+    pub exclusive: bool,
+    /// `O_RDWR` instead of `O_WRONLY` (for `--verify`).
+    pub read: bool,
+}
+
+impl OpenFlags {
+    /// The open(2) flags as text: `O_WRONLY|O_EXCL|O_DIRECT` (`O_CLOEXEC` always, not shown).
+    pub fn describe(&self) -> String {
+        format!(
+            "O_{}{}{}",
+            if self.read { "RDWR" } else { "WRONLY" },
+            if self.exclusive { "|O_EXCL" } else { "" },
+            if self.direct { "|O_DIRECT" } else { "" },
+        )
+    }
+}
+
+/// A byte range `[offset, offset + len)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+pub struct Range {
+    /// Start, bytes.
+    pub offset: u64,
+    /// Length, bytes.
+    pub len: u64,
+}
+
+/// What happens to an md resync of the target array. JSON: `"leave"` or
+/// `{"freeze-and-skip":{"array":"md0"}}`.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ResyncAction {
+    /// Leave `sync_action` alone.
+    Leave,
+    /// Write `frozen` to `md/sync_action` before the first write; after the last block is
+    /// durable, `none` to `md/resync_start` and `idle` to `sync_action` (the resync is skipped:
+    /// every sector now holds the same data on every mirror / consistent parity). On cancel or
+    /// failure only `idle` (the resync resumes from its checkpoint).
+    FreezeAndSkip {
+        /// Kernel name of the array (`md0`).
+        array: String,
+    },
+}
+
+/// The options that are not the method.
+#[derive(Debug, Clone, Default)]
+pub struct Options {
+    /// `--verify`: read back and compare after writing.
+    pub verify: bool,
+    /// `--keep-resync`: never freeze/skip a resync of the target array.
+    pub keep_resync: bool,
+    /// Key for `random` (the CLI passes [`Seed::from_os`]); required for `random`.
+    pub seed: Option<Seed>,
+    /// Data for `blockdev-wipe -f` (replaces zeroes in `zero`).
+    pub data: Option<Data>,
+    /// `blockdev-wipe -s NUM` (bytes): a hint; the block is this rounded up to the alignment
+    /// rules, and never below 4 MiB.
+    pub block_hint: Option<u64>,
+    /// Owner of the leases (the CLI passes its pid; D-Bus the caller's bus name).
+    pub owner: Option<Owner>,
+    /// `zero` by O_DIRECT writes even where BLKZEROOUT is preferred (benchmarks, and devices
+    /// whose zero-out offload is known to be slow).
+    pub prefer_writes: bool,
+    /// Overrides [`super::planner::QUEUE_DEPTH`] (1..=64; benchmarks).
+    pub queue_depth: Option<usize>,
+}
+
+/// Everything the engine needs, and the reasons for each choice.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Plan {
+    /// The resolved device.
+    pub device: PathBuf,
+    /// Kernel name (`loop0`).
+    pub name: String,
+    /// Device size, bytes.
+    pub size_bytes: u64,
+    /// The method asked for.
+    pub method: Method,
+    /// What is done to each range.
+    pub op: Op,
+    /// How the device is opened.
+    pub open: OpenFlags,
+    /// Bytes per write request and per verify read (the size of each aligned buffer).
+    pub block_bytes: u64,
+    /// Bytes per `BLKZEROOUT`/`BLKDISCARD` request (a multiple of `block_bytes`).
+    pub step_bytes: u64,
+    /// Requests in flight (worker threads).
+    pub queue_depth: usize,
+    /// Byte ranges to process, sorted, non-overlapping, logical-block aligned.
+    pub ranges: Vec<Range>,
+    /// Resync handling.
+    pub resync: ResyncAction,
+    /// Leases held for the job's life.
+    pub leases: Vec<LeaseRequest>,
+    /// Read back and compare after writing.
+    pub verify: bool,
+    /// Human-readable reasons, in decision order.
+    pub reasons: Vec<String>,
+}
+
+impl Plan {
+    /// Total bytes the job processes (the sum of the ranges).
+    pub fn total_bytes(&self) -> u64 {
+        self.ranges.iter().map(|r| r.len).sum()
+    }
+
+    /// Bytes per request of this plan's operation (`block_bytes` or `step_bytes`).
+    pub fn request_bytes(&self) -> u64 {
+        match self.op {
+            Op::Write(_) => self.block_bytes,
+            Op::ZeroOut | Op::Discard => self.step_bytes,
+        }
+    }
+
+    /// The same plan with O_DIRECT writes of zeroes instead of `BLKZEROOUT`, for a device that
+    /// turned out not to support the ioctl (EOPNOTSUPP/ENOTTY on the first step).
+    pub fn zeroout_fallback(&self, why: &str) -> Plan {
+        let mut p = self.clone();
+        p.op = Op::Write(Data::Zero);
+        p.reasons.push(format!(
+            "BLKZEROOUT refused ({why}): O_DIRECT writes of an aligned zero buffer instead"
+        ));
+        p
+    }
+
+    /// The same plan with buffered writes, for devices that refuse O_DIRECT (EINVAL at open):
+    /// one request in flight, each block pushed out with `sync_file_range` and waited for before
+    /// it counts, so dirty memory stays within two blocks.
+    pub fn buffered_fallback(&self) -> Plan {
+        let mut p = self.clone();
+        p.open.direct = false;
+        p.queue_depth = 1;
+        p.reasons.push(
+            "O_DIRECT refused by the device: buffered writes, each block flushed with \
+             sync_file_range before it counts (dirty memory <= 2 blocks)"
+                .into(),
+        );
+        p
+    }
+
+    /// A multi-line description for `--dry-run` and the job's `Plan` property: methods as the
+    /// CLI spells them, sizes in binary units with the exact bytes in parentheses.
+    pub fn describe(&self) -> String {
+        let mut s = format!(
+            "device: {} ({})\nsize: {}\nmethod: {}\noperation: {}\nopen: {}\n\
+             request: {}, {} in flight\nranges: {}, {} in all\nresync: {}\nverify: {}\n",
+            self.device.display(),
+            self.name,
+            bytes_exact(self.size_bytes),
+            self.method,
+            self.op.describe(),
+            self.open.describe(),
+            bytes_exact(self.request_bytes()),
+            self.queue_depth,
+            self.ranges.len(),
+            bytes_exact(self.total_bytes()),
+            match &self.resync {
+                ResyncAction::Leave => "leave alone".to_string(),
+                ResyncAction::FreezeAndSkip { array } =>
+                    format!("freeze {array}, skip it after a complete wipe"),
+            },
+            if self.verify { "yes" } else { "no" },
+        );
+        for l in &self.leases {
+            let mut parts = Vec::new();
+            let limits = |who: &str, min_knob: &str, max_knob: &str, lim: &Limits| {
+                let mut v = Vec::new();
+                if let Some(m) = lim.min {
+                    v.push(format!("{who}{min_knob} {m} KiB/s"));
+                }
+                if let Some(m) = lim.max {
+                    v.push(format!("{who}{max_knob} {m} KiB/s"));
+                }
+                v
+            };
+            parts.extend(limits("", "speed_limit_min", "speed_limit_max", &l.global));
+            for (a, lim) in &l.arrays {
+                parts.extend(limits(
+                    &format!("{a} "),
+                    "sync_speed_min",
+                    "sync_speed_max",
+                    lim,
+                ));
+            }
+            s.push_str(&format!("lease: {}: {}\n", l.holder, parts.join(", ")));
+        }
+        s.push_str("reasons:\n");
+        for r in &self.reasons {
+            s.push_str("  - ");
+            s.push_str(r);
+            s.push('\n');
+        }
+        s
+    }
+}
