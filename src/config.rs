@@ -65,6 +65,21 @@ pub struct Config {
     pub wipe: WipeConfig,
     /// `[events]`: what the service does with mdadm-style events.
     pub events: EventsConfig,
+    /// `[profiles.NAME]`: named priority profiles for `policy apply --profile NAME`.
+    pub profiles: BTreeMap<String, Profile>,
+}
+
+/// A named priority profile (`[profiles.boost] min = 50000`, `[profiles.quiet] max = 5000`):
+/// the limits a `policy apply --profile NAME` lease asks for, KiB/s, and its default duration.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Profile {
+    /// `min`: wanted minimum resync speed, KiB/s.
+    pub min: Option<u64>,
+    /// `max`: wanted maximum resync speed, KiB/s.
+    pub max: Option<u64>,
+    /// `duration` (`"1h"`, `"30min"`): how long the lease lasts when `--for` is not given, in
+    /// seconds; `None`: until released.
+    pub duration_s: Option<u64>,
 }
 
 /// `[events]` settings.
@@ -112,6 +127,7 @@ impl Default for Config {
             },
             wipe: WipeConfig {},
             events: EventsConfig::default(),
+            profiles: BTreeMap::new(),
         }
     }
 }
@@ -128,6 +144,20 @@ pub struct ConfigFragment {
     pub wipe: Option<WipeFragment>,
     /// `[events]`.
     pub events: Option<EventsFragment>,
+    /// `[profiles.NAME]`: a later fragment's profile replaces an earlier one of that name.
+    pub profiles: Option<BTreeMap<String, ProfileFragment>>,
+}
+
+/// `[profiles.NAME]` of a fragment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileFragment {
+    /// See [`Profile::min`].
+    pub min: Option<u64>,
+    /// See [`Profile::max`].
+    pub max: Option<u64>,
+    /// See [`Profile::duration_s`]; systemd-style span (`90s`, `30min`, `2h`, `1d`).
+    pub duration: Option<String>,
 }
 
 /// `[events]` of a fragment.
@@ -202,6 +232,36 @@ impl Config {
                 }
                 self.policy.state_path = v.clone();
             }
+        }
+        for (name, p) in frag.profiles.iter().flatten() {
+            let bad = |reason: String| ConfigError::Invalid {
+                path: path.to_path_buf(),
+                reason: format!("profiles.{name}: {reason}"),
+            };
+            if p.min.is_none() && p.max.is_none() {
+                return Err(bad("give min or max (KiB/s)".into()));
+            }
+            if let (Some(a), Some(b)) = (p.min, p.max) {
+                if a > b {
+                    return Err(bad(format!("min {a} is above max {b}")));
+                }
+            }
+            let duration_s = match &p.duration {
+                None => None,
+                Some(d) => match crate::schedule::parse_duration(d) {
+                    Ok(0) => return Err(bad("duration 0".into())),
+                    Ok(s) => Some(s),
+                    Err(e) => return Err(bad(e.to_string())),
+                },
+            };
+            self.profiles.insert(
+                name.clone(),
+                Profile {
+                    min: p.min,
+                    max: p.max,
+                    duration_s,
+                },
+            );
         }
         if let Some(ev) = &frag.events {
             if let Some(v) = &ev.program {
@@ -370,6 +430,21 @@ mod tests {
             c.events.program.as_deref(),
             Some(Path::new("/usr/local/sbin/md-alert"))
         );
+        put(
+            CONFIG_DIRS[2],
+            "70-profiles.toml",
+            "[profiles.boost]\nmin = 50000\nduration = \"1h\"\n[profiles.quiet]\nmax = 5000\n",
+        );
+        let c = Config::load(&root).unwrap();
+        assert_eq!(
+            c.profiles["boost"],
+            Profile {
+                min: Some(50_000),
+                max: None,
+                duration_s: Some(3600)
+            }
+        );
+        assert_eq!(c.profiles["quiet"].max, Some(5000));
         assert_eq!(
             c.policy_settings(&root).state_path,
             d.path().join("run/x/p.toml")
@@ -388,6 +463,10 @@ mod tests {
             "[policy]\ninstall_min = -1\n",
             "[policy]\nstate_path = \"relative.toml\"\n",
             "[events]\nprogram = \"notify.sh\"\n",
+            "[profiles.boost]\n",
+            "[profiles.x]\nmin = 9\nmax = 3\n",
+            "[profiles.x]\nmin = 9\nduration = \"soon\"\n",
+            "[profiles.x]\nmin = 9\nfast = true\n",
             "not toml",
         ] {
             std::fs::write(dir.join("10-bad.toml"), bad).unwrap();

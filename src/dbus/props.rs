@@ -163,6 +163,7 @@ mod tests {
                 },
             )]),
             dead: false,
+            expires_unix_s: None,
         }
     }
 

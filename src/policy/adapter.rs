@@ -70,13 +70,78 @@ impl Policy {
     /// knob is missing or non-numeric (nothing written); [`PolicyError::Write`] when a kernel
     /// write fails (earlier writes undone, state file unchanged).
     pub fn acquire(&self, req: LeaseRequest) -> Result<PolicyView, PolicyError> {
+        self.acquire_until(req, None)
+    }
+
+    /// [`Policy::acquire`] for a timed lease: it ends at `expires_unix_s` (Unix seconds), when
+    /// [`Policy::expire`] releases it as any release. The expiry is saved in the state file in
+    /// the same transaction as the lease, so it survives restarts. `None`: no end (and a
+    /// replaced timed lease loses its expiry).
+    ///
+    /// # Errors
+    /// As [`Policy::acquire`].
+    pub fn acquire_until(
+        &self,
+        req: LeaseRequest,
+        expires_unix_s: Option<u64>,
+    ) -> Result<PolicyView, PolicyError> {
         request::validate(&req)?;
-        tracing::info!(holder = %req.holder, kind = %req.kind, owner = %req.owner, "acquire lease");
-        self.change(move |old| {
+        tracing::info!(holder = %req.holder, kind = %req.kind, owner = %req.owner, expires = ?expires_unix_s, "acquire lease");
+        let holder = req.holder.clone();
+        self.change_with(
+            move |old| {
+                let mut leases = old.leases.clone();
+                leases.insert(req.holder.clone(), req);
+                Some(leases)
+            },
+            |st| match expires_unix_s {
+                Some(t) => {
+                    st.expires.insert(holder.clone(), t);
+                }
+                None => {
+                    st.expires.remove(&holder);
+                }
+            },
+        )
+    }
+
+    /// Releases every timed lease whose end is at or before `now_s` (Unix seconds), restoring
+    /// as [`Policy::release`] does. `Ok(None)` when none has ended (nothing read or written).
+    ///
+    /// # Errors
+    /// As [`Policy::release`].
+    pub fn expire(&self, now_s: u64) -> Result<Option<PolicyView>, PolicyError> {
+        let mut any = false;
+        let view = self.change(|old| {
+            let ended: Vec<&String> = old
+                .expires
+                .iter()
+                .filter(|(_, t)| **t <= now_s)
+                .map(|(h, _)| h)
+                .collect();
+            if ended.is_empty() {
+                return None;
+            }
+            any = true;
             let mut leases = old.leases.clone();
-            leases.insert(req.holder.clone(), req);
+            for h in ended {
+                tracing::info!(holder = %h, "timed lease ended");
+                leases.remove(h);
+            }
             Some(leases)
-        })
+        })?;
+        Ok(any.then_some(view))
+    }
+
+    /// The earliest end of a timed lease (Unix seconds), from the state file without locking;
+    /// `None` when there is none or the file cannot be read.
+    pub fn next_expiry(&self) -> Option<u64> {
+        state::read(&self.settings.state_path)
+            .ok()?
+            .expires
+            .values()
+            .min()
+            .copied()
     }
 
     /// Drops the lease of `holder` (a warning in the view, not an error, when it holds none, so
@@ -219,6 +284,16 @@ impl Policy {
         &self,
         next: impl FnOnce(&PolicyState) -> Option<BTreeMap<String, LeaseRequest>>,
     ) -> Result<PolicyView, PolicyError> {
+        self.change_with(next, |_| {})
+    }
+
+    /// [`Policy::change`], with `edit` applied to both saved states of the transition (the
+    /// lease expiries, which the pure transition carries but does not set).
+    fn change_with(
+        &self,
+        next: impl FnOnce(&PolicyState) -> Option<BTreeMap<String, LeaseRequest>>,
+        edit: impl Fn(&mut PolicyState),
+    ) -> Result<PolicyView, PolicyError> {
         let path = &self.settings.state_path;
         let _lock = state::lock(path)?;
         let existed = path.exists();
@@ -238,7 +313,9 @@ impl Policy {
                 Err(e) => return Err(PolicyError::Read(e)),
             }
         }
-        let t = lease::transition(&old, leases, &readings)?;
+        let mut t = lease::transition(&old, leases, &readings)?;
+        edit(&mut t.mid);
+        edit(&mut t.end);
         for w in &t.warnings {
             tracing::warn!("{w}");
         }
@@ -365,7 +442,10 @@ impl Policy {
             leases: st
                 .leases
                 .values()
-                .map(|l| LeaseView::new(l.clone(), !cli_alive(&l.owner)))
+                .map(|l| LeaseView {
+                    expires_unix_s: st.expires.get(&l.holder).copied(),
+                    ..LeaseView::new(l.clone(), !cli_alive(&l.owner))
+                })
                 .collect(),
             arrays,
             warnings: warnings.iter().map(ToString::to_string).collect(),

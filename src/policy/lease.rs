@@ -111,6 +111,10 @@ pub struct PolicyState {
     /// hold our own earlier value), and knobs no lease wants any more are left as they are.
     /// Only `restore --defaults` clears it.
     pub originals_unknown: Option<String>,
+    /// Timed leases: holder → when the lease ends, Unix seconds (`policy apply --for`, the
+    /// D-Bus `duration` option). Only holders with a lease; the adapter releases them at that
+    /// time ([`super::Policy::expire`]), as any release.
+    pub expires: BTreeMap<String, u64>,
 }
 
 /// One kernel write of a transition, with the reading before it (for rollback).
@@ -232,6 +236,13 @@ pub fn transition(
             old.warnings.clone()
         },
         originals_unknown: old.originals_unknown.clone(),
+        // A holder that lost its lease loses its expiry; the adapter sets new ones.
+        expires: old
+            .expires
+            .iter()
+            .filter(|(h, _)| leases.contains_key(*h))
+            .map(|(h, t)| (h.clone(), *t))
+            .collect(),
     };
     let mut end = mid.clone();
     let mut writes = Vec::new();

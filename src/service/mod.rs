@@ -20,6 +20,7 @@
 //! owners, wipe jobs) is [`state::Shared`].
 
 pub mod events;
+pub mod expiry;
 pub mod state;
 
 use crate::cli::Context;
@@ -286,6 +287,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     let mut events = events::EventSink::new(config.events.program.clone());
     events.feed(&root, &model);
     let sim_task = sim.map(|s| tokio::spawn(s.run(tx.clone())));
+    let expiry_task = tokio::spawn(expiry::run(shared.clone(), conn.clone()));
     drop(tx);
     let mut lp = Loop {
         sim: args.sim,
@@ -298,6 +300,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         events,
     };
     let result = lp.run(rx, &mut owners, signals).await;
+    expiry_task.abort();
 
     notify(&[sd_notify::NotifyState::Stopping]);
     // Shutdown goes through here, never through a bare exit: jobs first (the engine unfreezes
