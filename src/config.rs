@@ -67,6 +67,22 @@ pub struct Config {
     pub events: EventsConfig,
     /// `[profiles.NAME]`: named priority profiles for `policy apply --profile NAME`.
     pub profiles: BTreeMap<String, Profile>,
+    /// `[check]`: checks (scrubs).
+    pub check: CheckConfig,
+}
+
+/// Default file of the saved check positions and results (survives reboots).
+pub const DEFAULT_CHECK_STATE_PATH: &str = "/var/lib/mdpilot/checks.toml";
+
+/// `[check]` settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckConfig {
+    /// `state_path`: absolute path of the positions/results file (default
+    /// `/var/lib/mdpilot/checks.toml`), resolved under the root.
+    pub state_path: PathBuf,
+    /// `check_max`: the array's `sync_speed_max` during a check, KiB/s, through a lease
+    /// (`check-<array>`); `None` (default): no throttle unless `--max` is given.
+    pub check_max: Option<u64>,
 }
 
 /// A named priority profile (`[profiles.boost] min = 50000`, `[profiles.quiet] max = 5000`):
@@ -128,6 +144,10 @@ impl Default for Config {
             wipe: WipeConfig {},
             events: EventsConfig::default(),
             profiles: BTreeMap::new(),
+            check: CheckConfig {
+                state_path: PathBuf::from(DEFAULT_CHECK_STATE_PATH),
+                check_max: None,
+            },
         }
     }
 }
@@ -146,6 +166,18 @@ pub struct ConfigFragment {
     pub events: Option<EventsFragment>,
     /// `[profiles.NAME]`: a later fragment's profile replaces an earlier one of that name.
     pub profiles: Option<BTreeMap<String, ProfileFragment>>,
+    /// `[check]`.
+    pub check: Option<CheckFragment>,
+}
+
+/// `[check]` of a fragment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckFragment {
+    /// See [`CheckConfig::state_path`].
+    pub state_path: Option<PathBuf>,
+    /// See [`CheckConfig::check_max`].
+    pub check_max: Option<u64>,
 }
 
 /// `[profiles.NAME]` of a fragment.
@@ -262,6 +294,23 @@ impl Config {
                     duration_s,
                 },
             );
+        }
+        if let Some(c) = &frag.check {
+            if let Some(v) = &c.state_path {
+                if !v.is_absolute() || v.file_name().is_none() {
+                    return Err(ConfigError::Invalid {
+                        path: path.to_path_buf(),
+                        reason: format!(
+                            "check.state_path {} must be an absolute file path",
+                            v.display()
+                        ),
+                    });
+                }
+                self.check.state_path = v.clone();
+            }
+            if let Some(v) = c.check_max {
+                self.check.check_max = Some(v.max(1));
+            }
         }
         if let Some(ev) = &frag.events {
             if let Some(v) = &ev.program {

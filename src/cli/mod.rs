@@ -1,6 +1,7 @@
 //! The command-line front ends: one file per subcommand, plus the global context and exit helper.
 
 pub mod blockdev_wipe;
+pub mod check;
 pub mod monitor;
 pub mod policy;
 pub mod progress;
