@@ -83,6 +83,10 @@ pub struct ArrayRecord {
     /// The last completed check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last: Option<CheckResult>,
+    /// The running (or paused) check was started by the service's schedule: it pauses it at
+    /// the window's end (a check started by hand is left alone).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub scheduled: bool,
 }
 
 /// The whole file.
@@ -261,6 +265,7 @@ mod tests {
                 }),
                 running: None,
                 last: None,
+                scheduled: false,
             },
         );
         let text = s.to_toml();

@@ -83,6 +83,9 @@ pub struct CheckConfig {
     /// `check_max`: the array's `sync_speed_max` during a check, KiB/s, through a lease
     /// (`check-<array>`); `None` (default): no throttle unless `--max` is given.
     pub check_max: Option<u64>,
+    /// `schedule` and the keys around it: the service's check windows (see
+    /// [`crate::schedule`]); `None` (default): no scheduled checks.
+    pub schedule: Option<crate::schedule::Schedule>,
 }
 
 /// A named priority profile (`[profiles.boost] min = 50000`, `[profiles.quiet] max = 5000`):
@@ -147,6 +150,7 @@ impl Default for Config {
             check: CheckConfig {
                 state_path: PathBuf::from(DEFAULT_CHECK_STATE_PATH),
                 check_max: None,
+                schedule: None,
             },
         }
     }
@@ -178,6 +182,23 @@ pub struct CheckFragment {
     pub state_path: Option<PathBuf>,
     /// See [`CheckConfig::check_max`].
     pub check_max: Option<u64>,
+    /// Calendar of cycle starts (`"Sun *-*-1..7 01:00"`); enables the schedule.
+    pub schedule: Option<String>,
+    /// Calendar of continuation windows within a cycle (`"*-*-* 01:00"`).
+    #[serde(rename = "continue")]
+    pub continue_: Option<String>,
+    /// Window length (`"6h"`, default).
+    pub window: Option<String>,
+    /// Upper bound of the per-machine start delay (`"24h"`; default none).
+    pub random_delay: Option<String>,
+    /// Only these arrays (names or UUIDs).
+    pub include: Option<Vec<String>>,
+    /// Never these arrays (names or UUIDs).
+    pub skip: Option<Vec<String>>,
+    /// Skip arrays younger than this many days (default 14).
+    pub min_age_days: Option<u64>,
+    /// At most this many checks at once (default 1).
+    pub max_concurrent: Option<usize>,
 }
 
 /// `[profiles.NAME]` of a fragment.
@@ -224,6 +245,70 @@ pub struct ServiceFragment {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WipeFragment {}
+
+/// Applies the schedule keys of `c` over `cur` (a schedule exists once `schedule` was given).
+fn apply_schedule(
+    cur: &mut Option<crate::schedule::Schedule>,
+    c: &CheckFragment,
+) -> Result<(), String> {
+    use crate::schedule::{parse_duration, Calendar, Schedule};
+    if let Some(s) = &c.schedule {
+        let start: Calendar = s
+            .parse()
+            .map_err(|e: crate::schedule::ScheduleError| e.to_string())?;
+        let base = cur.take().map(|old| Schedule {
+            start: start.clone(),
+            ..old
+        });
+        *cur = Some(base.unwrap_or_else(|| Schedule::new(start, None)));
+    }
+    let has_keys = c.continue_.is_some()
+        || c.window.is_some()
+        || c.random_delay.is_some()
+        || c.include.is_some()
+        || c.skip.is_some()
+        || c.min_age_days.is_some()
+        || c.max_concurrent.is_some();
+    let Some(s) = cur.as_mut() else {
+        return if has_keys {
+            Err("schedule keys without `schedule`".into())
+        } else {
+            Ok(())
+        };
+    };
+    let dur = |t: &str| parse_duration(t).map_err(|e| e.to_string());
+    if let Some(t) = &c.continue_ {
+        s.cont = Some(
+            t.parse()
+                .map_err(|e: crate::schedule::ScheduleError| e.to_string())?,
+        );
+    }
+    if let Some(t) = &c.window {
+        s.window_s = dur(t)?;
+        if s.window_s == 0 {
+            return Err("window 0".into());
+        }
+    }
+    if let Some(t) = &c.random_delay {
+        s.random_delay_s = dur(t)?;
+    }
+    if let Some(v) = &c.include {
+        s.include = v.clone();
+    }
+    if let Some(v) = &c.skip {
+        s.skip = v.clone();
+    }
+    if let Some(v) = c.min_age_days {
+        s.min_age_days = v;
+    }
+    if let Some(v) = c.max_concurrent {
+        if v == 0 {
+            return Err("max_concurrent 0".into());
+        }
+        s.max_concurrent = v;
+    }
+    Ok(())
+}
 
 impl ConfigFragment {
     /// Parses one fragment's text; `path` only names it in errors.
@@ -311,6 +396,10 @@ impl Config {
             if let Some(v) = c.check_max {
                 self.check.check_max = Some(v.max(1));
             }
+            apply_schedule(&mut self.check.schedule, c).map_err(|reason| ConfigError::Invalid {
+                path: path.to_path_buf(),
+                reason: format!("check: {reason}"),
+            })?;
         }
         if let Some(ev) = &frag.events {
             if let Some(v) = &ev.program {
@@ -494,6 +583,19 @@ mod tests {
             }
         );
         assert_eq!(c.profiles["quiet"].max, Some(5000));
+        put(
+            CONFIG_DIRS[2],
+            "80-check.toml",
+            "[check]\nschedule = \"Sun *-*-1..7 01:00\"\ncontinue = \"*-*-* 01:00\"\nrandom_delay = \"24h\"\nskip = [\"md9\"]\n",
+        );
+        let s = Config::load(&root).unwrap().check.schedule.unwrap();
+        assert_eq!(s.start.text(), "Sun *-*-1..7 01:00");
+        assert_eq!(s.cont.unwrap().text(), "*-*-* 01:00");
+        assert_eq!(
+            (s.window_s, s.random_delay_s, s.max_concurrent),
+            (21_600, 86_400, 1)
+        );
+        assert_eq!(s.skip, ["md9"]);
         assert_eq!(
             c.policy_settings(&root).state_path,
             d.path().join("run/x/p.toml")
@@ -516,6 +618,8 @@ mod tests {
             "[profiles.x]\nmin = 9\nmax = 3\n",
             "[profiles.x]\nmin = 9\nduration = \"soon\"\n",
             "[profiles.x]\nmin = 9\nfast = true\n",
+            "[check]\nwindow = \"6h\"\n",
+            "[check]\nschedule = \"Sunday-ish\"\n",
             "not toml",
         ] {
             std::fs::write(dir.join("10-bad.toml"), bad).unwrap();

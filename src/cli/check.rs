@@ -230,22 +230,59 @@ pub fn run(ctx: &Context, cmd: CheckCommand) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(&e, 1),
     };
-    let root = &ctx.root;
+    match execute(&ctx.root, &config, &cmd, false) {
+        Ok(out) => {
+            for e in &out.errors {
+                eprintln!("mdpilot: {e}");
+            }
+            if let CheckCommand::Status { json, .. } = cmd {
+                print_status(&ctx.root, &out.stat, &out.targets, &out.state, json);
+            }
+            if out.errors.is_empty() {
+                ExitCode::SUCCESS
+            } else {
+                ExitCode::from(1)
+            }
+        }
+        Err(e) => fail(&e, 1),
+    }
+}
+
+/// What [`execute`] did.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The arrays as read before the step.
+    pub stat: MdStat,
+    /// The names the command applied to.
+    pub targets: Vec<String>,
+    /// The record after the step (saved).
+    pub state: CheckState,
+    /// One message per array that failed (`md0: ...`); the others were done.
+    pub errors: Vec<String>,
+}
+
+/// Runs `cmd` on the kernel files under `root` (the CLI and the service's scheduler both go
+/// through here). `scheduled` marks the checks it starts or resumes as the schedule's (only
+/// those are paused at a window's end).
+///
+/// Errors: the config's record file or the arrays cannot be read, an ARRAY is unknown; errors
+/// of single arrays are in [`Outcome::errors`].
+pub fn execute(
+    root: &Root,
+    config: &Config,
+    cmd: &CheckCommand,
+    scheduled: bool,
+) -> Result<Outcome, CheckError> {
     let state_path = root.path(&config.check.state_path);
     let policy = Policy::new(root.clone(), config.policy_settings(root));
-    let lock = match crate::policy::state::lock(&state_path) {
-        Ok(l) => l,
-        Err(e) => return fail(&e, 1),
-    };
-    let stat = match crate::sysfs::collect(root) {
-        Ok(s) => s,
-        Err(e) => return fail(&e, 1),
-    };
-    let mut st = match load(&state_path) {
-        Ok(s) => s,
-        Err(e) => return fail(&e, 1),
-    };
+    let _lock = crate::policy::state::lock(&state_path).map_err(|e| CheckError::State {
+        path: state_path.clone(),
+        reason: crate::error::error_chain(&e),
+    })?;
+    let stat = crate::sysfs::collect(root)?;
+    let mut st = load(&state_path)?;
     let now = now_s();
+    let mut errors = Vec::new();
     // First record what happened since the last command (finished or interrupted checks).
     for a in &stat.arrays {
         if let Some(rec) = st.array.get_mut(&key(a)) {
@@ -253,40 +290,49 @@ pub fn run(ctx: &Context, cmd: CheckCommand) -> ExitCode {
             let was_running = rec.running.is_some();
             reconcile(rec, &observe(root, a), chunk, now);
             if was_running && rec.running.is_none() {
+                rec.scheduled = false;
                 if let Err(e) = unthrottle(&policy, &a.name) {
-                    eprintln!("mdpilot: {}: {}", a.name, crate::error::error_chain(&e));
+                    errors.push(format!("{}: {}", a.name, crate::error::error_chain(&e)));
                 }
             }
         }
     }
-    let (names, json) = match &cmd {
+    let names = match cmd {
         CheckCommand::Start { arrays, .. }
         | CheckCommand::Pause { arrays }
-        | CheckCommand::Cancel { arrays } => (arrays, false),
-        CheckCommand::Resume { arrays, .. } => (arrays, false),
-        CheckCommand::Status { arrays, json } => (arrays, *json),
+        | CheckCommand::Cancel { arrays }
+        | CheckCommand::Resume { arrays, .. }
+        | CheckCommand::Status { arrays, .. } => arrays,
     };
-    let targets = match select(&stat, names, &cmd, &st) {
-        Ok(t) => t,
-        Err(e) => return fail(&e, 1),
-    };
-    let mut code = ExitCode::SUCCESS;
+    let targets: Vec<Array> = select(&stat, names, cmd, &st)?
+        .into_iter()
+        .cloned()
+        .collect();
     for a in &targets {
-        let r = step(root, &policy, &config, &cmd, a, &mut st, now);
+        let r = step(root, &policy, config, cmd, a, &mut st, now).map(|()| {
+            if scheduled {
+                if let Some(rec) = st.array.get_mut(&key(a)) {
+                    rec.scheduled = rec.running.is_some();
+                }
+            }
+        });
         // Saved after every array: a later failure never loses an earlier pause.
         if let Err(e) = r.and_then(|()| save(&state_path, &st)) {
-            eprintln!("mdpilot: {}: {}", a.name, crate::error::error_chain(&e));
-            code = ExitCode::from(1);
+            errors.push(format!("{}: {}", a.name, crate::error::error_chain(&e)));
         }
     }
-    if let Err(e) = save(&state_path, &st) {
-        return fail(&e, 1);
-    }
-    drop(lock);
-    if let CheckCommand::Status { .. } = cmd {
-        print_status(root, &targets, &st, json);
-    }
-    code
+    save(&state_path, &st)?;
+    Ok(Outcome {
+        targets: targets.iter().map(|a| a.name.clone()).collect(),
+        stat,
+        state: st,
+        errors,
+    })
+}
+
+/// The record key of `a`: its UUID (`md/uuid`), else `name:<mdN>`.
+pub fn record_key(a: &Array) -> String {
+    key(a)
 }
 
 fn select<'a>(
@@ -409,9 +455,9 @@ fn save_now(root: &Root, config: &Config, st: &CheckState) -> Result<(), CheckEr
     save(&root.path(&config.check.state_path), st)
 }
 
-fn print_status(root: &Root, arrays: &[&Array], st: &CheckState, json: bool) {
+fn print_status(root: &Root, stat: &MdStat, names: &[String], st: &CheckState, json: bool) {
     let mut out = Vec::new();
-    for a in arrays {
+    for a in stat.arrays.iter().filter(|a| names.contains(&a.name)) {
         let o = observe(root, a);
         let rec = st.array.get(&key(a));
         let percent = o

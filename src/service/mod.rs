@@ -21,6 +21,7 @@
 
 pub mod events;
 pub mod expiry;
+pub mod scheduler;
 pub mod state;
 
 use crate::cli::Context;
@@ -288,6 +289,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     events.feed(&root, &model);
     let sim_task = sim.map(|s| tokio::spawn(s.run(tx.clone())));
     let expiry_task = tokio::spawn(expiry::run(shared.clone(), conn.clone()));
+    let schedule_task = tokio::spawn(scheduler::run(root.clone(), config.clone()));
     drop(tx);
     let mut lp = Loop {
         sim: args.sim,
@@ -301,6 +303,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     };
     let result = lp.run(rx, &mut owners, signals).await;
     expiry_task.abort();
+    schedule_task.abort();
 
     notify(&[sd_notify::NotifyState::Stopping]);
     // Shutdown goes through here, never through a bare exit: jobs first (the engine unfreezes
