@@ -103,6 +103,19 @@ pub fn tick(
     let Some(s) = &config.check.schedule else {
         return (Vec::new(), Vec::new());
     };
+    // Record what the kernel did since the last tick first (a finished check is done for this
+    // cycle, an interrupted one keeps its position), so the plan never restarts a finished one.
+    if let Err(e) = execute(
+        root,
+        config,
+        &CheckCommand::Status {
+            json: false,
+            arrays: Vec::new(),
+        },
+        false,
+    ) {
+        tracing::warn!("check record: {}", crate::error::error_chain(&e));
+    }
     let seed = std::fs::read_to_string(root.path("/etc/machine-id")).unwrap_or_default();
     let delay = fixed_delay_s(&seed, s.random_delay_s);
     let arrays = candidates(root, config);
