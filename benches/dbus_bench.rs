@@ -81,7 +81,7 @@ async fn latency() {
         .msg_type(zbus::message::Type::Signal)
         .member("PropertiesChanged")
         .unwrap()
-        .path("/org/mdpilot/MdPilot1/arrays/md1")
+        .path(support::bus::sim_array_path("md1"))
         .unwrap()
         .build();
     let mut stream = zbus::MessageStream::for_match_rule(rule, &conn, None)

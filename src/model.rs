@@ -526,6 +526,24 @@ pub struct ArraySysfs {
     pub optimal_io_size: Option<u64>,
     /// `md/dev-*` directories.
     pub members: Vec<MemberSysfs>,
+    /// `md/consistency_policy` (`none`, `resync`, `bitmap`, `journal`, `ppl`); not in the
+    /// status JSON.
+    #[serde(skip)]
+    pub consistency_policy: Option<String>,
+    /// `md/bitmap/location` as the kernel prints it (`none`, `file`, `+8` sectors from the
+    /// superblock); not in the status JSON.
+    #[serde(skip)]
+    pub bitmap_location: Option<String>,
+    /// The metadata name (`host:root`), from udev's `MD_NAME` ([`crate::names::metadata_name`]);
+    /// not in the status JSON.
+    #[serde(skip)]
+    pub metadata_name: Option<String>,
+    /// The UUID in mdadm's colon form ([`crate::names::array_uuid`]); not in the status JSON.
+    #[serde(skip)]
+    pub mdadm_uuid: Option<String>,
+    /// The `/dev/md/NAME` link ([`crate::names::named_device`]); not in the status JSON.
+    #[serde(skip)]
+    pub named_device: Option<String>,
 }
 
 #[cfg(test)]

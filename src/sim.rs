@@ -17,7 +17,7 @@ use crate::policy::{KERNEL_DEFAULT_MAX, KERNEL_DEFAULT_MIN};
 use crate::watch::Event;
 use std::io::Write;
 use std::time::Duration;
-use tokio::sync::mpsc::UnboundedSender;
+use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 /// The simulated disks' bandwidth for resync in KiB/s (what an idle array could reach).
 pub const DEVICE_KIB_S: u64 = 400_000;
@@ -37,7 +37,13 @@ pub struct SimArray {
     pub chunk_bytes: u64,
     /// `md/uuid`.
     pub uuid: String,
-    /// Sectors done of the running resync; `None` when idle.
+    /// Metadata name (`sim:root`), published through the simulated udev database.
+    pub md_name: String,
+    /// The `/dev/md/` link name (`root`).
+    pub link: String,
+    /// The running sync's `md/sync_action` word (`resync`, `check`, `repair`).
+    pub action: String,
+    /// Sectors done of the running sync; `None` when idle.
     pub sync_done_sectors: Option<u64>,
     /// Last step's rate in KiB/s.
     pub sync_rate_kib_s: u64,
@@ -206,6 +212,9 @@ impl Sim {
                 component_kib: 1_048_576,
                 chunk_bytes: 0,
                 uuid: "3b6c2a6e-0d0e-4b7a-9d5e-8a7b1c2d3e4f".into(),
+                md_name: "sim:root".into(),
+                link: "root".into(),
+                action: "idle".into(),
                 sync_done_sectors: None,
                 sync_rate_kib_s: 0,
             },
@@ -216,6 +225,9 @@ impl Sim {
                 component_kib: 64 * 1_048_576,
                 chunk_bytes: 512 * 1024,
                 uuid: "9f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b".into(),
+                md_name: "sim:data".into(),
+                link: "data".into(),
+                action: "resync".into(),
                 sync_done_sectors: Some(0),
                 sync_rate_kib_s: 0,
             },
@@ -223,9 +235,10 @@ impl Sim {
         write(root.proc("sys/dev/raid/speed_limit_min"), "1000\n")?;
         write(root.proc("sys/dev/raid/speed_limit_max"), "200000\n")?;
         std::fs::create_dir_all(root.run("mdpilot"))?;
-        std::fs::create_dir_all(root.dev(""))?;
+        std::fs::create_dir_all(root.dev("md"))?;
         let sim = Sim { dir, root, arrays };
-        for a in &sim.arrays {
+        for (minor, a) in sim.arrays.iter().enumerate() {
+            sim.write_identity(a, minor)?;
             sim.write_static(a)?;
             sim.write_dynamic(a)?;
         }
@@ -247,6 +260,33 @@ impl Sim {
         self.root.sys(format!("block/{}/md/{f}", a.name))
     }
 
+    /// What udev and mdadm add: `/sys/block/<name>/dev`, the udev database entry with
+    /// `MD_NAME`/`MD_UUID` (see [`crate::names`]) and the `/dev/md/<link>` symlink.
+    fn write_identity(&self, a: &SimArray, minor: usize) -> std::io::Result<()> {
+        write(
+            self.root.sys(format!("block/{}/dev", a.name)),
+            &format!("9:{minor}\n"),
+        )?;
+        let uuid = crate::names::mdadm_uuid(&a.uuid).unwrap_or_default();
+        write(
+            self.root.run(format!("udev/data/b9:{minor}")),
+            &format!(
+                "S:md/{}\nE:MD_LEVEL={}\nE:MD_DEVICES={}\nE:MD_METADATA=1.2\nE:MD_UUID={uuid}\n\
+                 E:MD_DEVNAME={}\nE:MD_NAME={}\n",
+                a.link,
+                a.level,
+                a.members.len(),
+                a.link,
+                a.md_name
+            ),
+        )?;
+        let link = self.root.dev(format!("md/{}", a.link));
+        if std::fs::symlink_metadata(&link).is_err() {
+            std::os::unix::fs::symlink(format!("../{}", a.name), link)?;
+        }
+        Ok(())
+    }
+
     fn write_static(&self, a: &SimArray) -> std::io::Result<()> {
         write(self.md(a, "level"), &format!("{}\n", a.level))?;
         write(self.md(a, "raid_disks"), &format!("{}\n", a.members.len()))?;
@@ -258,6 +298,8 @@ impl Sim {
         )?;
         write(self.md(a, "uuid"), &format!("{}\n", a.uuid))?;
         write(self.md(a, "mismatch_cnt"), "0\n")?;
+        write(self.md(a, "consistency_policy"), "resync\n")?;
+        write(self.md(a, "bitmap/location"), "none\n")?;
         write(self.md(a, "degraded"), "0\n")?;
         write(self.md(a, "sync_speed_min"), "1000 (system)\n")?;
         write(self.md(a, "sync_speed_max"), "200000 (system)\n")?;
@@ -276,7 +318,7 @@ impl Sim {
     fn write_dynamic(&self, a: &SimArray) -> std::io::Result<()> {
         let (action, completed, state) = match a.sync_done_sectors {
             Some(d) => (
-                "resync",
+                a.action.as_str(),
                 format!("{d} / {}", a.sync_total_sectors()),
                 "active",
             ),
@@ -300,6 +342,46 @@ impl Sim {
         self.arrays.iter().any(|a| a.sync_done_sectors.is_some())
     }
 
+    /// Acts on words written to `md/sync_action` since the last look, as md does (md.rst):
+    /// `check`, `repair` or `resync` on an idle array start that sync from 0; `idle` or `frozen`
+    /// stop the running one. Returns the events for the arrays that changed.
+    pub fn absorb_writes(&mut self) -> std::io::Result<Vec<Event>> {
+        let mut events = Vec::new();
+        let mut arrays = std::mem::take(&mut self.arrays);
+        let mut res = Ok(());
+        for a in &mut arrays {
+            let word = read_optional(&self.md(a, "sync_action"))
+                .ok()
+                .flatten()
+                .unwrap_or_default();
+            let changed = match (word.as_str(), a.sync_done_sectors) {
+                ("check" | "repair" | "resync", None) => {
+                    a.action = word.clone();
+                    a.sync_done_sectors = Some(0);
+                    true
+                }
+                ("idle" | "frozen", Some(_)) => {
+                    a.action = "idle".into();
+                    a.sync_done_sectors = None;
+                    true
+                }
+                _ => false,
+            };
+            if changed {
+                events.push(Event::Mdstat);
+                if res.is_ok() {
+                    res = self.write_dynamic(a);
+                }
+            }
+        }
+        self.arrays = arrays;
+        res?;
+        if !events.is_empty() {
+            write(self.root.proc("mdstat"), &render_mdstat(&self.arrays))?;
+        }
+        Ok(events)
+    }
+
     /// Advances every running sync by `elapsed`, rewrites the tree and returns the events the
     /// kernel would raise (mdstat when a sync ends, sysfs attributes on progress).
     pub fn step(&mut self, elapsed: Duration) -> std::io::Result<Vec<Event>> {
@@ -318,6 +400,7 @@ impl Sim {
             let done = (done + add.max(1)).min(total);
             if done >= total {
                 a.sync_done_sectors = None;
+                a.action = "idle".into();
                 events.push(Event::Mdstat);
             } else {
                 a.sync_done_sectors = Some(done);
@@ -338,9 +421,11 @@ impl Sim {
         Ok(events)
     }
 
-    /// Runs the simulation until `tx` closes: steps every `MDPILOT_SIM_TICK_MS` (default 1000)
-    /// while a sync runs, then returns (no timer when idle).
-    pub async fn run(mut self, tx: UnboundedSender<Event>) -> Sim {
+    /// Runs the simulation until `tx` or `poke` closes: steps every `MDPILOT_SIM_TICK_MS`
+    /// (default 1000) while a sync runs; with no sync there is no timer, only `poke` (sent by the
+    /// service after a write to `md/sync_action`), which makes it look at its tree again
+    /// ([`Sim::absorb_writes`]).
+    pub async fn run(mut self, tx: UnboundedSender<Event>, mut poke: UnboundedReceiver<()>) -> Sim {
         let tick = std::env::var("MDPILOT_SIM_TICK_MS")
             .ok()
             .and_then(|v| v.parse().ok())
@@ -352,12 +437,62 @@ impl Sim {
                 .open(p)
                 .ok()
         });
-        let mut interval = tokio::time::interval(Duration::from_millis(tick.max(1)));
+        let tick = Duration::from_millis(tick.max(1));
+        loop {
+            if !self.syncing() && poke.recv().await.is_none() {
+                return self;
+            }
+            match self.absorb_writes() {
+                Ok(events) => {
+                    for e in events {
+                        if tx.send(e).is_err() {
+                            return self;
+                        }
+                    }
+                }
+                Err(e) => tracing::error!("simulator cannot write its tree: {e}"),
+            }
+            if !self.syncing() {
+                continue;
+            }
+            if !self.run_syncs(&tx, &mut poke, tick, &mut trace).await {
+                return self;
+            }
+        }
+    }
+
+    /// Steps the running syncs every `tick` until none runs (true) or `tx` closes (false). A
+    /// poke in between makes it absorb writes to `md/sync_action` first.
+    async fn run_syncs(
+        &mut self,
+        tx: &UnboundedSender<Event>,
+        poke: &mut UnboundedReceiver<()>,
+        tick: Duration,
+        trace: &mut Option<std::fs::File>,
+    ) -> bool {
+        let mut interval = tokio::time::interval(tick);
         interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
         interval.tick().await;
         let mut last = tokio::time::Instant::now();
         while self.syncing() {
-            interval.tick().await;
+            tokio::select! {
+                _ = interval.tick() => {}
+                p = poke.recv() => {
+                    if p.is_some() {
+                        match self.absorb_writes() {
+                            Ok(events) => {
+                                for e in events {
+                                    if tx.send(e).is_err() {
+                                        return false;
+                                    }
+                                }
+                            }
+                            Err(e) => tracing::error!("simulator cannot write its tree: {e}"),
+                        }
+                    }
+                    continue;
+                }
+            }
             let now = tokio::time::Instant::now();
             match self.step(now - last) {
                 Ok(events) => {
@@ -370,7 +505,7 @@ impl Sim {
                     }
                     for e in events {
                         if tx.send(e).is_err() {
-                            return self;
+                            return false;
                         }
                     }
                 }
@@ -378,7 +513,7 @@ impl Sim {
             }
             last = now;
         }
-        self
+        true
     }
 }
 
@@ -433,6 +568,37 @@ mod tests {
         assert_eq!(a, "idle\n");
         let m = std::fs::read_to_string(root.proc("mdstat")).unwrap();
         assert!(!m.contains("resync"), "{m}");
+    }
+
+    #[test]
+    fn sync_action_writes_start_and_stop_a_check() {
+        let mut sim = Sim::create().unwrap();
+        let root = sim.root().clone();
+        let action = || std::fs::read_to_string(root.sys("block/md0/md/sync_action")).unwrap();
+        assert!(
+            sim.absorb_writes().unwrap().is_empty(),
+            "nothing written yet"
+        );
+        std::fs::write(root.sys("block/md0/md/sync_action"), "check\n").unwrap();
+        assert_eq!(sim.absorb_writes().unwrap(), [Event::Mdstat]);
+        assert_eq!(action(), "check\n");
+        sim.step(Duration::from_secs(1)).unwrap();
+        let c = std::fs::read_to_string(root.sys("block/md0/md/sync_completed")).unwrap();
+        assert!(c.starts_with("400000 / "), "{c}");
+        std::fs::write(root.sys("block/md0/md/sync_action"), "idle\n").unwrap();
+        assert_eq!(sim.absorb_writes().unwrap(), [Event::Mdstat]);
+        assert_eq!(action(), "idle\n");
+        let c = std::fs::read_to_string(root.sys("block/md0/md/sync_completed")).unwrap();
+        assert_eq!(c, "none\n");
+        // The tree carries what udev and mdadm add.
+        assert_eq!(
+            crate::names::resolve_array(&root, "/dev/md/root", &["md0".into(), "md1".into()]),
+            Ok("md0".into())
+        );
+        assert_eq!(
+            crate::names::metadata_name(&root, "md1").as_deref(),
+            Some("sim:data")
+        );
     }
 
     #[test]

@@ -177,12 +177,21 @@ fn block_dir(root: &Root, name: &str) -> PathBuf {
 /// `/sys/block/<name>/queue/{logical_block_size,physical_block_size,optimal_io_size}` under
 /// `root`. `name` is the kernel name (`md0`, `md_d0`, `md127`). Every field is `None` (members
 /// empty) where its file is missing; never fails (see module doc).
+///
+/// The name fields (`metadata_name`, `mdadm_uuid`, `named_device`) come from the udev database
+/// and `/dev/md` under `root` ([`crate::names`]); [`read_array_at`] leaves them `None`.
 pub fn read_array(root: &Root, name: &str) -> ArraySysfs {
-    read_array_at(&block_dir(root, name))
+    ArraySysfs {
+        metadata_name: crate::names::metadata_name(root, name),
+        mdadm_uuid: crate::names::array_uuid(root, name),
+        named_device: crate::names::named_device(root, name),
+        ..read_array_at(&block_dir(root, name))
+    }
 }
 
 /// [`read_array`] for a block device's sysfs directory given as a path (`/sys/block/md0`, or
-/// `/sys/dev/block/9:0` as the wipe probe finds it): reads `<dir>/md/*` and `<dir>/queue/*`.
+/// `/sys/dev/block/9:0` as the wipe probe finds it): reads `<dir>/md/*` and `<dir>/queue/*`
+/// only, so the name fields read by [`read_array`] are `None`.
 pub fn read_array_at(dir: &Path) -> ArraySysfs {
     let md = dir.join("md");
     let queue = dir.join("queue");
@@ -210,6 +219,11 @@ pub fn read_array_at(dir: &Path) -> ArraySysfs {
         physical_block_size: read_parsed(&queue.join("physical_block_size"), parse_plain_u64),
         optimal_io_size: read_parsed(&queue.join("optimal_io_size"), parse_plain_u64),
         members: read_members(&md),
+        consistency_policy: word("consistency_policy"),
+        bitmap_location: word("bitmap/location"),
+        metadata_name: None,
+        mdadm_uuid: None,
+        named_device: None,
     }
 }
 
@@ -247,6 +261,22 @@ pub fn enrich(root: &Root, stat: &mut MdStat) {
         }
         array.sysfs = Some(sys);
     }
+}
+
+/// Writes `action`'s word (`check`, `repair`, `idle`, ...) to `/sys/block/<name>/md/sync_action` under
+/// `root` (kernel Documentation/admin-guide/md.rst: writing an action word starts it, `idle`
+/// stops the running one). The file must exist: a missing array is `NotFound`, never created.
+///
+/// Errors: the kernel's (`EBUSY` while another sync runs, `EINVAL` for a word the array's level
+/// cannot do, `EROFS` on a read-only array) or `NotFound`.
+pub fn write_sync_action(root: &Root, name: &str, action: &SyncAction) -> std::io::Result<()> {
+    use std::io::Write;
+    let path = block_dir(root, name).join("md/sync_action");
+    let mut f = std::fs::OpenOptions::new()
+        .write(true)
+        .truncate(true)
+        .open(path)?;
+    f.write_all(format!("{action}\n").as_bytes())
 }
 
 fn read_members(md: &Path) -> Vec<MemberSysfs> {

@@ -60,3 +60,28 @@ fn activation_bus_policy_and_polkit_files_name_the_service() {
         mdpilot::dbus::POLKIT_ACTION
     )));
 }
+
+#[test]
+fn unit_is_hardened_and_started_on_demand() {
+    let unit = read("systemd/mdpilot.service");
+    let k = keys(&unit);
+    let get = |name: &str| k.iter().find(|(a, _)| a == name).map(|(_, v)| v.as_str());
+    assert!(get("Documentation")
+        .unwrap_or("")
+        .contains("man:mdpilot(8)"));
+    assert_eq!(get("UMask"), Some("0077"));
+    assert_eq!(get("IPAddressDeny"), Some("any"));
+    assert_eq!(get("RestrictAddressFamilies"), Some("AF_UNIX AF_NETLINK"));
+    assert_eq!(get("DevicePolicy"), Some("closed"));
+    assert_eq!(get("DeviceAllow"), Some("block-* rw"));
+    // Started by D-Bus activation or the udev rule, not on every boot.
+    assert_eq!(get("WantedBy"), None);
+    assert_eq!(get("Alias"), Some("dbus-org.mdpilot.MdPilot1.service"));
+    // The activation file starts the same command line (when the bus starts it without systemd).
+    let act = read("dbus/org.mdpilot.MdPilot1.service");
+    let exec = get("ExecStart").unwrap();
+    assert!(act.contains(&format!("Exec={exec}")), "{act}");
+    let rule = read("packaging/udev/69-mdpilot.rules");
+    assert!(rule.contains(r#"ENV{SYSTEMD_WANTS}+="mdpilot.service""#));
+    assert!(rule.contains(r#"KERNEL!="md*""#));
+}

@@ -21,7 +21,7 @@ use support::tree::job_root;
 use support::{Bus, LoopDev, Service, MIB};
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 
-/// Every signal under `<MANAGER_PATH>/jobs` (subscribed before the job starts, so a
+/// Every signal under `<ROOT_PATH>/jobs` (subscribed before the job starts, so a
 /// fast job's signals are not missed).
 async fn job_signals(conn: &zbus::Connection) -> zbus::MessageStream {
     let rule = zbus::MatchRule::builder()

@@ -66,7 +66,12 @@ async fn policy_cli_goes_through_the_running_service() {
     leases_changed(&mut sig).await;
     let l = leases(&watcher).await;
     assert_eq!(l.len(), 1, "{l:?}");
-    assert_eq!((l[0].0.as_str(), l[0].1.as_str()), ("d-i", "installer"));
+    assert_eq!((l[0].id.as_str(), l[0].kind.as_str()), ("d-i", "installer"));
+    assert_eq!(
+        (l[0].min, l[0].max),
+        (Some(0), None),
+        "min 0 reads back as 0"
+    );
     assert_eq!(read_trim(&knob), "0");
 
     // A refusal by the service is printed and exits 1 without touching the files.
@@ -97,7 +102,30 @@ async fn policy_cli_goes_through_the_running_service() {
     assert!(stdout(&o).contains("held no lease"), "{}", describe(&o));
     let l = leases(&watcher).await;
     assert_eq!(l.len(), 1, "{l:?}");
-    assert_eq!(l[0].0, "admin");
+    assert_eq!(l[0].id, "admin");
+
+    // A per-array max 0 goes through the service, the array named by its /dev/md/ link.
+    let o = cli(
+        &bus.address,
+        &root,
+        &[
+            "apply",
+            "--holder",
+            "slow",
+            "--array",
+            "/dev/md/data",
+            "--max",
+            "0",
+        ],
+    );
+    assert!(o.status.success(), "{}", describe(&o));
+    let l = leases(&watcher).await;
+    let slow = l.iter().find(|l| l.id == "slow").expect("lease slow");
+    assert_eq!(slow.arrays["md1"], (None, Some(0)), "{slow:?}");
+    let max = read_trim(sim.root().sys("block/md1/md/sync_speed_max"));
+    assert_eq!(max.split_whitespace().next(), Some("1"), "{max}");
+    let o = cli(&bus.address, &root, &["release", "--holder", "slow"]);
+    assert!(o.status.success(), "{}", describe(&o));
 
     // restore drops every lease through the service.
     let o = cli(&bus.address, &root, &["restore"]);

@@ -8,15 +8,13 @@ use futures_util::FutureExt;
 use std::collections::HashMap;
 use std::time::Duration;
 use support::bus::{
-    acquire, array_path, assert_committed_xml, call, call_manager, error_name, eventually, get,
-    helper_connection, introspect, leases, name_owned, next_within, opts, signals, LeaseInfo,
-    ManagerProxy, ARRAY_IFACE, BUS_NAME, MANAGER_IFACE, MANAGER_PATH,
+    acquire, assert_committed_xml, call, call_manager, error_name, eventually, find_array_path,
+    get, helper_connection, introspect, leases, managed_objects, name_owned, next_within, opts,
+    signals, sim_array_path, ManagerProxy, ARRAY_IFACE, BUS_NAME, MANAGER_IFACE, MANAGER_PATH,
 };
 use support::tree::{read_trim, Sim};
 use support::{assert_exit, Bus, Service, BIN};
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
-
-type Managed = HashMap<OwnedObjectPath, HashMap<String, HashMap<String, OwnedValue>>>;
 
 async fn get_u64(conn: &zbus::Connection, prop: &str) -> u64 {
     u64::try_from(get(conn, MANAGER_PATH, MANAGER_IFACE, prop).await).unwrap()
@@ -33,7 +31,7 @@ async fn introspection_matches_committed_xml() {
     let conn = bus.connect().await;
     for (path, iface) in [
         (MANAGER_PATH.to_string(), MANAGER_IFACE),
-        (array_path("md0"), ARRAY_IFACE),
+        (sim_array_path("md0"), ARRAY_IFACE),
     ] {
         let doc = introspect(&conn, None, &path).await;
         assert_committed_xml(
@@ -49,30 +47,41 @@ async fn arrays_are_listed_with_their_properties() {
     let Some(bus) = Bus::start() else { return };
     let _svc = Service::sim(&bus, &[]).await;
     let conn = bus.connect().await;
-    let r = call(
-        &conn,
-        MANAGER_PATH,
-        "org.freedesktop.DBus.ObjectManager",
-        "GetManagedObjects",
-        &(),
-    )
-    .await
-    .unwrap();
-    let objs: Managed = r.body().deserialize().unwrap();
-    let md = |n: &str| {
-        let p = OwnedObjectPath::try_from(array_path(n)).unwrap();
-        objs.get(&p)
-            .unwrap_or_else(|| panic!("{n} missing: {objs:?}"))[ARRAY_IFACE]
+    // The ObjectManager is alone at ROOT_PATH; the arrays are keyed by UUID.
+    let objs = managed_objects(&conn).await;
+    let (md0_path, md1_path) = (sim_array_path("md0"), sim_array_path("md1"));
+    let md = |p: &str| {
+        objs.get(&OwnedObjectPath::try_from(p).unwrap())
+            .unwrap_or_else(|| panic!("{p} missing: {objs:?}"))[ARRAY_IFACE]
             .clone()
     };
-    let md0 = md("md0");
+    let md0 = md(&md0_path);
     let s = |m: &HashMap<String, OwnedValue>, k: &str| {
-        String::try_from(m[k].try_clone().unwrap()).unwrap()
+        String::try_from(
+            m.get(k)
+                .unwrap_or_else(|| panic!("no {k}: {m:?}"))
+                .try_clone()
+                .unwrap(),
+        )
+        .unwrap()
     };
     let t = |m: &HashMap<String, OwnedValue>, k: &str| {
         u64::try_from(m[k].try_clone().unwrap()).unwrap()
     };
-    assert_eq!(s(&md0, "Name"), "md0");
+    // udisks2's names with udisks2's types and meanings; ours for the rest.
+    assert_eq!(s(&md0, "KernelName"), "md0");
+    assert_eq!(s(&md0, "Name"), "sim:root");
+    assert_eq!(s(&md0, "UUID"), "3b6c2a6e:0d0e4b7a:9d5e8a7b:1c2d3e4f");
+    assert_eq!(s(&md0, "DeviceNode"), "/dev/md0");
+    assert_eq!(s(&md0, "NamedDevice"), "/dev/md/root");
+    assert_eq!(s(&md0, "ConsistencyPolicy"), "resync");
+    assert_eq!(s(&md0, "MetadataVersion"), "1.2");
+    let bitmap: Vec<u8> = md0["BitmapLocation"]
+        .try_clone()
+        .unwrap()
+        .try_into()
+        .unwrap();
+    assert_eq!(bitmap, b"none");
     assert_eq!(s(&md0, "Level"), "raid1");
     assert_eq!(
         u32::try_from(md0["NumDevices"].try_clone().unwrap()).unwrap(),
@@ -81,27 +90,64 @@ async fn arrays_are_listed_with_their_properties() {
     assert_eq!(t(&md0, "Size"), 1 << 30);
     assert_eq!(s(&md0, "SyncAction"), "idle");
     assert_eq!(s(&md0, "State"), "clean");
-    assert_eq!(s(&md0, "UUID"), "3b6c2a6e-0d0e-4b7a-9d5e-8a7b1c2d3e4f");
-    let devs: Vec<(String, i32, Vec<String>, u64)> = md0["ActiveDevices"]
-        .try_clone()
-        .unwrap()
-        .try_into()
-        .unwrap();
+    assert!(
+        !md0.contains_key("ActiveDevices"),
+        "udisks2 has another type"
+    );
+    let devs: Vec<(String, i32, Vec<String>, u64)> =
+        md0["Members"].try_clone().unwrap().try_into().unwrap();
     assert_eq!(devs[0], ("sda1".into(), 0, vec!["in_sync".into()], 0));
-    let md1 = md("md1");
+    // Every documented property is there, with its documented signature.
+    let xml = std::fs::read_to_string(
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("dbus/{ARRAY_IFACE}.xml")),
+    )
+    .unwrap();
+    for line in xml.lines().filter(|l| l.contains("<property ")) {
+        let attr = |a: &str| {
+            let i = line.find(&format!("{a}=\"")).unwrap() + a.len() + 2;
+            line[i..i + line[i..].find('"').unwrap()].to_string()
+        };
+        let (name, sig) = (attr("name"), attr("type"));
+        let v = md0
+            .get(&name)
+            .unwrap_or_else(|| panic!("{name} missing on the array object"));
+        assert_eq!(v.value_signature().to_string(), sig, "{name}");
+    }
+    let md1 = md(&md1_path);
+    assert_eq!(s(&md1, "KernelName"), "md1");
+    assert_eq!(s(&md1, "Name"), "sim:data");
     assert_eq!(s(&md1, "Level"), "raid5");
     assert_eq!(s(&md1, "SyncAction"), "resync");
     assert_eq!(t(&md1, "SyncTotalSectors"), 64 * 1_048_576 * 2);
     assert_eq!(t(&md1, "ChunkSize"), 512 * 1024);
     let (min, how): (u64, String) = md1["SyncSpeedMin"].try_clone().unwrap().try_into().unwrap();
     assert_eq!((min, how.as_str()), (1000, "system"));
-    // The ObjectManager lists the objects below it; the manager itself is read directly.
-    // (zbus also lists the interface-less parent node `.../arrays`.)
-    assert_eq!(
-        objs.values().filter(|i| !i.is_empty()).count(),
-        2,
-        "{objs:?}"
-    );
+    // The ObjectManager lists the Manager (with its properties) and the two arrays, and no
+    // interface-less node such as `.../arrays`.
+    let mut paths: Vec<&str> = objs.keys().map(|p| p.as_str()).collect();
+    paths.sort();
+    let mut want = [MANAGER_PATH, md0_path.as_str(), md1_path.as_str()];
+    want.sort();
+    assert_eq!(paths, want, "{objs:?}");
+    assert!(objs.values().all(|i| !i.is_empty()), "{objs:?}");
+    let m = &objs[&OwnedObjectPath::try_from(MANAGER_PATH).unwrap()][MANAGER_IFACE];
+    assert_eq!(s(m, "Version"), "1.0");
+    assert_eq!(t(m, "SpeedLimitMax"), 200_000);
+    for k in [
+        "SpeedLimitMin",
+        "OriginalSpeedLimitMin",
+        "OriginalSpeedLimitMax",
+        "Leases",
+        "ServiceVersion",
+    ] {
+        assert!(m.contains_key(k), "Manager lacks {k}: {m:?}");
+    }
+    let (saved, _): (bool, u64) = m["OriginalSpeedLimitMin"]
+        .try_clone()
+        .unwrap()
+        .try_into()
+        .unwrap();
+    assert!(!saved, "nothing is saved without a lease");
     assert_eq!(get_u64(&conn, "SpeedLimitMax").await, 200_000);
 }
 
@@ -110,7 +156,7 @@ async fn a_change_reaches_a_subscribed_client_as_properties_changed() {
     let Some(bus) = Bus::start() else { return };
     let _svc = Service::sim(&bus, &[("MDPILOT_SIM_TICK_MS", "100")]).await;
     let conn = bus.connect().await;
-    let md1 = array_path("md1");
+    let md1 = sim_array_path("md1");
     let mut stream = signals(&conn, "org.freedesktop.DBus.Properties", Some(&md1), 64).await;
     let msg = next_within(
         &mut stream,
@@ -123,14 +169,7 @@ async fn a_change_reaches_a_subscribed_client_as_properties_changed() {
     assert_eq!(iface, ARRAY_IFACE);
     assert!(changed.contains_key("SyncCompletedSectors"), "{changed:?}");
     // Only what changed: constant facts of the array are not repeated.
-    for k in [
-        "Name",
-        "Level",
-        "UUID",
-        "Size",
-        "ChunkSize",
-        "ActiveDevices",
-    ] {
+    for k in ["Name", "Level", "UUID", "Size", "ChunkSize", "Members"] {
         assert!(!changed.contains_key(k), "{k} sent although unchanged");
     }
 }
@@ -148,7 +187,16 @@ async fn a_lease_is_released_when_its_client_disconnects() {
     assert!(!id.is_empty());
     assert_eq!(lease_count(&watcher).await, 1);
     assert_eq!(get_u64(&watcher, "SpeedLimitMin").await, 50_000);
-    assert_eq!(get_u64(&watcher, "OriginalSpeedLimitMin").await, 1000);
+    let orig: (bool, u64) = get(
+        &watcher,
+        MANAGER_PATH,
+        MANAGER_IFACE,
+        "OriginalSpeedLimitMin",
+    )
+    .await
+    .try_into()
+    .unwrap();
+    assert_eq!(orig, (true, 1000));
     assert_eq!(read_trim(&knob), "50000");
     drop(client);
     eventually("lease released after disconnect", || async {
@@ -192,7 +240,7 @@ async fn bad_arguments_get_typed_errors() {
     .await
     .unwrap();
     eventually("per-array limit visible", || async {
-        let v = get(&c, &array_path("md1"), ARRAY_IFACE, "SyncSpeedMax").await;
+        let v = get(&c, &sim_array_path("md1"), ARRAY_IFACE, "SyncSpeedMax").await;
         <(u64, String)>::try_from(v).unwrap() == (50_000, "local".to_string())
     })
     .await;
@@ -375,7 +423,13 @@ async fn arrays_appearing_and_vanishing_are_interfaces_added_and_removed() {
     let conn = bus.connect().await;
     let mut stream = signals(&conn, "org.freedesktop.DBus.ObjectManager", None, 64).await;
     let manager = ManagerProxy::new(&conn).await.unwrap();
-    assert_eq!(manager.version().await.unwrap(), env!("CARGO_PKG_VERSION"));
+    assert_eq!(manager.version().await.unwrap(), "1.0");
+    assert_eq!(
+        manager.service_version().await.unwrap(),
+        env!("CARGO_PKG_VERSION")
+    );
+    let md0_path = find_array_path(&conn, "md0").await;
+    assert_eq!(md0_path, sim_array_path("md0"));
 
     // md0 stops: its stanza leaves mdstat and its md/ directory goes.
     let mdstat = std::fs::read_to_string(root.proc("mdstat")).unwrap();
@@ -391,7 +445,7 @@ async fn arrays_appearing_and_vanishing_are_interfaces_added_and_removed() {
     let msg = reread(&manager, &mut stream).await;
     assert_eq!(msg.header().member().unwrap().as_str(), "InterfacesRemoved");
     let (path, ifaces): (OwnedObjectPath, Vec<String>) = msg.body().deserialize().unwrap();
-    assert_eq!(path.as_str(), "/org/mdpilot/MdPilot1/arrays/md0");
+    assert_eq!(path.as_str(), md0_path);
     assert_eq!(ifaces, vec![ARRAY_IFACE.to_string()]);
 
     // It comes back.
@@ -403,7 +457,7 @@ async fn arrays_appearing_and_vanishing_are_interfaces_added_and_removed() {
         OwnedObjectPath,
         HashMap<String, HashMap<String, OwnedValue>>,
     ) = msg.body().deserialize().unwrap();
-    assert_eq!(path.as_str(), "/org/mdpilot/MdPilot1/arrays/md0");
+    assert_eq!(path.as_str(), md0_path);
     let level = String::try_from(ifaces[ARRAY_IFACE]["Level"].try_clone().unwrap()).unwrap();
     assert_eq!(level, "raid1");
 }
@@ -578,7 +632,7 @@ async fn a_lease_on_max_slows_the_simulated_resync() {
     let Some(bus) = Bus::start() else { return };
     let _svc = Service::sim(&bus, &[("MDPILOT_SIM_TICK_MS", "100")]).await;
     let conn = bus.connect().await;
-    let md1 = array_path("md1");
+    let md1 = sim_array_path("md1");
     let rate = |c: zbus::Connection, p: String| async move {
         u64::try_from(get(&c, &p, ARRAY_IFACE, "SyncRate").await).unwrap()
     };
@@ -670,11 +724,15 @@ async fn acquire_min_zero_install_policy_and_named_leases() {
         1,
         "a holder lease is not a bus lease"
     );
-    let v = get(&watcher, MANAGER_PATH, MANAGER_IFACE, "Leases").await;
-    let l: Vec<LeaseInfo> = v.try_into().unwrap();
-    assert_eq!(l[0].0, "installer");
-    assert_eq!(l[0].1, "installer");
-    assert_eq!(l[0].2, "");
+    let l = leases(&watcher).await;
+    assert_eq!(l[0].id, "installer");
+    assert_eq!(l[0].kind, "installer");
+    assert_eq!(
+        (l[0].owner_kind.as_str(), l[0].owner.as_str()),
+        ("holder", "installer")
+    );
+    // The install policy's min 0 reads back as a present 0, its unset max as absent.
+    assert_eq!((l[0].min, l[0].max), (Some(0), None));
     // Another client releases it by name.
     call_manager(&watcher, "ReleasePriority", &("installer",))
         .await
@@ -703,8 +761,125 @@ async fn acquire_min_zero_install_policy_and_named_leases() {
     .await
     .unwrap();
     assert_eq!(r, "x");
-    let v = get(&watcher, MANAGER_PATH, MANAGER_IFACE, "Leases").await;
-    let l: Vec<LeaseInfo> = v.try_into().unwrap();
+    let l = leases(&watcher).await;
     assert_eq!(l.len(), 1, "{l:?}");
-    assert_eq!(l[0].0, "x");
+    assert_eq!(l[0].id, "x");
+    assert_eq!((l[0].min, l[0].max), (None, Some(0)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn request_sync_action_check_then_idle_on_the_sim() {
+    let Some(bus) = Bus::start() else { return };
+    let _svc = Service::sim(&bus, &[("MDPILOT_SIM_TICK_MS", "100")]).await;
+    let conn = bus.connect().await;
+    let md0 = sim_array_path("md0");
+    let request = |word: &'static str, o: HashMap<String, Value<'static>>| {
+        let (c, p) = (conn.clone(), md0.clone());
+        async move { call(&c, &p, ARRAY_IFACE, "RequestSyncAction", &(word, o)).await }
+    };
+    let action = |c: zbus::Connection, p: String| async move {
+        String::try_from(get(&c, &p, ARRAY_IFACE, "SyncAction").await).unwrap()
+    };
+    assert_eq!(action(conn.clone(), md0.clone()).await, "idle");
+    request("check", opts(&[])).await.unwrap();
+    eventually("md0 checks", || {
+        action(conn.clone(), md0.clone()).map(|a| a == "check")
+    })
+    .await;
+    eventually("the check progresses", || {
+        let (c, p) = (conn.clone(), md0.clone());
+        async move {
+            u64::try_from(get(&c, &p, ARRAY_IFACE, "SyncCompletedSectors").await).unwrap() > 0
+        }
+    })
+    .await;
+    request("idle", opts(&[])).await.unwrap();
+    eventually("md0 idle again", || {
+        action(conn.clone(), md0.clone()).map(|a| a == "idle")
+    })
+    .await;
+    // Only udisks2's three words; unknown options are refused too.
+    for (word, o) in [
+        ("resync", opts(&[])),
+        ("frozen", opts(&[])),
+        ("check", opts(&[("bogus", Value::Bool(true))])),
+    ] {
+        assert_eq!(
+            error_name(request(word, o).await),
+            "org.mdpilot.MdPilot1.Error.InvalidArgument",
+            "{word}"
+        );
+    }
+    request(
+        "idle",
+        opts(&[("auth.no_user_interaction", Value::Bool(true))]),
+    )
+    .await
+    .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn arrays_are_named_as_users_type_them_and_per_array_zero_is_sent() {
+    let Some(bus) = Bus::start() else { return };
+    let svc = Service::sim(&bus, &[]).await;
+    let conn = bus.connect().await;
+    // The simulator rewrites md1's files on every step: read until the file is whole.
+    let max = |a: &str| loop {
+        let t = std::fs::read_to_string(svc.sim_path(&format!("sys/block/{a}/md/sync_speed_max")))
+            .unwrap();
+        if t.ends_with('\n') {
+            return t;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    };
+    for (word, kernel) in [
+        ("/dev/md/root", "md0"),
+        ("md/data", "md1"),
+        ("sim:root", "md0"),
+        ("/dev/md1", "md1"),
+    ] {
+        call_manager(
+            &conn,
+            "SetArraySpeedLimits",
+            &(word, 0u64, 7000u64, opts(&[])),
+        )
+        .await
+        .unwrap_or_else(|e| panic!("{word}: {e}"));
+        assert!(max(kernel).starts_with("7000"), "{word}: {}", max(kernel));
+        let l = leases(&conn).await;
+        assert!(l.iter().any(|l| l.id == format!("admin-{kernel}")), "{l:?}");
+    }
+    assert_eq!(
+        error_name(
+            call_manager(
+                &conn,
+                "SetArraySpeedLimits",
+                &("/dev/md/nothing", 0u64, 7000u64, opts(&[])),
+            )
+            .await
+        ),
+        "org.mdpilot.MdPilot1.Error.NoSuchArray"
+    );
+    call_manager(&conn, "RestoreLimits", &(opts(&[]),))
+        .await
+        .unwrap();
+    // AcquirePriority: a per-array max 0 (written as 1 KiB/s, md's floor), the array by link.
+    let per_array: HashMap<String, HashMap<String, Value<'static>>> = HashMap::from([(
+        "/dev/md/data".to_string(),
+        HashMap::from([("max".to_string(), Value::U64(0))]),
+    )]);
+    let id = acquire(&conn, &[("arrays", Value::from(per_array))])
+        .await
+        .unwrap();
+    // The service writes `1`; the simulator shows it as `1 (local)` at its next step.
+    let m = max("md1");
+    assert_eq!(m.split_whitespace().next(), Some("1"), "{m}");
+    let l = leases(&conn).await;
+    let mine = l.iter().find(|l| l.id == id).unwrap();
+    assert_eq!(mine.arrays["md1"], (None, Some(0)));
+    assert_eq!((mine.min, mine.max), (None, None));
+    assert_eq!(mine.owner_kind, "bus-name");
+    assert_eq!(mine.kind, "client");
+    assert!(mine.owner.starts_with(':'), "{mine:?}");
+    assert_eq!(mine.expires, None);
 }

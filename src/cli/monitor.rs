@@ -8,10 +8,12 @@
 //!
 //! Text: `md1 changed SyncCompleted=0.25 SyncRate=204800000` (properties sorted by name).
 //! JSON (`--json`): `{"event":"changed","object":"md1","path":"/org/...","interface":"...",
-//! "properties":{"SyncCompleted":0.25,...}}`; `object` is `manager` for the manager object.
+//! "properties":{"SyncCompleted":0.25,...}}`; `object` is `manager` for the manager object and
+//! an array's `KernelName` for an array object (its path holds the UUID), learnt from the
+//! `added` lines.
 
 use crate::cli::Context;
-use crate::dbus::{BusChoice, BUS_NAME, MANAGER_IFACE, MANAGER_PATH};
+use crate::dbus::{BusChoice, BUS_NAME, MANAGER_PATH, ROOT_PATH};
 use crate::events::{ArrayView, Classifier};
 use crate::host::Root;
 use crate::model::MdStat;
@@ -153,28 +155,36 @@ pub fn value_to_json(v: &Value<'_>) -> Json {
     }
 }
 
-/// `manager` for the manager path, the last path element for an array, else the path.
-pub fn object_name(path: &str) -> String {
+/// Kernel names of the array objects seen so far, by object path.
+pub type Names = HashMap<String, String>;
+
+/// `manager` for the manager path, the array's kernel name when `names` knows the path, else
+/// the last path element (`jobs/3` → `3`).
+pub fn object_name(path: &str, names: &Names) -> String {
     if path == MANAGER_PATH {
         return "manager".into();
     }
-    path.strip_prefix(&format!("{MANAGER_PATH}/arrays/"))
-        .unwrap_or(path)
-        .to_string()
+    if let Some(n) = names.get(path) {
+        return n.clone();
+    }
+    path.rsplit('/').next().unwrap_or(path).to_string()
 }
 
-/// One output line for an event on `path`/`iface` with `props` (may be empty).
+/// One output line for an event on `path`/`iface` with `props` (may be empty); the object is
+/// named by [`object_name`].
 pub fn format_line(
     event: &str,
     path: &str,
     iface: &str,
     props: &BTreeMap<String, Json>,
     json_out: bool,
+    names: &Names,
 ) -> String {
+    let object = object_name(path, names);
     if json_out {
         let mut o = Map::new();
         o.insert("event".into(), json!(event));
-        o.insert("object".into(), json!(object_name(path)));
+        o.insert("object".into(), json!(object));
         o.insert("path".into(), json!(path));
         o.insert("interface".into(), json!(iface));
         o.insert(
@@ -183,7 +193,7 @@ pub fn format_line(
         );
         Json::Object(o).to_string()
     } else {
-        let mut s = format!("{} {event}", object_name(path));
+        let mut s = format!("{object} {event}");
         for (k, v) in props {
             match v {
                 Json::String(t) => s.push_str(&format!(" {k}={t}")),
@@ -191,6 +201,16 @@ pub fn format_line(
             }
         }
         s
+    }
+}
+
+/// Remembers the kernel name of an array object from its properties.
+fn learn(names: &mut Names, path: &str, props: &HashMap<String, OwnedValue>) {
+    if let Some(n) = props
+        .get("KernelName")
+        .and_then(|v| String::try_from(v.try_clone().ok()?).ok())
+    {
+        names.insert(path.to_string(), n);
     }
 }
 
@@ -225,7 +245,7 @@ async fn monitor(args: MonitorArgs) -> zbus::Result<()> {
     let rule = zbus::MatchRule::builder()
         .msg_type(zbus::message::Type::Signal)
         .sender(BUS_NAME)?
-        .path_namespace(MANAGER_PATH)?
+        .path_namespace(ROOT_PATH)?
         .build();
     let mut stream = zbus::MessageStream::for_match_rule(rule, &conn, None).await?;
     let dbus = zbus::fdo::DBusProxy::new(&conn).await?;
@@ -235,32 +255,12 @@ async fn monitor(args: MonitorArgs) -> zbus::Result<()> {
     let mut out = std::io::stdout();
     let mut emit =
         |line: String| -> bool { writeln!(out, "{line}").and_then(|_| out.flush()).is_ok() };
-    let mgr = conn
-        .call_method(
-            Some(BUS_NAME),
-            MANAGER_PATH,
-            Some("org.freedesktop.DBus.Properties"),
-            "GetAll",
-            &(MANAGER_IFACE,),
-        )
-        .await;
-    if let Ok(r) = mgr {
-        let props: HashMap<String, OwnedValue> = r.body().deserialize()?;
-        let line = format_line(
-            "added",
-            MANAGER_PATH,
-            MANAGER_IFACE,
-            &props_json(&props),
-            args.json,
-        );
-        if !emit(line) {
-            return Ok(());
-        }
-    }
+    let mut names = Names::new();
+    // GetManagedObjects returns the Manager too (it is an object below the ObjectManager).
     let reply = conn
         .call_method(
             Some(BUS_NAME),
-            MANAGER_PATH,
+            ROOT_PATH,
             Some("org.freedesktop.DBus.ObjectManager"),
             "GetManagedObjects",
             &(),
@@ -270,15 +270,18 @@ async fn monitor(args: MonitorArgs) -> zbus::Result<()> {
         Ok(r) => {
             let objs: Managed = r.body().deserialize()?;
             let mut paths: Vec<_> = objs.keys().cloned().collect();
-            paths.sort_by(|a, b| a.as_str().cmp(b.as_str()));
+            // The manager first, then the arrays and jobs by path.
+            paths.sort_by_key(|p| (p.as_str() != MANAGER_PATH, p.as_str().to_string()));
             for p in paths {
                 for (iface, props) in &objs[&p] {
+                    learn(&mut names, p.as_str(), props);
                     if !emit(format_line(
                         "added",
                         p.as_str(),
                         iface,
                         &props_json(props),
                         args.json,
+                        &names,
                     )) {
                         return Ok(());
                     }
@@ -300,19 +303,22 @@ async fn monitor(args: MonitorArgs) -> zbus::Result<()> {
                             .body()
                             .deserialize::<(String, HashMap<String, OwnedValue>, Vec<String>)>()
                         else { continue };
-                        vec![format_line("changed", &path, &iface, &props_json(&changed), args.json)]
+                        vec![format_line("changed", &path, &iface, &props_json(&changed), args.json, &names)]
                     }
                     "InterfacesAdded" => {
                         let Ok((obj, ifaces)) = msg.body().deserialize::<(
                             OwnedObjectPath,
                             HashMap<String, HashMap<String, OwnedValue>>,
                         )>() else { continue };
-                        ifaces.iter().map(|(i, p)| format_line("added", obj.as_str(), i, &props_json(p), args.json)).collect()
+                        for p in ifaces.values() {
+                            learn(&mut names, obj.as_str(), p);
+                        }
+                        ifaces.iter().map(|(i, p)| format_line("added", obj.as_str(), i, &props_json(p), args.json, &names)).collect()
                     }
                     "InterfacesRemoved" => {
                         let Ok((obj, ifaces)) = msg.body().deserialize::<(OwnedObjectPath, Vec<String>)>()
                         else { continue };
-                        ifaces.iter().map(|i| format_line("removed", obj.as_str(), i, &BTreeMap::new(), args.json)).collect()
+                        ifaces.iter().map(|i| format_line("removed", obj.as_str(), i, &BTreeMap::new(), args.json, &names)).collect()
                     }
                     _ => continue,
                 };
@@ -344,15 +350,30 @@ mod tests {
         let mut p = BTreeMap::new();
         p.insert("SyncCompleted".to_string(), json!(0.25));
         p.insert("SyncAction".to_string(), json!("resync"));
-        let path = "/org/mdpilot/MdPilot1/arrays/md1";
+        let path = "/org/mdpilot/MdPilot1/arrays/9f1e2d3c4b5a69788a9b0c1d2e3f4a5b";
+        let mut names = Names::new();
+        let props = HashMap::from([(
+            "KernelName".to_string(),
+            OwnedValue::try_from(Value::from("md1")).unwrap(),
+        )]);
+        learn(&mut names, path, &props);
         assert_eq!(
-            format_line("changed", path, "org.mdpilot.MdPilot1.Array", &p, false),
+            format_line(
+                "changed",
+                path,
+                "org.mdpilot.MdPilot1.Array",
+                &p,
+                false,
+                &names
+            ),
             "md1 changed SyncAction=resync SyncCompleted=0.25"
         );
-        let j: Json = serde_json::from_str(&format_line("changed", path, "x", &p, true)).unwrap();
+        let j: Json =
+            serde_json::from_str(&format_line("changed", path, "x", &p, true, &names)).unwrap();
         assert_eq!(j["object"], "md1");
         assert_eq!(j["properties"]["SyncCompleted"], 0.25);
-        assert_eq!(object_name(MANAGER_PATH), "manager");
+        assert_eq!(object_name(MANAGER_PATH, &names), "manager");
+        assert_eq!(object_name("/org/mdpilot/MdPilot1/jobs/3", &names), "3");
     }
 
     #[test]

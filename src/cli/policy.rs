@@ -24,6 +24,7 @@
 use crate::cli::{fail, Context};
 use crate::config::Config;
 use crate::dbus::client::{connect_if_running, ManagerProxy};
+use crate::dbus::props::LeaseEntry;
 use crate::dbus::BusChoice;
 use crate::policy::{cli_alive, LeaseKind, LeaseRequest, Limits, Owner, Policy, PolicyView};
 use std::collections::{BTreeMap, HashMap};
@@ -75,7 +76,8 @@ pub struct ApplyArgs {
     /// lowest the kernel accepts).
     #[arg(long, value_name = "KIBS")]
     pub max: Option<u64>,
-    /// Apply to this array's sync_speed_{min,max} (`md0` or `/dev/md0`) instead of the global
+    /// Apply to this array's sync_speed_{min,max} (`md0`, `/dev/md0`, `/dev/md/NAME`, `md/NAME`
+    /// or the metadata name) instead of the global
     /// limits.
     #[arg(long, value_name = "mdN")]
     pub array: Option<String>,
@@ -193,6 +195,20 @@ pub fn run(ctx: &Context, mut cmd: PolicyCommand) -> ExitCode {
                 eprintln!("mdpilot: policy apply: {msg}");
                 return ExitCode::from(1);
             }
+        }
+    }
+    if let PolicyCommand::Apply(ApplyArgs {
+        array: Some(word), ..
+    }) = &mut cmd
+    {
+        // `--array` as users type it: /dev/md/root, md/root, the metadata name -> md127.
+        match crate::names::resolve_array(&ctx.root, word, &crate::names::sysfs_arrays(&ctx.root)) {
+            Ok(k) => *word = k,
+            // A plain word goes on as it is: the policy names the missing knob.
+            Err(_) if !word.trim_start_matches("/dev/").contains('/') => {
+                *word = word.trim_start_matches("/dev/").to_string();
+            }
+            Err(e) => return fail(&e, 1),
         }
     }
     if let PolicyCommand::Apply(ApplyArgs { pid: Some(pid), .. }) = &cmd {
@@ -372,13 +388,13 @@ pub fn try_service(ctx: &Context, cmd: &PolicyCommand) -> Option<ExitCode> {
 }
 
 /// The `AcquirePriority` options for `a`; `install` fills per-array limits given without
-/// `--min`/`--max` (global ones are left to the service's install policy).
-///
-/// Errors: a per-array `--max 0`, which D-Bus cannot express (0 = unset there).
+/// `--min`/`--max` (global ones are left to the service's install policy). Per-array limits go
+/// as `arrays` `{ARRAY: {min: t, max: t}}` with only the given keys, so a per-array `--max 0`
+/// is sent as such (the policy writes it as 1 KiB/s, the slowest md allows).
 pub fn acquire_options(
     a: &ApplyArgs,
     install: (u64, Option<u64>),
-) -> Result<HashMap<&'static str, Value<'static>>, String> {
+) -> HashMap<&'static str, Value<'static>> {
     let mut o: HashMap<&'static str, Value<'static>> = HashMap::new();
     o.insert("holder", Value::from(a.holder.clone()));
     o.insert("kind", Value::from(a.kind.as_str()));
@@ -403,20 +419,19 @@ pub fn acquire_options(
             } else {
                 (a.min, a.max)
             };
-            if max == Some(0) {
-                return Err(format!(
-                    "{arr}: a per-array max of 0 cannot be sent to the service (0 means unset \
-                     there); use a global --max 0"
-                ));
+            let mut l: HashMap<String, Value<'static>> = HashMap::new();
+            if let Some(m) = min {
+                l.insert("min".into(), Value::U64(m));
             }
-            // Per array 0 = unset on the bus; the policy writes a min as at least 1 anyway.
-            let min = min.map(|m| m.max(1)).unwrap_or(0);
-            let m: HashMap<String, (u64, u64)> =
-                HashMap::from([(arr.clone(), (min, max.unwrap_or(0)))]);
+            if let Some(m) = max {
+                l.insert("max".into(), Value::U64(m));
+            }
+            let m: HashMap<String, HashMap<String, Value<'static>>> =
+                HashMap::from([(arr.clone(), l)]);
             o.insert("arrays", Value::from(m));
         }
     }
-    Ok(o)
+    o
 }
 
 fn dbus_fail(what: &str, e: zbus::Error) -> ExitCode {
@@ -448,13 +463,7 @@ async fn run_via_service(ctx: &Context, cmd: &PolicyCommand, conn: &zbus::Connec
     let json = match cmd {
         PolicyCommand::Show { .. } => unreachable!("show reads the files"),
         PolicyCommand::Apply(a) => {
-            let o = match acquire_options(a, install) {
-                Ok(o) => o,
-                Err(msg) => {
-                    eprintln!("mdpilot: policy apply: {msg}");
-                    return ExitCode::from(1);
-                }
-            };
+            let o = acquire_options(a, install);
             if let Err(e) = m.acquire_priority(o).await {
                 return dbus_fail("apply", e);
             }
@@ -462,7 +471,7 @@ async fn run_via_service(ctx: &Context, cmd: &PolicyCommand, conn: &zbus::Connec
         }
         PolicyCommand::Release { holder, json } => {
             let held = match m.leases().await {
-                Ok(l) => l.iter().any(|l| &l.0 == holder),
+                Ok(l) => l.iter().any(|l| &LeaseEntry::from_dict(l).id == holder),
                 Err(e) => return dbus_fail("release", e),
             };
             if held {
@@ -575,20 +584,27 @@ mod tests {
 
     #[test]
     fn apply_maps_to_acquire_options() {
-        let o = acquire_options(&apply(&[]), (0, None)).unwrap();
+        let o = acquire_options(&apply(&[]), (0, None));
         let mut keys: Vec<_> = o.keys().copied().collect();
         keys.sort();
         // No limits: the service's install policy.
         assert_eq!(keys, ["holder", "kind"]);
         assert_eq!(o["holder"], Value::from("installer"));
         assert_eq!(o["kind"], Value::from("installer"));
-        let o = acquire_options(&apply(&["--min", "0", "--pid", "7"]), (0, None)).unwrap();
+        let o = acquire_options(&apply(&["--min", "0", "--pid", "7"]), (0, None));
         assert_eq!(o["min"], Value::U64(0));
         assert_eq!(o["pid"], Value::U32(7));
         assert!(!o.contains_key("max"));
-        let o = acquire_options(&apply(&["--array", "md1"]), (0, Some(500))).unwrap();
-        let m: HashMap<String, (u64, u64)> = o["arrays"].try_clone().unwrap().try_into().unwrap();
-        assert_eq!(m["md1"], (1, 500));
-        assert!(acquire_options(&apply(&["--array", "md1", "--max", "0"]), (0, None)).is_err());
+        let o = acquire_options(&apply(&["--array", "md1"]), (0, Some(500)));
+        let m: HashMap<String, HashMap<String, zbus::zvariant::OwnedValue>> =
+            o["arrays"].try_clone().unwrap().try_into().unwrap();
+        assert_eq!(u64::try_from(&*m["md1"]["min"]).unwrap(), 0);
+        assert_eq!(u64::try_from(&*m["md1"]["max"]).unwrap(), 500);
+        // A per-array max 0 goes through as such; an unset min stays absent.
+        let o = acquire_options(&apply(&["--array", "md1", "--max", "0"]), (0, None));
+        let m: HashMap<String, HashMap<String, zbus::zvariant::OwnedValue>> =
+            o["arrays"].try_clone().unwrap().try_into().unwrap();
+        assert_eq!(u64::try_from(&*m["md1"]["max"]).unwrap(), 0);
+        assert!(!m["md1"].contains_key("min"));
     }
 }

@@ -5,6 +5,7 @@
 //! `docs/status-json.md` (version 1): it is the [`MdStat`] model serialized.
 
 use crate::cli::{fail, Context};
+use crate::host::Root;
 use crate::model::{Array, HeaderState, MdStat, MemberFlag, SyncKind, SyncState, SyncStatus};
 use crate::sysfs::collect;
 use std::fmt::Write as _;
@@ -22,7 +23,8 @@ pub struct StatusArgs {
     /// /proc/mdstat (missing, unreadable, or not parseable).
     #[arg(long)]
     pub test: bool,
-    /// Arrays to show (`md0`, `/dev/md0`); all when none is given.
+    /// Arrays to show (`md0`, `/dev/md0`, `/dev/md/NAME`, `md/NAME`, the metadata name); all
+    /// when none is given.
     pub arrays: Vec<String>,
 }
 
@@ -37,28 +39,24 @@ pub enum StatusError {
 /// Exit status when part of `/proc/mdstat` could not be parsed (the rest is still shown).
 pub const EXIT_PARSE_ERRORS: u8 = 3;
 
-/// Keeps only the arrays named in `wanted` (`md0` or `/dev/md0`), in `/proc/mdstat` order.
-/// An empty `wanted` keeps all. Errors: [`StatusError::UnknownArray`] for the first name that
-/// matches no array.
-pub fn select(stat: &mut MdStat, wanted: &[String]) -> Result<(), StatusError> {
+/// Keeps only the arrays named in `wanted` (`md0`, `/dev/md0`, `/dev/md/root`, `md/root` or the
+/// metadata name, resolved under `root` by [`crate::names::resolve_array`]), in `/proc/mdstat`
+/// order. An empty `wanted` keeps all. Errors: [`StatusError::UnknownArray`] for the first name
+/// that matches no array.
+pub fn select(root: &Root, stat: &mut MdStat, wanted: &[String]) -> Result<(), StatusError> {
     if wanted.is_empty() {
         return Ok(());
     }
-    let names: Vec<&str> = wanted.iter().map(|w| kernel_name(w)).collect();
-    if let Some(missing) = names
-        .iter()
-        .zip(wanted)
-        .find(|(n, _)| !stat.arrays.iter().any(|a| a.name == **n))
-    {
-        return Err(StatusError::UnknownArray(missing.1.clone()));
+    let known: Vec<String> = stat.arrays.iter().map(|a| a.name.clone()).collect();
+    let mut names = Vec::new();
+    for w in wanted {
+        match crate::names::resolve_array(root, w, &known) {
+            Ok(n) => names.push(n),
+            Err(_) => return Err(StatusError::UnknownArray(w.clone())),
+        }
     }
-    stat.arrays.retain(|a| names.contains(&a.name.as_str()));
+    stat.arrays.retain(|a| names.contains(&a.name));
     Ok(())
-}
-
-/// `/dev/md0` → `md0`; `md0` stays.
-fn kernel_name(arg: &str) -> &str {
-    arg.strip_prefix("/dev/").unwrap_or(arg)
 }
 
 /// Runs `mdpilot status`: exit 0, [`EXIT_PARSE_ERRORS`] when `errors` is not empty, 1 when
@@ -74,7 +72,7 @@ pub fn run(ctx: &Context, args: StatusArgs) -> ExitCode {
         Ok(s) => s,
         Err(e) => return fail(&e, read_fail),
     };
-    if let Err(e) = select(&mut stat, &args.arrays) {
+    if let Err(e) = select(&ctx.root, &mut stat, &args.arrays) {
         return fail(&e, read_fail);
     }
     let text = if args.json {
@@ -406,11 +404,36 @@ mod tests {
         let mut s = crate::mdstat::parse(
             "md0 : active raid0 sda[0]\n  100 blocks 64k chunks\nmd1 : active raid0 sdb[0]\n  100 blocks 64k chunks\n",
         );
-        select(&mut s, &["/dev/md1".into()]).unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let root = Root::new(d.path());
+        select(&root, &mut s, &["/dev/md1".into()]).unwrap();
         assert_eq!(s.arrays.len(), 1);
         assert_eq!(s.arrays[0].name, "md1");
-        let err = select(&mut s, &["md9".into()]).unwrap_err();
+        let err = select(&root, &mut s, &["md9".into()]).unwrap_err();
         assert_eq!(err.to_string(), "no array md9 in /proc/mdstat");
+    }
+
+    #[test]
+    fn select_accepts_dev_md_links() {
+        let mut s = crate::mdstat::parse(
+            "md126 : active raid0 sda[0]
+  100 blocks 64k chunks
+md127 : active raid0 sdb[0]
+  100 blocks 64k chunks
+",
+        );
+        let d = tempfile::tempdir().unwrap();
+        std::fs::create_dir_all(d.path().join("dev/md")).unwrap();
+        std::os::unix::fs::symlink("../md127", d.path().join("dev/md/root")).unwrap();
+        let root = Root::new(d.path());
+        for w in ["/dev/md/root", "md/root"] {
+            let mut s = s.clone();
+            select(&root, &mut s, &[w.into()]).unwrap();
+            assert_eq!(s.arrays.len(), 1, "{w}");
+            assert_eq!(s.arrays[0].name, "md127");
+        }
+        let err = select(&root, &mut s, &["/dev/md/home".into()]).unwrap_err();
+        assert_eq!(err.to_string(), "no array /dev/md/home in /proc/mdstat");
     }
 
     #[test]

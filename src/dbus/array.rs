@@ -1,28 +1,43 @@
-//! `org.mdpilot.MdPilot1.Array` at `/org/mdpilot/MdPilot1/arrays/<name>`: one object per md array.
+//! `org.mdpilot.MdPilot1.Array` at `/org/mdpilot/MdPilot1/arrays/<uuid>`: one object per md array
+//! (path: [`super::array_path`]).
 //!
 //! [`ArrayProps::from_model`] is the pure mapping from the model ([`crate::model::Array`]) to the
 //! D-Bus properties; [`ArrayProps::changed`] lists only the properties whose values differ, which
-//! the service sends as one `PropertiesChanged`. Names follow udisks2's
-//! `org.freedesktop.UDisks2.MDRaid` where the meaning is the same (UUID, Name, Level, NumDevices,
-//! Size, SyncAction, SyncCompleted, SyncRate, SyncRemainingTime, Degraded, BitmapLocation,
-//! ChunkSize, ActiveDevices, Running); units are udisks2's too (bytes, bytes/s, µs).
+//! the service sends as one `PropertiesChanged`. A property named like one of udisks2's
+//! `org.freedesktop.UDisks2.MDRaid` has udisks2's type and meaning (UUID, Name, Level,
+//! NumDevices, Size, SyncAction, SyncCompleted, SyncRate, SyncRemainingTime, Degraded,
+//! BitmapLocation, ChunkSize, Running); the others have names udisks2 does not use (KernelName,
+//! Members, DeviceNode, NamedDevice, ConsistencyPolicy...). Units are udisks2's too (bytes,
+//! bytes/s, µs). `RequestSyncAction` is udisks2's method of that name.
 
-use crate::model::{Array, HeaderState, MemberFlag, SyncCompleted, SyncState};
+use super::auth::authorize;
+use super::errors::{Error, Result};
+use super::options::Options;
+use crate::model::{Array, HeaderState, MemberFlag, SyncAction, SyncCompleted, SyncState};
+use crate::service::state::Shared;
 use std::collections::HashMap;
+use std::sync::Arc;
 use zbus::interface;
-use zbus::zvariant::OwnedValue;
+use zbus::message::Header;
+use zbus::zvariant::{OwnedValue, Value};
 
-/// One entry of `ActiveDevices`: `(member name, slot (-1 = none), state words, read errors)`.
-pub type ActiveDevice = (String, i32, Vec<String>, u64);
+/// One entry of `Members`: `(member name, slot (-1 = none), state words, read errors)`.
+pub type MemberInfo = (String, i32, Vec<String>, u64);
 
 /// The properties of one array, as published. All sizes in bytes, rates in bytes/s, limits in
 /// KiB/s, times in µs; 0 / "" where the kernel does not say.
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ArrayProps {
     /// Kernel name (`md0`).
+    pub kernel_name: String,
+    /// Metadata name (`host:root`, udev's `MD_NAME`), "" where unknown.
     pub name: String,
-    /// `md/uuid`, "" where unknown.
+    /// UUID in mdadm's colon form, "" where unknown.
     pub uuid: String,
+    /// `/dev/<kernel name>`.
+    pub device_node: String,
+    /// The `/dev/md/NAME` link, "" when none.
+    pub named_device: String,
     /// `md/level` (or the mdstat personality).
     pub level: String,
     /// `md/array_state` (`clean`, `active`, `read-auto`...) or the mdstat state word.
@@ -34,7 +49,7 @@ pub struct ArrayProps {
     /// `raid_disks`.
     pub num_devices: u32,
     /// Members.
-    pub active_devices: Vec<ActiveDevice>,
+    pub members: Vec<MemberInfo>,
     /// `md/degraded`: missing devices.
     pub degraded: u32,
     /// `md/sync_action` (`idle`, `resync`, `recover`, `check`, `repair`, `reshape`, `frozen`).
@@ -55,8 +70,12 @@ pub struct ArrayProps {
     pub sync_speed_max: (u64, String),
     /// `md/chunk_size` in bytes.
     pub chunk_size: u64,
-    /// "none", "internal" or the bitmap file.
-    pub bitmap_location: String,
+    /// `md/bitmap/location` as bytes (udisks2's `ay`): `none`, `file`, `+8`; empty when unknown.
+    pub bitmap_location: Vec<u8>,
+    /// `md/consistency_policy`, "" where unknown.
+    pub consistency_policy: String,
+    /// `md/metadata_version` (`1.2`, `external:imsm`), "" where unknown.
+    pub metadata_version: String,
     /// `md/mismatch_cnt` in sectors.
     pub mismatch_count: u64,
     /// The array is started.
@@ -88,7 +107,7 @@ impl ArrayProps {
             .map_or_else(|| state_word.into(), |s| s.to_string());
         let read_only = a.read_only.is_some() || matches!(state.as_str(), "readonly" | "read-auto");
         let num_devices = sys.raid_disks.or(a.raid_disks).unwrap_or(0);
-        let active_devices = if !sys.members.is_empty() {
+        let members = if !sys.members.is_empty() {
             sys.members
                 .iter()
                 .map(|m| {
@@ -156,13 +175,25 @@ impl ArrayProps {
                 )
             })
         };
-        let bitmap_location = match &a.bitmap {
-            None => "none".to_string(),
-            Some(b) => b.file.clone().unwrap_or_else(|| "internal".into()),
+        // udisks2 publishes md/bitmap/location; without sysfs, /proc/mdstat tells none and
+        // file apart but not an internal bitmap's offset (then empty: unknown).
+        let bitmap_location = match (&sys.bitmap_location, &a.bitmap) {
+            (Some(l), _) => l.clone(),
+            (None, None) => "none".to_string(),
+            (None, Some(b)) if b.file.is_some() => "file".to_string(),
+            (None, Some(_)) => String::new(),
         };
+        let uuid = sys
+            .mdadm_uuid
+            .clone()
+            .or_else(|| sys.uuid.as_deref().and_then(crate::names::mdadm_uuid))
+            .unwrap_or_default();
         ArrayProps {
-            name: a.name.clone(),
-            uuid: sys.uuid.clone().unwrap_or_default(),
+            kernel_name: a.name.clone(),
+            name: sys.metadata_name.clone().unwrap_or_default(),
+            uuid,
+            device_node: format!("/dev/{}", a.name),
+            named_device: sys.named_device.clone().unwrap_or_default(),
             level: sys
                 .level
                 .clone()
@@ -172,7 +203,7 @@ impl ArrayProps {
             read_only,
             size: a.size_kib.unwrap_or(0) * 1024,
             num_devices,
-            active_devices,
+            members,
             degraded,
             sync_action,
             sync_completed,
@@ -183,7 +214,13 @@ impl ArrayProps {
             sync_speed_min: limit(sys.sync_speed_min),
             sync_speed_max: limit(sys.sync_speed_max),
             chunk_size: sys.chunk_size_bytes.unwrap_or(0),
-            bitmap_location,
+            bitmap_location: bitmap_location.into_bytes(),
+            consistency_policy: sys.consistency_policy.clone().unwrap_or_default(),
+            metadata_version: sys
+                .metadata_version
+                .clone()
+                .or_else(|| a.metadata.clone())
+                .unwrap_or_default(),
             mismatch_count: sys.mismatch_cnt.unwrap_or(0),
             running: a.state == HeaderState::Active,
         }
@@ -197,42 +234,111 @@ impl ArrayProps {
     /// The properties whose values differ between `old` and `new`, by D-Bus name.
     pub fn changed(old: &ArrayProps, new: &ArrayProps) -> HashMap<&'static str, OwnedValue> {
         super::props::changed_props!(old, new;
-            name => "Name", uuid => "UUID", level => "Level", state => "State",
+            name => "Name", uuid => "UUID", named_device => "NamedDevice",
+            level => "Level", state => "State",
             read_only => "ReadOnly", size => "Size", num_devices => "NumDevices",
-            active_devices => "ActiveDevices", degraded => "Degraded",
+            members => "Members", degraded => "Degraded",
             sync_action => "SyncAction", sync_completed => "SyncCompleted",
             sync_completed_sectors => "SyncCompletedSectors",
             sync_total_sectors => "SyncTotalSectors", sync_rate => "SyncRate",
             sync_remaining_time => "SyncRemainingTime", sync_speed_min => "SyncSpeedMin",
             sync_speed_max => "SyncSpeedMax", chunk_size => "ChunkSize",
-            bitmap_location => "BitmapLocation", mismatch_count => "MismatchCount",
+            bitmap_location => "BitmapLocation", consistency_policy => "ConsistencyPolicy",
+            metadata_version => "MetadataVersion", mismatch_count => "MismatchCount",
             running => "Running",
         )
     }
 }
 
 /// The D-Bus object of one array; the service replaces `props` and emits the differences.
-#[derive(Debug, Clone)]
 pub struct ArrayObject {
     /// Current published values.
     pub props: ArrayProps,
+    /// Shared state (root, policy, bus) for `RequestSyncAction`.
+    pub shared: Arc<Shared>,
 }
 
-/// An md array (kernel Documentation/admin-guide/md.rst). Read-only; every property emits
-/// PropertiesChanged when it changes, except Name which is constant.
+/// The `sync_action` words `RequestSyncAction` accepts (udisks2's set).
+pub const REQUESTABLE_SYNC_ACTIONS: [SyncAction; 3] =
+    [SyncAction::Check, SyncAction::Repair, SyncAction::Idle];
+
+/// An md array (kernel Documentation/admin-guide/md.rst), named like udisks2's
+/// org.freedesktop.UDisks2.MDRaid where the meaning is the same. The object path is keyed by the
+/// array UUID (/org/mdpilot/MdPilot1/arrays/<32 hex digits>), stable across reboots and
+/// renumbering; arrays without a UUID use /org/mdpilot/MdPilot1/arrays/name_<kernel name>.
+/// Every property emits PropertiesChanged when it changes, except the constant KernelName and
+/// DeviceNode (a renumbered array is a new object).
 #[interface(name = "org.mdpilot.MdPilot1.Array")]
 impl ArrayObject {
-    /// Kernel name, e.g. md0.
+    /// Asks md for a sync action by writing md/sync_action, as udisks2's MDRaid.RequestSyncAction:
+    /// check (read all members, count mismatches in MismatchCount), repair (check and rewrite
+    /// mismatches), idle (stop the running check, repair or resync; md restarts a needed resync
+    /// later from its checkpoint). Options: auth.no_user_interaction (b). Any other word is
+    /// InvalidArgument; md refusing (a sync already runs, array read-only) is Busy. Needs uid 0
+    /// or polkit. Errors: NotAuthorized; InvalidArgument (another word, an unknown option, EINVAL
+    /// from md); Busy (EBUSY, EROFS); NoSuchArray (the array is gone); Failed.
+    async fn request_sync_action(
+        &self,
+        sync_action: String,
+        options: Options,
+        #[zbus(header)] header: Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+    ) -> Result<()> {
+        authorize(conn, &header, &self.shared.bus).await?;
+        let name = &self.props.kernel_name;
+        let what = format!("RequestSyncAction {name}");
+        parse_sync_action_options(&what, &options)?;
+        let action = SyncAction::from(sync_action.as_str());
+        if !REQUESTABLE_SYNC_ACTIONS.contains(&action) {
+            return Err(Error::InvalidArgument(format!(
+                "{what}: {sync_action:?} is not check, repair or idle"
+            )));
+        }
+        crate::sysfs::write_sync_action(&self.shared.root, name, &action).map_err(|e| {
+            let msg = format!("{what}: cannot write {sync_action} to md/sync_action: {e}");
+            match e.raw_os_error() {
+                Some(libc::EBUSY) | Some(libc::EROFS) => Error::Busy(msg),
+                Some(libc::EINVAL) => Error::InvalidArgument(msg),
+                _ if e.kind() == std::io::ErrorKind::NotFound => Error::NoSuchArray(msg),
+                _ => Error::Failed(msg),
+            }
+        })?;
+        tracing::info!("{what}: wrote {sync_action}");
+        let _ = self.shared.refresh.send(crate::watch::Event::ArrayAttr {
+            array: name.clone(),
+            attr: "sync_action".into(),
+        });
+        Ok(())
+    }
+
+    /// Kernel name, e.g. md127 (/sys/block/<KernelName>); may differ after a reboot.
     #[zbus(property(emits_changed_signal = "const"))]
+    fn kernel_name(&self) -> String {
+        self.props.kernel_name.clone()
+    }
+    /// The metadata name as mdadm reports it (udev's MD_NAME), e.g. host:root; empty where unknown
+    /// (0.90 metadata, no udev). udisks2: Name.
+    #[zbus(property)]
     fn name(&self) -> String {
         self.props.name.clone()
     }
-    /// Array UUID (md/uuid), empty where unknown.
+    /// Array UUID in mdadm's colon form xxxxxxxx:xxxxxxxx:xxxxxxxx:xxxxxxxx (udev's MD_UUID, else
+    /// md/uuid regrouped); empty where unknown. udisks2: UUID.
     #[zbus(property, name = "UUID")]
     fn uuid(&self) -> String {
         self.props.uuid.clone()
     }
-    /// RAID level: raid0, raid1, raid4, raid5, raid6, raid10, linear.
+    /// The device node, /dev/<KernelName>.
+    #[zbus(property(emits_changed_signal = "const"))]
+    fn device_node(&self) -> String {
+        self.props.device_node.clone()
+    }
+    /// The /dev/md/NAME link to the device node (first in sort order), empty when none.
+    #[zbus(property)]
+    fn named_device(&self) -> String {
+        self.props.named_device.clone()
+    }
+    /// RAID level: raid0, raid1, raid4, raid5, raid6, raid10, linear. udisks2: Level.
     #[zbus(property)]
     fn level(&self) -> String {
         self.props.level.clone()
@@ -248,32 +354,35 @@ impl ArrayObject {
     fn read_only(&self) -> bool {
         self.props.read_only
     }
-    /// Array size in bytes.
+    /// Array size in bytes. udisks2: Size.
     #[zbus(property)]
     fn size(&self) -> u64 {
         self.props.size
     }
-    /// Number of member slots (raid_disks).
+    /// Number of member slots (md/raid_disks). udisks2: NumDevices.
     #[zbus(property)]
     fn num_devices(&self) -> u32 {
         self.props.num_devices
     }
-    /// Members: (name, slot or -1, state words of md/dev-*/state, read errors).
+    /// Members: (kernel name of the member, slot or -1, state words of md/dev-*/state such as
+    /// in_sync, faulty, spare, write_mostly, read errors). Not udisks2's ActiveDevices, which
+    /// names Block objects.
     #[zbus(property)]
-    fn active_devices(&self) -> Vec<ActiveDevice> {
-        self.props.active_devices.clone()
+    fn members(&self) -> Vec<MemberInfo> {
+        self.props.members.clone()
     }
-    /// Number of missing devices (md/degraded).
+    /// Number of missing devices (md/degraded). udisks2: Degraded.
     #[zbus(property)]
     fn degraded(&self) -> u32 {
         self.props.degraded
     }
-    /// md/sync_action: idle, resync, recover, check, repair, reshape, frozen.
+    /// md/sync_action: idle, resync, recover, check, repair, reshape, frozen. udisks2:
+    /// SyncAction.
     #[zbus(property)]
     fn sync_action(&self) -> String {
         self.props.sync_action.clone()
     }
-    /// Fraction of the running sync done, 0..1; 0 when idle.
+    /// Fraction of the running sync done, 0..1; 0 when idle. udisks2: SyncCompleted.
     #[zbus(property)]
     fn sync_completed(&self) -> f64 {
         self.props.sync_completed
@@ -288,12 +397,13 @@ impl ArrayObject {
     fn sync_total_sectors(&self) -> u64 {
         self.props.sync_total_sectors
     }
-    /// Current sync speed in bytes per second.
+    /// Current sync speed in bytes per second. udisks2: SyncRate.
     #[zbus(property)]
     fn sync_rate(&self) -> u64 {
         self.props.sync_rate
     }
-    /// Estimated time left for the sync in microseconds; 0 when unknown.
+    /// Estimated time left for the sync in microseconds; 0 when unknown. udisks2:
+    /// SyncRemainingTime.
     #[zbus(property)]
     fn sync_remaining_time(&self) -> u64 {
         self.props.sync_remaining_time
@@ -308,26 +418,55 @@ impl ArrayObject {
     fn sync_speed_max(&self) -> (u64, String) {
         self.props.sync_speed_max.clone()
     }
-    /// Chunk size in bytes (0 where the level has none).
+    /// Chunk size in bytes (0 where the level has none). udisks2: ChunkSize.
     #[zbus(property)]
     fn chunk_size(&self) -> u64 {
         self.props.chunk_size
     }
-    /// Write-intent bitmap: none, internal, or the bitmap file.
+    /// md/bitmap/location as a bytestring, as udisks2's BitmapLocation: none, file, or the
+    /// offset of an internal bitmap from the superblock in sectors (+8); empty when unknown.
     #[zbus(property)]
-    fn bitmap_location(&self) -> String {
+    fn bitmap_location(&self) -> Vec<u8> {
         self.props.bitmap_location.clone()
+    }
+    /// md/consistency_policy: none, resync, bitmap, journal, ppl; empty where unknown.
+    #[zbus(property)]
+    fn consistency_policy(&self) -> String {
+        self.props.consistency_policy.clone()
+    }
+    /// md/metadata_version: 0.90, 1.0, 1.1, 1.2, external:imsm...; empty where unknown.
+    #[zbus(property)]
+    fn metadata_version(&self) -> String {
+        self.props.metadata_version.clone()
     }
     /// md/mismatch_cnt in sectors after the last check or repair.
     #[zbus(property)]
     fn mismatch_count(&self) -> u64 {
         self.props.mismatch_count
     }
-    /// True when the array is started (active).
+    /// True when the array is started (active). udisks2: Running.
     #[zbus(property)]
     fn running(&self) -> bool {
         self.props.running
     }
+}
+
+/// RequestSyncAction's options: `auth.no_user_interaction` (b) only (udisks2's standard option).
+///
+/// Errors: `InvalidArgument` for any other option or a wrong type.
+fn parse_sync_action_options(what: &str, opts: &Options) -> Result<()> {
+    for (k, v) in opts {
+        match (k.as_str(), &**v) {
+            ("auth.no_user_interaction", Value::Bool(_)) => {}
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                "{what}: unknown option {k:?} or wrong type {} (known: auth.no_user_interaction b)",
+                v.value_signature()
+            )))
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -364,10 +503,16 @@ mod tests {
         assert_eq!(p.degraded, 1);
         assert_eq!(p.sync_action, "idle");
         assert_eq!(
-            p.active_devices,
+            p.members,
             vec![("sda1".into(), 0, vec!["in_sync".into()], 0)]
         );
-        assert_eq!(p.bitmap_location, "none");
+        assert_eq!(p.bitmap_location, b"none");
+        assert_eq!(
+            (p.kernel_name.as_str(), p.device_node.as_str()),
+            ("md1", "/dev/md1")
+        );
+        assert_eq!(p.metadata_version, "1.2");
+        assert_eq!((p.name.as_str(), p.uuid.as_str()), ("", ""));
         assert!(p.running);
         assert!(!p.syncing());
     }
@@ -389,6 +534,45 @@ mod tests {
         assert_eq!(p.sync_rate, 1_024_000);
         assert_eq!(p.sync_remaining_time, 1_000_000);
         assert!(p.syncing());
+    }
+
+    #[test]
+    fn udisks_names_have_udisks_forms() {
+        let mut a = array();
+        a.sysfs = Some(ArraySysfs {
+            uuid: Some("3B6C2A6E-0D0E-4B7A-9D5E-8A7B1C2D3E4F".into()),
+            bitmap_location: Some("+8".into()),
+            consistency_policy: Some("bitmap".into()),
+            metadata_name: Some("host:root".into()),
+            named_device: Some("/dev/md/root".into()),
+            ..Default::default()
+        });
+        let p = ArrayProps::from_model(&a);
+        assert_eq!(p.uuid, "3b6c2a6e:0d0e4b7a:9d5e8a7b:1c2d3e4f");
+        assert_eq!(p.name, "host:root");
+        assert_eq!(p.kernel_name, "md1");
+        assert_eq!(p.bitmap_location, b"+8");
+        assert_eq!(p.consistency_policy, "bitmap");
+        assert_eq!(p.named_device, "/dev/md/root");
+        // udev's MD_UUID wins over md/uuid.
+        a.sysfs.as_mut().unwrap().mdadm_uuid = Some("00000000:11111111:22222222:33333333".into());
+        assert_eq!(
+            ArrayProps::from_model(&a).uuid,
+            "00000000:11111111:22222222:33333333"
+        );
+        // mdstat's bitmap line without sysfs: a file is "file", an internal one unknown.
+        let mut a = array();
+        let bitmap = |file: Option<&str>| Bitmap {
+            pages_used: 0,
+            pages_total: 8,
+            memory_kib: 0,
+            chunk_bytes: 1 << 26,
+            file: file.map(String::from),
+        };
+        a.bitmap = Some(bitmap(Some("/bitmap")));
+        assert_eq!(ArrayProps::from_model(&a).bitmap_location, b"file");
+        a.bitmap = Some(bitmap(None));
+        assert!(ArrayProps::from_model(&a).bitmap_location.is_empty());
     }
 
     #[test]

@@ -12,7 +12,7 @@
 //! # Ok(()) }
 //! ```
 
-use super::props::LeaseInfo;
+use super::props::LeaseDict;
 use std::collections::HashMap;
 use zbus::zvariant::Value;
 
@@ -20,7 +20,7 @@ use zbus::zvariant::Value;
 #[zbus::proxy(
     interface = "org.mdpilot.MdPilot1.Manager",
     default_service = "org.mdpilot.MdPilot1",
-    default_path = "/org/mdpilot/MdPilot1",
+    default_path = "/org/mdpilot/MdPilot1/Manager",
     gen_blocking = false
 )]
 pub trait Manager {
@@ -28,7 +28,7 @@ pub trait Manager {
     fn acquire_priority(&self, options: HashMap<&str, Value<'_>>) -> zbus::Result<String>;
     /// Ends a lease.
     fn release_priority(&self, lease_id: &str) -> zbus::Result<()>;
-    /// Per-array limits in KiB/s (0 = follow the system).
+    /// Per-array limits in KiB/s (0 = follow the system); `array` as users type it.
     fn set_array_speed_limits(
         &self,
         array: &str,
@@ -45,24 +45,56 @@ pub trait Manager {
         device: &str,
         options: HashMap<&str, Value<'_>>,
     ) -> zbus::Result<zbus::zvariant::OwnedObjectPath>;
-    /// Service version.
+    /// API version ("1.0").
     #[zbus(property)]
     fn version(&self) -> zbus::Result<String>;
+    /// The service program's version.
+    #[zbus(property)]
+    fn service_version(&self) -> zbus::Result<String>;
     /// Current `speed_limit_min`, KiB/s.
     #[zbus(property)]
     fn speed_limit_min(&self) -> zbus::Result<u64>;
     /// Current `speed_limit_max`, KiB/s.
     #[zbus(property)]
     fn speed_limit_max(&self) -> zbus::Result<u64>;
-    /// Saved `speed_limit_min`, KiB/s (0 = none).
+    /// Saved `speed_limit_min`: (saved?, KiB/s).
     #[zbus(property)]
-    fn original_speed_limit_min(&self) -> zbus::Result<u64>;
-    /// Saved `speed_limit_max`, KiB/s (0 = none).
+    fn original_speed_limit_min(&self) -> zbus::Result<(bool, u64)>;
+    /// Saved `speed_limit_max`: (saved?, KiB/s).
     #[zbus(property)]
-    fn original_speed_limit_max(&self) -> zbus::Result<u64>;
-    /// Live leases.
+    fn original_speed_limit_max(&self) -> zbus::Result<(bool, u64)>;
+    /// Live leases, one `a{sv}` each (read with
+    /// [`LeaseEntry::from_dict`](super::props::LeaseEntry::from_dict)).
     #[zbus(property)]
-    fn leases(&self) -> zbus::Result<Vec<LeaseInfo>>;
+    fn leases(&self) -> zbus::Result<Vec<LeaseDict>>;
+}
+
+/// `org.mdpilot.MdPilot1.Array` at `/org/mdpilot/MdPilot1/arrays/<uuid>` (see
+/// `dbus/org.mdpilot.MdPilot1.Array.xml`); build it with `ArrayProxy::builder(&conn).path(p)`.
+#[zbus::proxy(
+    interface = "org.mdpilot.MdPilot1.Array",
+    default_service = "org.mdpilot.MdPilot1",
+    gen_blocking = false
+)]
+pub trait Array {
+    /// Writes `check`, `repair` or `idle` to md/sync_action.
+    fn request_sync_action(
+        &self,
+        sync_action: &str,
+        options: HashMap<&str, Value<'_>>,
+    ) -> zbus::Result<()>;
+    /// Kernel name (`md127`).
+    #[zbus(property)]
+    fn kernel_name(&self) -> zbus::Result<String>;
+    /// Metadata name (`host:root`).
+    #[zbus(property)]
+    fn name(&self) -> zbus::Result<String>;
+    /// UUID, mdadm's colon form.
+    #[zbus(property, name = "UUID")]
+    fn uuid(&self) -> zbus::Result<String>;
+    /// md/sync_action.
+    #[zbus(property)]
+    fn sync_action(&self) -> zbus::Result<String>;
 }
 
 /// `org.mdpilot.MdPilot1.Job` at `/org/mdpilot/MdPilot1/jobs/<n>` (see

@@ -18,7 +18,7 @@ use super::auth::authorize;
 use super::errors::{Error, Result};
 use super::options::{no_options, parse_start_wipe, Options};
 use super::props::{changed_props, emit_changed};
-use super::{BusChoice, MANAGER_PATH};
+use super::{BusChoice, ROOT_PATH};
 use crate::policy::Owner;
 use crate::service::state::{RunningJob, ServiceLeases, Shared};
 use crate::wipe::{JobHandle, Outcome, WipeError};
@@ -46,7 +46,7 @@ fn linger() -> Duration {
 
 /// Object path of job `n`: `/org/mdpilot/MdPilot1/jobs/<n>`.
 pub fn job_path(n: u64) -> String {
-    format!("{MANAGER_PATH}/jobs/{n}")
+    format!("{ROOT_PATH}/jobs/{n}")
 }
 
 /// The published properties of a job.

@@ -1,4 +1,4 @@
-//! `org.mdpilot.MdPilot1.Manager` at `/org/mdpilot/MdPilot1`: global speed limits, resync priority
+//! `org.mdpilot.MdPilot1.Manager` at `/org/mdpilot/MdPilot1/Manager`: global speed limits, resync priority
 //! leases, per-array limits, restore, wipe jobs. Thin: every change goes through the policy
 //! ([`crate::policy::Policy`]) and every mutating method first authorizes the caller
 //! ([`super::auth::authorize`]).
@@ -16,7 +16,7 @@ use zbus::interface;
 use zbus::message::Header;
 use zbus::object_server::SignalEmitter;
 
-pub use super::props::{LeaseInfo, ManagerProps};
+pub use super::props::{LeaseDict, LeaseEntry, ManagerProps};
 
 /// The manager object.
 pub struct Manager {
@@ -24,13 +24,19 @@ pub struct Manager {
     pub shared: std::sync::Arc<Shared>,
 }
 
-/// mdpilot: md RAID arrays for installers and admin tools. Speed limits in KiB/s. Reads are open
-/// to everyone; every method needs uid 0 or polkit action org.mdpilot.MdPilot1.manage.
+/// mdpilot: md RAID arrays for installers and admin tools, at /org/mdpilot/MdPilot1/Manager
+/// (the ObjectManager is /org/mdpilot/MdPilot1). Speed limits in KiB/s. Reads are open to
+/// everyone; every method needs uid 0 or polkit action org.mdpilot.MdPilot1.manage.
 #[interface(name = "org.mdpilot.MdPilot1.Manager")]
 impl Manager {
-    /// Service version.
+    /// Version of this D-Bus API: "1.0" (major changes break clients; minor ones add).
     #[zbus(property(emits_changed_signal = "const"))]
     fn version(&self) -> String {
+        super::API_VERSION.to_string()
+    }
+    /// Version of the mdpilot service program (its package version).
+    #[zbus(property(emits_changed_signal = "const"))]
+    fn service_version(&self) -> String {
         env!("CARGO_PKG_VERSION").to_string()
     }
     /// /proc/sys/dev/raid/speed_limit_min now, KiB/s.
@@ -43,32 +49,44 @@ impl Manager {
     fn speed_limit_max(&self) -> u64 {
         self.shared.props().speed_limit_max
     }
-    /// speed_limit_min saved before the first lease, KiB/s; 0 when nothing is saved.
+    /// speed_limit_min saved before the first lease: (saved, KiB/s); (false, 0) when nothing is
+    /// saved. The saved value is written back when the last lease goes.
     #[zbus(property)]
-    fn original_speed_limit_min(&self) -> u64 {
+    fn original_speed_limit_min(&self) -> (bool, u64) {
         self.shared.props().original_speed_limit_min
     }
-    /// speed_limit_max saved before the first lease, KiB/s; 0 when nothing is saved.
+    /// speed_limit_max saved before the first lease: (saved, KiB/s); (false, 0) when nothing is
+    /// saved.
     #[zbus(property)]
-    fn original_speed_limit_max(&self) -> u64 {
+    fn original_speed_limit_max(&self) -> (bool, u64) {
         self.shared.props().original_speed_limit_max
     }
-    /// Live leases: (id, kind, owner, (min, max), {array: (min, max)}), KiB/s, 0 = unset.
+    /// Live leases, one a{sv} each with only the keys that are set: id (s), kind (s: client,
+    /// installer, admin, wipe-job), owner-kind (s: bus-name = released when that client leaves
+    /// the bus, pid = released when that process exits, holder = lives until released), owner
+    /// (s: the unique bus name, the pid, or the holder id), min and max (t, KiB/s, global
+    /// speed_limit_min/max; present only when the lease sets them, 0 included), arrays
+    /// (a{sa{sv}}: kernel name -> {min t, max t}, each only when set), expires (t, µs since the
+    /// epoch; reserved for timed leases, which do not exist yet: never present in 1.0).
     #[zbus(property)]
-    fn leases(&self) -> Vec<LeaseInfo> {
-        self.shared.props().leases
+    fn leases(&self) -> Vec<LeaseDict> {
+        self.shared.props().lease_dicts()
     }
 
     /// Takes a lease on the resync speed limits. Leases combine in the policy: the most
     /// yielding request wins (lowest min, lowest max); the saved originals come back when the
     /// last lease goes. Options: min, max (t, KiB/s, global; present = that value, 0 included:
-    /// min 0 lets resync yield to all I/O; absent = unset); arrays (a{s(tt)}, per-array
-    /// min/max, 0 = unset; a per-array min is written as at least 1, the kernel rejects 0);
+    /// min 0 lets resync yield to all I/O, max 0 pauses it; absent = unset); arrays (a{sa{sv}}:
+    /// array -> {min t, max t}, per-array sync_speed_min/max, each key optional, present = that
+    /// value; md rejects 0 there, so a per-array 0 is written as 1 KiB/s; arrays are named as
+    /// users type them: md0, /dev/md0, /dev/md/root, md/root or the metadata name);
     /// kind (s: client, installer, admin, wipe-job); holder (s: a named lease that outlives
     /// this connection, id = holder); pid (u: the lease lives while that process does). No
     /// min, max nor arrays: the install policy (global min = the config's install_min, default
     /// 0). Without holder and pid the lease is tied to the caller's bus name and released when
-    /// it leaves the bus. Returns the lease id.
+    /// it leaves the bus. Returns the lease id. Errors: NotAuthorized; InvalidArgument (unknown
+    /// option, wrong type, min above max, pid 0, holder empty); NoSuchArray; Busy (md refused
+    /// a write with EBUSY); Failed (state file, kernel write).
     #[zbus(out_args("lease_id"))]
     async fn acquire_priority(
         &self,
@@ -82,12 +100,16 @@ impl Manager {
             let s = self.shared.policy.settings();
             (s.install_min, s.install_max)
         };
-        let o = parse_acquire(&options, install)?;
-        for a in o.arrays.keys() {
-            if !self.shared.has_array(a) {
-                return Err(Error::NoSuchArray(format!("AcquirePriority: no array {a}")));
-            }
+        let mut o = parse_acquire(&options, install)?;
+        let mut arrays = BTreeMap::new();
+        for (word, l) in std::mem::take(&mut o.arrays) {
+            let k = self
+                .shared
+                .resolve_array(&word)
+                .map_err(|e| Error::NoSuchArray(format!("AcquirePriority: {e}")))?;
+            arrays.insert(k, l);
         }
+        o.arrays = arrays;
         let sender = header
             .sender()
             .map(|s| s.to_string())
@@ -124,8 +146,8 @@ impl Manager {
     }
 
     /// Ends a lease: one taken with AcquirePriority (bus, holder or pid lease) or any named
-    /// lease of the policy (e.g. one the CLI took with `policy apply --holder`). An id that
-    /// holds no lease is InvalidArgument.
+    /// lease of the policy (e.g. one the CLI took with `policy apply --holder`). Errors:
+    /// NotAuthorized; InvalidArgument (an id that holds no lease); Failed.
     async fn release_priority(
         &self,
         lease_id: String,
@@ -153,8 +175,11 @@ impl Manager {
         Ok(())
     }
 
-    /// Sets md/sync_speed_min and md/sync_speed_max of one array (KiB/s; 0 = follow the system).
-    /// Kept until RestoreLimits. No options yet.
+    /// Sets md/sync_speed_min and md/sync_speed_max of one array (KiB/s; 0 = follow the system),
+    /// as the lease admin-<kernel name>; 0 and 0 drop that lease. The array is named as users
+    /// type it (md0, /dev/md0, /dev/md/root, md/root, the metadata name). Kept until
+    /// RestoreLimits. No options yet. Errors: NotAuthorized; InvalidArgument (min above max, an
+    /// option); NoSuchArray; Busy; Failed.
     #[allow(clippy::too_many_arguments)] // D-Bus arguments plus the zbus-injected context.
     async fn set_array_speed_limits(
         &self,
@@ -169,11 +194,10 @@ impl Manager {
         authorize(conn, &header, &self.shared.bus).await?;
         no_options("SetArraySpeedLimits", &options)?;
         let limits = check_limits(&format!("SetArraySpeedLimits {array}"), min, max)?;
-        if !self.shared.has_array(&array) {
-            return Err(Error::NoSuchArray(format!(
-                "SetArraySpeedLimits: no array {array}"
-            )));
-        }
+        let array = self
+            .shared
+            .resolve_array(&array)
+            .map_err(|e| Error::NoSuchArray(format!("SetArraySpeedLimits: {e}")))?;
         let holder = format!("admin-{array}");
         let view = if limits.min.is_none() && limits.max.is_none() {
             match self.shared.policy.release(&holder) {
@@ -202,7 +226,7 @@ impl Manager {
     }
 
     /// Drops every lease and writes back the saved limits (option defaults (b): the kernel
-    /// defaults 1000/200000 KiB/s instead).
+    /// defaults 1000/200000 KiB/s instead). Errors: NotAuthorized; InvalidArgument; Failed.
     async fn restore_limits(
         &self,
         options: Options,

@@ -1,8 +1,11 @@
 //! The D-Bus face of the service (zbus): thin objects that delegate to the model and the policy.
 //!
-//! - [`manager`]: `/org/mdpilot/MdPilot1`, interface `org.mdpilot.MdPilot1.Manager` (plus
-//!   `org.freedesktop.DBus.ObjectManager`).
-//! - [`array`](mod@array): `/org/mdpilot/MdPilot1/arrays/<name>`, interface `org.mdpilot.MdPilot1.Array`.
+//! Object layout (API version 1.0):
+//! - `/org/mdpilot/MdPilot1`: `org.freedesktop.DBus.ObjectManager` only ([`objects`]); its
+//!   `GetManagedObjects` returns every object below with its properties, and no empty node.
+//! - [`manager`]: `/org/mdpilot/MdPilot1/Manager`, interface `org.mdpilot.MdPilot1.Manager`.
+//! - [`array`](mod@array): `/org/mdpilot/MdPilot1/arrays/<uuid as 32 hex digits>` (or
+//!   `.../arrays/name_<kernel name>` without a UUID), interface `org.mdpilot.MdPilot1.Array`.
 //! - [`job`]: wipe jobs, `/org/mdpilot/MdPilot1/jobs/<n>`, interface `org.mdpilot.MdPilot1.Job`.
 //! - [`auth`]: who may call mutating methods.
 //! - [`errors`]: the typed `org.mdpilot.MdPilot1.Error.*` errors and the mapping of the core's
@@ -22,25 +25,41 @@ pub mod client;
 pub mod errors;
 pub mod job;
 pub mod manager;
+pub mod objects;
 pub mod options;
 pub mod props;
 
 /// The well-known bus name the service owns.
 pub const BUS_NAME: &str = "org.mdpilot.MdPilot1";
-/// Path of the manager object (also the ObjectManager).
-pub const MANAGER_PATH: &str = "/org/mdpilot/MdPilot1";
+/// Path of the ObjectManager (the root of the service's objects).
+pub const ROOT_PATH: &str = "/org/mdpilot/MdPilot1";
+/// Path of the Manager object.
+pub const MANAGER_PATH: &str = "/org/mdpilot/MdPilot1/Manager";
 /// Manager interface name.
 pub const MANAGER_IFACE: &str = "org.mdpilot.MdPilot1.Manager";
 /// Array interface name.
 pub const ARRAY_IFACE: &str = "org.mdpilot.MdPilot1.Array";
+/// The API version the Manager's `Version` property reports.
+pub const API_VERSION: &str = "1.0";
 /// The polkit action checked for every mutating method (shipped in
 /// `dbus/org.mdpilot.MdPilot1.policy`).
 pub const POLKIT_ACTION: &str = "org.mdpilot.MdPilot1.manage";
 
-/// Object path of an array: `/org/mdpilot/MdPilot1/arrays/<name>`; characters not allowed in a
-/// path element (anything but `[A-Za-z0-9_]`) become `_`.
-pub fn array_path(name: &str) -> String {
-    let elem: String = name
+/// Object path of an array, stable across reboots and renumbering:
+/// `/org/mdpilot/MdPilot1/arrays/<uuid>` with the UUID's 32 hex digits in lower case (any
+/// spelling of `uuid`: mdadm's colon form, `md/uuid`'s dashes); without a UUID (inactive arrays,
+/// containers) `/org/mdpilot/MdPilot1/arrays/name_<kernel name>`, with every character outside
+/// `[A-Za-z0-9_]` as `_`.
+pub fn array_path(uuid: &str, kernel_name: &str) -> String {
+    let hex: String = uuid
+        .chars()
+        .filter(|c| c.is_ascii_hexdigit())
+        .map(|c| c.to_ascii_lowercase())
+        .collect();
+    if hex.len() == 32 && hex.chars().any(|c| c != '0') {
+        return format!("{ROOT_PATH}/arrays/{hex}");
+    }
+    let elem: String = kernel_name
         .chars()
         .map(|c| {
             if c.is_ascii_alphanumeric() || c == '_' {
@@ -50,7 +69,7 @@ pub fn array_path(name: &str) -> String {
             }
         })
         .collect();
-    format!("{MANAGER_PATH}/arrays/{elem}")
+    format!("{ROOT_PATH}/arrays/name_{elem}")
 }
 
 /// Which bus to use: `system` (default), `session` or a D-Bus address (`unix:path=/tmp/bus`).
@@ -91,10 +110,24 @@ mod tests {
     use super::*;
 
     #[test]
-    fn array_paths_are_valid() {
-        assert_eq!(array_path("md0"), "/org/mdpilot/MdPilot1/arrays/md0");
-        assert_eq!(array_path("md_d0"), "/org/mdpilot/MdPilot1/arrays/md_d0");
-        assert_eq!(array_path("md/x-y"), "/org/mdpilot/MdPilot1/arrays/md_x_y");
+    fn array_paths_are_keyed_by_uuid() {
+        let p = "/org/mdpilot/MdPilot1/arrays/3b6c2a6e0d0e4b7a9d5e8a7b1c2d3e4f";
+        assert_eq!(
+            array_path("3b6c2a6e:0d0e4b7a:9d5e8a7b:1c2d3e4f", "md127"),
+            p
+        );
+        assert_eq!(array_path("3B6C2A6E-0D0E-4B7A-9D5E-8A7B1C2D3E4F", "md0"), p);
+        assert_eq!(
+            array_path("", "md_d0"),
+            "/org/mdpilot/MdPilot1/arrays/name_md_d0"
+        );
+        assert_eq!(
+            array_path("00000000:00000000:00000000:00000000", "md/x-y"),
+            "/org/mdpilot/MdPilot1/arrays/name_md_x_y"
+        );
+        for p in [array_path("", "md-1"), array_path("ab:cd", "md0")] {
+            zbus::zvariant::ObjectPath::try_from(p.as_str()).unwrap();
+        }
     }
 
     #[test]

@@ -101,7 +101,7 @@ pub struct AcquireOptions {
     pub kind: LeaseKind,
     /// Global limits: a `min`/`max` present in the dict is that value, 0 included.
     pub global: Limits,
-    /// Per-array limits (0 = unset in the dict).
+    /// Per-array limits: a `min`/`max` present in the array's dict is that value, 0 included.
     pub arrays: BTreeMap<String, Limits>,
     /// `holder`: a named lease, not tied to the caller's connection.
     pub holder: Option<String>,
@@ -128,8 +128,10 @@ fn opt_str(opts: &Options, key: &str) -> Result<Option<String>> {
 /// - `min`, `max` (t, KiB/s): global `speed_limit_{min,max}`. PRESENT means that value, 0
 ///   included (`min` 0: resync yields to all other I/O; `max` 0 pauses resync); absent = not
 ///   set by this lease.
-/// - `arrays` (a{s(tt)}): per-array `sync_speed_{min,max}`, 0 = unset (the kernel rejects 0 for
-///   `sync_speed_min`; the policy writes a per-array min as at least 1).
+/// - `arrays` (a{sa{sv}}): per-array `sync_speed_{min,max}`: `{"md0": {"min": t, "max": t}}`,
+///   each key optional, present = that value, 0 included (the kernel rejects 0 in
+///   `sync_speed_{min,max}`; the policy writes a per-array 0 as 1 KiB/s, the slowest md allows).
+///   Arrays are named as users type them ([`crate::names::resolve_array`]; the caller resolves).
 /// - `kind` (s): `client` (default; also `dbus-client`), `installer`, `admin`, `wipe-job`.
 /// - `holder` (s): a named lease that outlives the caller's connection (the CLI's form).
 /// - `pid` (u): tie the lease to that process instead.
@@ -171,21 +173,33 @@ pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<Acqu
     };
     let mut arrays = BTreeMap::new();
     if let Some(v) = opts.get("arrays") {
-        let m: HashMap<String, (u64, u64)> = v
+        let m: HashMap<String, Options> = v
             .try_clone()
             .ok()
             .and_then(|v| HashMap::try_from(v).ok())
             .ok_or_else(|| {
                 Error::InvalidArgument(format!(
-                    "AcquirePriority: arrays must be a{{s(tt)}}, got {}",
+                    "AcquirePriority: arrays must be a{{sa{{sv}}}} ({{array: {{min: t, max: t}}}}), got {}",
                     v.value_signature()
                 ))
             })?;
-        for (a, (mn, mx)) in m {
-            let l = check_limits(&format!("AcquirePriority {a}"), mn, mx)?;
+        for (a, l) in m {
+            let what = format!("AcquirePriority {a}");
+            if let Some(k) = l.keys().find(|k| !matches!(k.as_str(), "min" | "max")) {
+                return Err(Error::InvalidArgument(format!(
+                    "{what}: unknown per-array option {k:?} (known: min, max)"
+                )));
+            }
+            let l = check_present(
+                &what,
+                Limits {
+                    min: opt_u64(&l, "min").map_err(|e| e.context(&what))?,
+                    max: opt_u64(&l, "max").map_err(|e| e.context(&what))?,
+                },
+            )?;
             if l.is_empty() {
                 return Err(Error::InvalidArgument(format!(
-                    "AcquirePriority: array {a}: give a min or a max (0 = unset)"
+                    "{what}: give a min or a max"
                 )));
             }
             arrays.insert(a, l);
@@ -375,10 +389,26 @@ mod tests {
         }
     }
 
+    fn per_array(kv: &[(&str, &[(&str, u64)])]) -> Value<'static> {
+        let m: HashMap<String, HashMap<String, Value<'static>>> = kv
+            .iter()
+            .map(|(a, l)| {
+                (
+                    a.to_string(),
+                    l.iter()
+                        .map(|(k, v)| (k.to_string(), Value::U64(*v)))
+                        .collect(),
+                )
+            })
+            .collect();
+        Value::from(m)
+    }
+
     #[test]
     fn acquire_arrays_option() {
-        let m: HashMap<String, (u64, u64)> = HashMap::from([("md1".into(), (10, 20))]);
-        let o = parse_acquire(&opts(&[("arrays", Value::from(m))]), INSTALL).unwrap();
+        let v = per_array(&[("md1", &[("min", 10), ("max", 20)])]);
+        assert_eq!(v.value_signature().to_string(), "a{sa{sv}}");
+        let o = parse_acquire(&opts(&[("arrays", v)]), INSTALL).unwrap();
         assert_eq!(
             o.arrays["md1"],
             Limits {
@@ -386,13 +416,41 @@ mod tests {
                 max: Some(20)
             }
         );
-        // Per-array 0 = unset; the global limits stay unset (no install policy then).
-        let m: HashMap<String, (u64, u64)> = HashMap::from([("md1".into(), (0, 20))]);
-        let o = parse_acquire(&opts(&[("arrays", Value::from(m))]), INSTALL).unwrap();
+        // An absent key is unset; the global limits stay unset (no install policy then).
+        let o = parse_acquire(
+            &opts(&[("arrays", per_array(&[("md1", &[("max", 20)])]))]),
+            INSTALL,
+        )
+        .unwrap();
         assert_eq!(o.arrays["md1"].min, None);
         assert!(o.global.is_empty());
-        let m: HashMap<String, (u64, u64)> = HashMap::from([("md1".into(), (0, 0))]);
-        assert!(parse_acquire(&opts(&[("arrays", Value::from(m))]), INSTALL).is_err());
+        // A per-array max 0 can be sent (and min 0).
+        let o = parse_acquire(
+            &opts(&[("arrays", per_array(&[("md1", &[("min", 0), ("max", 0)])]))]),
+            INSTALL,
+        )
+        .unwrap();
+        assert_eq!(
+            o.arrays["md1"],
+            Limits {
+                min: Some(0),
+                max: Some(0)
+            }
+        );
+        for bad in [
+            per_array(&[("md1", &[])]),
+            per_array(&[("md1", &[("min", 9), ("max", 3)])]),
+            per_array(&[("md1", &[("speed", 3)])]),
+            Value::from(HashMap::from([("md1".to_string(), (1u64, 2u64))])),
+        ] {
+            assert!(
+                matches!(
+                    parse_acquire(&opts(&[("arrays", bad.clone())]), INSTALL),
+                    Err(Error::InvalidArgument(_))
+                ),
+                "{bad:?}"
+            );
+        }
     }
 
     #[test]

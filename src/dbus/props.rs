@@ -6,8 +6,8 @@
 //! `org.freedesktop.DBus.Properties.PropertiesChanged` with only the values that differ.
 
 use crate::model::MdStat;
-use crate::policy::{Limits, Owner, PolicyView};
-use std::collections::HashMap;
+use crate::policy::{LeaseKind, LeaseView, Owner, PolicyView};
+use std::collections::{BTreeMap, HashMap};
 use zbus::object_server::SignalEmitter;
 use zbus::zvariant::{OwnedValue, Value};
 
@@ -56,41 +56,162 @@ pub async fn emit_changed(
     }
 }
 
-/// One entry of the Manager's `Leases`: `(lease id, kind, owner, (global min, global max),
-/// {array: (min, max)})`, limits in KiB/s, 0 = not set by this lease. `kind` is
-/// [`crate::policy::LeaseKind::as_str`]; `owner` is [`owner_word`].
-pub type LeaseInfo = (
-    String,
-    String,
-    String,
-    (u64, u64),
-    HashMap<String, (u64, u64)>,
-);
+/// One lease as the Manager's `Leases` publishes it: `a{sv}` with only the keys that are set
+/// (see [`LeaseEntry::to_dict`]).
+pub type LeaseDict = HashMap<String, OwnedValue>;
 
-/// The `owner` field of a [`LeaseInfo`]: `pid:<pid>`, `bus:<unique name>`, or "" for a lease
-/// that lives until released.
-pub fn owner_word(owner: &Owner) -> String {
-    match owner {
-        Owner::Pid(p) => format!("pid:{p}"),
-        Owner::BusName(n) => format!("bus:{n}"),
-        Owner::None => String::new(),
+/// One live lease, typed; published as a [`LeaseDict`]. Limits in KiB/s; `None` = not set by
+/// this lease (0 is a value: min 0 is the install policy).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct LeaseEntry {
+    /// The lease id (what `ReleasePriority` takes).
+    pub id: String,
+    /// `client`, `installer`, `admin`, `wipe-job` (the words `AcquirePriority`'s `kind` takes).
+    pub kind: String,
+    /// What keeps it alive: `bus-name` (released when that client leaves the bus), `pid`
+    /// (released when that process exits), `holder` (lives until released by id).
+    pub owner_kind: String,
+    /// The unique bus name, the pid in decimal, or the holder id.
+    pub owner: String,
+    /// Global `speed_limit_min`.
+    pub min: Option<u64>,
+    /// Global `speed_limit_max`.
+    pub max: Option<u64>,
+    /// Per-array `(sync_speed_min, sync_speed_max)` by kernel name.
+    pub arrays: BTreeMap<String, (Option<u64>, Option<u64>)>,
+    /// µs since the epoch when the lease ends by itself. Reserved for timed leases: the policy
+    /// has none yet, so this is always `None` (the key is absent).
+    pub expires: Option<u64>,
+}
+
+/// `LeaseKind` as the bus spells it (`DbusClient` is `client`, the word `kind` takes).
+pub fn kind_word(kind: LeaseKind) -> &'static str {
+    match kind {
+        LeaseKind::DbusClient => "client",
+        k => k.as_str(),
     }
 }
 
-/// The manager's published properties (KiB/s; 0 where unknown or, for the originals, when no
-/// lease is live and nothing is saved).
+fn put(d: &mut LeaseDict, k: &str, v: Value<'_>) {
+    if let Ok(v) = OwnedValue::try_from(v) {
+        d.insert(k.to_string(), v);
+    }
+}
+
+impl LeaseEntry {
+    /// The entry for a lease of the policy's view.
+    pub fn from_view(l: &LeaseView) -> LeaseEntry {
+        let (owner_kind, owner) = match &l.owner {
+            Owner::BusName(n) => ("bus-name", n.clone()),
+            Owner::Pid(p) => ("pid", p.to_string()),
+            Owner::None => ("holder", l.holder.clone()),
+        };
+        LeaseEntry {
+            id: l.holder.clone(),
+            kind: kind_word(l.kind).to_string(),
+            owner_kind: owner_kind.to_string(),
+            owner,
+            min: l.global.min,
+            max: l.global.max,
+            arrays: l
+                .arrays
+                .iter()
+                .map(|(k, v)| (k.clone(), (v.min, v.max)))
+                .collect(),
+            expires: None,
+        }
+    }
+
+    /// The `a{sv}` form: `id` s, `kind` s, `owner-kind` s, `owner` s always; `min` t and `max` t
+    /// only when set; `arrays` a{sa{sv}} (per array `min`/`max` t only when set) only when the
+    /// lease has per-array limits; `expires` t only for a lease with an expiry.
+    pub fn to_dict(&self) -> LeaseDict {
+        let mut d = LeaseDict::new();
+        put(&mut d, "id", Value::from(self.id.as_str()));
+        put(&mut d, "kind", Value::from(self.kind.as_str()));
+        put(&mut d, "owner-kind", Value::from(self.owner_kind.as_str()));
+        put(&mut d, "owner", Value::from(self.owner.as_str()));
+        if let Some(v) = self.min {
+            put(&mut d, "min", Value::U64(v));
+        }
+        if let Some(v) = self.max {
+            put(&mut d, "max", Value::U64(v));
+        }
+        if !self.arrays.is_empty() {
+            let arrays: HashMap<String, HashMap<String, Value<'_>>> = self
+                .arrays
+                .iter()
+                .map(|(a, (mn, mx))| {
+                    let mut l = HashMap::new();
+                    if let Some(v) = mn {
+                        l.insert("min".to_string(), Value::U64(*v));
+                    }
+                    if let Some(v) = mx {
+                        l.insert("max".to_string(), Value::U64(*v));
+                    }
+                    (a.clone(), l)
+                })
+                .collect();
+            put(&mut d, "arrays", Value::from(arrays));
+        }
+        if let Some(v) = self.expires {
+            put(&mut d, "expires", Value::U64(v));
+        }
+        d
+    }
+
+    /// Reads a [`LeaseDict`] back (the client side: `mdpilot policy`, tests). Unknown keys are
+    /// ignored; missing `id`/`kind`/`owner-kind`/`owner` read as "".
+    pub fn from_dict(d: &LeaseDict) -> LeaseEntry {
+        let s = |k: &str| {
+            d.get(k)
+                .and_then(|v| String::try_from(v.try_clone().ok()?).ok())
+                .unwrap_or_default()
+        };
+        let t = |k: &str| d.get(k).and_then(|v| u64::try_from(&**v).ok());
+        let arrays = d
+            .get("arrays")
+            .and_then(|v| v.try_clone().ok())
+            .and_then(|v| HashMap::<String, HashMap<String, OwnedValue>>::try_from(v).ok())
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(a, l)| {
+                let t = |k: &str| l.get(k).and_then(|v| u64::try_from(&**v).ok());
+                (a, (t("min"), t("max")))
+            })
+            .collect();
+        LeaseEntry {
+            id: s("id"),
+            kind: s("kind"),
+            owner_kind: s("owner-kind"),
+            owner: s("owner"),
+            min: t("min"),
+            max: t("max"),
+            arrays,
+            expires: t("expires"),
+        }
+    }
+}
+
+/// `(saved?, KiB/s)`: a saved original limit; `(false, 0)` when nothing is saved (0 is a valid
+/// saved value, hence the flag).
+pub fn saved(v: Option<u64>) -> (bool, u64) {
+    (v.is_some(), v.unwrap_or(0))
+}
+
+/// The manager's published properties (KiB/s; 0 where unknown).
 #[derive(Debug, Clone, Default, PartialEq)]
 pub struct ManagerProps {
     /// `/proc/sys/dev/raid/speed_limit_min` now.
     pub speed_limit_min: u64,
     /// `/proc/sys/dev/raid/speed_limit_max` now.
     pub speed_limit_max: u64,
-    /// Saved original `speed_limit_min` while leases live.
-    pub original_speed_limit_min: u64,
-    /// Saved original `speed_limit_max` while leases live.
-    pub original_speed_limit_max: u64,
+    /// Saved original `speed_limit_min` while leases live: `(saved?, KiB/s)`.
+    pub original_speed_limit_min: (bool, u64),
+    /// Saved original `speed_limit_max` while leases live: `(saved?, KiB/s)`.
+    pub original_speed_limit_max: (bool, u64),
     /// Live leases.
-    pub leases: Vec<LeaseInfo>,
+    pub leases: Vec<LeaseEntry>,
 }
 
 impl ManagerProps {
@@ -100,51 +221,47 @@ impl ManagerProps {
         ManagerProps {
             speed_limit_min: view.speed_limit_min.or(model.speed_limit_min).unwrap_or(0),
             speed_limit_max: view.speed_limit_max.or(model.speed_limit_max).unwrap_or(0),
-            original_speed_limit_min: view.originals.speed_limit_min.unwrap_or(0),
-            original_speed_limit_max: view.originals.speed_limit_max.unwrap_or(0),
-            leases: view
-                .leases
-                .iter()
-                .map(|l| {
-                    let lim = |l: &Limits| (l.min.unwrap_or(0), l.max.unwrap_or(0));
-                    (
-                        l.holder.clone(),
-                        l.kind.as_str().to_string(),
-                        owner_word(&l.owner),
-                        lim(&l.global),
-                        l.arrays.iter().map(|(k, v)| (k.clone(), lim(v))).collect(),
-                    )
-                })
-                .collect(),
+            original_speed_limit_min: saved(view.originals.speed_limit_min),
+            original_speed_limit_max: saved(view.originals.speed_limit_max),
+            leases: view.leases.iter().map(LeaseEntry::from_view).collect(),
         }
+    }
+
+    /// `Leases` as published: one [`LeaseDict`] per lease.
+    pub fn lease_dicts(&self) -> Vec<LeaseDict> {
+        self.leases.iter().map(LeaseEntry::to_dict).collect()
     }
 
     /// Ids of the published leases owned by the bus client with unique name `name`
     /// ([`Owner::BusName`] in the policy).
     pub fn leases_of_bus_name(&self, name: &str) -> Vec<String> {
-        let owner = owner_word(&Owner::BusName(name.to_string()));
         self.leases
             .iter()
-            .filter(|l| l.2 == owner)
-            .map(|l| l.0.clone())
+            .filter(|l| l.owner_kind == "bus-name" && l.owner == name)
+            .map(|l| l.id.clone())
             .collect()
     }
 
     /// Properties whose values differ, by D-Bus name.
     pub fn changed(old: &ManagerProps, new: &ManagerProps) -> HashMap<&'static str, OwnedValue> {
-        changed_props!(old, new;
+        let mut out = changed_props!(old, new;
             speed_limit_min => "SpeedLimitMin", speed_limit_max => "SpeedLimitMax",
             original_speed_limit_min => "OriginalSpeedLimitMin",
-            original_speed_limit_max => "OriginalSpeedLimitMax", leases => "Leases",
-        )
+            original_speed_limit_max => "OriginalSpeedLimitMax",
+        );
+        if old.leases != new.leases {
+            if let Ok(v) = OwnedValue::try_from(Value::from(new.lease_dicts())) {
+                out.insert("Leases", v);
+            }
+        }
+        out
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{GlobalOriginals, LeaseKind, LeaseView};
-    use std::collections::BTreeMap;
+    use crate::policy::{GlobalOriginals, Limits};
 
     fn lease(holder: &str, kind: LeaseKind, owner: Owner) -> LeaseView {
         LeaseView {
@@ -184,7 +301,7 @@ mod tests {
     }
 
     #[test]
-    fn leases_map_to_dbus_tuples() {
+    fn leases_map_to_dicts_with_only_the_set_keys() {
         let model = MdStat {
             speed_limit_max: Some(200_000),
             ..MdStat::default()
@@ -204,25 +321,51 @@ mod tests {
         assert_eq!((p.speed_limit_min, p.speed_limit_max), (0, 200_000));
         assert_eq!(
             (p.original_speed_limit_min, p.original_speed_limit_max),
-            (1000, 0)
+            ((true, 1000), (false, 0))
         );
-        let words: Vec<(&str, &str)> = p
+        let words: Vec<(&str, &str, &str)> = p
             .leases
             .iter()
-            .map(|l| (l.1.as_str(), l.2.as_str()))
+            .map(|l| (l.kind.as_str(), l.owner_kind.as_str(), l.owner.as_str()))
             .collect();
         assert_eq!(
             words,
             [
-                ("installer", ""),
-                ("wipe-job", "pid:7"),
-                ("dbus-client", "bus::1.5")
+                ("installer", "holder", "d-i"),
+                ("wipe-job", "pid", "7"),
+                ("client", "bus-name", ":1.5")
             ]
         );
-        assert_eq!(p.leases[0].3, (0, 0));
-        assert_eq!(p.leases[0].4["md1"], (0, 500));
+        let d = &p.lease_dicts()[0];
+        let mut keys: Vec<&str> = d.keys().map(String::as_str).collect();
+        keys.sort();
+        // min 0 is present; the unset max and the (reserved) expiry are absent.
+        assert_eq!(keys, ["arrays", "id", "kind", "min", "owner", "owner-kind"]);
+        assert_eq!(u64::try_from(&*d["min"]).unwrap(), 0);
+        let arrays: HashMap<String, HashMap<String, OwnedValue>> =
+            d["arrays"].try_clone().unwrap().try_into().unwrap();
+        assert_eq!(arrays["md1"].len(), 1);
+        assert_eq!(u64::try_from(&*arrays["md1"]["max"]).unwrap(), 500);
+        assert_eq!(d["arrays"].value_signature().to_string(), "a{sa{sv}}");
+        // The dict reads back to the same entry.
+        for (e, d) in p.leases.iter().zip(p.lease_dicts()) {
+            assert_eq!(&LeaseEntry::from_dict(&d), e);
+        }
         assert_eq!(p.leases_of_bus_name(":1.5"), ["dbus-1.5-1"]);
         assert!(p.leases_of_bus_name(":1.6").is_empty());
+        let v = Value::from(p.lease_dicts());
+        assert_eq!(v.value_signature().to_string(), "aa{sv}");
+    }
+
+    #[test]
+    fn a_lease_without_limits_has_no_limit_keys() {
+        let mut l = lease("x", LeaseKind::Admin, Owner::None);
+        l.global = Limits::default();
+        l.arrays.clear();
+        let d = LeaseEntry::from_view(&l).to_dict();
+        let mut keys: Vec<&str> = d.keys().map(String::as_str).collect();
+        keys.sort();
+        assert_eq!(keys, ["id", "kind", "owner", "owner-kind"]);
     }
 
     #[test]
@@ -233,5 +376,11 @@ mod tests {
         new.speed_limit_max = 5;
         let keys: Vec<_> = ManagerProps::changed(&old, &new).into_keys().collect();
         assert_eq!(keys, ["SpeedLimitMax"]);
+        let mut newer = new.clone();
+        newer.leases.push(LeaseEntry::default());
+        newer.original_speed_limit_min = (true, 0);
+        let mut keys: Vec<_> = ManagerProps::changed(&new, &newer).into_keys().collect();
+        keys.sort();
+        assert_eq!(keys, ["Leases", "OriginalSpeedLimitMin"]);
     }
 }

@@ -28,8 +28,9 @@ use crate::cli::Context;
 use crate::config::Config;
 use crate::dbus::array::{ArrayObject, ArrayProps};
 use crate::dbus::manager::Manager;
+use crate::dbus::objects::ObjectManager;
 use crate::dbus::props::emit_changed;
-use crate::dbus::{array_path, BusChoice, ARRAY_IFACE, BUS_NAME, MANAGER_PATH};
+use crate::dbus::{array_path, BusChoice, ARRAY_IFACE, BUS_NAME, MANAGER_PATH, ROOT_PATH};
 use crate::host::Root;
 use crate::model::MdStat;
 use crate::policy::{Owner, Policy};
@@ -43,7 +44,6 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedReceiver;
-use zbus::fdo::ObjectManager;
 use zbus::object_server::SignalEmitter;
 
 /// Arguments of `mdpilot serve`.
@@ -219,7 +219,12 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         .bus
         .builder()
         .map_err(bus_err("cannot open the bus"))?
-        .serve_at(MANAGER_PATH, ObjectManager)
+        .serve_at(
+            ROOT_PATH,
+            ObjectManager {
+                shared: shared.clone(),
+            },
+        )
         .map_err(bus_err("serve ObjectManager"))?
         .serve_at(
             MANAGER_PATH,
@@ -231,15 +236,21 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     let mut published: BTreeMap<String, ArrayProps> = BTreeMap::new();
     for a in &model.arrays {
         let props = ArrayProps::from_model(a);
+        let path = array_path(&props.uuid, &props.kernel_name);
+        if published.contains_key(&path) {
+            tracing::warn!("two arrays at {path}: {} is not published", a.name);
+            continue;
+        }
         builder = builder
             .serve_at(
-                array_path(&a.name),
+                path.clone(),
                 ArrayObject {
                     props: props.clone(),
+                    shared: shared.clone(),
                 },
             )
             .map_err(bus_err("serve array"))?;
-        published.insert(a.name.clone(), props);
+        published.insert(path, props);
     }
     let conn = builder
         .build()
@@ -287,12 +298,13 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     // The first model is the events' baseline (DegradedArray for arrays already degraded).
     let mut events = events::EventSink::new(config.events.program.clone());
     events.feed(&root, &model);
-    let sim_task = sim.map(|s| tokio::spawn(s.run(tx.clone())));
+    let (poke_tx, poke_rx) = tokio::sync::mpsc::unbounded_channel();
+    let sim_task = sim.map(|s| tokio::spawn(s.run(tx.clone(), poke_rx)));
     let expiry_task = tokio::spawn(expiry::run(shared.clone(), conn.clone()));
     let schedule_task = tokio::spawn(scheduler::run(root.clone(), config.clone()));
     drop(tx);
     let mut lp = Loop {
-        sim: args.sim,
+        sim: args.sim.then_some(poke_tx),
         root,
         conn: conn.clone(),
         shared: shared.clone(),
@@ -330,8 +342,11 @@ struct Signals {
 
 struct Loop {
     root: Root,
-    sim: bool,
+    /// With `--sim`: wakes the simulator after each batch so it sees writes to its tree
+    /// (`md/sync_action` from RequestSyncAction).
+    sim: Option<tokio::sync::mpsc::UnboundedSender<()>>,
     conn: zbus::Connection,
+    /// Published arrays by object path.
     shared: Arc<Shared>,
     published: BTreeMap<String, ArrayProps>,
     model: MdStat,
@@ -373,8 +388,8 @@ impl Loop {
                         None => std::future::pending::<()>().await,
                     }
                 } => {
-                    let syncing: Vec<String> = self.published.iter()
-                        .filter(|(_, p)| p.syncing()).map(|(n, _)| n.clone()).collect();
+                    let syncing: Vec<String> = self.published.values()
+                        .filter(|p| p.syncing()).map(|p| p.kernel_name.clone()).collect();
                     let batch: Vec<Event> = syncing.into_iter()
                         .map(|array| Event::ArrayAttr { array, attr: "sync_completed".into() })
                         .collect();
@@ -418,11 +433,17 @@ impl Loop {
         let full = batch
             .iter()
             .any(|e| matches!(e, Event::Mdstat | Event::Udev { .. }));
-        if self.sim {
+        if let Some(poke) = &self.sim {
             // The simulator's limit files are regular files: give them the kernel's read-back
             // form before reading (a limit change always arrives here as a refresh).
             if let Err(e) = crate::sim::normalize_all_limits(&self.root) {
                 tracing::warn!("simulator: {e}");
+            }
+            if batch
+                .iter()
+                .any(|e| matches!(e, Event::ArrayAttr { attr, .. } if attr == "sync_action"))
+            {
+                let _ = poke.send(());
             }
         }
         if full {
@@ -456,35 +477,39 @@ impl Loop {
 
     async fn publish_arrays(&mut self) {
         let server = self.conn.object_server();
-        let new: BTreeMap<String, ArrayProps> = self
-            .model
-            .arrays
-            .iter()
-            .map(|a| (a.name.clone(), ArrayProps::from_model(a)))
-            .collect();
+        let mut new: BTreeMap<String, ArrayProps> = BTreeMap::new();
+        for a in &self.model.arrays {
+            let props = ArrayProps::from_model(a);
+            let path = array_path(&props.uuid, &props.kernel_name);
+            if new.contains_key(&path) {
+                tracing::warn!("two arrays at {path}: {} is not published", a.name);
+                continue;
+            }
+            new.insert(path, props);
+        }
         let gone: Vec<String> = self
             .published
             .keys()
-            .filter(|n| !new.contains_key(*n))
+            .filter(|p| !new.contains_key(*p))
             .cloned()
             .collect();
-        for name in gone {
+        for path in gone {
             // ObjectServer::remove emits InterfacesRemoved through the ObjectManager.
-            if let Err(e) = server.remove::<ArrayObject, _>(array_path(&name)).await {
-                tracing::warn!("cannot remove {name}: {e}");
+            if let Err(e) = server.remove::<ArrayObject, _>(path.as_str()).await {
+                tracing::warn!("cannot remove {path}: {e}");
             }
-            self.published.remove(&name);
+            self.published.remove(&path);
         }
-        for (name, props) in new {
-            let path = array_path(&name);
-            match self.published.get(&name) {
+        for (path, props) in new {
+            match self.published.get(&path) {
                 None => {
                     // ObjectServer::at emits InterfacesAdded through the ObjectManager.
                     let obj = ArrayObject {
                         props: props.clone(),
+                        shared: self.shared.clone(),
                     };
                     if let Err(e) = server.at(path.as_str(), obj).await {
-                        tracing::warn!("cannot add {name}: {e}");
+                        tracing::warn!("cannot add {}: {e}", props.kernel_name);
                         continue;
                     }
                 }
@@ -500,7 +525,7 @@ impl Loop {
                 }
                 Some(_) => {}
             }
-            self.published.insert(name, props);
+            self.published.insert(path, props);
         }
     }
 }

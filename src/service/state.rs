@@ -167,6 +167,16 @@ impl Shared {
         model.arrays.iter().any(|a| a.name == name)
     }
 
+    /// The kernel name of the array the caller named `word` (`md0`, `/dev/md0`, `/dev/md/root`,
+    /// `md/root`, the metadata name; [`crate::names::resolve_array`] over the model's arrays).
+    pub fn resolve_array(&self, word: &str) -> Result<String, crate::names::NameError> {
+        let known: Vec<String> = {
+            let model = self.model.lock().unwrap_or_else(|e| e.into_inner());
+            model.arrays.iter().map(|a| a.name.clone()).collect()
+        };
+        crate::names::resolve_array(&self.root, word, &known)
+    }
+
     /// The number of the next wipe job (1, 2, ...).
     pub fn next_job_number(&self) -> u64 {
         self.job_counter.fetch_add(1, Ordering::Relaxed)

@@ -7,13 +7,17 @@ use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
-use zbus::zvariant::{OwnedValue, Value};
+use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 
 pub use mdpilot::dbus::client::{service_running, JobProxy, ManagerProxy};
-pub use mdpilot::dbus::manager::LeaseInfo;
+pub use mdpilot::dbus::manager::{LeaseDict, LeaseEntry};
 pub use mdpilot::dbus::{
-    array_path, BusChoice, ARRAY_IFACE, BUS_NAME, MANAGER_IFACE, MANAGER_PATH,
+    array_path, BusChoice, ARRAY_IFACE, BUS_NAME, MANAGER_IFACE, MANAGER_PATH, ROOT_PATH,
 };
+
+/// What `org.freedesktop.DBus.ObjectManager.GetManagedObjects` returns: object path →
+/// interface → property → value.
+pub type Managed = HashMap<OwnedObjectPath, HashMap<String, HashMap<String, OwnedValue>>>;
 
 /// `org.mdpilot.MdPilot1.Job`, as the crate's [`JobProxy`] names it (the crate has no constant).
 pub fn job_iface() -> &'static str {
@@ -23,9 +27,10 @@ pub fn job_iface() -> &'static str {
         .as_str()
 }
 
-/// `<MANAGER_PATH>/jobs`, the parent of every job object.
+/// `<ROOT_PATH>/jobs`, the parent of every job object (the crate's
+/// [`mdpilot::dbus::job::job_path`] names each one).
 pub fn jobs_path() -> String {
-    format!("{MANAGER_PATH}/jobs")
+    format!("{ROOT_PATH}/jobs")
 }
 
 /// A private bus: `dbus-daemon --config-file` listening on a socket in a temp dir that any user
@@ -355,12 +360,55 @@ pub async fn get(conn: &zbus::Connection, path: &str, iface: &str, prop: &str) -
         .unwrap()
 }
 
-/// The Manager's `Leases` property.
-pub async fn leases(conn: &zbus::Connection) -> Vec<LeaseInfo> {
-    get(conn, MANAGER_PATH, MANAGER_IFACE, "Leases")
-        .await
-        .try_into()
-        .unwrap()
+/// The Manager's `Leases` property (checked to be `aa{sv}`), each entry read back by the
+/// crate's [`LeaseEntry::from_dict`].
+pub async fn leases(conn: &zbus::Connection) -> Vec<LeaseEntry> {
+    let v = get(conn, MANAGER_PATH, MANAGER_IFACE, "Leases").await;
+    assert_eq!(v.value_signature().to_string(), "aa{sv}", "Leases");
+    let dicts: Vec<LeaseDict> = v.try_into().unwrap();
+    dicts.iter().map(LeaseEntry::from_dict).collect()
+}
+
+/// `GetManagedObjects` of the ObjectManager at [`ROOT_PATH`].
+pub async fn managed_objects(conn: &zbus::Connection) -> Managed {
+    call(
+        conn,
+        ROOT_PATH,
+        "org.freedesktop.DBus.ObjectManager",
+        "GetManagedObjects",
+        &(),
+    )
+    .await
+    .unwrap()
+    .body()
+    .deserialize()
+    .unwrap()
+}
+
+/// The object path the running service gives array `kernel` (`md0`): the object of
+/// [`managed_objects`] whose `KernelName` is `kernel`; panics when there is none.
+pub async fn find_array_path(conn: &zbus::Connection, kernel: &str) -> String {
+    let objs = managed_objects(conn).await;
+    objs.iter()
+        .find(|(_, ifaces)| {
+            ifaces
+                .get(ARRAY_IFACE)
+                .and_then(|p| p.get("KernelName"))
+                .and_then(|v| String::try_from(v.try_clone().ok()?).ok())
+                .is_some_and(|k| k == kernel)
+        })
+        .map(|(p, _)| p.to_string())
+        .unwrap_or_else(|| panic!("no array {kernel} among {:?}", objs.keys()))
+}
+
+/// The object path of the simulator's array `kernel` (`md0`, `md1`), keyed by the UUID the
+/// simulator gives it ([`mdpilot::sim::Sim`], read back by [`mdpilot::names::array_uuid`] as the
+/// service does), known before any service runs.
+pub fn sim_array_path(kernel: &str) -> String {
+    let sim = mdpilot::sim::Sim::create().unwrap();
+    let uuid = mdpilot::names::array_uuid(sim.root(), kernel)
+        .unwrap_or_else(|| panic!("the simulator has no array {kernel}"));
+    array_path(&uuid, kernel)
 }
 
 /// Waits until `f` holds (at most 10 s).

@@ -66,6 +66,12 @@ for name in ${list//,/ }; do
     rc=$?
     t1=$(date +%s.%N)
     secs=$(awk -v a="$t0" -v b="$t1" 'BEGIN{printf "%.1f", b-a}')
+    # A failed scenario's service log is the first thing to read.
+    if [ "$rc" != 0 ] && [ -s /tmp/serve.log ]; then
+        echo "--- last 40 lines of /tmp/serve.log"
+        tail -n 40 /tmp/serve.log
+    fi
+    rm -f /tmp/serve.log
     echo "@@END $name rc=$rc"
     if [ -s /tmp/vm-skip ]; then
         line="SKIP ${secs}s $(head -1 /tmp/vm-skip)"

@@ -7,6 +7,7 @@
 MDP=/usr/bin/mdpilot
 BUS_NAME=org.mdpilot.MdPilot1
 BUS_PATH=/org/mdpilot/MdPilot1
+MANAGER_PATH=$BUS_PATH/Manager
 mapfile -t DISKS < <(ls /dev/vd[b-z] 2>/dev/null)
 
 log() { echo "[$(cut -d' ' -f1 /proc/uptime)] $*"; }
@@ -153,9 +154,15 @@ stop_service() {
 bus_prop() {
     busctl --system --json=short get-property "$BUS_NAME" "$1" "$2" "$3" | jq -c '.data'
 }
-array_path() { echo "$BUS_PATH/arrays/$1"; }
+# array_path md0: the object path, keyed by the array UUID's 32 hex digits (API 1.0).
+array_path() {
+    local hex
+    hex=$(tr -d -- '-:\n' <"/sys/block/$1/md/uuid" 2>/dev/null | tr 'A-F' 'a-f')
+    # An all-zero UUID (an inactive array's md/uuid) is no UUID, as in dbus::array_path.
+    if [ "${#hex}" -eq 32 ] && [ -n "${hex//0/}" ]; then echo "$BUS_PATH/arrays/$hex"; else echo "$BUS_PATH/arrays/name_$1"; fi
+}
 array_prop() { bus_prop "$(array_path "$1")" org.mdpilot.MdPilot1.Array "$2"; }
-manager_prop() { bus_prop "$BUS_PATH" org.mdpilot.MdPilot1.Manager "$1"; }
+manager_prop() { bus_prop "$MANAGER_PATH" org.mdpilot.MdPilot1.Manager "$1"; }
 # bus_call PATH INTERFACE METHOD SIGNATURE ARGS...: busctl call, JSON reply.
 bus_call() {
     local p=$1 i=$2 m=$3

@@ -1,7 +1,7 @@
 # vm-timeout: 180
 # Discovery: a raid1, a raid5, a degraded raid1 and an inactive array show up in
 # `mdpilot status --json` (shared/contracts/status-json.md) and as D-Bus objects
-# /org/mdpilot/MdPilot1/arrays/<name> with the right levels, members and states.
+# /org/mdpilot/MdPilot1/arrays/<uuid> with the right levels, members and states.
 need_disks 8
 require status
 d=("${DISKS[@]}")
@@ -66,7 +66,7 @@ deg=$(array_prop md2 Degraded)
 [ "$deg" != 0 ] && [ "$deg" != false ] || fail "D-Bus md2 Degraded is $deg"
 assert_eq "$(array_prop md0 Degraded)" 0 "D-Bus md0 Degraded"
 for m in "${d[0]}" "${d[1]}"; do
-    array_prop md0 ActiveDevices | grep -q "$(basename "$m")" || fail "D-Bus md0 ActiveDevices lacks $(basename "$m")"
+    array_prop md0 Members | grep -q "$(basename "$m")" || fail "D-Bus md0 Members lacks $(basename "$m")"
 done
 array_prop "$inactive" State | grep -q inactive || fail "D-Bus $inactive State: $(array_prop "$inactive" State)"
 stop_service

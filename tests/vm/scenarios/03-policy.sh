@@ -55,7 +55,7 @@ installer=$!
 run_mdp /tmp/out policy apply --holder installer --pid "$installer"
 assert_eq "$(limit_min)" 0 "speed_limit_min under a lease through the service"
 manager_prop Leases | grep -q installer || fail "Manager.Leases does not list the installer lease: $(manager_prop Leases)"
-assert_eq "$(manager_prop OriginalSpeedLimitMin)" "$ORIG_MIN" "Manager.OriginalSpeedLimitMin"
+assert_eq "$(manager_prop OriginalSpeedLimitMin)" "[true,$ORIG_MIN]" "Manager.OriginalSpeedLimitMin"
 kill -KILL "$SERVICE_PID"
 wait "$SERVICE_PID" 2>/dev/null || true
 SERVICE_PID=
@@ -75,7 +75,7 @@ wait_for 10 min_is "$ORIG_MIN" || true
 originals "after restart with the lease owner dead"
 
 # A D-Bus client's lease ends with its connection (busctl exits right after the call).
-bus_call "$BUS_PATH" org.mdpilot.MdPilot1.Manager AcquirePriority 'a{sv}' 0 || fail "AcquirePriority failed"
+bus_call "$MANAGER_PATH" org.mdpilot.MdPilot1.Manager AcquirePriority 'a{sv}' 0 || fail "AcquirePriority failed"
 wait_for 10 min_is "$ORIG_MIN" || fail "lease of a disconnected client not released: min $(limit_min)"
 
 # Finish step while the service holds a lease and then dies hard.

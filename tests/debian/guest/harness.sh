@@ -1,0 +1,67 @@
+#!/bin/bash
+# Runs in the booted Debian guest as mdpilot-tests.service (after multi-user.target): runs each
+# scenario named by `mdpilot.scenario=a,b` on the kernel command line (all when absent; `shell`
+# runs none and leaves the guest up), in order and in the same system (a later scenario finds what
+# an earlier one installed), prints its log between `@@BEGIN name` / `@@END name` on the console,
+# and writes one line per scenario
+#   RESULT <name> PASS|FAIL|SKIP <seconds>s [reason]
+#   INFO <name> <text>
+# to the results disk /dev/vda, which the host reads back, then powers off.
+# A scenario's exit status: 0 pass, 77 (or a /tmp/t-skip file) skip, anything else fail; its own
+# time limit is a `# vm-timeout: SECONDS` line (default 120).
+export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
+export HOME=/root LANG=C.UTF-8 PAGER=cat SYSTEMD_PAGER=cat SYSTEMD_COLORS=0
+T=/usr/lib/mdpilot-tests
+cmdline=$(cat /proc/cmdline)
+arg() {
+    local w
+    for w in $cmdline; do
+        case $w in "$1="*) echo "${w#*=}"; return 0 ;; esac
+    done
+    return 1
+}
+echo "@@BOOTED $(cut -d' ' -f1 /proc/uptime)"
+echo "@@BOOT multi-user.target at $(systemctl show -p ActiveEnterTimestampMonotonic --value multi-user.target | awk '{printf "%.1f", $1 / 1e6}')s"
+list=$(arg mdpilot.scenario || true)
+[ "$list" = shell ] && exit 0
+[ -n "$list" ] || list=$(cd $T/scenarios && ls ./*.sh | sed 's|^\./||; s|\.sh$||' | tr '\n' ',')
+
+results=/run/t-results
+: >"$results"
+for name in ${list//,/ }; do
+    script=$T/scenarios/$name.sh
+    [ -f "$script" ] || script=$(ls $T/scenarios/*-"$name".sh 2>/dev/null | head -1)
+    if [ ! -f "$script" ]; then
+        echo "RESULT $name FAIL 0s no such scenario" >>"$results"
+        continue
+    fi
+    name=$(basename "$script" .sh)
+    tmo=$(sed -n 's/^# vm-timeout: *\([0-9]*\).*/\1/p' "$script" | head -1)
+    tmo=${tmo:-120}
+    rm -rf /tmp/t-skip /tmp/t-fail /tmp/t-info /tmp/work
+    mkdir -p /tmp/work
+    echo "@@BEGIN $name"
+    t0=$(date +%s.%N)
+    (cd /tmp/work && T=$T timeout -k 5 "$tmo" /bin/bash -eu -o pipefail -c \
+        'source "$T/lib.sh"; source "$1"' scenario "$script" </dev/null 2>&1)
+    rc=$?
+    secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
+    echo "@@END $name rc=$rc"
+    if [ -s /tmp/t-skip ]; then
+        line="SKIP ${secs}s $(head -1 /tmp/t-skip)"
+    elif [ "$rc" = 0 ]; then
+        line="PASS ${secs}s"
+    elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
+        line="FAIL ${secs}s timed out after ${tmo}s"
+    elif [ -s /tmp/t-fail ]; then
+        line="FAIL ${secs}s $(head -1 /tmp/t-fail)"
+    else
+        line="FAIL ${secs}s exited with status $rc"
+    fi
+    echo "RESULT $name $line" >>"$results"
+    [ -f /tmp/t-info ] && sed "s/^/INFO $name /" /tmp/t-info >>"$results"
+    echo "@@RESULT $name $line"
+done
+echo "END" >>"$results"
+dd if="$results" of=/dev/vda bs=64K conv=fsync status=none
+systemctl --no-block poweroff
