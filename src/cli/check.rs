@@ -16,7 +16,7 @@
 //! array's `sync_speed_max` (kind admin), visible in `mdpilot policy show`, released on pause,
 //! cancel and when `status` sees the check finished.
 //!
-//! Arrays: kernel names or `/dev/mdN`; none = every array with redundancy (raid1/4/5/6/10).
+//! Arrays: kernel names, `/dev/mdN`, `/dev/md/NAME`, `md/NAME` or the metadata name; none = every array with redundancy (raid1/4/5/6/10).
 //! Exit codes: 0 success, 1 any error (each array's error on stderr; the others still done).
 
 use crate::check::{reconcile, ArrayRecord, CheckAction, CheckState, Observed, Position};
@@ -304,7 +304,7 @@ pub fn execute(
         | CheckCommand::Resume { arrays, .. }
         | CheckCommand::Status { arrays, .. } => arrays,
     };
-    let targets: Vec<Array> = select(&stat, names, cmd, &st)?
+    let targets: Vec<Array> = select(root, &stat, names, cmd, &st)?
         .into_iter()
         .cloned()
         .collect();
@@ -336,6 +336,7 @@ pub fn record_key(a: &Array) -> String {
 }
 
 fn select<'a>(
+    root: &Root,
     stat: &'a MdStat,
     names: &[String],
     cmd: &CheckCommand,
@@ -354,10 +355,14 @@ fn select<'a>(
             })
             .collect());
     }
+    let known: Vec<String> = stat.arrays.iter().map(|a| a.name.clone()).collect();
     names
         .iter()
         .map(|n| {
-            let n = n.strip_prefix("/dev/").unwrap_or(n);
+            // `/dev/md/NAME`, `md/NAME` and metadata names as `status` takes them.
+            let n = crate::names::resolve_array(root, n, &known)
+                .unwrap_or_else(|_| n.strip_prefix("/dev/").unwrap_or(n).to_string());
+            let n = n.as_str();
             stat.arrays
                 .iter()
                 .find(|a| a.name == n)
