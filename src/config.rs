@@ -69,6 +69,8 @@ pub struct Config {
     pub profiles: BTreeMap<String, Profile>,
     /// `[check]`: checks (scrubs).
     pub check: CheckConfig,
+    /// `[metrics]`: the Prometheus endpoint of the service.
+    pub metrics: MetricsConfig,
 }
 
 /// Default file of the saved check positions and results (survives reboots).
@@ -108,6 +110,13 @@ pub struct EventsConfig {
     /// `mdadm --monitor --program` (default: none). Absolute path, resolved on the host (not
     /// under the root: it is a program, not a kernel file).
     pub program: Option<PathBuf>,
+}
+
+/// `[metrics]` settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct MetricsConfig {
+    /// `listen`: `ADDR:PORT` where `mdpilot serve` answers `GET /metrics` (default: off).
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 /// `[policy]` settings.
@@ -152,6 +161,7 @@ impl Default for Config {
                 check_max: None,
                 schedule: None,
             },
+            metrics: MetricsConfig::default(),
         }
     }
 }
@@ -172,6 +182,8 @@ pub struct ConfigFragment {
     pub profiles: Option<BTreeMap<String, ProfileFragment>>,
     /// `[check]`.
     pub check: Option<CheckFragment>,
+    /// `[metrics]`.
+    pub metrics: Option<MetricsFragment>,
 }
 
 /// `[check]` of a fragment.
@@ -219,6 +231,14 @@ pub struct ProfileFragment {
 pub struct EventsFragment {
     /// See [`EventsConfig::program`].
     pub program: Option<PathBuf>,
+}
+
+/// `[metrics]` of a fragment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MetricsFragment {
+    /// See [`MetricsConfig::listen`] (`"127.0.0.1:9163"`, `"[::1]:9163"`).
+    pub listen: Option<std::net::SocketAddr>,
 }
 
 /// `[policy]` of a fragment.
@@ -412,6 +432,9 @@ impl Config {
                 self.events.program = Some(v.clone());
             }
         }
+        if let Some(v) = frag.metrics.as_ref().and_then(|m| m.listen) {
+            self.metrics.listen = Some(v);
+        }
         if let Some(s) = &frag.service {
             if let Some(v) = s.progress_interval_ms {
                 if v == 0 {
@@ -600,6 +623,17 @@ mod tests {
             c.policy_settings(&root).state_path,
             d.path().join("run/x/p.toml")
         );
+    }
+
+    #[test]
+    fn metrics_listen_is_off_by_default_and_parses_an_address() {
+        assert_eq!(Config::default().metrics.listen, None);
+        let p = Path::new("50-metrics.toml");
+        let mut c = Config::default();
+        let frag = ConfigFragment::parse("[metrics]\nlisten = \"127.0.0.1:9163\"\n", p).unwrap();
+        c.apply(&frag, p).unwrap();
+        assert_eq!(c.metrics.listen, Some("127.0.0.1:9163".parse().unwrap()));
+        assert!(ConfigFragment::parse("[metrics]\nlisten = \"localhost\"\n", p).is_err());
     }
 
     #[test]

@@ -16,6 +16,7 @@ pub mod events; // pure: mdadm-style events (Fail, DegradedArray, RebuildNN, Che
 pub mod health; // pure: `status --test` verdicts as `mdadm --detail --test`
 pub mod host; // `Root`: where /proc, /sys, /dev and /run live (tests pass a temporary tree)
 pub mod mdstat; // pure `/proc/mdstat` parser
+pub mod metrics; // mdpilot_* Prometheus families rendered from an owned snapshot (text 0.0.4, OpenMetrics)
 pub mod model; // owned domain types (Array, Member, SpeedLimit, SyncAction ...) and their kernel forms
 pub mod names; // the names users type for an array (/dev/md/root, md/root, host:root), resolved to the kernel name
 pub mod policy; // resync priority leases on the md speed limits: state machine, durable state, knob writes

@@ -9,7 +9,8 @@
 //! simulator sends the watcher's [`Event`]s into the service's channel itself.
 //!
 //! Env: `MDPILOT_SIM_TICK_MS` (default 1000) sets the step; `MDPILOT_SIM_TRACE=FILE` appends
-//! `<CLOCK_MONOTONIC ns> <array> <sync_completed sectors>` per step (used by the latency bench).
+//! `<CLOCK_MONOTONIC ns> <array> <sync_completed sectors>` per step (used by the latency bench);
+//! `MDPILOT_SIM_ARRAYS=N` (N > 2) adds idle raid1 arrays `md2`..`md{N-1}` (the metrics bench).
 
 use crate::host::{read_optional, Root};
 use crate::model::SpeedLimit;
@@ -204,7 +205,7 @@ impl Sim {
     pub fn create() -> std::io::Result<Sim> {
         let dir = tempfile::Builder::new().prefix("mdpilot-sim.").tempdir()?;
         let root = Root::new(dir.path());
-        let arrays = vec![
+        let mut arrays = vec![
             SimArray {
                 name: "md0".into(),
                 level: "raid1".into(),
@@ -232,6 +233,26 @@ impl Sim {
                 sync_rate_kib_s: 0,
             },
         ];
+        // MDPILOT_SIM_ARRAYS=N (benches): idle raid1 arrays md2..md{N-1} after the two above.
+        let n: usize = std::env::var("MDPILOT_SIM_ARRAYS")
+            .ok()
+            .and_then(|v| v.parse().ok())
+            .unwrap_or(2);
+        for i in 2..n {
+            arrays.push(SimArray {
+                name: format!("md{i}"),
+                level: "raid1".into(),
+                members: vec![format!("nvme{i}n1p1"), format!("nvme{i}n2p1")],
+                component_kib: 1_048_576,
+                chunk_bytes: 0,
+                uuid: format!("{i:08x}-0000-4000-8000-{i:012x}"),
+                md_name: format!("sim:bench{i}"),
+                link: format!("bench{i}"),
+                action: "idle".into(),
+                sync_done_sectors: None,
+                sync_rate_kib_s: 0,
+            });
+        }
         write(root.proc("sys/dev/raid/speed_limit_min"), "1000\n")?;
         write(root.proc("sys/dev/raid/speed_limit_max"), "200000\n")?;
         std::fs::create_dir_all(root.run("mdpilot"))?;

@@ -1,4 +1,5 @@
-//! The shipped service files agree with the code: bus name, polkit action, unit type.
+//! The shipped service files agree with the code: bus name, polkit actions and their defaults,
+//! unit type, the errors documented in the introspection XML.
 
 use std::path::Path;
 
@@ -54,11 +55,79 @@ fn activation_bus_policy_and_polkit_files_name_the_service() {
     assert!(conf.contains(r#"<policy user="root">"#));
     assert!(conf.contains(r#"<allow own="org.mdpilot.MdPilot1"/>"#));
     assert!(conf.contains(r#"<deny own="org.mdpilot.MdPilot1"/>"#));
+}
+
+/// The `<action id="ID">...</action>` element of a polkit policy file.
+fn action<'a>(pk: &'a str, id: &str) -> &'a str {
+    let start = pk
+        .find(&format!(r#"<action id="{id}">"#))
+        .unwrap_or_else(|| panic!("no action {id}"));
+    let end = pk[start..].find("</action>").unwrap() + start;
+    &pk[start..end]
+}
+
+fn defaults(a: &str) -> [&str; 3] {
+    ["allow_any", "allow_inactive", "allow_active"].map(|k| {
+        let open = format!("<{k}>");
+        let s = a.find(&open).unwrap_or_else(|| panic!("no {k}")) + open.len();
+        let e = a[s..].find('<').unwrap() + s;
+        &a[s..e]
+    })
+}
+
+#[test]
+fn polkit_actions_keep_for_priority_and_ask_every_time_for_wiping() {
+    use mdpilot::dbus::auth::{PRIORITY_ACTION, WIPE_ACTION};
     let pk = read("dbus/org.mdpilot.MdPilot1.policy");
-    assert!(pk.contains(&format!(
-        r#"<action id="{}">"#,
-        mdpilot::dbus::POLKIT_ACTION
-    )));
+    assert_eq!(
+        defaults(action(&pk, PRIORITY_ACTION)),
+        ["auth_admin", "auth_admin", "auth_admin_keep"]
+    );
+    // Destroying data never rides on a keep from a speed change.
+    assert_eq!(
+        defaults(action(&pk, WIPE_ACTION)),
+        ["auth_admin", "auth_admin", "auth_admin"]
+    );
+    assert_eq!(pk.matches("<action id=").count(), 2, "only the two actions");
+    for id in [PRIORITY_ACTION, WIPE_ACTION] {
+        let a = action(&pk, id);
+        assert!(
+            a.contains("<description>") && a.contains("<message>"),
+            "{a}"
+        );
+    }
+    // Well-formed XML (xmllint, where installed).
+    if let Ok(out) = std::process::Command::new("xmllint")
+        .args(["--noout"])
+        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("dbus/org.mdpilot.MdPilot1.policy"))
+        .output()
+    {
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+}
+
+#[test]
+fn every_introspection_file_documents_every_error_name() {
+    let doc = mdpilot::dbus::errors::xml_doc();
+    for iface in ["Manager", "Array", "Job"] {
+        let rel = format!("dbus/org.mdpilot.MdPilot1.{iface}.xml");
+        let xml = read(&rel);
+        assert!(
+            xml.contains(&doc),
+            "{rel} lacks the errors block (mdpilot::dbus::errors::xml_doc()); regenerate with \
+             MDPILOT_UPDATE_XML=1"
+        );
+        for (name, _) in mdpilot::dbus::errors::ERRORS {
+            assert!(
+                xml.contains(&format!("org.mdpilot.MdPilot1.Error.{name}:")),
+                "{rel}: {name}"
+            );
+        }
+    }
 }
 
 #[test]
@@ -71,7 +140,11 @@ fn unit_is_hardened_and_started_on_demand() {
         .contains("man:mdpilot(8)"));
     assert_eq!(get("UMask"), Some("0077"));
     assert_eq!(get("IPAddressDeny"), Some("any"));
-    assert_eq!(get("RestrictAddressFamilies"), Some("AF_UNIX AF_NETLINK"));
+    assert_eq!(
+        get("RestrictAddressFamilies"),
+        Some("AF_UNIX AF_NETLINK AF_INET AF_INET6")
+    );
+    assert_eq!(get("IPAddressAllow"), Some("localhost"));
     assert_eq!(get("DevicePolicy"), Some("closed"));
     assert_eq!(get("DeviceAllow"), Some("block-* rw"));
     // Started by D-Bus activation or the udev rule, not on every boot.

@@ -18,7 +18,7 @@ use support::bus::{
     MANAGER_IFACE, MANAGER_PATH,
 };
 use support::tree::job_root;
-use support::{Bus, LoopDev, Service, MIB};
+use support::{Bus, FakePolkit, LoopDev, Service, MIB};
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 
 /// Every signal under `<ROOT_PATH>/jobs` (subscribed before the job starts, so a
@@ -131,11 +131,9 @@ async fn watch(
 async fn job_introspection_matches_committed_xml() {
     let Some(bus) = Bus::start() else { return };
     // A job object that drives nothing, served in-process: its introspection is the interface's.
-    let obj = mdpilot::dbus::job::JobObject {
-        props: Default::default(),
-        handle: None,
-        bus: BusChoice::Address(bus.address.clone()),
-    };
+    let obj = mdpilot::dbus::job::JobObject::idle(std::sync::Arc::new(
+        mdpilot::dbus::auth::Authority::new(BusChoice::Address(bus.address.clone())),
+    ));
     let path = format!("{}/1", jobs_path());
     let conn = zbus::connection::Builder::address(bus.address.as_str())
         .unwrap()
@@ -186,6 +184,27 @@ async fn loop_start_wipe_reports_progress_and_completes() {
     assert_eq!(u(job_prop(&e.c, job.as_str(), "BytesDone").await), 64 * MIB);
     assert!(u(job_prop(&e.c, job.as_str(), "StartTime").await) > 1_600_000_000_000_000);
     assert!(!s(job_prop(&e.c, job.as_str(), "Plan").await).is_empty());
+    assert!(bool::try_from(job_prop(&e.c, job.as_str(), "ProgressValid").await).unwrap());
+    // A loop device is no array: no array object.
+    let objects =
+        <Vec<OwnedObjectPath>>::try_from(job_prop(&e.c, job.as_str(), "Objects").await).unwrap();
+    assert!(objects.is_empty(), "{objects:?}");
+    let plan =
+        <HashMap<String, OwnedValue>>::try_from(job_prop(&e.c, job.as_str(), "PlanData").await)
+            .unwrap();
+    let ps = |k: &str| String::try_from(plan[k].try_clone().unwrap()).unwrap();
+    let pt = |k: &str| u64::try_from(plan[k].try_clone().unwrap()).unwrap();
+    assert_eq!(ps("method"), "zero");
+    assert!(
+        ["write", "zeroout"].contains(&ps("operation").as_str()),
+        "{plan:?}"
+    );
+    assert!(pt("block-bytes") >= 4 * MIB, "{plan:?}");
+    assert_eq!(pt("total-bytes"), 64 * MIB);
+    assert!(u32::try_from(plan["queue-depth"].try_clone().unwrap()).unwrap() >= 1);
+    assert_eq!(ps("resync-action"), "leave");
+    assert!(ps("open-flags").contains("O_EXCL"), "{plan:?}");
+    assert!(plan.contains_key("leases"), "{plan:?}");
     assert!(!bool::try_from(job_prop(&e.c, job.as_str(), "Cancelable").await).unwrap());
     assert_eq!(
         u32::try_from(job_prop(&e.c, job.as_str(), "StartedByUID").await).unwrap(),
@@ -200,6 +219,9 @@ async fn loop_start_wipe_reports_progress_and_completes() {
         .unwrap();
     assert_eq!(jp.started_by_uid().await.unwrap(), 0);
     assert_eq!(jp.progress().await.unwrap(), 1.0);
+    assert!(jp.progress_valid().await.unwrap());
+    assert!(jp.objects().await.unwrap().is_empty());
+    assert_eq!(jp.plan_data().await.unwrap().len(), plan.len());
     let data = dev.read_all();
     assert!(data.iter().all(|&b| b == 0), "device not zeroed");
     // Cancel after the end is Failed; refusals name the device.
@@ -243,10 +265,15 @@ async fn loop_cancel_half_way_completes_false() {
     let r = start_wipe(&e.c, &dev.path, opts(&[])).await;
     assert_eq!(error_name(r), "org.mdpilot.MdPilot1.Error.Busy");
     cancel(&e.c, job.as_str()).await.unwrap();
+    // A second Cancel, racing the first's completion or after it, is Cancelled.
+    let r = cancel(&e.c, job.as_str()).await;
+    assert_eq!(error_name(r), "org.mdpilot.MdPilot1.Error.Cancelled");
     let seen = watch(&mut e.sig, job.as_str(), Duration::from_secs(60), |_| false).await;
     let (ok, msg) = seen.completed.unwrap();
     assert!(!ok);
     assert!(msg.contains("cancelled"), "{msg}");
+    let r = cancel(&e.c, job.as_str()).await;
+    assert_eq!(error_name(r), "org.mdpilot.MdPilot1.Error.Cancelled");
     let done = u64::try_from(job_prop(&e.c, job.as_str(), "BytesDone").await).unwrap();
     assert!(done > 0 && done < 1024 * MIB, "{done}");
 }
@@ -281,7 +308,13 @@ async fn job_unprivileged_helper() {
     let job = std::env::var("MDPILOT_TEST_JOB").unwrap();
     // Reads are open.
     let _ = job_prop(&c, &job, "Progress").await;
-    let r = start_wipe(&c, Path::new(&dev), opts(&[])).await;
+    let no_prompt = ("auth.no_user_interaction", Value::Bool(true));
+    let r = start_wipe(&c, Path::new(&dev), opts(&[no_prompt])).await;
+    if let Ok(own) = &r {
+        // Cancelling one's own job asks polkit nothing (it may have finished already).
+        let r = cancel(&c, own.as_str()).await;
+        println!("RESULT CancelOwn {}", error_name(r));
+    }
     println!("RESULT StartWipe {}", error_name(r));
     let r = cancel(&c, job.as_str()).await;
     println!("RESULT Cancel {}", error_name(r));
@@ -316,6 +349,57 @@ async fn loop_unprivileged_caller_cannot_start_or_cancel() {
     assert!(bool::try_from(job_prop(&e.c, job.as_str(), "Cancelable").await).unwrap());
     cancel(&e.c, job.as_str()).await.unwrap();
     let seen = watch(&mut e.sig, job.as_str(), Duration::from_secs(60), |_| false).await;
+    assert_eq!(seen.completed.map(|c| c.0), Some(false));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loop_polkit_is_asked_for_wiping_and_for_cancelling_anothers_job() {
+    need_root!();
+    let Some(bus) = Bus::start() else { return };
+    let polkit = FakePolkit::serve(&bus, true).await;
+    let root = job_root();
+    // The service asks "the system bus" for polkit: point it at the private one.
+    let _svc = Service::on_root(
+        &bus,
+        root.path(),
+        &[("DBUS_SYSTEM_BUS_ADDRESS", bus.address.as_str())],
+    )
+    .await;
+    let dev = LoopDev::new(1024 * MIB);
+    let other = LoopDev::new(16 * MIB);
+    let c = bus.connect().await;
+    let mut sig = job_signals(&c).await;
+    // Root's job: root never asks polkit.
+    let job = start_slow_job(&c, &dev, &mut sig).await;
+    assert!(polkit.asked().is_empty(), "{:?}", polkit.asked());
+    let stdout = run_helper_as_nobody(
+        "job_unprivileged_helper",
+        &[
+            ("MDPILOT_TEST_BUS", &bus.address),
+            ("MDPILOT_TEST_DEV", other.path.to_str().unwrap()),
+            ("MDPILOT_TEST_JOB", job.as_str()),
+        ],
+    )
+    .await;
+    assert!(stdout.contains("RESULT StartWipe success"), "{stdout}");
+    assert!(stdout.contains("RESULT Cancel success"), "{stdout}");
+    let asked = polkit.asked();
+    assert_eq!(asked.len(), 2, "own Cancel asks nothing: {asked:?}");
+    let wipe = "org.mdpilot.MdPilot1.wipe";
+    let (s, k) = (&asked[0], &asked[1]);
+    assert_eq!(
+        (s.action.as_str(), s.details["method"].as_str()),
+        (wipe, "StartWipe")
+    );
+    assert_eq!(s.details["device"], other.path.display().to_string());
+    assert_eq!(s.flags, 0, "auth.no_user_interaction: no prompt");
+    assert_eq!(
+        (k.action.as_str(), k.details["method"].as_str()),
+        (wipe, "Cancel")
+    );
+    assert_eq!(k.details["device"], dev.path.display().to_string());
+    assert_eq!(k.flags, 1, "interaction allowed by default");
+    let seen = watch(&mut sig, job.as_str(), Duration::from_secs(60), |_| false).await;
     assert_eq!(seen.completed.map(|c| c.0), Some(false));
 }
 

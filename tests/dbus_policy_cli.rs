@@ -138,10 +138,17 @@ async fn policy_cli_goes_through_the_running_service() {
         let o = as_nobody(BIN)
             .args(["--root", &root, "policy", "apply", "--min", "5"])
             .env("MDPILOT_BUS", &bus.address)
+            .stdin(std::process::Stdio::null())
             .output()
             .unwrap();
         assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
         assert!(stderr(&o).contains("NotAuthorized"), "{}", describe(&o));
+        // No terminal, so no polkit text agent: the CLI says how to get a prompt.
+        assert!(
+            stderr(&o).contains("hint: stdin is not a terminal"),
+            "{}",
+            describe(&o)
+        );
         assert!(leases(&watcher).await.is_empty());
         assert_eq!(read_trim(&knob), "1000");
     } else {

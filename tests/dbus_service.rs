@@ -13,7 +13,7 @@ use support::bus::{
     signals, sim_array_path, ManagerProxy, ARRAY_IFACE, BUS_NAME, MANAGER_IFACE, MANAGER_PATH,
 };
 use support::tree::{read_trim, Sim};
-use support::{assert_exit, Bus, Service, BIN};
+use support::{assert_exit, Asked, Bus, FakePolkit, Service, BIN};
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 
 async fn get_u64(conn: &zbus::Connection, prop: &str) -> u64 {
@@ -265,14 +265,38 @@ async fn mutating_calls(c: &zbus::Connection) -> Vec<(&'static str, String)> {
         ),
         (
             "RestoreLimits",
-            error_name(call_manager(c, "RestoreLimits", &(opts(&[]),)).await),
+            // udisks2's standard option: no polkit prompt for this one.
+            error_name(
+                call_manager(
+                    c,
+                    "RestoreLimits",
+                    &(opts(&[("auth.no_user_interaction", Value::Bool(true))]),),
+                )
+                .await,
+            ),
         ),
         (
             "StartWipe",
             error_name(call_manager(c, "StartWipe", &("/dev/md0", opts(&[]))).await),
         ),
+        (
+            "RequestSyncAction",
+            error_name(
+                call(
+                    c,
+                    &sim_array_path("md0"),
+                    ARRAY_IFACE,
+                    "RequestSyncAction",
+                    &("idle", opts(&[])),
+                )
+                .await,
+            ),
+        ),
     ]
 }
+
+/// How many calls [`mutating_calls`] makes.
+const MUTATING_CALLS: usize = 6;
 
 /// Runs inside `unprivileged_caller_gets_not_authorized` as `nobody` (re-executed test binary).
 #[tokio::test]
@@ -317,7 +341,7 @@ async fn shipped_bus_policy_lets_everyone_call_but_only_root_own_the_name() {
     let lines = run_helper_as_nobody(&bus).await;
     // Calls get through the bus policy and are refused by the service itself.
     let results: Vec<&String> = lines.iter().filter(|l| l.starts_with("RESULT ")).collect();
-    assert_eq!(results.len(), 5, "{lines:?}");
+    assert_eq!(results.len(), MUTATING_CALLS, "{lines:?}");
     for l in results {
         assert!(
             l.ends_with(" org.mdpilot.MdPilot1.Error.NotAuthorized"),
@@ -336,7 +360,7 @@ async fn unprivileged_caller_gets_not_authorized() {
     let knob = svc.sim_path("proc/sys/dev/raid/speed_limit_min");
     let lines = run_helper_as_nobody(&bus).await;
     let results: Vec<&String> = lines.iter().filter(|l| l.starts_with("RESULT ")).collect();
-    assert_eq!(results.len(), 5, "{lines:?}");
+    assert_eq!(results.len(), MUTATING_CALLS, "{lines:?}");
     for l in results {
         assert!(
             l.ends_with(" org.mdpilot.MdPilot1.Error.NotAuthorized"),
@@ -530,58 +554,12 @@ async fn ready_is_sent_after_the_name_is_owned_and_stopping_on_sigterm() {
     assert_eq!(child.wait().unwrap().code(), Some(0));
 }
 
-type Subject = (String, HashMap<String, OwnedValue>);
-
-/// A stand-in polkit authority on the private bus: answers `allow` and records what it was asked.
-struct FakePolkit {
-    allow: bool,
-    asked: std::sync::Arc<std::sync::Mutex<Vec<(String, String, u32)>>>,
-}
-
-#[zbus::interface(name = "org.freedesktop.PolicyKit1.Authority")]
-impl FakePolkit {
-    fn check_authorization(
-        &self,
-        subject: Subject,
-        action_id: String,
-        _details: HashMap<String, String>,
-        flags: u32,
-        _cancellation_id: String,
-    ) -> (bool, bool, HashMap<String, String>) {
-        let uid = subject
-            .1
-            .get("uid")
-            .and_then(|v| i32::try_from(v.try_clone().ok()?).ok())
-            .unwrap_or(-1);
-        self.asked
-            .lock()
-            .unwrap()
-            .push((format!("{} uid={uid}", subject.0), action_id, flags));
-        (self.allow, false, HashMap::new())
-    }
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn polkit_decides_for_unprivileged_callers() {
     need_root!("to switch to nobody");
     for allow in [true, false] {
         let Some(bus) = Bus::start() else { return };
-        let asked = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let _polkit = zbus::connection::Builder::address(bus.address.as_str())
-            .unwrap()
-            .serve_at(
-                "/org/freedesktop/PolicyKit1/Authority",
-                FakePolkit {
-                    allow,
-                    asked: asked.clone(),
-                },
-            )
-            .unwrap()
-            .name("org.freedesktop.PolicyKit1")
-            .unwrap()
-            .build()
-            .await
-            .unwrap();
+        let polkit = FakePolkit::serve(&bus, allow).await;
         // The service asks "the system bus" for polkit: point it at the private one.
         let _svc = Service::start(
             &bus,
@@ -611,19 +589,54 @@ async fn polkit_decides_for_unprivileged_callers() {
                 got["StartWipe"],
                 "org.mdpilot.MdPilot1.Error.InvalidArgument"
             );
+            assert_eq!(got["RequestSyncAction"], "success");
         } else {
             assert!(got.values().all(|e| *e == na), "{lines:?}");
         }
-        let asked = asked.lock().unwrap().clone();
-        assert_eq!(asked.len(), 5, "{asked:?}");
-        for (subject, action, flags) in asked {
+        let asked = polkit.asked();
+        assert_eq!(asked.len(), MUTATING_CALLS, "{asked:?}");
+        let priority = "org.mdpilot.MdPilot1.manage-priority";
+        let wipe = "org.mdpilot.MdPilot1.wipe";
+        // method -> (action, device detail, flags): interaction allowed (1) unless the
+        // options said auth.no_user_interaction (RestoreLimits in mutating_calls).
+        let want: HashMap<&str, (&str, Option<&str>, u32)> = HashMap::from([
+            ("AcquirePriority", (priority, None, 1)),
+            ("ReleasePriority", (priority, None, 1)),
+            ("SetArraySpeedLimits", (priority, Some("/dev/md0"), 1)),
+            ("RestoreLimits", (priority, None, 0)),
+            ("StartWipe", (wipe, Some("/dev/md0"), 1)),
+            ("RequestSyncAction", (priority, Some("/dev/md0"), 1)),
+        ]);
+        for Asked {
+            subject,
+            action,
+            details,
+            flags,
+        } in &asked
+        {
             assert_eq!(subject, "unix-process uid=65534");
-            assert_eq!(action, "org.mdpilot.MdPilot1.manage");
-            assert_eq!(
-                flags, 0,
-                "no interactive auth unless the caller asked for it"
-            );
+            let method = details["method"].as_str();
+            let (a, dev, f) = want[method];
+            assert_eq!(action, a, "{method}");
+            assert_eq!(details.get("device").map(String::as_str), dev, "{method}");
+            assert_eq!(*flags, f, "{method}: flags");
+            assert!(details["polkit.message"].starts_with("Authentication is required"));
+            assert_eq!(details["polkit.gettext_domain"], "mdpilot");
         }
+        let sync = asked
+            .iter()
+            .find(|a| a.details["method"] == "RequestSyncAction")
+            .unwrap();
+        assert_eq!(sync.details["sync-action"], "idle", "{sync:?}");
+        let methods: std::collections::BTreeSet<&str> =
+            asked.iter().map(|a| a.details["method"].as_str()).collect();
+        assert_eq!(
+            methods.len(),
+            MUTATING_CALLS,
+            "one question per method: {asked:?}"
+        );
+        // One system-bus connection for every question, not one per call.
+        assert_eq!(polkit.askers().len(), 1, "{:?}", polkit.askers());
     }
 }
 

@@ -1,10 +1,12 @@
 //! The command-line front ends: one file per subcommand, plus the global context and exit helper.
 
+pub mod agent;
 pub mod blockdev_wipe;
 pub mod check;
 pub mod monitor;
 pub mod policy;
 pub mod progress;
+pub mod prometheus;
 pub mod status;
 pub mod wipe;
 

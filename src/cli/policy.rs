@@ -383,6 +383,8 @@ pub fn try_service(ctx: &Context, cmd: &PolicyCommand) -> Option<ExitCode> {
         .ok()?;
     rt.block_on(async {
         let conn = connect_if_running(&bus, PROBE_TIMEOUT).await?;
+        // Non-root: a polkit text agent for the service's prompt (stopped on drop).
+        let _agent = super::agent::start();
         Some(run_via_service(ctx, cmd, &conn).await)
     })
 }
@@ -436,10 +438,17 @@ pub fn acquire_options(
 
 fn dbus_fail(what: &str, e: zbus::Error) -> ExitCode {
     match e {
-        zbus::Error::MethodError(name, msg, _) => eprintln!(
-            "mdpilot: policy {what} (through the service): {name}: {}",
-            msg.unwrap_or_default()
-        ),
+        zbus::Error::MethodError(name, msg, _) => {
+            eprintln!(
+                "mdpilot: policy {what} (through the service): {name}: {}",
+                msg.unwrap_or_default()
+            );
+            if name.as_str().ends_with(".NotAuthorized") {
+                if let Some(h) = super::agent::hint() {
+                    eprintln!("mdpilot: hint: {h}");
+                }
+            }
+        }
         e => eprintln!("mdpilot: policy {what} (through the service): {e}"),
     }
     ExitCode::from(1)

@@ -1,4 +1,4 @@
-//! `mdpilot status`: arrays from `/proc/mdstat` enriched with sysfs, as text or JSON.
+//! `mdpilot status`: arrays from `/proc/mdstat` enriched with sysfs, as text, JSON or Prometheus text.
 //!
 //! The model comes from [`crate::sysfs::collect`] (the reading layer the service uses too).
 //! [`render_text`] is pure (model in, text out). The JSON form follows
@@ -10,22 +10,42 @@ use crate::model::{Array, HeaderState, MdStat, MemberFlag, SyncKind, SyncState, 
 use crate::sysfs::collect;
 use std::fmt::Write as _;
 use std::io::Write as _;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 /// Arguments of `mdpilot status [--json] [ARRAY...]`.
 #[derive(Debug, clap::Args)]
 pub struct StatusArgs {
-    /// Print JSON following the status-json contract.
-    #[arg(long)]
+    /// Print JSON following the status-json contract (same as `--format json`).
+    #[arg(long, conflicts_with = "format")]
     pub json: bool,
     /// Exit like `mdadm --detail --test`: 0 all arrays fine, 1 at least one degraded, 2 at least
     /// one unusable (inactive, broken, or too few members for its level), 4 error reading
     /// /proc/mdstat (missing, unreadable, or not parseable).
     #[arg(long)]
     pub test: bool,
+    /// `text` (default), `json`, or `prometheus`: the metrics of `serve --metrics` in the text
+    /// format 0.0.4, for node_exporter's textfile collector.
+    #[arg(long, value_enum, value_name = "FORMAT")]
+    pub format: Option<StatusFormat>,
+    /// Write to FILE atomically (temporary file in the same directory, then rename) instead of
+    /// stdout.
+    #[arg(long, value_name = "FILE")]
+    pub output: Option<PathBuf>,
     /// Arrays to show (`md0`, `/dev/md0`, `/dev/md/NAME`, `md/NAME`, the metadata name); all
     /// when none is given.
     pub arrays: Vec<String>,
+}
+
+/// Output formats of `mdpilot status`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum StatusFormat {
+    /// For humans, like the summary of mdadm --detail.
+    Text,
+    /// The status-json contract (version 1).
+    Json,
+    /// Prometheus text exposition format 0.0.4 (the families of serve --metrics).
+    Prometheus,
 }
 
 /// Why `mdpilot status` could not report.
@@ -75,25 +95,39 @@ pub fn run(ctx: &Context, args: StatusArgs) -> ExitCode {
     if let Err(e) = select(&ctx.root, &mut stat, &args.arrays) {
         return fail(&e, read_fail);
     }
-    let text = if args.json {
-        match serde_json::to_string_pretty(&stat) {
+    let format = match (args.json, args.format) {
+        (true, _) => StatusFormat::Json,
+        (false, f) => f.unwrap_or(StatusFormat::Text),
+    };
+    let text = match format {
+        StatusFormat::Json => match serde_json::to_string_pretty(&stat) {
             Ok(s) => s + "\n",
             Err(e) => return fail(&e, 1),
+        },
+        StatusFormat::Text => render_text(&stat),
+        StatusFormat::Prometheus => crate::metrics::render(
+            &crate::cli::prometheus::snapshot(&ctx.root, stat.clone()),
+            crate::metrics::Format::Text,
+        ),
+    };
+    if let Some(path) = &args.output {
+        if let Err(e) = crate::cli::prometheus::write_atomic(path, &text) {
+            eprintln!("mdpilot: cannot write {}: {e}", path.display());
+            return ExitCode::from(1);
         }
     } else {
-        render_text(&stat)
-    };
-    // A closed pipe (`mdpilot status | head`) is the reader's choice, not a failure to report.
-    let mut stdout = std::io::stdout().lock();
-    if let Err(e) = stdout
-        .write_all(text.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
-        if e.kind() != std::io::ErrorKind::BrokenPipe {
-            return fail(&e, 1);
+        // A closed pipe (`mdpilot status | head`) is the reader's choice, not a failure to report.
+        let mut stdout = std::io::stdout().lock();
+        if let Err(e) = stdout
+            .write_all(text.as_bytes())
+            .and_then(|()| stdout.flush())
+        {
+            if e.kind() != std::io::ErrorKind::BrokenPipe {
+                return fail(&e, 1);
+            }
         }
     }
-    if !args.json {
+    if format == StatusFormat::Text {
         for e in &stat.errors {
             eprintln!("mdpilot: /proc/mdstat line {}: {}", e.line, e.message);
         }

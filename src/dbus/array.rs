@@ -10,7 +10,7 @@
 //! Members, DeviceNode, NamedDevice, ConsistencyPolicy...). Units are udisks2's too (bytes,
 //! bytes/s, µs). `RequestSyncAction` is udisks2's method of that name.
 
-use super::auth::authorize;
+use super::auth::Request;
 use super::errors::{Error, Result};
 use super::options::Options;
 use crate::model::{Array, HeaderState, MemberFlag, SyncAction, SyncCompleted, SyncState};
@@ -275,17 +275,22 @@ impl ArrayObject {
     /// mismatches), idle (stop the running check, repair or resync; md restarts a needed resync
     /// later from its checkpoint). Options: auth.no_user_interaction (b). Any other word is
     /// InvalidArgument; md refusing (a sync already runs, array read-only) is Busy. Needs uid 0
-    /// or polkit. Errors: NotAuthorized; InvalidArgument (another word, an unknown option, EINVAL
-    /// from md); Busy (EBUSY, EROFS); NoSuchArray (the array is gone); Failed.
+    /// or polkit org.mdpilot.MdPilot1.manage-priority (details: device, sync-action). Errors:
+    /// NotAuthorized; InvalidArgument (another word, an unknown option, EINVAL from md); Busy
+    /// (EBUSY, EROFS); NoSuchArray (the array is gone); Failed.
     async fn request_sync_action(
         &self,
         sync_action: String,
-        options: Options,
+        mut options: Options,
         #[zbus(header)] header: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<()> {
-        authorize(conn, &header, &self.shared.bus).await?;
         let name = &self.props.kernel_name;
+        let req = Request::request_sync_action(name, &sync_action);
+        self.shared
+            .auth
+            .authorize(conn, &header, &req, Some(&mut options))
+            .await?;
         let what = format!("RequestSyncAction {name}");
         parse_sync_action_options(&what, &options)?;
         let action = SyncAction::from(sync_action.as_str());
@@ -451,7 +456,8 @@ impl ArrayObject {
     }
 }
 
-/// RequestSyncAction's options: `auth.no_user_interaction` (b) only (udisks2's standard option).
+/// RequestSyncAction's options: `auth.no_user_interaction` (b) only (udisks2's standard option;
+/// [`super::auth::Authority::authorize`] has taken it out already, so none is left normally).
 ///
 /// Errors: `InvalidArgument` for any other option or a wrong type.
 fn parse_sync_action_options(what: &str, opts: &Options) -> Result<()> {

@@ -1,76 +1,386 @@
 //! Who may call mutating methods: the CALLER of the message (its unique name from the header,
-//! resolved by the bus daemon), never this process.
+//! resolved by the bus daemon), never this process. Modelled on udisks2
+//! (`udisks_daemon_util_check_authorization_sync`).
 //!
-//! Rule: uid 0 passes; any other uid needs polkit's yes for [`POLKIT_ACTION`] (asked on the system
-//! bus, with user interaction only when the caller set `ALLOW_INTERACTIVE_AUTHORIZATION`). If polkit
-//! is unreachable or says no, the answer is `NotAuthorized`.
+//! Rule: uid 0 passes without polkit; any other uid needs polkit's yes for the method's action
+//! (shipped in `dbus/org.mdpilot.MdPilot1.policy`):
+//!
+//! | method | action | defaults (any / inactive / active) |
+//! |---|---|---|
+//! | AcquirePriority, ReleasePriority, SetArraySpeedLimits, RestoreLimits, RequestSyncAction | [`PRIORITY_ACTION`] | auth_admin / auth_admin / auth_admin_keep |
+//! | StartWipe, Job.Cancel of another uid's job | [`WIPE_ACTION`] | auth_admin, every time |
+//!
+//! Cancelling one's own job needs no polkit (the caller was allowed to start it). The polkit
+//! details (`a{ss}`) name the method and the device so the prompt names them: `method`,
+//! `device` (when there is one), `polkit.message` (with `$(device)` expanded by polkit) and
+//! `polkit.gettext_domain` (`mdpilot`). User interaction (CheckAuthorization flag 1) is allowed
+//! unless the method's `a{sv}` options carry `auth.no_user_interaction` = true, as in udisks2: a
+//! GDBus or dbus-python caller with an agent gets a prompt instead of a bare `NotAuthorized`.
+//!
+//! One [`Authority`] per service: it asks the bus for the caller's uid once per call and keeps
+//! one system-bus connection for polkit (the service's own connection when it serves on the
+//! system bus). If polkit is unreachable or says no, the answer is `NotAuthorized`.
 
 use super::errors::{Error, Result};
-use super::{BusChoice, POLKIT_ACTION};
+use super::options::Options;
+use super::BusChoice;
 use std::collections::HashMap;
 use std::time::Duration;
-use zbus::message::{Flags, Header};
+use zbus::message::Header;
 use zbus::zvariant::Value;
 
-/// Checks that the sender of `header` may change things. `bus` tells whether the sender's name
-/// lives on the system bus (polkit subject `system-bus-name`) or elsewhere (subject
-/// `unix-process` with the caller's pid, start time and uid).
-///
-/// Errors: `NotAuthorized` (message names the method, the uid and why).
-pub async fn authorize(
-    conn: &zbus::Connection,
-    header: &Header<'_>,
-    bus: &BusChoice,
-) -> Result<()> {
-    let method = header.member().map(|m| m.to_string()).unwrap_or_default();
-    let Some(sender) = header.sender() else {
-        return Err(Error::NotAuthorized(format!(
-            "{method}: message has no sender"
-        )));
-    };
-    let dbus = zbus::fdo::DBusProxy::new(conn)
-        .await
-        .map_err(|e| Error::Failed(format!("{method}: cannot ask the bus: {e}")))?;
-    let name = zbus::names::BusName::from(sender.to_owned());
-    let uid = dbus
-        .get_connection_unix_user(name.clone())
-        .await
-        .map_err(|e| Error::NotAuthorized(format!("{method}: caller {sender} unknown: {e}")))?;
-    if uid == 0 {
-        return Ok(());
-    }
-    let interactive = header
-        .primary()
-        .flags()
-        .contains(Flags::AllowInteractiveAuth);
-    let subject: (&str, HashMap<&str, Value<'_>>) = if *bus == BusChoice::System {
-        let mut d = HashMap::new();
-        d.insert("name", Value::from(sender.as_str()));
-        ("system-bus-name", d)
+/// Polkit action for changing resync priority and md speed limits.
+pub const PRIORITY_ACTION: &str = "org.mdpilot.MdPilot1.manage-priority";
+/// Polkit action for destroying data: StartWipe, and cancelling another user's wipe job.
+pub const WIPE_ACTION: &str = "org.mdpilot.MdPilot1.wipe";
+/// The `a{sv}` option (b) that forbids a polkit prompt (udisks2's standard option).
+pub const NO_USER_INTERACTION: &str = "auth.no_user_interaction";
+/// CheckAuthorization flag `AllowUserInteraction`.
+pub const ALLOW_USER_INTERACTION: u32 = 1;
+
+/// What a method asks polkit for: the action, the method name and the device, and the prompt.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Request {
+    /// The polkit action id ([`PRIORITY_ACTION`] or [`WIPE_ACTION`]).
+    pub action: &'static str,
+    /// The D-Bus method (`StartWipe`).
+    pub method: &'static str,
+    /// The device the method works on (`/dev/loop3`, `/dev/md0`); `None` for global changes.
+    pub device: Option<String>,
+    /// The prompt (`polkit.message`); may hold `$(device)`, which polkit expands.
+    pub message: &'static str,
+    /// More details (`sync-action`).
+    pub extra: Vec<(&'static str, String)>,
+}
+
+/// The device node of an array named as the caller named it: kernel names (`md0`) and
+/// `/dev/md/` link names (`md/root`) become `/dev/...`; paths stay.
+fn array_device(array: &str) -> String {
+    if array.starts_with('/') {
+        array.to_string()
     } else {
-        let pid = dbus
-            .get_connection_unix_process_id(name)
-            .await
-            .map_err(|e| Error::NotAuthorized(format!("{method}: caller pid unknown: {e}")))?;
-        let mut d = HashMap::new();
-        d.insert("pid", Value::from(pid));
-        d.insert(
-            "start-time",
-            Value::from(process_start_time(pid).unwrap_or(0)),
+        format!("/dev/{array}")
+    }
+}
+
+impl Request {
+    fn priority(method: &'static str, message: &'static str, device: Option<String>) -> Request {
+        Request {
+            action: PRIORITY_ACTION,
+            method,
+            device,
+            message,
+            extra: Vec::new(),
+        }
+    }
+
+    /// `AcquirePriority` with `options`: the devices are the keys of its `arrays` dict
+    /// (whatever the values' type); none: a global change.
+    pub fn acquire_priority(options: &Options) -> Request {
+        let mut arrays: Vec<String> = match options.get("arrays").map(|v| &**v) {
+            Some(Value::Dict(d)) => d
+                .iter()
+                .filter_map(|(k, _)| match k {
+                    Value::Str(s) => Some(s.to_string()),
+                    _ => None,
+                })
+                .collect(),
+            _ => Vec::new(),
+        };
+        arrays.sort();
+        if arrays.is_empty() {
+            Request::priority(
+                "AcquirePriority",
+                "Authentication is required to change the md RAID resync priority",
+                None,
+            )
+        } else {
+            let devs: Vec<String> = arrays.iter().map(|a| array_device(a)).collect();
+            Request::priority(
+                "AcquirePriority",
+                "Authentication is required to change the resync priority of $(device)",
+                Some(devs.join(", ")),
+            )
+        }
+    }
+
+    /// `ReleasePriority`.
+    pub fn release_priority() -> Request {
+        Request::priority(
+            "ReleasePriority",
+            "Authentication is required to end an md RAID resync priority lease",
+            None,
+        )
+    }
+
+    /// `SetArraySpeedLimits` on `array`.
+    pub fn set_array_speed_limits(array: &str) -> Request {
+        Request::priority(
+            "SetArraySpeedLimits",
+            "Authentication is required to change the resync speed limits of $(device)",
+            Some(array_device(array)),
+        )
+    }
+
+    /// `RestoreLimits`.
+    pub fn restore_limits() -> Request {
+        Request::priority(
+            "RestoreLimits",
+            "Authentication is required to restore the md RAID resync speed limits",
+            None,
+        )
+    }
+
+    /// `RequestSyncAction(action)` on `array` (`check`, `repair`, `idle`).
+    pub fn request_sync_action(array: &str, action: &str) -> Request {
+        let mut r = Request::priority(
+            "RequestSyncAction",
+            "Authentication is required to start $(sync-action) on $(device)",
+            Some(array_device(array)),
         );
-        d.insert("uid", Value::from(uid as i32));
-        ("unix-process", d)
-    };
-    match polkit_check(subject, interactive).await {
-        Ok(true) => Ok(()),
-        Ok(false) => Err(Error::NotAuthorized(format!(
-            "{method}: uid {uid} is not authorized for {POLKIT_ACTION}"
-        ))),
-        Err(e) => {
-            tracing::info!("polkit unavailable, denying uid {uid}: {e}");
-            Err(Error::NotAuthorized(format!(
-                "{method}: uid {uid} is not root and polkit is unavailable ({e})"
-            )))
+        r.extra.push(("sync-action", action.to_string()));
+        r
+    }
+
+    /// `StartWipe` on `device`.
+    pub fn start_wipe(device: &str) -> Request {
+        Request {
+            action: WIPE_ACTION,
+            method: "StartWipe",
+            device: Some(device.to_string()),
+            message: "Authentication is required to wipe $(device): all data on it is destroyed",
+            extra: Vec::new(),
+        }
+    }
+
+    /// `Job.Cancel` of a wipe of `device` that another uid started.
+    pub fn cancel_job_of_other(device: &str) -> Request {
+        Request {
+            action: WIPE_ACTION,
+            method: "Cancel",
+            device: Some(device.to_string()),
+            message: "Authentication is required to cancel another user's wipe of $(device)",
+            extra: Vec::new(),
+        }
+    }
+
+    /// The CheckAuthorization details (`a{ss}`): `method`, `device` (if any), the extras,
+    /// `polkit.message` and `polkit.gettext_domain`.
+    pub fn details(&self) -> HashMap<String, String> {
+        let mut d = HashMap::new();
+        d.insert("method".to_string(), self.method.to_string());
+        if let Some(dev) = &self.device {
+            d.insert("device".to_string(), dev.clone());
+        }
+        for (k, v) in &self.extra {
+            d.insert(k.to_string(), v.clone());
+        }
+        d.insert("polkit.message".to_string(), self.message.to_string());
+        d.insert("polkit.gettext_domain".to_string(), "mdpilot".to_string());
+        d
+    }
+}
+
+/// Removes `auth.no_user_interaction` from `options` (so the method's own parser never sees
+/// it) and returns the CheckAuthorization flags: 0 when it was true, else
+/// [`ALLOW_USER_INTERACTION`].
+///
+/// Errors: `InvalidArgument` when the value is not a boolean.
+pub fn take_interaction_flags(method: &str, options: &mut Options) -> Result<u32> {
+    match options.remove(NO_USER_INTERACTION) {
+        None => Ok(ALLOW_USER_INTERACTION),
+        Some(v) => match &*v {
+            Value::Bool(true) => Ok(0),
+            Value::Bool(false) => Ok(ALLOW_USER_INTERACTION),
+            other => Err(Error::InvalidArgument(format!(
+                "{method}: option {NO_USER_INTERACTION} must be a boolean, got {}",
+                other.value_signature()
+            ))),
+        },
+    }
+}
+
+/// The caller of a message as the bus daemon knows it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Caller {
+    /// Its unique name (`:1.42`).
+    pub sender: String,
+    /// Its uid (`GetConnectionUnixUser`).
+    pub uid: u32,
+}
+
+/// The service's authority: which bus it serves on (decides the polkit subject) and the one
+/// system-bus connection it asks polkit on.
+pub struct Authority {
+    bus: BusChoice,
+    system: tokio::sync::Mutex<Option<zbus::Connection>>,
+}
+
+impl Authority {
+    /// An authority for a service on `bus` (no connection is opened until polkit is needed).
+    pub fn new(bus: BusChoice) -> Authority {
+        Authority {
+            bus,
+            system: tokio::sync::Mutex::new(None),
+        }
+    }
+
+    /// The sender of `header` and its uid (one `GetConnectionUnixUser` call).
+    ///
+    /// Errors: `NotAuthorized` when the message has no sender or the bus does not know it.
+    pub async fn caller(&self, conn: &zbus::Connection, header: &Header<'_>) -> Result<Caller> {
+        let method = header.member().map(|m| m.to_string()).unwrap_or_default();
+        let Some(sender) = header.sender() else {
+            return Err(Error::NotAuthorized(format!(
+                "{method}: message has no sender"
+            )));
+        };
+        let uid = zbus::fdo::DBusProxy::new(conn)
+            .await
+            .map_err(|e| Error::Failed(format!("{method}: cannot ask the bus: {e}")))?
+            .get_connection_unix_user(zbus::names::BusName::from(sender.to_owned()))
+            .await
+            .map_err(|e| Error::NotAuthorized(format!("{method}: caller {sender} unknown: {e}")))?;
+        Ok(Caller {
+            sender: sender.to_string(),
+            uid,
+        })
+    }
+
+    /// Authorizes the sender of `header` for `req`: takes `auth.no_user_interaction` out of
+    /// `options` (if the method has options), then [`Authority::check_caller`]. Returns the
+    /// caller.
+    ///
+    /// Errors: `NotAuthorized` (naming the method, the uid and the action); `InvalidArgument`
+    /// for a non-boolean `auth.no_user_interaction`.
+    pub async fn authorize(
+        &self,
+        conn: &zbus::Connection,
+        header: &Header<'_>,
+        req: &Request,
+        options: Option<&mut Options>,
+    ) -> Result<Caller> {
+        let flags = match options {
+            Some(o) => take_interaction_flags(req.method, o)?,
+            None => ALLOW_USER_INTERACTION,
+        };
+        let caller = self.caller(conn, header).await?;
+        self.check_caller(conn, &caller, req, flags).await?;
+        Ok(caller)
+    }
+
+    /// Asks polkit whether `caller` may do `req` (uid 0 passes without asking). `flags` are
+    /// CheckAuthorization's (see [`take_interaction_flags`]).
+    ///
+    /// Errors: `NotAuthorized`.
+    pub async fn check_caller(
+        &self,
+        conn: &zbus::Connection,
+        caller: &Caller,
+        req: &Request,
+        flags: u32,
+    ) -> Result<()> {
+        if caller.uid == 0 {
+            return Ok(());
+        }
+        let (method, uid, action) = (req.method, caller.uid, req.action);
+        let subject: (&str, HashMap<&str, Value<'_>>) = if self.bus == BusChoice::System {
+            let mut d = HashMap::new();
+            d.insert("name", Value::from(caller.sender.as_str()));
+            ("system-bus-name", d)
+        } else {
+            // Not on the system bus: polkit cannot resolve our bus's names; name the process.
+            let pid = zbus::fdo::DBusProxy::new(conn)
+                .await
+                .map_err(|e| Error::Failed(format!("{method}: cannot ask the bus: {e}")))?
+                .get_connection_unix_process_id(
+                    zbus::names::BusName::try_from(caller.sender.as_str())
+                        .map_err(|e| Error::NotAuthorized(format!("{method}: {e}")))?,
+                )
+                .await
+                .map_err(|e| Error::NotAuthorized(format!("{method}: caller pid unknown: {e}")))?;
+            let mut d = HashMap::new();
+            d.insert("pid", Value::from(pid));
+            d.insert(
+                "start-time",
+                Value::from(process_start_time(pid).unwrap_or(0)),
+            );
+            d.insert("uid", Value::from(uid as i32));
+            ("unix-process", d)
+        };
+        match self.polkit_check(conn, subject, req, flags).await {
+            Ok((true, _)) => Ok(()),
+            Ok((false, challenge)) => Err(Error::NotAuthorized(format!(
+                "{method}: uid {uid} is not authorized for {action}{}",
+                if challenge {
+                    " (authentication is required but no polkit agent answered: run the \
+                     client with an agent, e.g. pkttyagent, or as root)"
+                } else {
+                    ""
+                }
+            ))),
+            Err(e) => {
+                tracing::info!("polkit unavailable, denying uid {uid}: {e}");
+                Err(Error::NotAuthorized(format!(
+                    "{method}: uid {uid} is not root and polkit is unavailable ({e})"
+                )))
+            }
+        }
+    }
+
+    /// The connection polkit is asked on: the service's own on the system bus, else one
+    /// system-bus connection opened on first use and kept.
+    async fn polkit_connection(&self, conn: &zbus::Connection) -> zbus::Result<zbus::Connection> {
+        if self.bus == BusChoice::System {
+            return Ok(conn.clone());
+        }
+        let mut g = self.system.lock().await;
+        if let Some(c) = &*g {
+            return Ok(c.clone());
+        }
+        let c = zbus::Connection::system().await?;
+        *g = Some(c.clone());
+        Ok(c)
+    }
+
+    /// CheckAuthorization; returns (is_authorized, is_challenge).
+    async fn polkit_check(
+        &self,
+        conn: &zbus::Connection,
+        subject: (&str, HashMap<&str, Value<'_>>),
+        req: &Request,
+        flags: u32,
+    ) -> zbus::Result<(bool, bool)> {
+        // A prompt waits for a person; without one polkit answers at once.
+        let limit = if flags & ALLOW_USER_INTERACTION != 0 {
+            Duration::from_secs(300)
+        } else {
+            Duration::from_secs(10)
+        };
+        let fut = async {
+            let sys = self.polkit_connection(conn).await?;
+            let reply = sys
+                .call_method(
+                    Some("org.freedesktop.PolicyKit1"),
+                    "/org/freedesktop/PolicyKit1/Authority",
+                    Some("org.freedesktop.PolicyKit1.Authority"),
+                    "CheckAuthorization",
+                    &(subject, req.action, req.details(), flags, ""),
+                )
+                .await;
+            if let Err(e) = &reply {
+                if !matches!(e, zbus::Error::MethodError(..) | zbus::Error::FDO(_)) {
+                    // The connection itself may be broken: open a new one next time.
+                    *self.system.lock().await = None;
+                }
+            }
+            let (authorized, challenge, _details): (bool, bool, HashMap<String, String>) =
+                reply?.body().deserialize()?;
+            Ok((authorized, challenge))
+        };
+        match tokio::time::timeout(limit, fut).await {
+            Ok(r) => r,
+            Err(_) => Err(zbus::Error::Failure("polkit did not answer in time".into())),
         }
     }
 }
@@ -84,41 +394,73 @@ fn process_start_time(pid: u32) -> Option<u64> {
     rest.split_whitespace().nth(19)?.parse().ok()
 }
 
-async fn polkit_check(
-    subject: (&str, HashMap<&str, Value<'_>>),
-    interactive: bool,
-) -> zbus::Result<bool> {
-    let limit = if interactive {
-        Duration::from_secs(300)
-    } else {
-        Duration::from_secs(10)
-    };
-    let fut = async {
-        let sys = zbus::Connection::system().await?;
-        let details: HashMap<&str, &str> = HashMap::new();
-        let reply = sys
-            .call_method(
-                Some("org.freedesktop.PolicyKit1"),
-                "/org/freedesktop/PolicyKit1/Authority",
-                Some("org.freedesktop.PolicyKit1.Authority"),
-                "CheckAuthorization",
-                &(subject, POLKIT_ACTION, details, u32::from(interactive), ""),
-            )
-            .await?;
-        let (authorized, _challenge, _details): (bool, bool, HashMap<String, String>) =
-            reply.body().deserialize()?;
-        Ok(authorized)
-    };
-    match tokio::time::timeout(limit, fut).await {
-        Ok(r) => r,
-        Err(_) => Err(zbus::Error::Failure("polkit did not answer in time".into())),
-    }
-}
-
 #[cfg(test)]
 mod tests {
+    use super::*;
+    use zbus::zvariant::OwnedValue;
+
     #[test]
     fn start_time_of_self_is_readable() {
-        assert!(super::process_start_time(std::process::id()).is_some());
+        assert!(process_start_time(std::process::id()).is_some());
+    }
+
+    #[test]
+    fn wiping_and_priority_are_separate_actions() {
+        for r in [
+            Request::acquire_priority(&Options::new()),
+            Request::release_priority(),
+            Request::set_array_speed_limits("md0"),
+            Request::restore_limits(),
+            Request::request_sync_action("md0", "check"),
+        ] {
+            assert_eq!(r.action, PRIORITY_ACTION, "{r:?}");
+        }
+        for r in [
+            Request::start_wipe("/dev/loop0"),
+            Request::cancel_job_of_other("/dev/loop0"),
+        ] {
+            assert_eq!(r.action, WIPE_ACTION, "{r:?}");
+        }
+    }
+
+    #[test]
+    fn details_name_the_method_and_the_device() {
+        let d = Request::start_wipe("/dev/loop3").details();
+        assert_eq!(d["method"], "StartWipe");
+        assert_eq!(d["device"], "/dev/loop3");
+        assert!(d["polkit.message"].contains("$(device)"));
+        assert_eq!(d["polkit.gettext_domain"], "mdpilot");
+        let d = Request::set_array_speed_limits("md/root").details();
+        assert_eq!(d["device"], "/dev/md/root");
+        let arrays = HashMap::from([("md0", (1u64, 0u64)), ("md1", (0, 5))]);
+        let o = Options::from([(
+            "arrays".to_string(),
+            OwnedValue::try_from(Value::from(arrays)).unwrap(),
+        )]);
+        let d = Request::acquire_priority(&o).details();
+        assert_eq!(d["device"], "/dev/md0, /dev/md1");
+        assert!(!Request::restore_limits().details().contains_key("device"));
+        let d = Request::request_sync_action("md0", "repair").details();
+        assert_eq!(d["sync-action"], "repair");
+    }
+
+    #[test]
+    fn no_user_interaction_is_taken_out_of_the_options() {
+        let mut o = Options::new();
+        assert_eq!(take_interaction_flags("M", &mut o).unwrap(), 1);
+        o.insert(NO_USER_INTERACTION.into(), OwnedValue::from(true));
+        o.insert(
+            "method".into(),
+            OwnedValue::try_from(Value::from("zero")).unwrap(),
+        );
+        assert_eq!(take_interaction_flags("M", &mut o).unwrap(), 0);
+        assert_eq!(o.len(), 1, "the other options stay");
+        o.insert(NO_USER_INTERACTION.into(), OwnedValue::from(false));
+        assert_eq!(take_interaction_flags("M", &mut o).unwrap(), 1);
+        o.insert(NO_USER_INTERACTION.into(), OwnedValue::from(1u32));
+        assert!(matches!(
+            take_interaction_flags("M", &mut o),
+            Err(Error::InvalidArgument(_))
+        ));
     }
 }

@@ -119,6 +119,17 @@ pub trait Job {
     /// Durable fraction, 0..1.
     #[zbus(property)]
     fn progress(&self) -> zbus::Result<f64>;
+    /// Whether `Progress` means something (the job knows how many bytes it processes).
+    #[zbus(property)]
+    fn progress_valid(&self) -> zbus::Result<bool>;
+    /// The array objects the job works on (`/org/mdpilot/MdPilot1/arrays/<uuid>`); empty for a
+    /// device that is no array.
+    #[zbus(property)]
+    fn objects(&self) -> zbus::Result<Vec<zbus::zvariant::OwnedObjectPath>>;
+    /// The plan as `a{sv}` (method, operation, block-bytes, queue-depth, resync-action, leases
+    /// ...; see `dbus/org.mdpilot.MdPilot1.Job.xml`).
+    #[zbus(property)]
+    fn plan_data(&self) -> zbus::Result<HashMap<String, zbus::zvariant::OwnedValue>>;
     /// Total bytes.
     #[zbus(property)]
     fn bytes(&self) -> zbus::Result<u64>;

@@ -14,7 +14,9 @@ pub enum Error {
     /// A zbus transport error (never sent as such; mapped by zbus to a generic error).
     #[zbus(error)]
     ZBus(zbus::Error),
-    /// The caller is neither uid 0 nor authorized by polkit for `org.mdpilot.MdPilot1.manage`.
+    /// The caller is neither uid 0 nor authorized by polkit for the method's action
+    /// (`org.mdpilot.MdPilot1.manage-priority` or `org.mdpilot.MdPilot1.wipe`, see
+    /// [`super::auth`]), or polkit is unreachable.
     NotAuthorized(String),
     /// No array by that name.
     NoSuchArray(String),
@@ -24,6 +26,68 @@ pub enum Error {
     InvalidArgument(String),
     /// The operation failed (the message gives the file and the reason).
     Failed(String),
+    /// The job was cancelled: `Job.Cancel` on a job whose cancellation is already under way
+    /// or done.
+    Cancelled(String),
+    /// The device cannot do what was asked (e.g. `method` `discard` on a device whose
+    /// `queue/discard_max_bytes` is 0).
+    NotSupported(String),
+}
+
+/// Every error name the service returns, with its meaning: the list documented in the
+/// introspection XML files (see [`xml_doc`]) and checked against [`Error`] by the tests.
+pub const ERRORS: &[(&str, &str)] = &[
+    (
+        "NotAuthorized",
+        "the caller is neither uid 0 nor authorized by polkit for the method's action \
+         (org.mdpilot.MdPilot1.manage-priority, org.mdpilot.MdPilot1.wipe), or polkit is unreachable",
+    ),
+    ("NoSuchArray", "no array by that name"),
+    (
+        "Busy",
+        "the resource is in use: a job already runs on the device, the device is mounted, \
+         swap, held or backs /, or the kernel answered EBUSY",
+    ),
+    (
+        "InvalidArgument",
+        "a bad argument: unknown option, wrong type, min above max, not a block device",
+    ),
+    (
+        "Failed",
+        "the operation failed; the message names the file or device and the reason",
+    ),
+    (
+        "Cancelled",
+        "Job.Cancel on a job whose cancellation is already under way or done",
+    ),
+    (
+        "NotSupported",
+        "the device cannot do it (e.g. method discard on a device without discard)",
+    ),
+];
+
+/// The error prefix: every error is `org.mdpilot.MdPilot1.Error.<Name>`.
+pub const ERROR_PREFIX: &str = "org.mdpilot.MdPilot1.Error";
+
+/// The XML comment block that documents [`ERRORS`] and the authorization rule (polkit actions,
+/// `auth.no_user_interaction`) in each committed introspection file (`dbus/*.xml`, after the
+/// interface; introspection itself lists neither). Lines end in `\n`; the first is `  <!--`.
+pub fn xml_doc() -> String {
+    let mut s = String::from(
+        "  <!--\n   Errors (D-Bus error names; the message names the array or device and the reason):\n",
+    );
+    for (name, meaning) in ERRORS {
+        let one_line: String = meaning.split_whitespace().collect::<Vec<_>>().join(" ");
+        s.push_str(&format!("     {ERROR_PREFIX}.{name}: {one_line}\n"));
+    }
+    s.push_str(
+        "   Authorization: uid 0, or polkit org.mdpilot.MdPilot1.manage-priority (speed limits,\n     \
+         leases, sync actions) or org.mdpilot.MdPilot1.wipe (StartWipe, Cancel of another uid's\n     \
+         job). Every a{sv} options argument also takes auth.no_user_interaction (b): true = no\n     \
+         polkit prompt, NotAuthorized instead.\n",
+    );
+    s.push_str("   -->\n");
+    s
 }
 
 /// Result of a D-Bus method.
@@ -41,6 +105,8 @@ impl Error {
             Error::Busy(m) => Error::Busy(add(m)),
             Error::InvalidArgument(m) => Error::InvalidArgument(add(m)),
             Error::Failed(m) => Error::Failed(add(m)),
+            Error::Cancelled(m) => Error::Cancelled(add(m)),
+            Error::NotSupported(m) => Error::NotSupported(add(m)),
         }
     }
 }
@@ -66,8 +132,9 @@ impl From<PolicyError> for Error {
     }
 }
 
-/// A wipe error on the bus: refusals (mounted, swap, holders, backs `/`) are `Busy`, bad
-/// devices, unsupported methods and bad usage `InvalidArgument`, the rest `Failed`. The message
+/// A wipe error on the bus: refusals (mounted, swap, holders, backs `/`) are `Busy`, methods
+/// the device cannot do (discard without discard, zeroout without offload) `NotSupported`, bad
+/// devices and bad usage `InvalidArgument`, the rest `Failed`. The message
 /// is the whole error chain, naming the device and the reason (add the method with
 /// [`Error::context`]).
 impl From<WipeError> for Error {
@@ -75,9 +142,9 @@ impl From<WipeError> for Error {
         let msg = crate::error::error_chain(&e);
         match e {
             WipeError::Refused { .. } => Error::Busy(msg),
-            WipeError::Probe { .. } | WipeError::Unsupported { .. } | WipeError::Usage(_) => {
-                Error::InvalidArgument(msg)
-            }
+            WipeError::Unsupported { .. } => Error::NotSupported(msg),
+            WipeError::Cancelled { .. } => Error::Cancelled(msg),
+            WipeError::Probe { .. } | WipeError::Usage(_) => Error::InvalidArgument(msg),
             _ => Error::Failed(msg),
         }
     }
@@ -96,7 +163,47 @@ mod tests {
             Error::Busy(_) => "Busy",
             Error::InvalidArgument(_) => "InvalidArgument",
             Error::Failed(_) => "Failed",
+            Error::Cancelled(_) => "Cancelled",
+            Error::NotSupported(_) => "NotSupported",
         }
+    }
+
+    #[test]
+    fn every_error_is_documented_with_its_bus_name() {
+        let all = [
+            Error::NotAuthorized(String::new()),
+            Error::NoSuchArray(String::new()),
+            Error::Busy(String::new()),
+            Error::InvalidArgument(String::new()),
+            Error::Failed(String::new()),
+            Error::Cancelled(String::new()),
+            Error::NotSupported(String::new()),
+        ];
+        let documented: Vec<&str> = ERRORS.iter().map(|(n, _)| *n).collect();
+        for e in &all {
+            assert!(documented.contains(&name(e)), "{} undocumented", name(e));
+            let bus = zbus::DBusError::name(e).to_string();
+            assert_eq!(bus, format!("{ERROR_PREFIX}.{}", name(e)));
+        }
+        assert_eq!(
+            documented.len(),
+            all.len(),
+            "ERRORS lists a name Error lacks"
+        );
+        let doc = xml_doc();
+        assert!(doc.contains("org.mdpilot.MdPilot1.Error.NotSupported: the device"));
+        // An XML comment may not hold "--" but at its ends.
+        assert_eq!(doc.matches("--").count(), 2, "{doc}");
+    }
+
+    #[test]
+    fn unsupported_wipes_are_not_supported() {
+        let e = Error::from(WipeError::Unsupported {
+            device: PathBuf::from("/dev/loop0"),
+            op: "discard",
+            detail: "discard_max_bytes is 0".into(),
+        });
+        assert_eq!(name(&e), "NotSupported");
     }
 
     #[test]

@@ -1,6 +1,6 @@
-//! Wipe jobs on the bus: `Manager.StartWipe(s device, a{sv} options)` probes and plans the wipe
-//! ([`crate::wipe::probe`], [`crate::wipe::planner`]), starts a [`crate::wipe::engine::Job`] on
-//! its own thread, and serves `/org/mdpilot/MdPilot1/jobs/<n>` with interface
+//! Wipe jobs on the bus: `Manager.StartWipe(s device, a{sv} options)` probes, plans and starts
+//! the wipe through [`crate::wipe::start`] (the CLI's sequence: probe, plan, a
+//! [`crate::wipe::Job`] on its own thread), and serves `/org/mdpilot/MdPilot1/jobs/<n>` with interface
 //! `org.mdpilot.MdPilot1.Job` ([`JobObject`]).
 //!
 //! Progress: a per-job tokio task (it exists only while the job does: no timer without jobs)
@@ -13,16 +13,29 @@
 //!
 //! Leases go through the service's [`crate::policy::Policy`] ([`ServiceLeases`]), owned by the
 //! service's pid (a lease of a job that died with the service is reaped at the next start).
+//!
+//! The interface follows udisks2's `org.freedesktop.UDisks2.Job` where names overlap
+//! (`Operation`, `Progress`, `ProgressValid`, `Bytes`, `Rate`, `StartTime`, `ExpectedEndTime`,
+//! `Objects`, `StartedByUID`, `Cancelable`, `Cancel(a{sv})`, `Completed(b, s)`), plus `Device`,
+//! `BytesDone`, the prose `Plan` and the structured `PlanData` ([`super::plan`]).
+//!
+//! Authorization ([`super::auth`]): StartWipe needs `org.mdpilot.MdPilot1.wipe` (auth_admin,
+//! every time); Cancel of one's own job (same uid as `StartedByUID`) needs nothing more, of
+//! another uid's job the wipe action again.
 
-use super::auth::authorize;
+use super::array::ArrayProps;
+use super::auth::{take_interaction_flags, Authority, Request};
 use super::errors::{Error, Result};
 use super::options::{no_options, parse_start_wipe, Options};
+use super::plan::PlanData;
 use super::props::{changed_props, emit_changed};
-use super::{BusChoice, ROOT_PATH};
+use super::{array_path, ROOT_PATH};
+use crate::model::Array;
 use crate::policy::Owner;
 use crate::service::state::{RunningJob, ServiceLeases, Shared};
 use crate::wipe::{JobHandle, Outcome, WipeError};
-use std::collections::HashMap;
+use std::collections::{BTreeSet, HashMap};
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use zbus::interface;
@@ -59,6 +72,12 @@ pub struct JobProps {
     pub device: String,
     /// Durable fraction done, 0..=1.
     pub progress: f64,
+    /// Whether `progress` means something (the job knows its total: `bytes` > 0).
+    pub progress_valid: bool,
+    /// The array objects the job works on (see [`array_objects`]).
+    pub objects: Vec<OwnedObjectPath>,
+    /// The plan as structured data.
+    pub plan_data: PlanData,
     /// Bytes the job writes in all.
     pub bytes: u64,
     /// Bytes durably written.
@@ -116,12 +135,15 @@ pub struct JobObject {
     pub props: Arc<Mutex<JobProps>>,
     /// The engine's handle; `None` for an object that drives nothing (introspection tests).
     pub handle: Option<Arc<JobHandle>>,
-    /// The bus the service is on (for authorization).
-    pub bus: BusChoice,
+    /// Who may cancel (the service's authority).
+    pub auth: Arc<Authority>,
+    /// Set by the first successful Cancel.
+    pub cancelled: AtomicBool,
 }
 
-/// A wipe job of mdpilot. Reads are open to everyone; Cancel needs uid 0 or polkit action
-/// org.mdpilot.MdPilot1.manage. The object goes away some seconds after Completed.
+/// A wipe job of mdpilot, like udisks2's Job. Reads are open to everyone; Cancel of one's own
+/// job is allowed, of another uid's job it needs uid 0 or polkit action
+/// org.mdpilot.MdPilot1.wipe. The object goes away some seconds after Completed.
 #[interface(name = "org.mdpilot.MdPilot1.Job")]
 impl JobObject {
     /// What the job does: wipe-zero, wipe-random, wipe-discard, wipe-zeroout, wipe-signatures.
@@ -134,10 +156,30 @@ impl JobObject {
     fn device(&self) -> String {
         self.p().device
     }
-    /// Durably written fraction, 0..1.
+    /// Durably written fraction, 0..1 (meaningful when ProgressValid).
     #[zbus(property)]
     fn progress(&self) -> f64 {
         self.p().progress
+    }
+    /// Whether Progress means something (the job knows how many bytes it writes).
+    #[zbus(property(emits_changed_signal = "const"))]
+    fn progress_valid(&self) -> bool {
+        self.p().progress_valid
+    }
+    /// The array objects the job works on: the array being wiped and the arrays whose limits
+    /// its leases change (empty for a device that is no array, e.g. a loop device).
+    #[zbus(property(emits_changed_signal = "const"))]
+    fn objects(&self) -> Vec<OwnedObjectPath> {
+        self.p().objects
+    }
+    /// The plan as a{sv}: method s, operation s (write, zeroout, discard), data s (with write),
+    /// open-flags s, block-bytes t, step-bytes t, queue-depth u, ranges u, total-bytes t,
+    /// resync-action s (leave, freeze-and-skip), resync-array s (with freeze-and-skip), verify
+    /// b, leases aa{sv} (holder s, kind s, min t, max t, arrays a{sa{st}}; limits in KiB/s, only
+    /// the set ones).
+    #[zbus(property(emits_changed_signal = "const"))]
+    fn plan_data(&self) -> HashMap<String, OwnedValue> {
+        self.p().plan_data.to_dict()
     }
     /// Bytes the job writes in all.
     #[zbus(property(emits_changed_signal = "const"))]
@@ -181,24 +223,44 @@ impl JobObject {
     }
 
     /// Stops the job between two blocks; Completed(false, ...) follows once in-flight requests
-    /// are done, the resync unfrozen and the leases released. No options yet. Failed when the
-    /// job has already finished.
+    /// are done, the resync unfrozen and the leases released. Options: auth.no_user_interaction
+    /// (b). Cancelled when the job is already being cancelled or was; Failed when it has
+    /// already finished otherwise.
     async fn cancel(
         &self,
-        options: Options,
+        mut options: Options,
         #[zbus(header)] header: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<()> {
-        authorize(conn, &header, &self.bus).await?;
+        let flags = take_interaction_flags("Cancel", &mut options)?;
+        let caller = self.auth.caller(conn, &header).await?;
+        let p = self.p();
+        if caller.uid != p.started_by_uid {
+            let req = Request::cancel_job_of_other(&p.device);
+            self.auth.check_caller(conn, &caller, &req, flags).await?;
+        }
         no_options("Cancel", &options)?;
+        let already = || {
+            Error::Cancelled(format!(
+                "Cancel: the job on {} is already cancelled",
+                p.device
+            ))
+        };
+        if self.cancelled.load(Ordering::SeqCst) {
+            return Err(already());
+        }
         match &self.handle {
-            Some(h) if !h.is_finished() && self.p().cancelable => {
+            Some(h) if !h.is_finished() && p.cancelable => {
+                // Of two racing Cancel calls exactly one succeeds.
+                if self.cancelled.swap(true, Ordering::SeqCst) {
+                    return Err(already());
+                }
                 h.cancel();
                 Ok(())
             }
             _ => Err(Error::Failed(format!(
                 "Cancel: the job on {} has already finished",
-                self.p().device
+                p.device
             ))),
         }
     }
@@ -214,6 +276,16 @@ impl JobObject {
 }
 
 impl JobObject {
+    /// An object that drives nothing (its introspection is the interface's).
+    pub fn idle(auth: Arc<Authority>) -> JobObject {
+        JobObject {
+            props: Default::default(),
+            handle: None,
+            auth,
+            cancelled: AtomicBool::new(false),
+        }
+    }
+
     /// A snapshot of the published values.
     fn p(&self) -> JobProps {
         self.props.lock().unwrap_or_else(|e| e.into_inner()).clone()
@@ -255,34 +327,68 @@ pub fn completion_message(device: &str, r: &std::result::Result<Outcome, WipeErr
     }
 }
 
-/// `Manager.StartWipe`: authorizes the caller, probes and plans, starts the job and serves its
-/// object. Returns the object path.
+/// The object paths of the arrays among `names` (kernel names) that the service serves, sorted
+/// and without repeats ([`array_object_paths`] over the service's model).
+pub fn array_objects<'a>(
+    shared: &Shared,
+    names: impl IntoIterator<Item = &'a str>,
+) -> Vec<OwnedObjectPath> {
+    let model = shared.model.lock().unwrap_or_else(|e| e.into_inner());
+    array_object_paths(&model.arrays, names)
+}
+
+/// The object paths of the arrays of `arrays` whose kernel name is among `names`, sorted and
+/// without repeats: `/org/mdpilot/MdPilot1/arrays/<uuid>` as [`super::array_path`] (the one
+/// place that builds them) makes them from the UUID the array's object publishes. Names of no
+/// array in `arrays` (a loop device, a vanished array) give nothing.
+pub fn array_object_paths<'a>(
+    arrays: &[Array],
+    names: impl IntoIterator<Item = &'a str>,
+) -> Vec<OwnedObjectPath> {
+    let names: BTreeSet<&str> = names.into_iter().collect();
+    let paths: BTreeSet<String> = arrays
+        .iter()
+        .filter(|a| names.contains(a.name.as_str()))
+        .map(|a| {
+            let p = ArrayProps::from_model(a);
+            array_path(&p.uuid, &p.kernel_name)
+        })
+        .collect();
+    paths
+        .into_iter()
+        .filter_map(|p| OwnedObjectPath::try_from(p).ok())
+        .collect()
+}
+
+/// `Manager.StartWipe`: authorizes the caller (polkit action `org.mdpilot.MdPilot1.wipe`,
+/// details naming the device), probes and plans, starts the job and serves its object.
+/// Returns the object path.
 ///
-/// Errors: `NotAuthorized`; `InvalidArgument` (options, not a block device, unsupported
-/// method); `Busy` (refused: mounted, swap, holders, backs `/`, or a job already runs on the
-/// device); `Failed` (anything else), each naming the device and the reason.
+/// Errors: `NotAuthorized`; `InvalidArgument` (options, not a block device); `NotSupported`
+/// (the device cannot do the method, e.g. discard); `Busy` (refused: mounted, swap, holders,
+/// backs `/`, or a job already runs on the device); `Failed` (anything else), each naming the
+/// device and the reason.
 pub async fn start_wipe(
     shared: &Arc<Shared>,
     conn: &zbus::Connection,
     header: &Header<'_>,
     device: String,
-    options: Options,
+    mut options: Options,
 ) -> Result<OwnedObjectPath> {
-    authorize(conn, header, &shared.bus).await?;
+    // The prompt names the node the links lead to (/dev/sdb, not /dev/disk/by-id/...).
+    let shown = std::fs::canonicalize(&device)
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|_| device.clone());
+    let req = Request::start_wipe(&shown);
+    let uid = shared
+        .auth
+        .authorize(conn, header, &req, Some(&mut options))
+        .await?
+        .uid;
     if device.is_empty() {
         return Err(Error::InvalidArgument("StartWipe: empty device".into()));
     }
     let (method, verify, keep_resync) = parse_start_wipe(&options)?;
-    let sender = header
-        .sender()
-        .map(|s| s.to_owned())
-        .ok_or_else(|| Error::InvalidArgument("StartWipe: message has no sender".into()))?;
-    let uid = zbus::fdo::DBusProxy::new(conn)
-        .await
-        .map_err(|e| Error::Failed(format!("StartWipe: cannot ask the bus: {e}")))?
-        .get_connection_unix_user(zbus::names::BusName::from(sender))
-        .await
-        .map_err(|e| Error::Failed(format!("StartWipe: caller's uid unknown: {e}")))?;
     let req = crate::wipe::Request {
         device: device.into(),
         method,
@@ -336,10 +442,21 @@ pub async fn start_wipe(
         (handle, plan)
     };
     let dev_text = plan.device.display().to_string();
+    // The arrays the job works on: those whose limits it leases, and the device itself when it
+    // is an array (array_objects keeps only names the service serves).
+    let worked_on = plan
+        .leases
+        .iter()
+        .flat_map(|l| l.arrays.keys())
+        .map(|a| a.as_str())
+        .chain(std::iter::once(plan.name.as_str()));
     let props = JobProps {
         operation: format!("wipe-{}", method.name()),
         device: dev_text.clone(),
         progress: 0.0,
+        progress_valid: plan.total_bytes() > 0,
+        objects: array_objects(shared, worked_on),
+        plan_data: PlanData::from_plan(&plan),
         bytes: plan.total_bytes(),
         bytes_done: 0,
         rate: 0,
@@ -353,7 +470,8 @@ pub async fn start_wipe(
     let obj = JobObject {
         props: props.clone(),
         handle: Some(handle.clone()),
-        bus: shared.bus.clone(),
+        auth: shared.auth.clone(),
+        cancelled: AtomicBool::new(false),
     };
     // ObjectServer::at emits InterfacesAdded through the ObjectManager.
     if let Err(e) = conn.object_server().at(path.as_str(), obj).await {
@@ -447,6 +565,46 @@ async fn follow(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn objects_are_the_arrays_by_uuid_path() {
+        let array = |name: &str, uuid: Option<&str>| Array {
+            name: name.into(),
+            state: crate::model::HeaderState::Active,
+            read_only: None,
+            level: Some("raid1".into()),
+            size_kib: Some(1024),
+            metadata: Some("1.2".into()),
+            raid_disks: Some(2),
+            active_disks: Some(2),
+            member_status: Some("UU".into()),
+            members: vec![],
+            sync: None,
+            bitmap: None,
+            sysfs: Some(crate::model::ArraySysfs {
+                uuid: uuid.map(str::to_string),
+                ..Default::default()
+            }),
+        };
+        let arrays = [
+            array("md0", Some("3B6C2A6E-0D0E-4B7A-9D5E-8A7B1C2D3E4F")),
+            array("md1", None),
+            array("md2", Some("9f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b")),
+        ];
+        let got: Vec<String> = array_object_paths(&arrays, ["md2", "loop0", "md0", "md2", "md1"])
+            .iter()
+            .map(|p| p.to_string())
+            .collect();
+        assert_eq!(
+            got,
+            [
+                "/org/mdpilot/MdPilot1/arrays/3b6c2a6e0d0e4b7a9d5e8a7b1c2d3e4f",
+                "/org/mdpilot/MdPilot1/arrays/9f1e2d3c4b5a69788a9b0c1d2e3f4a5b",
+                "/org/mdpilot/MdPilot1/arrays/name_md1",
+            ]
+        );
+        assert!(array_object_paths(&arrays, ["loop0"]).is_empty());
+    }
 
     #[test]
     fn only_running_values_are_diffed() {

@@ -1,12 +1,12 @@
 //! `org.mdpilot.MdPilot1.Manager` at `/org/mdpilot/MdPilot1/Manager`: global speed limits, resync priority
 //! leases, per-array limits, restore, wipe jobs. Thin: every change goes through the policy
 //! ([`crate::policy::Policy`]) and every mutating method first authorizes the caller
-//! ([`super::auth::authorize`]).
+//! ([`super::auth::Authority::authorize`]).
 //!
 //! Leases taken with `AcquirePriority` are tied to the caller's unique bus name: the service
 //! watches `NameOwnerChanged` and calls [`Shared::release_owner`] when the name leaves the bus.
 
-use super::auth::authorize;
+use super::auth::Request;
 use super::errors::{Error, Result};
 use super::options::{check_limits, no_options, parse_acquire, parse_restore, Options};
 use crate::policy::{LeaseKind, LeaseRequest, Limits, Owner};
@@ -26,7 +26,8 @@ pub struct Manager {
 
 /// mdpilot: md RAID arrays for installers and admin tools, at /org/mdpilot/MdPilot1/Manager
 /// (the ObjectManager is /org/mdpilot/MdPilot1). Speed limits in KiB/s. Reads are open to
-/// everyone; every method needs uid 0 or polkit action org.mdpilot.MdPilot1.manage.
+/// everyone; every method needs uid 0 or polkit (org.mdpilot.MdPilot1.manage-priority;
+/// StartWipe org.mdpilot.MdPilot1.wipe); options take auth.no_user_interaction (b).
 #[interface(name = "org.mdpilot.MdPilot1.Manager")]
 impl Manager {
     /// Version of this D-Bus API: "1.0" (major changes break clients; minor ones add).
@@ -90,12 +91,16 @@ impl Manager {
     #[zbus(out_args("lease_id"))]
     async fn acquire_priority(
         &self,
-        options: Options,
+        mut options: Options,
         #[zbus(header)] header: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
         #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
     ) -> Result<String> {
-        authorize(conn, &header, &self.shared.bus).await?;
+        let req = Request::acquire_priority(&options);
+        self.shared
+            .auth
+            .authorize(conn, &header, &req, Some(&mut options))
+            .await?;
         let install = {
             let s = self.shared.policy.settings();
             (s.install_min, s.install_max)
@@ -155,7 +160,11 @@ impl Manager {
         #[zbus(connection)] conn: &zbus::Connection,
         #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
     ) -> Result<()> {
-        authorize(conn, &header, &self.shared.bus).await?;
+        let req = Request::release_priority();
+        self.shared
+            .auth
+            .authorize(conn, &header, &req, None)
+            .await?;
         let view = self
             .shared
             .policy
@@ -186,12 +195,16 @@ impl Manager {
         array: String,
         min: u64,
         max: u64,
-        options: Options,
+        mut options: Options,
         #[zbus(header)] header: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
         #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
     ) -> Result<()> {
-        authorize(conn, &header, &self.shared.bus).await?;
+        let req = Request::set_array_speed_limits(&array);
+        self.shared
+            .auth
+            .authorize(conn, &header, &req, Some(&mut options))
+            .await?;
         no_options("SetArraySpeedLimits", &options)?;
         let limits = check_limits(&format!("SetArraySpeedLimits {array}"), min, max)?;
         let array = self
@@ -229,12 +242,16 @@ impl Manager {
     /// defaults 1000/200000 KiB/s instead). Errors: NotAuthorized; InvalidArgument; Failed.
     async fn restore_limits(
         &self,
-        options: Options,
+        mut options: Options,
         #[zbus(header)] header: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
         #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
     ) -> Result<()> {
-        authorize(conn, &header, &self.shared.bus).await?;
+        let req = Request::restore_limits();
+        self.shared
+            .auth
+            .authorize(conn, &header, &req, Some(&mut options))
+            .await?;
         let defaults = parse_restore(&options)?;
         let view = self
             .shared

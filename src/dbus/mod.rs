@@ -11,6 +11,7 @@
 //! - [`errors`]: the typed `org.mdpilot.MdPilot1.Error.*` errors and the mapping of the core's
 //!   errors onto them.
 //! - [`options`]: parsing of the methods' `a{sv}` options.
+//! - [`plan`]: a wipe job's plan as structured data (`Job.PlanData`).
 //! - [`props`]: property snapshots, their diffs and `PropertiesChanged`.
 //! - [`client`]: typed proxies for the front ends (`mdpilot policy`, tests).
 //!
@@ -27,6 +28,7 @@ pub mod job;
 pub mod manager;
 pub mod objects;
 pub mod options;
+pub mod plan;
 pub mod props;
 
 /// The well-known bus name the service owns.
@@ -41,9 +43,6 @@ pub const MANAGER_IFACE: &str = "org.mdpilot.MdPilot1.Manager";
 pub const ARRAY_IFACE: &str = "org.mdpilot.MdPilot1.Array";
 /// The API version the Manager's `Version` property reports.
 pub const API_VERSION: &str = "1.0";
-/// The polkit action checked for every mutating method (shipped in
-/// `dbus/org.mdpilot.MdPilot1.policy`).
-pub const POLKIT_ACTION: &str = "org.mdpilot.MdPilot1.manage";
 
 /// Object path of an array, stable across reboots and renumbering:
 /// `/org/mdpilot/MdPilot1/arrays/<uuid>` with the UUID's 32 hex digits in lower case (any

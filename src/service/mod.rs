@@ -24,6 +24,8 @@ pub mod expiry;
 pub mod scheduler;
 pub mod state;
 
+pub mod metrics_http;
+
 use crate::cli::Context;
 use crate::config::Config;
 use crate::dbus::array::{ArrayObject, ArrayProps};
@@ -55,6 +57,9 @@ pub struct ServeArgs {
     /// Bus to serve on: `system`, `session`, or a D-Bus address (`unix:path=/tmp/bus`).
     #[arg(long, default_value = "system", value_name = "BUS")]
     pub bus: BusChoice,
+    /// Serve Prometheus metrics on http://ADDR:PORT/metrics (overrides `metrics.listen`).
+    #[arg(long, value_name = "ADDR:PORT")]
+    pub metrics: Option<std::net::SocketAddr>,
 }
 
 /// Why the service could not start (or stopped abnormally).
@@ -93,6 +98,9 @@ pub enum ServeError {
     /// Configuration could not be loaded.
     #[error("configuration")]
     Config(#[source] crate::config::ConfigError),
+    /// The metrics listener could not be bound.
+    #[error(transparent)]
+    Metrics(#[from] metrics_http::BindError),
     /// Signal handlers could not be installed.
     #[error("cannot install signal handlers")]
     Signals(#[source] std::io::Error),
@@ -213,6 +221,15 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         tx.clone(),
         progress,
     ));
+    let metrics = Arc::new(metrics_http::MetricsState::new(shared.policy.show().ok()));
+    let metrics_task = match args.metrics.or(config.metrics.listen) {
+        Some(addr) => Some(
+            metrics_http::start(addr, shared.clone(), metrics.clone())
+                .await?
+                .1,
+        ),
+        None => None,
+    };
 
     // Serve every object first, then ask for the name: a client that sees the name sees them.
     let mut builder = args
@@ -312,6 +329,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         model,
         progress,
         events,
+        metrics,
     };
     let result = lp.run(rx, &mut owners, signals).await;
     expiry_task.abort();
@@ -331,6 +349,9 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         t.abort();
         // The simulated tree (a TempDir) is deleted when the task's Sim drops.
         let _ = t.await;
+    }
+    if let Some(t) = metrics_task {
+        t.abort();
     }
     result
 }
@@ -352,6 +373,7 @@ struct Loop {
     model: MdStat,
     progress: Duration,
     events: events::EventSink,
+    metrics: Arc<metrics_http::MetricsState>,
 }
 
 impl Loop {
@@ -469,7 +491,9 @@ impl Loop {
         self.publish_arrays().await;
         if full {
             // Global limits are re-read with the model; the manager shows them.
-            if let Ok(view) = self.shared.policy.show() {
+            let view = self.shared.policy.show().ok();
+            self.metrics.set_policy(view.clone());
+            if let Some(view) = view {
                 self.shared.emit_props(manager_emitter, &view).await;
             }
         }

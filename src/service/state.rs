@@ -10,6 +10,7 @@
 //! - Wipe jobs still running ([`RunningJob`], one per device), their numbers, and the leases
 //!   they take through the service's policy ([`ServiceLeases`]).
 
+use crate::dbus::auth::Authority;
 use crate::dbus::props::{emit_changed, ManagerProps};
 use crate::dbus::{BusChoice, MANAGER_IFACE};
 use crate::host::Root;
@@ -42,6 +43,8 @@ pub struct Shared {
     pub policy: Policy,
     /// The bus we serve on (decides the polkit subject).
     pub bus: BusChoice,
+    /// Who may change things (polkit, with its one system-bus connection).
+    pub auth: Arc<Authority>,
     /// Last good model.
     pub model: Mutex<MdStat>,
     /// Published manager properties.
@@ -73,6 +76,7 @@ impl Shared {
         Shared {
             root,
             policy,
+            auth: Arc::new(Authority::new(bus.clone())),
             bus,
             model: Mutex::new(model),
             props: Mutex::new(props),

@@ -499,13 +499,15 @@ pub fn interface_xml(doc: &str, iface: &str) -> String {
 
 /// Asserts that the interface `iface` of the live introspection `live_doc` is the one committed
 /// in `dbus/<iface>.xml`. With `MDPILOT_UPDATE_XML` set it rewrites that file instead, with a
-/// comment `Generated from the <generated_from>`.
+/// comment `Generated from the <generated_from>` and, after the interface, the crate's errors
+/// block ([`mdpilot::dbus::errors::xml_doc`]: every error name and the authorization rule).
 pub fn assert_committed_xml(iface: &str, live_doc: &str, generated_from: &str) {
     let live = interface_xml(live_doc, iface);
     let file = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("dbus/{iface}.xml"));
     if std::env::var_os("MDPILOT_UPDATE_XML").is_some() {
         let doc = format!(
-            "<!DOCTYPE node PUBLIC \"-//freedesktop//DTD D-BUS Object Introspection 1.0//EN\"\n \"http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd\">\n<!-- Generated from the {generated_from} -->\n<node>\n  {live}\n</node>\n"
+            "<!DOCTYPE node PUBLIC \"-//freedesktop//DTD D-BUS Object Introspection 1.0//EN\"\n \"http://www.freedesktop.org/standards/dbus/1.0/introspect.dtd\">\n<!-- Generated from the {generated_from} -->\n<node>\n  {live}\n{}</node>\n",
+            mdpilot::dbus::errors::xml_doc()
         );
         std::fs::write(&file, doc).unwrap();
         return;

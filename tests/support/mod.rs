@@ -7,6 +7,7 @@
 //!   writers that fill them.
 //! - [`loopdev`]: loop devices, mounts, swap and device-mapper tables the tests set up
 //!   themselves; RAII guards undo each on drop.
+//! - [`polkit`]: a stand-in polkit authority that answers yes or no and records the questions.
 //!
 //! A test that cannot run here (not root, no `dbus-daemon`, no device-mapper, ...) says so with
 //! [`skip!`] or [`skipped`]: one line `skipped: <test>: <reason>` on stderr, never a silent pass.
@@ -40,10 +41,12 @@ macro_rules! need_root {
 
 pub mod bus;
 pub mod loopdev;
+pub mod polkit;
 pub mod tree;
 
 pub use bus::{Bus, Service};
 pub use loopdev::{is_root, LoopDev};
+pub use polkit::{Asked, FakePolkit};
 pub use tree::FakeTree;
 
 use std::process::Output;

@@ -1,0 +1,235 @@
+//! The list of `mdpilot_*` families ([`FAMILIES`]), their label vocabularies, and the encoder
+//! that writes collected samples through `prometheus-client` in a fixed order. Pure.
+
+use crate::model::{ArrayState, SyncAction};
+use crate::policy::LeaseKind;
+use prometheus_client::collector::Collector;
+use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::registry::{Registry, Unit};
+
+/// Values of `md/array_state` (md.rst), one `mdpilot_array_state` series each; a word outside
+/// the list ([`ArrayState::Other`]) gets its own series.
+pub const ARRAY_STATES: [ArrayState; 10] = [
+    ArrayState::Clear,
+    ArrayState::Inactive,
+    ArrayState::Suspended,
+    ArrayState::Readonly,
+    ArrayState::ReadAuto,
+    ArrayState::Clean,
+    ArrayState::Active,
+    ArrayState::WritePending,
+    ArrayState::ActiveIdle,
+    ArrayState::Broken,
+];
+
+/// Values of `md/sync_action` (md.rst), one `mdpilot_array_sync_action` series each; a word
+/// outside the list ([`SyncAction::Other`]) gets its own series.
+pub const SYNC_ACTIONS: [SyncAction; 7] = [
+    SyncAction::Idle,
+    SyncAction::Resync,
+    SyncAction::Recover,
+    SyncAction::Check,
+    SyncAction::Repair,
+    SyncAction::Reshape,
+    SyncAction::Frozen,
+];
+
+/// Member states of `mdpilot_array_members`.
+pub const MEMBER_STATES: [&str; 6] = [
+    "active",
+    "spare",
+    "faulty",
+    "down",
+    "write-mostly",
+    "journal",
+];
+
+/// Values of `md/consistency_policy` (md.rst), one `mdpilot_array_consistency_policy` series
+/// each; a word outside the list gets its own series.
+pub const CONSISTENCY_POLICIES: [&str; 5] = ["none", "resync", "bitmap", "journal", "ppl"];
+
+/// Lease kinds of `mdpilot_policy_leases`, one series each.
+pub const LEASE_KINDS: [LeaseKind; 4] = [
+    LeaseKind::Installer,
+    LeaseKind::WipeJob,
+    LeaseKind::Admin,
+    LeaseKind::DbusClient,
+];
+
+/// Every family: (name as exposed, help), in exposition order. The README table follows this
+/// list.
+pub const FAMILIES: [(&str, &str); 26] = [
+    ("mdpilot_build_info", "mdpilot version (value 1)."),
+    ("mdpilot_mdstat_parse_errors", "Parts of /proc/mdstat that could not be parsed."),
+    ("mdpilot_speed_limit_bytes_per_second", "Global resync speed limit, /proc/sys/dev/raid/speed_limit_{min,max} (the kernel unit is KiB/s)."),
+    ("mdpilot_speed_limit_original_bytes_per_second", "Original global speed limit saved by mdpilot while its leases change the knob (restored when the last lease goes)."),
+    ("mdpilot_policy_leases", "Live resync priority leases by kind of holder."),
+    ("mdpilot_policy_install_applied_timestamp_seconds", "When the install policy lease was taken, Unix time (no samples while the state file keeps no timestamp)."),
+    ("mdpilot_wipe_jobs_running", "Wipe jobs running in the service."),
+    ("mdpilot_wipe_done_bytes", "Bytes durably written by the running wipe jobs."),
+    ("mdpilot_wipe_total_bytes", "Bytes the running wipe jobs write in all."),
+    ("mdpilot_wipe_rate_bytes_per_second", "Summed current rate of the running wipe jobs."),
+    ("mdpilot_array_info", "Array identity (value 1): level, uuid and metadata version as labels."),
+    ("mdpilot_array_state", "md/array_state, one series per state, 1 for the current one (from the /proc/mdstat header where sysfs is absent)."),
+    ("mdpilot_array_size_bytes", "Array size, the blocks of /proc/mdstat (KiB) in bytes."),
+    ("mdpilot_array_raid_disks", "md/raid_disks: members the array is built of."),
+    ("mdpilot_array_degraded", "md/degraded: members missing from the array (0 when whole)."),
+    ("mdpilot_array_members", "Members by state: active (in sync), spare, faulty, down (empty slots), write-mostly, journal."),
+    ("mdpilot_array_consistency_policy", "md/consistency_policy (none, resync, bitmap, journal, ppl), one series per policy, 1 for the current one (no samples where sysfs lacks it)."),
+    ("mdpilot_array_sync_action", "md/sync_action, one series per action, 1 for the current one."),
+    ("mdpilot_array_sync_completed_ratio", "md/sync_completed as a fraction of the running sync (no sample while none runs)."),
+    ("mdpilot_array_sync_speed_bytes_per_second", "md/sync_speed, the recent speed of the running sync (the kernel unit is KiB/s)."),
+    ("mdpilot_array_sync_remaining_seconds", "Estimated time left of the running sync (finish= of /proc/mdstat)."),
+    ("mdpilot_array_mismatch_sectors", "md/mismatch_cnt: 512-byte sectors found inconsistent by the last check or repair."),
+    ("mdpilot_array_last_check_completion_timestamp_seconds", "When the last check completed, Unix time (no samples until mdpilot records checks)."),
+    ("mdpilot_array_last_check_mismatch_sectors", "md/mismatch_cnt at the end of the last completed check (no samples until mdpilot records checks)."),
+    ("mdpilot_array_sync_speed_limit_bytes_per_second", "Effective md/sync_speed_{min,max} of the array (the kernel unit is KiB/s)."),
+    ("mdpilot_array_sync_speed_limit_local", "1 when md/sync_speed_{min,max} is set for the array (local), 0 when it follows the global limit (system)."),
+];
+
+/// One sample's value: gauges are integers or floats.
+#[derive(Debug, Clone, Copy)]
+pub enum Value {
+    /// An integer gauge (counts, bytes, 0/1 states).
+    Int(i64),
+    /// A float gauge (ratios, seconds, rates).
+    Float(f64),
+}
+
+/// A sample's labels, `(name, escaped value)` in exposition order.
+pub type Labels = Vec<(&'static str, String)>;
+
+#[derive(Debug)]
+struct Fam {
+    /// Index into [`FAMILIES`].
+    idx: usize,
+    samples: Vec<(Labels, Value)>,
+}
+
+/// All families of one render, encoded in order by `prometheus-client` (its `Family` is a
+/// hash map: a fixed order keeps golden files and diffs stable).
+#[derive(Debug)]
+struct Families(Vec<Fam>);
+
+fn unit_of(name: &str) -> Option<Unit> {
+    if name.ends_with("_bytes_per_second") {
+        Some(Unit::Other("bytes_per_second".into()))
+    } else if name.ends_with("_bytes") {
+        Some(Unit::Bytes)
+    } else if name.ends_with("_seconds") {
+        Some(Unit::Seconds)
+    } else if name.ends_with("_ratio") {
+        Some(Unit::Other("ratio".into()))
+    } else {
+        None
+    }
+}
+
+fn put(enc: prometheus_client::encoding::MetricEncoder, value: Value) -> std::fmt::Result {
+    match value {
+        Value::Int(v) => ConstGauge::new(v).encode(enc),
+        Value::Float(v) => ConstGauge::new(v).encode(enc),
+    }
+}
+
+impl Collector for Families {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        for fam in &self.0 {
+            let (full, help) = FAMILIES[fam.idx];
+            let unit = unit_of(full);
+            // prometheus-client appends `_<unit>` to the name it is given.
+            let name = match &unit {
+                Some(u) => &full[..full.len() - u.as_str().len() - 1],
+                None => full,
+            };
+            let mut metric = encoder.encode_descriptor(
+                name,
+                help,
+                unit.as_ref(),
+                prometheus_client::metrics::MetricType::Gauge,
+            )?;
+            match fam.samples.as_slice() {
+                // A family without labels has one sample, written `name value` (not `name{}`).
+                [(labels, value)] if labels.is_empty() => put(metric, *value)?,
+                samples => {
+                    for (labels, value) in samples {
+                        put(metric.encode_family(labels)?, *value)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Escapes a label value as the exposition formats require (`\`, `"`, newline);
+/// prometheus-client writes values as given.
+pub fn esc(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
+}
+
+/// An integer gauge from a `u64` (saturating at `i64::MAX`).
+pub fn int(v: u64) -> Value {
+    Value::Int(i64::try_from(v).unwrap_or(i64::MAX))
+}
+
+/// Collects samples per family; [`Builder::encode`] writes every family of [`FAMILIES`], in
+/// that order, samples or not.
+#[derive(Debug)]
+pub struct Builder(Vec<Fam>);
+
+impl Default for Builder {
+    fn default() -> Self {
+        Builder(
+            (0..FAMILIES.len())
+                .map(|idx| Fam {
+                    idx,
+                    samples: Vec::new(),
+                })
+                .collect(),
+        )
+    }
+}
+
+impl Builder {
+    /// Adds one sample to the family `name`. Panics when `name` is not in [`FAMILIES`] (a
+    /// programming error the unit tests catch).
+    pub fn add(&mut self, name: &str, labels: Labels, value: Value) {
+        let idx = FAMILIES
+            .iter()
+            .position(|(n, _)| *n == name)
+            .expect("family listed in FAMILIES");
+        self.0[idx].samples.push((labels, value));
+    }
+
+    /// OpenMetrics 1.0 text of every family (ends with `# EOF\n`).
+    pub fn encode(self) -> String {
+        let mut registry = Registry::default();
+        registry.register_collector(Box::new(Families(self.0)));
+        let mut out = String::new();
+        prometheus_client::encoding::text::encode(&mut out, &registry)
+            .expect("writing to a String cannot fail");
+        out
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn label_values_are_escaped() {
+        assert_eq!(esc("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+
+    #[test]
+    fn names_and_helps_follow_the_conventions() {
+        for (name, help) in FAMILIES {
+            assert!(name.starts_with("mdpilot_"), "{name}");
+            assert!(help.ends_with('.') && !help.contains('\n'), "{name}");
+        }
+    }
+}

@@ -1,0 +1,233 @@
+//! Prometheus metrics: the `mdpilot_*` families, rendered from an owned [`Snapshot`] in the
+//! Prometheus text exposition format (0.0.4) or OpenMetrics 1.0. Pure: no I/O; the service
+//! (`serve --metrics`, from the model it keeps) and `status --format prometheus` (from one read)
+//! build the snapshot.
+//!
+//! Conventions: prefix `mdpilot_`, base units (bytes, seconds, bytes per second, ratios 0..=1;
+//! the kernel's KiB and KiB/s are multiplied by 1024), every family a gauge. Per-array series
+//! carry only `array` (the kernel name, `md0`); `uuid`, `level` and `metadata` are labels of
+//! `mdpilot_array_info` alone, joined with `* on(array) group_left(level) mdpilot_array_info`.
+//! Label values come from fixed vocabularies (states, actions, lease kinds) or from the arrays of
+//! the machine, never from unbounded input. The table of families, with their kernel source
+//! files, is in the README ("Metrics"); [`FAMILIES`] is the same list in code.
+//!
+//! Files: `families.rs` (the list, the label vocabularies, the encoder), `array.rs` (the
+//! per-array families), this file (the snapshot, the formats, the global families).
+//!
+//! Families without data are still described (`# HELP`/`# TYPE`) but have no samples:
+//! - `mdpilot_array_last_check_*`: there is no record of completed checks yet (the scheduled
+//!   checks feature will feed it);
+//! - `mdpilot_policy_install_applied_timestamp_seconds`: the policy state file records no time
+//!   for a lease (a `taken_at` field in `[[lease]]` is missing), so [`Snapshot::install_applied_at`]
+//!   is `None` today; alerts use `mdpilot_policy_leases{kind="installer"}` with `for: 24h`;
+//! - wipe families when [`Snapshot::wipe_jobs`] is `None` (the CLI cannot see the service's jobs).
+
+mod array;
+mod families;
+
+pub use families::{
+    ARRAY_STATES, CONSISTENCY_POLICIES, FAMILIES, LEASE_KINDS, MEMBER_STATES, SYNC_ACTIONS,
+};
+
+use crate::model::MdStat;
+use crate::policy::PolicyView;
+use families::{esc, int, Builder, Value};
+
+/// Everything a scrape shows, owned (the service clones it out of its locks, then renders).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct Snapshot {
+    /// The arrays and global limits as `status --json` has them (mdstat enriched with sysfs).
+    pub model: MdStat,
+    /// The policy view (leases, saved originals); `None` when the policy could not be read.
+    pub policy: Option<PolicyView>,
+    /// When the install policy lease was taken, Unix seconds; `None` while the state file keeps
+    /// no timestamp (always, today: see the module doc).
+    pub install_applied_at: Option<f64>,
+    /// Running wipe jobs; `None` when unknown (the CLI), `Some(vec![])` when none run.
+    pub wipe_jobs: Option<Vec<WipeSample>>,
+    /// mdpilot's version (`CARGO_PKG_VERSION`).
+    pub version: String,
+}
+
+/// One running wipe job, from the engine's `Progress`.
+#[derive(Debug, Clone, Copy, Default, PartialEq)]
+pub struct WipeSample {
+    /// Bytes durably written so far.
+    pub done_bytes: u64,
+    /// Bytes the job writes in all.
+    pub total_bytes: u64,
+    /// Current rate of the job's phase, bytes per second.
+    pub rate_bytes_per_s: f64,
+}
+
+/// Exposition format.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    /// Prometheus text format 0.0.4 (node_exporter's textfile collector reads this).
+    Text,
+    /// OpenMetrics 1.0 text (`# UNIT` lines, `# EOF`).
+    OpenMetrics,
+}
+
+impl Format {
+    /// The `Content-Type` of a response in this format.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::Text => "text/plain; version=0.0.4; charset=utf-8",
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+        }
+    }
+
+    /// The format an `Accept` header asks for: OpenMetrics when it names
+    /// `application/openmetrics-text` (as Prometheus does by default), else text.
+    pub fn from_accept(accept: Option<&str>) -> Format {
+        match accept {
+            Some(a) if a.contains("application/openmetrics-text") => Format::OpenMetrics,
+            _ => Format::Text,
+        }
+    }
+}
+
+/// Renders every family of [`FAMILIES`] for `snap` in `format`. Pure; output ends with a
+/// newline (OpenMetrics: with `# EOF`).
+pub fn render(snap: &Snapshot, format: Format) -> String {
+    let mut b = Builder::default();
+    global(&mut b, snap);
+    for a in &snap.model.arrays {
+        array::array(&mut b, a);
+    }
+    let out = b.encode();
+    match format {
+        Format::OpenMetrics => out,
+        // 0.0.4 has no UNIT and no EOF; everything else is the same for gauges.
+        Format::Text => out
+            .lines()
+            .filter(|l| !l.starts_with("# UNIT ") && *l != "# EOF")
+            .fold(String::with_capacity(out.len()), |mut s, l| {
+                s.push_str(l);
+                s.push('\n');
+                s
+            }),
+    }
+}
+
+fn global(b: &mut Builder, snap: &Snapshot) {
+    b.add(
+        "mdpilot_build_info",
+        vec![("version", esc(&snap.version))],
+        Value::Int(1),
+    );
+    b.add(
+        "mdpilot_mdstat_parse_errors",
+        vec![],
+        int(snap.model.errors.len() as u64),
+    );
+    let view = snap.policy.as_ref();
+    let limit = |min: bool| {
+        let v = view.and_then(|v| {
+            if min {
+                v.speed_limit_min
+            } else {
+                v.speed_limit_max
+            }
+        });
+        let m = if min {
+            snap.model.speed_limit_min
+        } else {
+            snap.model.speed_limit_max
+        };
+        m.or(v)
+    };
+    for (bound, min) in [("min", true), ("max", false)] {
+        if let Some(kib) = limit(min) {
+            b.add(
+                "mdpilot_speed_limit_bytes_per_second",
+                vec![("bound", bound.into())],
+                int(kib.saturating_mul(1024)),
+            );
+        }
+    }
+    if let Some(v) = view {
+        for (bound, orig) in [
+            ("min", v.originals.speed_limit_min),
+            ("max", v.originals.speed_limit_max),
+        ] {
+            if let Some(kib) = orig {
+                b.add(
+                    "mdpilot_speed_limit_original_bytes_per_second",
+                    vec![("bound", bound.into())],
+                    int(kib.saturating_mul(1024)),
+                );
+            }
+        }
+        for kind in LEASE_KINDS {
+            let n = v
+                .leases
+                .iter()
+                .filter(|l| l.kind == kind && !l.dead)
+                .count();
+            b.add(
+                "mdpilot_policy_leases",
+                vec![("kind", kind.as_str().into())],
+                int(n as u64),
+            );
+        }
+    }
+    if let Some(t) = snap.install_applied_at {
+        b.add(
+            "mdpilot_policy_install_applied_timestamp_seconds",
+            vec![],
+            Value::Float(t),
+        );
+    }
+    if let Some(jobs) = &snap.wipe_jobs {
+        b.add("mdpilot_wipe_jobs_running", vec![], int(jobs.len() as u64));
+        let done: u64 = jobs.iter().map(|j| j.done_bytes).sum();
+        let total: u64 = jobs.iter().map(|j| j.total_bytes).sum();
+        // `Sum` of no f64 is -0.0.
+        let rate = jobs.iter().fold(0.0, |r, j| r + j.rate_bytes_per_s);
+        b.add("mdpilot_wipe_done_bytes", vec![], int(done));
+        b.add("mdpilot_wipe_total_bytes", vec![], int(total));
+        b.add(
+            "mdpilot_wipe_rate_bytes_per_second",
+            vec![],
+            Value::Float(rate),
+        );
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_header_picks_the_format() {
+        assert_eq!(Format::from_accept(None), Format::Text);
+        assert_eq!(
+            Format::from_accept(Some(
+                "application/openmetrics-text;version=1.0.0,text/plain;version=0.0.4;q=0.5"
+            )),
+            Format::OpenMetrics
+        );
+        assert_eq!(Format::from_accept(Some("text/plain")), Format::Text);
+    }
+
+    #[test]
+    fn units_are_name_suffixes() {
+        let s = render(&Snapshot::default(), Format::OpenMetrics);
+        assert!(
+            s.contains("# UNIT mdpilot_array_sync_completed_ratio ratio\n"),
+            "{s}"
+        );
+        assert!(s.ends_with("# EOF\n"));
+        let t = render(&Snapshot::default(), Format::Text);
+        assert!(!t.contains("# UNIT") && !t.contains("# EOF"), "{t}");
+        assert!(
+            t.contains("# TYPE mdpilot_array_sync_remaining_seconds gauge\n"),
+            "{t}"
+        );
+        for (name, _) in FAMILIES {
+            assert!(t.contains(&format!("# TYPE {name} gauge\n")), "{name}");
+        }
+    }
+}

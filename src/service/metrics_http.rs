@@ -1,0 +1,182 @@
+//! `mdpilot serve --metrics ADDR:PORT` (config `metrics.listen`): `GET /metrics` over HTTP/1.1
+//! (hyper 1) on the service's tokio runtime.
+//!
+//! A scrape renders [`crate::metrics`] from what the service already keeps: the model
+//! (`Shared::model`, refreshed by the event loop), the policy view the loop read at its last
+//! full refresh ([`MetricsState::set_policy`]) and the running wipe jobs' progress counters. It
+//! never reads sysfs or the policy state file itself, so a scrape costs a clone and a render.
+//!
+//! The response is OpenMetrics when the `Accept` header names `application/openmetrics-text`
+//! (Prometheus does by default), else the text format 0.0.4. `HEAD` is answered like `GET`
+//! without a body; other paths are 404, other methods 405. A client has 10 s to send its headers.
+
+use crate::metrics::{render, Format, Snapshot, WipeSample};
+use crate::policy::PolicyView;
+use crate::service::state::Shared;
+use http_body_util::Full;
+use hyper::body::{Bytes, Incoming};
+use hyper::{Method, Request, Response, StatusCode};
+use std::convert::Infallible;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+/// What the scrape handler needs beyond [`Shared`]: the last policy view of the event loop.
+#[derive(Debug, Default)]
+pub struct MetricsState {
+    policy: Mutex<Option<PolicyView>>,
+}
+
+impl MetricsState {
+    /// A state holding `view` (the service's first `policy.show()`, `None` when it failed).
+    pub fn new(view: Option<PolicyView>) -> Self {
+        MetricsState {
+            policy: Mutex::new(view),
+        }
+    }
+
+    /// Keeps `view` for the next scrapes (the loop calls it on every full refresh; `None`
+    /// keeps the previous view, as the D-Bus properties do when the policy cannot be read).
+    pub fn set_policy(&self, view: Option<PolicyView>) {
+        if view.is_some() {
+            *self.policy.lock().unwrap_or_else(|e| e.into_inner()) = view;
+        }
+    }
+}
+
+/// The snapshot of one scrape: clones of the model and the policy view, and the jobs' progress.
+pub fn snapshot(shared: &Shared, state: &MetricsState) -> Snapshot {
+    let model = shared
+        .model
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let policy = state
+        .policy
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .clone();
+    let wipe_jobs = shared
+        .jobs
+        .lock()
+        .unwrap_or_else(|e| e.into_inner())
+        .values()
+        .filter(|j| !j.handle.is_finished())
+        .map(|j| {
+            let p = j.handle.progress();
+            WipeSample {
+                done_bytes: p.done_bytes,
+                total_bytes: p.total_bytes,
+                rate_bytes_per_s: p.rate_bytes_per_s,
+            }
+        })
+        .collect();
+    Snapshot {
+        model,
+        policy,
+        install_applied_at: None,
+        wipe_jobs: Some(wipe_jobs),
+        version: env!("CARGO_PKG_VERSION").to_string(),
+    }
+}
+
+/// The listener could not be bound.
+#[derive(Debug, thiserror::Error)]
+#[error("cannot listen for metrics on {addr}")]
+pub struct BindError {
+    /// The address asked for.
+    pub addr: SocketAddr,
+    /// Why (EADDRINUSE, EACCES...).
+    #[source]
+    pub source: std::io::Error,
+}
+
+/// Binds `addr` and serves `/metrics` from `shared` and `state` in a task of the current
+/// runtime, until the returned handle is aborted or dropped with the runtime. Returns the bound
+/// address (useful with port 0). Errors: [`BindError`].
+pub async fn start(
+    addr: SocketAddr,
+    shared: Arc<Shared>,
+    state: Arc<MetricsState>,
+) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), BindError> {
+    let listener = tokio::net::TcpListener::bind(addr)
+        .await
+        .map_err(|source| BindError { addr, source })?;
+    let bound = listener
+        .local_addr()
+        .map_err(|source| BindError { addr, source })?;
+    tracing::info!("serving metrics on http://{bound}/metrics");
+    let task = tokio::spawn(async move {
+        loop {
+            let (stream, _) = match listener.accept().await {
+                Ok(s) => s,
+                Err(e) => {
+                    // EMFILE and friends: back off instead of spinning.
+                    tracing::warn!("metrics: accept failed: {e}");
+                    tokio::time::sleep(Duration::from_millis(100)).await;
+                    continue;
+                }
+            };
+            let (shared, state) = (shared.clone(), state.clone());
+            tokio::spawn(async move {
+                let svc = hyper::service::service_fn(move |req| {
+                    let (shared, state) = (shared.clone(), state.clone());
+                    async move { Ok::<_, Infallible>(respond(&req, || snapshot(&shared, &state))) }
+                });
+                let conn = hyper::server::conn::http1::Builder::new()
+                    .timer(hyper_util::rt::TokioTimer::new())
+                    .header_read_timeout(Duration::from_secs(10))
+                    .serve_connection(hyper_util::rt::TokioIo::new(stream), svc);
+                if let Err(e) = conn.await {
+                    tracing::debug!("metrics connection: {e}");
+                }
+            });
+        }
+    });
+    Ok((bound, task))
+}
+
+/// The response to `req`; `snap` is called only for a scrape. Pure apart from `snap`.
+pub fn respond(req: &Request<Incoming>, snap: impl FnOnce() -> Snapshot) -> Response<Full<Bytes>> {
+    let plain = |status: StatusCode, text: &'static str| {
+        let mut r = Response::new(Full::new(Bytes::from_static(text.as_bytes())));
+        *r.status_mut() = status;
+        r.headers_mut().insert(
+            hyper::header::CONTENT_TYPE,
+            hyper::header::HeaderValue::from_static("text/plain; charset=utf-8"),
+        );
+        r
+    };
+    if req.uri().path() != "/metrics" {
+        return plain(StatusCode::NOT_FOUND, "mdpilot serves /metrics only\n");
+    }
+    if req.method() != Method::GET && req.method() != Method::HEAD {
+        let mut r = plain(StatusCode::METHOD_NOT_ALLOWED, "GET or HEAD\n");
+        r.headers_mut().insert(
+            hyper::header::ALLOW,
+            hyper::header::HeaderValue::from_static("GET, HEAD"),
+        );
+        return r;
+    }
+    let accept = req
+        .headers()
+        .get(hyper::header::ACCEPT)
+        .and_then(|v| v.to_str().ok());
+    let format = Format::from_accept(accept);
+    let body = render(&snap(), format);
+    let len = body.len();
+    let mut r = Response::new(Full::new(if req.method() == Method::HEAD {
+        Bytes::new()
+    } else {
+        Bytes::from(body)
+    }));
+    let h = r.headers_mut();
+    h.insert(
+        hyper::header::CONTENT_TYPE,
+        hyper::header::HeaderValue::from_static(format.content_type()),
+    );
+    if req.method() == Method::HEAD {
+        h.insert(hyper::header::CONTENT_LENGTH, len.into());
+    }
+    r
+}
