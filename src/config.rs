@@ -63,8 +63,53 @@ pub struct Config {
     pub service: ServiceConfig,
     /// `[wipe]`: wipe jobs (no keys yet).
     pub wipe: WipeConfig,
+    /// `[events]`: what the service does with mdadm-style events.
+    pub events: EventsConfig,
+    /// `[profiles.NAME]`: named priority profiles for `policy apply --profile NAME`.
+    pub profiles: BTreeMap<String, Profile>,
+    /// `[check]`: checks (scrubs).
+    pub check: CheckConfig,
     /// `[metrics]`: the Prometheus endpoint of the service.
     pub metrics: MetricsConfig,
+}
+
+/// Default file of the saved check positions and results (survives reboots).
+pub const DEFAULT_CHECK_STATE_PATH: &str = "/var/lib/mdpilot/checks.toml";
+
+/// `[check]` settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckConfig {
+    /// `state_path`: absolute path of the positions/results file (default
+    /// `/var/lib/mdpilot/checks.toml`), resolved under the root.
+    pub state_path: PathBuf,
+    /// `check_max`: the array's `sync_speed_max` during a check, KiB/s, through a lease
+    /// (`check-<array>`); `None` (default): no throttle unless `--max` is given.
+    pub check_max: Option<u64>,
+    /// `schedule` and the keys around it: the service's check windows (see
+    /// [`crate::schedule`]); `None` (default): no scheduled checks.
+    pub schedule: Option<crate::schedule::Schedule>,
+}
+
+/// A named priority profile (`[profiles.boost] min = 50000`, `[profiles.quiet] max = 5000`):
+/// the limits a `policy apply --profile NAME` lease asks for, KiB/s, and its default duration.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Profile {
+    /// `min`: wanted minimum resync speed, KiB/s.
+    pub min: Option<u64>,
+    /// `max`: wanted maximum resync speed, KiB/s.
+    pub max: Option<u64>,
+    /// `duration` (`"1h"`, `"30min"`): how long the lease lasts when `--for` is not given, in
+    /// seconds; `None`: until released.
+    pub duration_s: Option<u64>,
+}
+
+/// `[events]` settings.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct EventsConfig {
+    /// `program`: run for each event as `PROGRAM EVENT /dev/mdN [/dev/MEMBER]`, like
+    /// `mdadm --monitor --program` (default: none). Absolute path, resolved on the host (not
+    /// under the root: it is a program, not a kernel file).
+    pub program: Option<PathBuf>,
 }
 
 /// `[metrics]` settings.
@@ -109,6 +154,13 @@ impl Default for Config {
                 progress_interval_ms: 1000,
             },
             wipe: WipeConfig {},
+            events: EventsConfig::default(),
+            profiles: BTreeMap::new(),
+            check: CheckConfig {
+                state_path: PathBuf::from(DEFAULT_CHECK_STATE_PATH),
+                check_max: None,
+                schedule: None,
+            },
             metrics: MetricsConfig::default(),
         }
     }
@@ -124,8 +176,61 @@ pub struct ConfigFragment {
     pub service: Option<ServiceFragment>,
     /// `[wipe]`.
     pub wipe: Option<WipeFragment>,
+    /// `[events]`.
+    pub events: Option<EventsFragment>,
+    /// `[profiles.NAME]`: a later fragment's profile replaces an earlier one of that name.
+    pub profiles: Option<BTreeMap<String, ProfileFragment>>,
+    /// `[check]`.
+    pub check: Option<CheckFragment>,
     /// `[metrics]`.
     pub metrics: Option<MetricsFragment>,
+}
+
+/// `[check]` of a fragment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckFragment {
+    /// See [`CheckConfig::state_path`].
+    pub state_path: Option<PathBuf>,
+    /// See [`CheckConfig::check_max`].
+    pub check_max: Option<u64>,
+    /// Calendar of cycle starts (`"Sun *-*-1..7 01:00"`); enables the schedule.
+    pub schedule: Option<String>,
+    /// Calendar of continuation windows within a cycle (`"*-*-* 01:00"`).
+    #[serde(rename = "continue")]
+    pub continue_: Option<String>,
+    /// Window length (`"6h"`, default).
+    pub window: Option<String>,
+    /// Upper bound of the per-machine start delay (`"24h"`; default none).
+    pub random_delay: Option<String>,
+    /// Only these arrays (names or UUIDs).
+    pub include: Option<Vec<String>>,
+    /// Never these arrays (names or UUIDs).
+    pub skip: Option<Vec<String>>,
+    /// Skip arrays younger than this many days (default 14).
+    pub min_age_days: Option<u64>,
+    /// At most this many checks at once (default 1).
+    pub max_concurrent: Option<usize>,
+}
+
+/// `[profiles.NAME]` of a fragment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProfileFragment {
+    /// See [`Profile::min`].
+    pub min: Option<u64>,
+    /// See [`Profile::max`].
+    pub max: Option<u64>,
+    /// See [`Profile::duration_s`]; systemd-style span (`90s`, `30min`, `2h`, `1d`).
+    pub duration: Option<String>,
+}
+
+/// `[events]` of a fragment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsFragment {
+    /// See [`EventsConfig::program`].
+    pub program: Option<PathBuf>,
 }
 
 /// `[metrics]` of a fragment.
@@ -161,6 +266,70 @@ pub struct ServiceFragment {
 #[serde(deny_unknown_fields)]
 pub struct WipeFragment {}
 
+/// Applies the schedule keys of `c` over `cur` (a schedule exists once `schedule` was given).
+fn apply_schedule(
+    cur: &mut Option<crate::schedule::Schedule>,
+    c: &CheckFragment,
+) -> Result<(), String> {
+    use crate::schedule::{parse_duration, Calendar, Schedule};
+    if let Some(s) = &c.schedule {
+        let start: Calendar = s
+            .parse()
+            .map_err(|e: crate::schedule::ScheduleError| e.to_string())?;
+        let base = cur.take().map(|old| Schedule {
+            start: start.clone(),
+            ..old
+        });
+        *cur = Some(base.unwrap_or_else(|| Schedule::new(start, None)));
+    }
+    let has_keys = c.continue_.is_some()
+        || c.window.is_some()
+        || c.random_delay.is_some()
+        || c.include.is_some()
+        || c.skip.is_some()
+        || c.min_age_days.is_some()
+        || c.max_concurrent.is_some();
+    let Some(s) = cur.as_mut() else {
+        return if has_keys {
+            Err("schedule keys without `schedule`".into())
+        } else {
+            Ok(())
+        };
+    };
+    let dur = |t: &str| parse_duration(t).map_err(|e| e.to_string());
+    if let Some(t) = &c.continue_ {
+        s.cont = Some(
+            t.parse()
+                .map_err(|e: crate::schedule::ScheduleError| e.to_string())?,
+        );
+    }
+    if let Some(t) = &c.window {
+        s.window_s = dur(t)?;
+        if s.window_s == 0 {
+            return Err("window 0".into());
+        }
+    }
+    if let Some(t) = &c.random_delay {
+        s.random_delay_s = dur(t)?;
+    }
+    if let Some(v) = &c.include {
+        s.include = v.clone();
+    }
+    if let Some(v) = &c.skip {
+        s.skip = v.clone();
+    }
+    if let Some(v) = c.min_age_days {
+        s.min_age_days = v;
+    }
+    if let Some(v) = c.max_concurrent {
+        if v == 0 {
+            return Err("max_concurrent 0".into());
+        }
+        s.max_concurrent = v;
+    }
+    Ok(())
+}
+
 impl ConfigFragment {
     /// Parses one fragment's text; `path` only names it in errors.
     ///
@@ -178,7 +347,8 @@ impl Config {
     /// Applies `frag` (from `path`) over `self`: set keys override.
     ///
     /// # Errors
-    /// [`ConfigError::Invalid`]: relative `state_path`, zero `progress_interval_ms`.
+    /// [`ConfigError::Invalid`]: relative `state_path` or `events.program`, zero
+    /// `progress_interval_ms`.
     pub fn apply(&mut self, frag: &ConfigFragment, path: &Path) -> Result<(), ConfigError> {
         if let Some(p) = &frag.policy {
             if let Some(v) = p.install_min {
@@ -198,6 +368,68 @@ impl Config {
                     });
                 }
                 self.policy.state_path = v.clone();
+            }
+        }
+        for (name, p) in frag.profiles.iter().flatten() {
+            let bad = |reason: String| ConfigError::Invalid {
+                path: path.to_path_buf(),
+                reason: format!("profiles.{name}: {reason}"),
+            };
+            if p.min.is_none() && p.max.is_none() {
+                return Err(bad("give min or max (KiB/s)".into()));
+            }
+            if let (Some(a), Some(b)) = (p.min, p.max) {
+                if a > b {
+                    return Err(bad(format!("min {a} is above max {b}")));
+                }
+            }
+            let duration_s = match &p.duration {
+                None => None,
+                Some(d) => match crate::schedule::parse_duration(d) {
+                    Ok(0) => return Err(bad("duration 0".into())),
+                    Ok(s) => Some(s),
+                    Err(e) => return Err(bad(e.to_string())),
+                },
+            };
+            self.profiles.insert(
+                name.clone(),
+                Profile {
+                    min: p.min,
+                    max: p.max,
+                    duration_s,
+                },
+            );
+        }
+        if let Some(c) = &frag.check {
+            if let Some(v) = &c.state_path {
+                if !v.is_absolute() || v.file_name().is_none() {
+                    return Err(ConfigError::Invalid {
+                        path: path.to_path_buf(),
+                        reason: format!(
+                            "check.state_path {} must be an absolute file path",
+                            v.display()
+                        ),
+                    });
+                }
+                self.check.state_path = v.clone();
+            }
+            if let Some(v) = c.check_max {
+                self.check.check_max = Some(v.max(1));
+            }
+            apply_schedule(&mut self.check.schedule, c).map_err(|reason| ConfigError::Invalid {
+                path: path.to_path_buf(),
+                reason: format!("check: {reason}"),
+            })?;
+        }
+        if let Some(ev) = &frag.events {
+            if let Some(v) = &ev.program {
+                if !v.is_absolute() {
+                    return Err(ConfigError::Invalid {
+                        path: path.to_path_buf(),
+                        reason: format!("events.program {} must be an absolute path", v.display()),
+                    });
+                }
+                self.events.program = Some(v.clone());
             }
         }
         if let Some(v) = frag.metrics.as_ref().and_then(|m| m.listen) {
@@ -349,6 +581,44 @@ mod tests {
         );
         let c = Config::load(&root).unwrap();
         assert_eq!(c.policy.install_min, 7);
+        put(
+            CONFIG_DIRS[2],
+            "60-ev.toml",
+            "[events]\nprogram = \"/usr/local/sbin/md-alert\"\n",
+        );
+        let c = Config::load(&root).unwrap();
+        assert_eq!(
+            c.events.program.as_deref(),
+            Some(Path::new("/usr/local/sbin/md-alert"))
+        );
+        put(
+            CONFIG_DIRS[2],
+            "70-profiles.toml",
+            "[profiles.boost]\nmin = 50000\nduration = \"1h\"\n[profiles.quiet]\nmax = 5000\n",
+        );
+        let c = Config::load(&root).unwrap();
+        assert_eq!(
+            c.profiles["boost"],
+            Profile {
+                min: Some(50_000),
+                max: None,
+                duration_s: Some(3600)
+            }
+        );
+        assert_eq!(c.profiles["quiet"].max, Some(5000));
+        put(
+            CONFIG_DIRS[2],
+            "80-check.toml",
+            "[check]\nschedule = \"Sun *-*-1..7 01:00\"\ncontinue = \"*-*-* 01:00\"\nrandom_delay = \"24h\"\nskip = [\"md9\"]\n",
+        );
+        let s = Config::load(&root).unwrap().check.schedule.unwrap();
+        assert_eq!(s.start.text(), "Sun *-*-1..7 01:00");
+        assert_eq!(s.cont.unwrap().text(), "*-*-* 01:00");
+        assert_eq!(
+            (s.window_s, s.random_delay_s, s.max_concurrent),
+            (21_600, 86_400, 1)
+        );
+        assert_eq!(s.skip, ["md9"]);
         assert_eq!(
             c.policy_settings(&root).state_path,
             d.path().join("run/x/p.toml")
@@ -377,6 +647,13 @@ mod tests {
             "[wipe]\nspeed = 1\n",
             "[policy]\ninstall_min = -1\n",
             "[policy]\nstate_path = \"relative.toml\"\n",
+            "[events]\nprogram = \"notify.sh\"\n",
+            "[profiles.boost]\n",
+            "[profiles.x]\nmin = 9\nmax = 3\n",
+            "[profiles.x]\nmin = 9\nduration = \"soon\"\n",
+            "[profiles.x]\nmin = 9\nfast = true\n",
+            "[check]\nwindow = \"6h\"\n",
+            "[check]\nschedule = \"Sunday-ish\"\n",
             "not toml",
         ] {
             std::fs::write(dir.join("10-bad.toml"), bad).unwrap();

@@ -7,16 +7,20 @@
 //!
 //! Map (one concept per file; arrows point down: `cli`, `dbus` and `service` use the core,
 //! the core — `mdstat`, `model`, `policy::lease`, `wipe::planner` — imports no I/O):
+pub mod check; // pure: resumable checks: the record per array UUID, resume points, results
 pub mod cli; // front ends: status, policy, wipe (+ progress), monitor, blockdev-wipe
 pub mod config; // drop-in TOML configuration from /usr/lib, /run and /etc/mdpilot/config.d
 pub mod dbus; // zbus objects (Manager, Array, Job), option parsing, errors, authorization, client proxies
 pub mod error; // the one error-chain printer
+pub mod events; // pure: mdadm-style events (Fail, DegradedArray, RebuildNN, CheckFinished...) from snapshots
+pub mod health; // pure: `status --test` verdicts as `mdadm --detail --test`
 pub mod host; // `Root`: where /proc, /sys, /dev and /run live (tests pass a temporary tree)
 pub mod mdstat; // pure `/proc/mdstat` parser
 pub mod metrics; // mdpilot_* Prometheus families rendered from an owned snapshot (text 0.0.4, OpenMetrics)
 pub mod model; // owned domain types (Array, Member, SpeedLimit, SyncAction ...) and their kernel forms
 pub mod names; // the names users type for an array (/dev/md/root, md/root, host:root), resolved to the kernel name
 pub mod policy; // resync priority leases on the md speed limits: state machine, durable state, knob writes
+pub mod schedule; // pure: check windows (OnCalendar subset) and which arrays to check now
 pub mod service; // `mdpilot serve`: the one event loop, shared state, shutdown
 pub mod sim; // simulated kernel tree for `serve --sim` and tests
 pub mod sysfs; // the one reading layer: /sys/block/mdX/md/* and /proc/sys/dev/raid/* as typed values

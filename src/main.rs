@@ -41,6 +41,9 @@ enum Command {
     BlockdevWipe(mdpilot::cli::blockdev_wipe::BlockdevWipeArgs),
     /// Run the service: watch arrays and publish them on D-Bus.
     Serve(mdpilot::service::ServeArgs),
+    /// Checks (scrubs): start, pause, resume, cancel, status; resumable and throttled.
+    #[command(subcommand)]
+    Check(mdpilot::cli::check::CheckCommand),
     /// Follow the service's D-Bus signals, one line per change.
     Monitor(mdpilot::cli::monitor::MonitorArgs),
 }
@@ -114,6 +117,7 @@ fn main() -> ExitCode {
         Command::Wipe(a) => mdpilot::cli::wipe::run_wipe(&ctx, a),
         Command::BlockdevWipe(a) => mdpilot::cli::blockdev_wipe::run_blockdev_wipe(&ctx, a),
         Command::Serve(a) => mdpilot::service::run(&ctx, a),
+        Command::Check(c) => mdpilot::cli::check::run(&ctx, c),
         Command::Monitor(a) => mdpilot::cli::monitor::run(&ctx, a),
     }
 }

@@ -2,6 +2,7 @@
 
 pub mod agent;
 pub mod blockdev_wipe;
+pub mod check;
 pub mod monitor;
 pub mod policy;
 pub mod progress;

@@ -1,5 +1,6 @@
 //! `mdpilot monitor [--json] [--bus BUS]`: follows the service's D-Bus signals live, one line per
-//! change.
+//! change. `mdpilot monitor --events [--json] [--oneshot]`: mdadm-style events instead (see
+//! [`crate::events`]), read from the kernel directly like `mdadm --monitor` (no service needed).
 //!
 //! At start it prints the current objects (from `GetManagedObjects`) as `added` lines, then one
 //! line per `PropertiesChanged`, `InterfacesAdded` and `InterfacesRemoved` from
@@ -13,6 +14,9 @@
 
 use crate::cli::Context;
 use crate::dbus::{BusChoice, BUS_NAME, MANAGER_PATH, ROOT_PATH};
+use crate::events::{ArrayView, Classifier};
+use crate::host::Root;
+use crate::model::MdStat;
 use futures_util::StreamExt;
 use serde_json::{json, Map, Value as Json};
 use std::collections::{BTreeMap, HashMap};
@@ -29,6 +33,92 @@ pub struct MonitorArgs {
     /// Bus to follow: `system`, `session`, or a D-Bus address.
     #[arg(long, default_value = "system", value_name = "BUS")]
     pub bus: BusChoice,
+    /// Print mdadm-style events (Fail, DegradedArray, RebuildStarted, Rebuild20, CheckFinished,
+    /// InitialBuildStarted...), one per line (`Fail md0 sdb1`), read from /proc/mdstat and sysfs
+    /// directly instead of following the service.
+    #[arg(long)]
+    pub events: bool,
+    /// With --events: also re-read every MS milliseconds (kernel notifications wake it sooner).
+    #[arg(long, default_value_t = 1000, value_name = "MS", requires = "events")]
+    pub interval_ms: u64,
+    /// With --events: report the current state once (DegradedArray, SparesMissing) and exit.
+    #[arg(long, requires = "events")]
+    pub oneshot: bool,
+}
+
+/// The classifier's input for every array of `stat`: [`crate::events::views_from_model`] plus
+/// `md/sync_min` (512-byte sectors), which tells a paused check from a finished one.
+pub fn event_views(root: &Root, stat: &MdStat) -> Vec<ArrayView> {
+    let mut views = crate::events::views_from_model(stat);
+    for v in &mut views {
+        let path = root.sys(format!("block/{}/md/sync_min", v.name));
+        v.sync_min_sectors = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|t| t.trim().parse().ok());
+    }
+    views
+}
+
+fn now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// `mdpilot monitor --events`: exit 0 when stdout closes (or after --oneshot), 1 when
+/// `/proc/mdstat` cannot be read at start. Later read failures are logged and retried.
+fn run_events(ctx: &Context, args: &MonitorArgs) -> ExitCode {
+    let root = ctx.root.clone();
+    let first = match crate::sysfs::collect(&root) {
+        Ok(s) => s,
+        Err(e) => return crate::cli::fail(&e, 1),
+    };
+    let mut classifier = Classifier::new();
+    let mut out = std::io::stdout();
+    let mut emit = |stat: &MdStat, c: &mut Classifier| -> bool {
+        for e in c.observe(&event_views(&root, stat), now_s()) {
+            let line = if args.json {
+                serde_json::to_string(&e).unwrap_or_default()
+            } else {
+                e.line()
+            };
+            if writeln!(out, "{line}").and_then(|_| out.flush()).is_err() {
+                return false;
+            }
+        }
+        true
+    };
+    if !emit(&first, &mut classifier) || args.oneshot {
+        return ExitCode::SUCCESS;
+    }
+    let rt = match tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+    {
+        Ok(rt) => rt,
+        Err(e) => return crate::cli::fail(&e, 1),
+    };
+    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+    // Kept so that `recv` waits (for the timeout) even when the watcher could not start.
+    let _tx = tx.clone();
+    let _watcher = crate::watch::Watcher::start(root.clone(), tx)
+        .map_err(|e| tracing::info!("no kernel notifications, polling only: {e}"))
+        .ok();
+    let interval = std::time::Duration::from_millis(args.interval_ms.max(10));
+    rt.block_on(async {
+        loop {
+            let _ = tokio::time::timeout(interval, rx.recv()).await;
+            while rx.try_recv().is_ok() {}
+            match crate::sysfs::collect(&root) {
+                Ok(stat) => {
+                    if !emit(&stat, &mut classifier) {
+                        return ExitCode::SUCCESS;
+                    }
+                }
+                Err(e) => tracing::warn!("cannot read the arrays: {e}"),
+            }
+        }
+    })
 }
 
 /// Converts a D-Bus value to JSON: structures become arrays, dicts objects (keys as text).
@@ -131,7 +221,10 @@ fn props_json(m: &HashMap<String, OwnedValue>) -> BTreeMap<String, Json> {
 }
 
 /// Runs `mdpilot monitor` until interrupted (or stdout closes). Exit 1 if the bus is unreachable.
-pub fn run(_ctx: &Context, args: MonitorArgs) -> ExitCode {
+pub fn run(ctx: &Context, args: MonitorArgs) -> ExitCode {
+    if args.events {
+        return run_events(ctx, &args);
+    }
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()

@@ -91,9 +91,48 @@ pub struct ApplyArgs {
     /// Kind of holder: installer, wipe-job, admin, dbus-client.
     #[arg(long, value_name = "K", default_value = "installer", value_parser = parse_kind)]
     pub kind: LeaseKind,
+    /// A timed lease: released by itself after DURATION (`90s`, `30min`, `2h`, `1d`), restoring
+    /// as any release does. The end is saved in the state file, so it survives restarts; the
+    /// service releases it on time, without the service the next `policy` command does.
+    #[arg(long = "for", value_name = "DURATION", value_parser = parse_for)]
+    pub for_s: Option<u64>,
+    /// Take the limits (and default duration) of the config's `[profiles.NAME]`.
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["min", "max"])]
+    pub profile: Option<String>,
     /// Print JSON.
     #[arg(long)]
     pub json: bool,
+}
+
+fn parse_for(s: &str) -> Result<u64, String> {
+    match crate::schedule::parse_duration(s) {
+        Ok(0) => Err("a duration of 0 would end the lease at once".into()),
+        Ok(v) => Ok(v),
+        Err(e) => Err(e.to_string()),
+    }
+}
+
+/// `--profile NAME` replaced by the profile's `min`/`max` (and its duration when `--for` is not
+/// given). Errors: no such profile in the config.
+pub fn resolve_profile(a: &mut ApplyArgs, config: &Config) -> Result<(), String> {
+    let Some(name) = a.profile.take() else {
+        return Ok(());
+    };
+    let p = config.profiles.get(&name).ok_or_else(|| {
+        let known: Vec<&str> = config.profiles.keys().map(String::as_str).collect();
+        format!(
+            "no profile {name:?} in the configuration (known: {})",
+            if known.is_empty() {
+                "none".to_string()
+            } else {
+                known.join(", ")
+            }
+        )
+    })?;
+    a.min = p.min;
+    a.max = p.max;
+    a.for_s = a.for_s.or(p.duration_s);
+    Ok(())
 }
 
 fn parse_kind(s: &str) -> Result<LeaseKind, String> {
@@ -147,6 +186,17 @@ pub struct NoSuchPid(pub u32);
 /// Runs a `mdpilot policy` subcommand: through the service when it runs
 /// ([`try_service`]), else on the files under `ctx.root`.
 pub fn run(ctx: &Context, mut cmd: PolicyCommand) -> ExitCode {
+    if let PolicyCommand::Apply(a) = &mut cmd {
+        if a.profile.is_some() {
+            let resolved = Config::load(&ctx.root)
+                .map_err(|e| crate::error::error_chain(&e))
+                .and_then(|c| resolve_profile(a, &c));
+            if let Err(msg) = resolved {
+                eprintln!("mdpilot: policy apply: {msg}");
+                return ExitCode::from(1);
+            }
+        }
+    }
     if let PolicyCommand::Apply(ApplyArgs {
         array: Some(word), ..
     }) = &mut cmd
@@ -178,11 +228,21 @@ pub fn run(ctx: &Context, mut cmd: PolicyCommand) -> ExitCode {
     let settings = config.policy_settings(&ctx.root);
     let (install_min, install_max) = (settings.install_min, settings.install_max);
     let policy = Policy::new(ctx.root.clone(), settings);
-    let reap = || policy.reap(&cli_alive);
+    // Dead owners' leases and timed leases that have ended go first.
+    let reap = || {
+        policy
+            .expire(crate::policy::unix_now_s())
+            .and_then(|_| policy.reap(&cli_alive))
+    };
     let (result, json) = match cmd {
         PolicyCommand::Show { json } => (policy.show(), json),
         PolicyCommand::Apply(a) => (
-            reap().and_then(|_| policy.acquire(a.request(install_min, install_max))),
+            reap().and_then(|_| {
+                let until = a
+                    .for_s
+                    .map(|d| crate::policy::unix_now_s().saturating_add(d));
+                policy.acquire_until(a.request(install_min, install_max), until)
+            }),
             a.json,
         ),
         PolicyCommand::Release { holder, json } => {
@@ -272,9 +332,12 @@ pub fn render(v: &PolicyView) -> String {
                 what.push(format!("{a} {}", limits_text(lim)));
             }
             let dead = if l.dead {
-                " (dead: will be dropped)"
+                " (dead: will be dropped)".to_string()
+            } else if let Some(t) = l.expires_unix_s {
+                let left = t.saturating_sub(crate::policy::unix_now_s());
+                format!(" (ends in {left} s, at {t})")
             } else {
-                ""
+                String::new()
             };
             let _ = writeln!(
                 s,
@@ -347,6 +410,9 @@ pub fn acquire_options(
     let mut o: HashMap<&'static str, Value<'static>> = HashMap::new();
     o.insert("holder", Value::from(a.holder.clone()));
     o.insert("kind", Value::from(a.kind.as_str()));
+    if let Some(d) = a.for_s {
+        o.insert("duration", Value::U64(d));
+    }
     if let Some(p) = a.pid {
         o.insert("pid", Value::U32(p));
     }

@@ -21,6 +21,11 @@ pub struct StatusArgs {
     /// Print JSON following the status-json contract (same as `--format json`).
     #[arg(long, conflicts_with = "format")]
     pub json: bool,
+    /// Exit like `mdadm --detail --test`: 0 all arrays fine, 1 at least one degraded, 2 at least
+    /// one unusable (inactive, broken, or too few members for its level), 4 error reading
+    /// /proc/mdstat (missing, unreadable, or not parseable).
+    #[arg(long)]
+    pub test: bool,
     /// `text` (default), `json`, or `prometheus`: the metrics of `serve --metrics` in the text
     /// format 0.0.4, for node_exporter's textfile collector.
     #[arg(long, value_enum, value_name = "FORMAT")]
@@ -77,14 +82,20 @@ pub fn select(root: &Root, stat: &mut MdStat, wanted: &[String]) -> Result<(), S
 }
 
 /// Runs `mdpilot status`: exit 0, [`EXIT_PARSE_ERRORS`] when `errors` is not empty, 1 when
-/// `/proc/mdstat` cannot be read or an `ARRAY` is unknown.
+/// `/proc/mdstat` cannot be read or an `ARRAY` is unknown; with `--test` the [`crate::health`] code
+/// (0, 1, 2) or 4 for any of those errors.
 pub fn run(ctx: &Context, args: StatusArgs) -> ExitCode {
+    let read_fail = if args.test {
+        crate::health::EXIT_READ_ERROR
+    } else {
+        1
+    };
     let mut stat = match collect(&ctx.root) {
         Ok(s) => s,
-        Err(e) => return fail(&e, 1),
+        Err(e) => return fail(&e, read_fail),
     };
     if let Err(e) = select(&ctx.root, &mut stat, &args.arrays) {
-        return fail(&e, 1);
+        return fail(&e, read_fail);
     }
     let warnings = frozen_warnings(ctx, &stat);
     let format = match (args.json, args.format) {
@@ -139,7 +150,11 @@ pub fn run(ctx: &Context, args: StatusArgs) -> ExitCode {
             eprintln!("mdpilot: /proc/mdstat line {}: {}", e.line, e.message);
         }
     }
-    if stat.errors.is_empty() {
+    if args.test && !stat.errors.is_empty() {
+        ExitCode::from(crate::health::EXIT_READ_ERROR)
+    } else if args.test {
+        ExitCode::from(crate::health::health(&stat).exit_code())
+    } else if stat.errors.is_empty() {
         ExitCode::SUCCESS
     } else {
         ExitCode::from(EXIT_PARSE_ERRORS)

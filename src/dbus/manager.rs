@@ -140,7 +140,11 @@ impl Manager {
         let view = self
             .shared
             .policy
-            .acquire(req)
+            .acquire_until(
+                req,
+                o.duration_s
+                    .map(|d| crate::policy::unix_now_s().saturating_add(d)),
+            )
             .map_err(|e| Error::from(e).context("AcquirePriority"))?;
         self.shared.publish(&emitter, Some(view)).await;
         Ok(id)

@@ -107,6 +107,9 @@ pub struct AcquireOptions {
     pub holder: Option<String>,
     /// `pid`: the lease lives while that process does.
     pub pid: Option<u32>,
+    /// `duration` (t, seconds, > 0): a timed lease, released that long after it is taken
+    /// (the expiry is saved in the policy state, so it survives restarts).
+    pub duration_s: Option<u64>,
 }
 
 fn opt_str(opts: &Options, key: &str) -> Result<Option<String>> {
@@ -132,17 +135,18 @@ fn opt_str(opts: &Options, key: &str) -> Result<Option<String>> {
 /// - `kind` (s): `client` (default; also `dbus-client`), `installer`, `admin`, `wipe-job`.
 /// - `holder` (s): a named lease that outlives the caller's connection (the CLI's form).
 /// - `pid` (u): tie the lease to that process instead.
+/// - `duration` (t): seconds until the lease is released by itself (0 is rejected).
 ///
 /// No `min`, `max` nor `arrays` at all = the install policy: global min `install.0`
 /// (the config's `install_min`, default 0) and max `install.1` (`install_max`).
 ///
 /// Errors: `InvalidArgument` for unknown options, wrong types, min above max, pid 0.
 pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<AcquireOptions> {
-    const KNOWN: &str = "min, max, arrays, kind, holder, pid";
+    const KNOWN: &str = "min, max, arrays, kind, holder, pid, duration";
     for k in opts.keys() {
         if !matches!(
             k.as_str(),
-            "min" | "max" | "arrays" | "kind" | "holder" | "pid"
+            "min" | "max" | "arrays" | "kind" | "holder" | "pid" | "duration"
         ) {
             return Err(Error::InvalidArgument(format!(
                 "AcquirePriority: unknown option {k:?} (known: {KNOWN})"
@@ -228,12 +232,19 @@ pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<Acqu
             )))
         }
     };
+    let duration_s = opt_u64(opts, "duration")?;
+    if duration_s == Some(0) {
+        return Err(Error::InvalidArgument(
+            "AcquirePriority: duration 0 would end the lease at once".into(),
+        ));
+    }
     Ok(AcquireOptions {
         kind,
         global,
         arrays,
         holder,
         pid,
+        duration_s,
     })
 }
 

@@ -280,6 +280,7 @@ mod tests {
                 },
             )]),
             dead: false,
+            expires_unix_s: None,
         }
     }
 

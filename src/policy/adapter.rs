@@ -73,13 +73,79 @@ impl Policy {
     /// knob is missing or non-numeric (nothing written); [`PolicyError::Write`] when a kernel
     /// write fails (earlier writes undone, state file unchanged).
     pub fn acquire(&self, req: LeaseRequest) -> Result<PolicyView, PolicyError> {
+        self.acquire_until(req, None)
+    }
+
+    /// [`Policy::acquire`] for a timed lease: it ends at `expires_unix_s` (Unix seconds), when
+    /// [`Policy::expire`] releases it as any release. The expiry is saved in the state file in
+    /// the same transaction as the lease, so it survives restarts. `None`: no end (and a
+    /// replaced timed lease loses its expiry).
+    ///
+    /// # Errors
+    /// As [`Policy::acquire`].
+    pub fn acquire_until(
+        &self,
+        req: LeaseRequest,
+        expires_unix_s: Option<u64>,
+    ) -> Result<PolicyView, PolicyError> {
         request::validate(&req)?;
-        tracing::info!(holder = %req.holder, kind = %req.kind, owner = %req.owner, "acquire lease");
-        self.change(move |old| {
+        tracing::info!(holder = %req.holder, kind = %req.kind, owner = %req.owner, expires = ?expires_unix_s, "acquire lease");
+        let holder = req.holder.clone();
+        self.change_with(
+            &|c: &Change| !cli_alive(&c.owner),
+            move |old| {
+                let mut leases = old.leases.clone();
+                leases.insert(req.holder.clone(), req);
+                Some(leases)
+            },
+            |st| match expires_unix_s {
+                Some(t) => {
+                    st.expires.insert(holder.clone(), t);
+                }
+                None => {
+                    st.expires.remove(&holder);
+                }
+            },
+        )
+    }
+
+    /// Releases every timed lease whose end is at or before `now_s` (Unix seconds), restoring
+    /// as [`Policy::release`] does. `Ok(None)` when none has ended (nothing read or written).
+    ///
+    /// # Errors
+    /// As [`Policy::release`].
+    pub fn expire(&self, now_s: u64) -> Result<Option<PolicyView>, PolicyError> {
+        let mut any = false;
+        let view = self.change(|old| {
+            let ended: Vec<&String> = old
+                .expires
+                .iter()
+                .filter(|(_, t)| **t <= now_s)
+                .map(|(h, _)| h)
+                .collect();
+            if ended.is_empty() {
+                return None;
+            }
+            any = true;
             let mut leases = old.leases.clone();
-            leases.insert(req.holder.clone(), req);
+            for h in ended {
+                tracing::info!(holder = %h, "timed lease ended");
+                leases.remove(h);
+            }
             Some(leases)
-        })
+        })?;
+        Ok(any.then_some(view))
+    }
+
+    /// The earliest end of a timed lease (Unix seconds), from the state file without locking;
+    /// `None` when there is none or the file cannot be read.
+    pub fn next_expiry(&self) -> Option<u64> {
+        state::read(&self.settings.state_path)
+            .ok()?
+            .expires
+            .values()
+            .min()
+            .copied()
     }
 
     /// Drops the lease of `holder` (a warning in the view, not an error, when it holds none, so
@@ -119,7 +185,7 @@ impl Policy {
     /// state is then left as it was; run it again).
     pub fn restore(&self, defaults: bool) -> Result<PolicyView, PolicyError> {
         if !defaults {
-            return self.change_with(&|_| true, |_| Some(BTreeMap::new()));
+            return self.change_with(&|_| true, |_| Some(BTreeMap::new()), |_| {});
         }
         let path = &self.settings.state_path;
         let _lock = state::lock(path)?;
@@ -205,7 +271,9 @@ impl Policy {
     /// As [`Policy::release`].
     pub fn reap(&self, alive: &dyn Fn(&Owner) -> bool) -> Result<PolicyView, PolicyError> {
         let dead = |c: &Change| !alive(&c.owner) || !cli_alive(&c.owner);
-        self.change_with(&dead, |old| {
+        self.change_with(
+            &dead,
+            |old| {
             let kept: BTreeMap<String, LeaseRequest> = old
                 .leases
                 .iter()
@@ -219,7 +287,9 @@ impl Policy {
                 .map(|(h, l)| (h.clone(), l.clone()))
                 .collect();
             (kept.len() != old.leases.len()).then_some(kept)
-        })
+            },
+            |_| {},
+        )
     }
 
     /// The one transaction every mutating operation goes through. `next` gives the new lease
@@ -228,15 +298,18 @@ impl Policy {
         &self,
         next: impl FnOnce(&PolicyState) -> Option<BTreeMap<String, LeaseRequest>>,
     ) -> Result<PolicyView, PolicyError> {
-        self.change_with(&|c: &Change| !cli_alive(&c.owner), next)
+        self.change_with(&|c: &Change| !cli_alive(&c.owner), next, |_| {})
     }
 
     /// [`Policy::change`], undoing first the journaled changes `undo_changes` picks (the
-    /// repair: changes of dead owners; `restore`: all).
+    /// repair: changes of dead owners; `restore`: all), and with `edit` applied to both saved
+    /// states of the transition (the lease expiries, which the pure transition carries but does
+    /// not set).
     fn change_with(
         &self,
         undo_changes: &dyn Fn(&Change) -> bool,
         next: impl FnOnce(&PolicyState) -> Option<BTreeMap<String, LeaseRequest>>,
+        edit: impl Fn(&mut PolicyState),
     ) -> Result<PolicyView, PolicyError> {
         let path = &self.settings.state_path;
         let _lock = state::lock(path)?;
@@ -289,6 +362,8 @@ impl Policy {
             .collect();
         lease::stamp_uuids(&mut t.mid, &uuids);
         lease::stamp_uuids(&mut t.end, &uuids);
+        edit(&mut t.mid);
+        edit(&mut t.end);
         for w in &t.warnings {
             tracing::warn!("{w}");
         }
@@ -560,7 +635,10 @@ impl Policy {
             leases: st
                 .leases
                 .values()
-                .map(|l| LeaseView::new(l.clone(), !cli_alive(&l.owner)))
+                .map(|l| LeaseView {
+                    expires_unix_s: st.expires.get(&l.holder).copied(),
+                    ..LeaseView::new(l.clone(), !cli_alive(&l.owner))
+                })
                 .collect(),
             arrays,
             warnings: warnings.iter().map(ToString::to_string).collect(),

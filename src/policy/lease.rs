@@ -119,6 +119,10 @@ pub struct PolicyState {
     /// Other kernel changes held by one owner each (freezes, check windows), by id: the
     /// journal of [`super::journal`]. Lease transitions carry them over unchanged.
     pub changes: BTreeMap<String, Change>,
+    /// Timed leases: holder → when the lease ends, Unix seconds (`policy apply --for`, the
+    /// D-Bus `duration` option). Only holders with a lease; the adapter releases them at that
+    /// time ([`super::Policy::expire`]), as any release.
+    pub expires: BTreeMap<String, u64>,
 }
 
 /// One kernel write of a transition, with the reading before it (for rollback).
@@ -251,6 +255,13 @@ pub fn transition(
         },
         originals_unknown: old.originals_unknown.clone(),
         changes: old.changes.clone(),
+        // A holder that lost its lease loses its expiry; the adapter sets new ones.
+        expires: old
+            .expires
+            .iter()
+            .filter(|(h, _)| leases.contains_key(*h))
+            .map(|(h, t)| (h.clone(), *t))
+            .collect(),
     };
     let mut end = mid.clone();
     let mut writes = Vec::new();

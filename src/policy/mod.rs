@@ -130,10 +130,14 @@ pub struct LeaseView {
     /// command (or the service) drops the lease. Bus-name owners are never shown dead here.
     #[serde(default)]
     pub dead: bool,
+    /// When a timed lease ends (`policy apply --for`), Unix seconds; absent for leases without
+    /// a duration.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expires_unix_s: Option<u64>,
 }
 
 impl LeaseView {
-    /// The view of `lease`, with `dead` as given.
+    /// The view of `lease`, with `dead` as given and no expiry.
     pub fn new(lease: LeaseRequest, dead: bool) -> Self {
         LeaseView {
             holder: lease.holder,
@@ -142,8 +146,16 @@ impl LeaseView {
             global: lease.global,
             arrays: lease.arrays,
             dead,
+            expires_unix_s: None,
         }
     }
+}
+
+/// Now in Unix seconds (0 if the clock is before 1970), for lease expiries.
+pub fn unix_now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
 }
 
 /// Saved originals of `speed_limit_{min,max}`, KiB/s.

@@ -52,6 +52,7 @@ use super::warning::PolicyWarning;
 use crate::model::SpeedLimit;
 use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write as _};
 use std::path::{Path, PathBuf};
@@ -137,6 +138,9 @@ struct StateFile {
     warnings: Vec<PolicyWarning>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     originals_unknown: Option<String>,
+    /// Timed leases (holder → Unix seconds); absent in files written before timed leases.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    expires: BTreeMap<String, u64>,
     #[serde(default, rename = "lease")]
     leases: Vec<LeaseRequest>,
     #[serde(default, rename = "knob")]
@@ -165,6 +169,7 @@ pub fn to_toml(state: &PolicyState) -> String {
         version: STATE_VERSION,
         warnings: state.warnings.clone(),
         originals_unknown: state.originals_unknown.clone(),
+        expires: state.expires.clone(),
         leases: state.leases.values().cloned().collect(),
         knobs: state
             .knobs
@@ -210,6 +215,7 @@ fn from_toml_inner(text: &str) -> Result<PolicyState, String> {
     let mut state = PolicyState {
         warnings: file.warnings,
         originals_unknown: file.originals_unknown,
+        expires: file.expires,
         ..Default::default()
     };
     for l in file.leases {
@@ -238,6 +244,9 @@ fn from_toml_inner(text: &str) -> Result<PolicyState, String> {
             return Err(format!("duplicate change {id:?}"));
         }
     }
+    // An expiry without its lease means nothing (a hand-edited file): drop it.
+    let leases = &state.leases;
+    state.expires.retain(|h, _| leases.contains_key(h));
     Ok(state)
 }
 

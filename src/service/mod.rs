@@ -10,6 +10,8 @@
 //! for the differences only. While a sync runs, a timer re-reads progress every
 //! `progress_interval_ms`; with no sync running there is no timer. A client leaving the bus
 //! (`NameOwnerChanged` with an empty new owner) loses its leases.
+//! Each model also goes through [`events::EventSink`]: mdadm-style events to the log and the
+//! configured `[events] program`.
 //!
 //! `pid` lease owners are watched with pidfds ([`pidwatch`]): their leases go within a second
 //! of the exit. Shutdown (SIGTERM/SIGINT): STOPPING, cancel wipe jobs, release what this
@@ -19,7 +21,10 @@
 //! The state the loop shares with the D-Bus objects (model, published manager properties, lease
 //! owners, wipe jobs) is [`state::Shared`].
 
+pub mod events;
+pub mod expiry;
 pub mod pidwatch;
+pub mod scheduler;
 pub mod state;
 
 pub mod metrics_http;
@@ -307,8 +312,13 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     ]);
     tracing::info!("serving {BUS_NAME} with {} arrays", published.len());
 
+    // The first model is the events' baseline (DegradedArray for arrays already degraded).
+    let mut events = events::EventSink::new(config.events.program.clone());
+    events.feed(&root, &model);
     let (poke_tx, poke_rx) = tokio::sync::mpsc::unbounded_channel();
     let sim_task = sim.map(|s| tokio::spawn(s.run(tx.clone(), poke_rx)));
+    let expiry_task = tokio::spawn(expiry::run(shared.clone(), conn.clone()));
+    let schedule_task = tokio::spawn(scheduler::run(root.clone(), config.clone()));
     drop(tx);
     let mut lp = Loop {
         sim: args.sim.then_some(poke_tx),
@@ -318,9 +328,12 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         published,
         model,
         progress,
+        events,
         metrics,
     };
     let result = lp.run(rx, &mut owners, signals).await;
+    expiry_task.abort();
+    schedule_task.abort();
 
     notify(&[sd_notify::NotifyState::Stopping]);
     // Shutdown goes through here, never through a bare exit: jobs first (the engine unfreezes
@@ -367,6 +380,7 @@ struct Loop {
     published: BTreeMap<String, ArrayProps>,
     model: MdStat,
     progress: Duration,
+    events: events::EventSink,
     metrics: Arc<metrics_http::MetricsState>,
 }
 
@@ -527,6 +541,7 @@ impl Loop {
                 }
             }
         }
+        self.events.feed(&self.root, &self.model);
         *self.shared.model.lock().unwrap_or_else(|e| e.into_inner()) = self.model.clone();
         self.publish_arrays().await;
         if full {

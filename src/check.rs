@@ -1,0 +1,276 @@
+//! Resumable checks (scrubs): the durable record per array UUID and the pure decisions around
+//! it. No I/O; `cli/check.rs` reads sysfs, writes `md/sync_min` / `md/sync_action` and saves
+//! the file.
+//!
+//! Kernel facts (Documentation/admin-guide/md.rst, drivers/md/md.c `md_do_sync`):
+//! - `sync_action`: writing `check` or `repair` starts one at `sync_min`; writing `idle` stops
+//!   it. After an interrupted requested sync the kernel leaves `sync_min` at the reached point
+//!   (`resync_min = curr_resync_completed`); after a complete one it resets `sync_min` to 0.
+//! - `sync_min` (512-byte sectors) must be a multiple of the chunk size where the array has
+//!   one (`min_sync_store` rejects others with EINVAL); `sync_completed` is `done / total`.
+//!
+//! The file (TOML, default `/var/lib/mdpilot/checks.toml`: it must survive reboots, unlike the
+//! policy state in /run): one `[array."<uuid>"]` table per array with the saved position of a
+//! paused check and the last result. The position is saved on pause and at a window's end,
+//! before `idle` is written, so a crash loses nothing saved; a running check killed with the
+//! machine loses the progress since the last save (pause, window end, or `check status`, which
+//! saves the running position: the save interval is the caller's polling interval).
+
+use serde::{Deserialize, Serialize};
+use std::collections::BTreeMap;
+
+/// Which scrub.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckAction {
+    /// `check`: read and compare, count mismatches.
+    Check,
+    /// `repair`: like check, rewriting mismatches.
+    Repair,
+}
+
+impl CheckAction {
+    /// The `sync_action` word.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CheckAction::Check => "check",
+            CheckAction::Repair => "repair",
+        }
+    }
+}
+
+/// A check that was paused (or cut by a window's end) and will resume.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Position {
+    /// `check` or `repair`.
+    pub action: CheckAction,
+    /// Where to resume, 512-byte sectors (already a chunk multiple).
+    pub sectors: u64,
+    /// The sync's total then (`sync_completed`'s B), sectors.
+    pub total_sectors: u64,
+    /// When it was saved, Unix seconds.
+    pub saved_s: u64,
+}
+
+/// The outcome of a completed check.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckResult {
+    /// `check` or `repair`.
+    pub action: CheckAction,
+    /// When it was seen complete, Unix seconds.
+    pub completed_s: u64,
+    /// `md/mismatch_cnt` then, 512-byte sectors.
+    pub mismatch_cnt: u64,
+    /// The level then (`raid1`, `raid5`), for [`mismatch_is_warning`].
+    pub level: String,
+}
+
+/// Everything kept for one array.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ArrayRecord {
+    /// Kernel name when last seen (names change across boots; the key is the UUID).
+    #[serde(default)]
+    pub name: String,
+    /// A paused check to resume.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<Position>,
+    /// A check this tool started and has not seen end yet (`check` or `repair`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub running: Option<CheckAction>,
+    /// The last completed check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last: Option<CheckResult>,
+    /// The running (or paused) check was started by the service's schedule: it pauses it at
+    /// the window's end (a check started by hand is left alone).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub scheduled: bool,
+}
+
+/// The whole file.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CheckState {
+    /// Per array UUID.
+    #[serde(default)]
+    pub array: BTreeMap<String, ArrayRecord>,
+}
+
+impl CheckState {
+    /// Parses the file's text. Errors: TOML syntax, unknown keys, wrong types (message).
+    pub fn parse(text: &str) -> Result<CheckState, String> {
+        toml::from_str(text).map_err(|e| e.message().to_string())
+    }
+
+    /// The file's text.
+    pub fn to_toml(&self) -> String {
+        toml::to_string(self).unwrap_or_default()
+    }
+}
+
+/// The resume point for a check stopped at `done` sectors: rounded down to the chunk
+/// (`chunk_bytes`, 0 or unknown = no rounding) as `md/sync_min` requires.
+pub fn resume_point(done_sectors: u64, chunk_bytes: Option<u64>) -> u64 {
+    match chunk_bytes.map(|b| b / 512).filter(|&c| c > 0) {
+        Some(chunk) => done_sectors - done_sectors % chunk,
+        None => done_sectors,
+    }
+}
+
+/// Whether a non-zero `mismatch_cnt` after a check is a warning: on raid4/5/6 parity must
+/// match; on raid1/raid10 (and others) swap and in-flight writes make mismatches that are
+/// harmless, so they are informational (Fedora's raid-check skips them the same way).
+pub fn mismatch_is_warning(level: &str, mismatch_cnt: u64) -> bool {
+    mismatch_cnt > 0 && matches!(level, "raid4" | "raid5" | "raid6")
+}
+
+/// What the kernel shows of an array at one moment, as the check logic needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Observed {
+    /// `md/sync_action` word (`idle`, `check`, ...).
+    pub sync_action: String,
+    /// `md/sync_completed` done/total while a sync runs.
+    pub completed: Option<(u64, u64)>,
+    /// `md/sync_min`, sectors.
+    pub sync_min: u64,
+    /// `md/mismatch_cnt`.
+    pub mismatch_cnt: Option<u64>,
+    /// Level.
+    pub level: String,
+}
+
+/// Brings `rec` up to date with what the kernel shows at `now_s`: a check we started that is
+/// no longer running and was not paused by us is complete when the kernel reset `sync_min` to
+/// 0 (then its result is recorded and the position dropped) or interrupted otherwise (then its
+/// position is what the kernel kept in `sync_min`). A running one saves its position.
+/// Returns true when `rec` changed.
+pub fn reconcile(
+    rec: &mut ArrayRecord,
+    o: &Observed,
+    chunk_bytes: Option<u64>,
+    now_s: u64,
+) -> bool {
+    let before = rec.clone();
+    let Some(action) = rec.running else {
+        return false;
+    };
+    if o.sync_action == action.as_str() {
+        if let Some((done, total)) = o.completed {
+            rec.position = Some(Position {
+                action,
+                sectors: resume_point(done, chunk_bytes),
+                total_sectors: total,
+                saved_s: now_s,
+            });
+        }
+    } else if o.sync_action == "idle" {
+        rec.running = None;
+        if o.sync_min == 0 {
+            rec.position = None;
+            rec.last = Some(CheckResult {
+                action,
+                completed_s: now_s,
+                mismatch_cnt: o.mismatch_cnt.unwrap_or(0),
+                level: o.level.clone(),
+            });
+        } else {
+            let total = rec.position.as_ref().map_or(0, |p| p.total_sectors);
+            rec.position = Some(Position {
+                action,
+                sectors: resume_point(o.sync_min, chunk_bytes),
+                total_sectors: total,
+                saved_s: now_s,
+            });
+        }
+    }
+    *rec != before
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn obs(action: &str, completed: Option<(u64, u64)>, sync_min: u64) -> Observed {
+        Observed {
+            sync_action: action.into(),
+            completed,
+            sync_min,
+            mismatch_cnt: Some(0),
+            level: "raid5".into(),
+        }
+    }
+
+    #[test]
+    fn resume_points_are_chunk_multiples() {
+        assert_eq!(resume_point(1_000_123, Some(512 * 1024)), 999_424);
+        assert_eq!(resume_point(1_000_123, None), 1_000_123);
+        assert_eq!(resume_point(1_000_123, Some(0)), 1_000_123);
+        assert!(mismatch_is_warning("raid6", 8));
+        assert!(!mismatch_is_warning("raid1", 8));
+        assert!(!mismatch_is_warning("raid5", 0));
+    }
+
+    #[test]
+    fn running_saves_position_then_finishes_or_is_interrupted() {
+        let mut rec = ArrayRecord {
+            name: "md0".into(),
+            running: Some(CheckAction::Check),
+            ..Default::default()
+        };
+        assert!(reconcile(
+            &mut rec,
+            &obs("check", Some((5000, 20_000)), 0),
+            Some(1_048_576),
+            10
+        ));
+        assert_eq!(rec.position.as_ref().unwrap().sectors, 4096);
+        // Ended, kernel reset sync_min: complete.
+        let mut done = rec.clone();
+        let mut o = obs("idle", None, 0);
+        o.mismatch_cnt = Some(16);
+        assert!(reconcile(&mut done, &o, Some(1_048_576), 20));
+        assert_eq!(done.position, None);
+        assert_eq!(done.running, None);
+        assert_eq!(done.last.as_ref().unwrap().mismatch_cnt, 16);
+        // Ended, kernel kept sync_min: interrupted (someone wrote idle): resumable.
+        let mut cut = rec.clone();
+        assert!(reconcile(
+            &mut cut,
+            &obs("idle", None, 8192),
+            Some(1_048_576),
+            20
+        ));
+        assert_eq!(cut.position.as_ref().unwrap().sectors, 8192);
+        assert_eq!(cut.position.as_ref().unwrap().total_sectors, 20_000);
+        assert_eq!(cut.last, None);
+        // Not ours: nothing.
+        let mut idle = ArrayRecord::default();
+        assert!(!reconcile(&mut idle, &obs("idle", None, 0), None, 1));
+    }
+
+    #[test]
+    fn file_round_trips() {
+        let mut s = CheckState::default();
+        s.array.insert(
+            "0a1b2c3d:00000000:00000000:00000001".into(),
+            ArrayRecord {
+                name: "md0".into(),
+                position: Some(Position {
+                    action: CheckAction::Repair,
+                    sectors: 4096,
+                    total_sectors: 8192,
+                    saved_s: 7,
+                }),
+                running: None,
+                last: None,
+                scheduled: false,
+            },
+        );
+        let text = s.to_toml();
+        assert_eq!(CheckState::parse(&text).unwrap(), s);
+        assert!(CheckState::parse("[array.x]\nbogus = 1\n").is_err());
+        assert_eq!(CheckState::parse("").unwrap(), CheckState::default());
+    }
+}

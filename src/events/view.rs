@@ -1,0 +1,209 @@
+//! The classifier's input: one [`ArrayView`] per array per snapshot, and its one converter
+//! from the model ([`views_from_model`]). Pure.
+
+use crate::model::{Array, HeaderState, MdStat, MemberFlag, SyncState};
+use serde::Serialize;
+
+/// What a member does, from `md/dev-*/state` (md.rst) or the mdstat flags.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemberRole {
+    /// `in_sync`: holds current data in its slot (mdstat: no `(F)`/`(S)` flag).
+    InSync,
+    /// `spare` with a slot: being recovered into that slot.
+    Rebuilding,
+    /// `spare` without a slot (mdstat `(S)`).
+    Spare,
+    /// `faulty` (mdstat `(F)`).
+    Faulty,
+}
+
+/// One member in a snapshot.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct MemberView {
+    /// Kernel device name (`sdb1`).
+    pub name: String,
+    /// Its role now.
+    pub role: MemberRole,
+}
+
+/// The kind of a running sync, as events group them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SyncGroup {
+    /// `resync`, `recovery`, `reshape`: the array rebuilds redundancy or layout.
+    Rebuild,
+    /// `check` or `repair`: a scrub.
+    Check,
+}
+
+/// A running (not queued) sync.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct SyncView {
+    /// The word (`resync`, `recovery`, `reshape`, `check`, `repair`).
+    pub action: String,
+    /// Done, 0.0 ..= 100.0 percent.
+    pub percent: f64,
+}
+
+impl SyncView {
+    /// Check/repair or rebuild.
+    pub fn group(&self) -> SyncGroup {
+        match self.action.as_str() {
+            "check" | "repair" => SyncGroup::Check,
+            _ => SyncGroup::Rebuild,
+        }
+    }
+}
+
+/// What the classifier needs of one array at one instant. Build it with [`views_from_model`]
+/// or by hand in tests.
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct ArrayView {
+    /// Kernel name (`md0`): the key across snapshots.
+    pub name: String,
+    /// `md/uuid` or the superblock UUID, where known.
+    pub uuid: Option<String>,
+    /// `raid1`, `raid5`, ...
+    pub level: Option<String>,
+    /// False for an inactive, stopped or broken array: treated as absent.
+    pub active: bool,
+    /// Slots (`[T/A]`'s T); `None` for raid0/linear/containers.
+    pub raid_disks: Option<u32>,
+    /// Missing members (`md/degraded`, else T − A).
+    pub degraded: u32,
+    /// Members in printed order.
+    pub members: Vec<MemberView>,
+    /// The running sync, `None` when idle or only queued (DELAYED/PENDING).
+    pub sync: Option<SyncView>,
+    /// `md/sync_action` reads `frozen`.
+    pub frozen: bool,
+    /// `md/mismatch_cnt` in 512-byte sectors, where read.
+    pub mismatch_cnt: Option<u64>,
+    /// `md/sync_min` in 512-byte sectors, where read (see the module doc on paused checks).
+    pub sync_min_sectors: Option<u64>,
+    /// Creation time, seconds since the epoch (superblock `ctime`), where known.
+    pub created_unix_s: Option<u64>,
+}
+
+impl ArrayView {
+    /// Members that are spares (no slot).
+    pub(crate) fn spares(&self) -> u32 {
+        self.members
+            .iter()
+            .filter(|m| m.role == MemberRole::Spare)
+            .count() as u32
+    }
+
+    /// Missing members all have a listed member waiting for or under recovery.
+    pub(crate) fn degradation_covered(&self) -> bool {
+        let Some(t) = self.raid_disks else {
+            return true;
+        };
+        let slotted = self
+            .members
+            .iter()
+            .filter(|m| matches!(m.role, MemberRole::InSync | MemberRole::Rebuilding))
+            .count() as u32;
+        slotted >= t
+    }
+}
+
+/// The classifier's view of every array of the model (mdstat enriched with sysfs, as
+/// `status::collect` and the service produce it). Member roles come from `md/dev-*/state`
+/// where read, else from the mdstat flags; progress from `md/sync_completed` where read, else
+/// the printed percent. `sync_min_sectors` and `created_unix_s` are not in the model: the
+/// caller sets them where it reads them.
+pub fn views_from_model(stat: &MdStat) -> Vec<ArrayView> {
+    stat.arrays.iter().map(view_from_array).collect()
+}
+
+/// One array of [`views_from_model`].
+pub fn view_from_array(a: &Array) -> ArrayView {
+    let sys = a.sysfs.as_ref();
+    let sys_members = sys.map(|s| &s.members).filter(|m| !m.is_empty());
+    let members: Vec<MemberView> = match sys_members {
+        Some(ms) => ms
+            .iter()
+            .map(|m| {
+                let has = |w: &str| m.state.iter().any(|s| s == w);
+                let role = if has("faulty") {
+                    MemberRole::Faulty
+                } else if has("in_sync") {
+                    MemberRole::InSync
+                } else if m.slot.is_some() {
+                    MemberRole::Rebuilding
+                } else {
+                    MemberRole::Spare
+                };
+                MemberView {
+                    name: m.name.clone(),
+                    role,
+                }
+            })
+            .collect(),
+        None => a
+            .members
+            .iter()
+            .map(|m| {
+                let role = if m.flags.contains(&MemberFlag::Faulty) {
+                    MemberRole::Faulty
+                } else if m.flags.contains(&MemberFlag::Spare) {
+                    MemberRole::Spare
+                } else {
+                    MemberRole::InSync
+                };
+                MemberView {
+                    name: m.name.clone(),
+                    role,
+                }
+            })
+            .collect(),
+    };
+    let sync_action = sys
+        .and_then(|s| s.sync_action.as_ref())
+        .map(|w| w.as_str().to_string());
+    let frozen = sync_action.as_deref() == Some("frozen");
+    let sync = a.sync.as_ref().and_then(|s| {
+        if s.state != SyncState::Running {
+            return None;
+        }
+        let from_sysfs = match sys.and_then(|x| x.sync_completed) {
+            Some(crate::model::SyncCompleted::Sectors { done, total }) if total > 0 => {
+                Some(done as f64 * 100.0 / total as f64)
+            }
+            _ => None,
+        };
+        let percent = from_sysfs.or(s.percent).unwrap_or(0.0);
+        let action = match sync_action.as_deref() {
+            Some(w @ ("check" | "repair" | "resync" | "reshape")) => w.to_string(),
+            Some("recover") => "recovery".to_string(),
+            _ => s.action.as_str().to_string(),
+        };
+        Some(SyncView { action, percent })
+    });
+    let degraded =
+        sys.and_then(|s| s.degraded)
+            .unwrap_or_else(|| match (a.raid_disks, a.active_disks) {
+                (Some(t), Some(n)) => t.saturating_sub(n),
+                _ => 0,
+            });
+    let active = a.state == HeaderState::Active
+        && !sys
+            .and_then(|s| s.array_state.as_ref())
+            .is_some_and(|w| matches!(w.as_str(), "clear" | "inactive"));
+    ArrayView {
+        name: a.name.clone(),
+        uuid: sys.and_then(|s| s.uuid.clone()),
+        level: a.level.clone(),
+        active,
+        raid_disks: a.raid_disks,
+        degraded,
+        members,
+        sync,
+        frozen,
+        mismatch_cnt: sys.and_then(|s| s.mismatch_cnt),
+        sync_min_sectors: None,
+        created_unix_s: None,
+    }
+}

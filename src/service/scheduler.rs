@@ -1,0 +1,247 @@
+//! The service's check scheduler: every [`TICK`], if the config has a `[check] schedule`,
+//! evaluates [`crate::schedule::Schedule::plan`] on the current arrays and the check record,
+//! then starts or resumes (`mdpilot check start|resume`, the same code path) the arrays the
+//! plan names and pauses the schedule's own checks outside any window.
+//!
+//! Inputs it reads: `/etc/machine-id` under the root (the seed of the fixed start delay; none:
+//! delay 0), the local UTC offset now (`localtime_r`'s `tm_gmtoff`), member disks from
+//! `/sys/class/block/<member>/..` (a partition's parent; the member itself otherwise).
+//! Creation times are not read yet (every array passes the minimum-age rule).
+
+use crate::check::CheckState;
+use crate::cli::check::{execute, record_key, CheckCommand};
+use crate::config::Config;
+use crate::host::Root;
+use crate::schedule::{fixed_delay_s, Candidate};
+use std::time::Duration;
+
+/// How often the plan is evaluated: the lateness bound of a window's start and end.
+pub const TICK: Duration = Duration::from_secs(30);
+
+/// The local wall-clock offset east of UTC, seconds, at `t` (0 where unknown).
+pub fn utc_offset_s(t: i64) -> i64 {
+    let tt = t as libc::time_t;
+    // SAFETY: localtime_r writes only into the tm we pass, and reads the time_t we pass.
+    unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&tt, &mut tm).is_null() {
+            return 0;
+        }
+        tm.tm_gmtoff
+    }
+}
+
+/// The whole disk under a member (`sda1` → `sda`, `nvme0n1p2` → `nvme0n1`), from sysfs: a
+/// partition's `/sys/class/block/<name>` has a `partition` file and its parent is the disk.
+fn whole_disk(root: &Root, member: &str) -> String {
+    let dir = root.sys(format!("class/block/{member}"));
+    if dir.join("partition").exists() {
+        if let Ok(real) = std::fs::canonicalize(&dir) {
+            if let Some(parent) = real.parent().and_then(|p| p.file_name()) {
+                return parent.to_string_lossy().into_owned();
+            }
+        }
+    }
+    member.to_string()
+}
+
+fn candidates(root: &Root, config: &Config) -> Vec<Candidate> {
+    let Ok(stat) = crate::sysfs::collect(root) else {
+        return Vec::new();
+    };
+    let st = std::fs::read_to_string(root.path(&config.check.state_path))
+        .ok()
+        .and_then(|t| CheckState::parse(&t).ok())
+        .unwrap_or_default();
+    stat.arrays
+        .iter()
+        .filter(|a| {
+            matches!(
+                a.level.as_deref(),
+                Some("raid1" | "raid4" | "raid5" | "raid6" | "raid10")
+            )
+        })
+        .map(|a| {
+            let rec = st.array.get(&record_key(a));
+            let action = a
+                .sysfs
+                .as_ref()
+                .and_then(|s| s.sync_action.as_ref())
+                .map_or("idle".to_string(), |w| w.as_str().to_string());
+            let ours = rec.is_some_and(|r| r.scheduled && r.running.is_some());
+            let running = matches!(action.as_str(), "check" | "repair");
+            Candidate {
+                name: a.name.clone(),
+                uuid: a.sysfs.as_ref().and_then(|s| s.uuid.clone()),
+                created_unix_s: None,
+                disks: a
+                    .members
+                    .iter()
+                    .map(|m| whole_disk(root, &m.name))
+                    .collect(),
+                last_completed_s: rec
+                    .and_then(|r| r.last.as_ref())
+                    .map(|l| l.completed_s as i64),
+                has_position: rec.is_some_and(|r| r.position.is_some()),
+                // Only the schedule's own checks count (and are paused): hand-started ones
+                // are the admin's.
+                checking: ours && running,
+                busy: action != "idle" && !(ours && running),
+            }
+        })
+        .collect()
+}
+
+/// One evaluation at `now` (Unix seconds, wall clock at `utc_offset_s`): what was started
+/// and what was paused.
+pub fn tick(
+    root: &Root,
+    config: &Config,
+    now: i64,
+    utc_offset_s: i64,
+) -> (Vec<String>, Vec<String>) {
+    let Some(s) = &config.check.schedule else {
+        return (Vec::new(), Vec::new());
+    };
+    // Record what the kernel did since the last tick first (a finished check is done for this
+    // cycle, an interrupted one keeps its position), so the plan never restarts a finished one.
+    if let Err(e) = execute(
+        root,
+        config,
+        &CheckCommand::Status {
+            json: false,
+            arrays: Vec::new(),
+        },
+        false,
+    ) {
+        tracing::warn!("check record: {}", crate::error::error_chain(&e));
+    }
+    let seed = std::fs::read_to_string(root.path("/etc/machine-id")).unwrap_or_default();
+    let delay = fixed_delay_s(&seed, s.random_delay_s);
+    let arrays = candidates(root, config);
+    let plan = s.plan(now, delay, utc_offset_s, &arrays);
+    let mut started = Vec::new();
+    for name in &plan.start {
+        let resume = arrays.iter().any(|a| &a.name == name && a.has_position);
+        let arrays = vec![name.clone()];
+        let cmd = if resume {
+            CheckCommand::Resume { max: None, arrays }
+        } else {
+            CheckCommand::Start {
+                repair: false,
+                max: None,
+                arrays,
+            }
+        };
+        match execute(root, config, &cmd, true) {
+            Ok(o) if o.errors.is_empty() => {
+                tracing::info!(array = %name, resume, "scheduled check started");
+                started.push(name.clone());
+            }
+            Ok(o) => tracing::warn!("scheduled check of {name}: {}", o.errors.join("; ")),
+            Err(e) => tracing::warn!(
+                "scheduled check of {name}: {}",
+                crate::error::error_chain(&e)
+            ),
+        }
+    }
+    if !plan.pause.is_empty() {
+        let cmd = CheckCommand::Pause {
+            arrays: plan.pause.clone(),
+        };
+        match execute(root, config, &cmd, true) {
+            Ok(o) => {
+                for e in o.errors {
+                    tracing::warn!("pausing a scheduled check: {e}");
+                }
+                tracing::info!(arrays = ?plan.pause, "window ended: scheduled checks paused");
+            }
+            Err(e) => tracing::warn!(
+                "pausing scheduled checks: {}",
+                crate::error::error_chain(&e)
+            ),
+        }
+    }
+    (started, plan.pause)
+}
+
+/// Runs [`tick`] every [`TICK`] until dropped (nothing when no schedule is configured).
+pub async fn run(root: Root, config: Config) {
+    if config.check.schedule.is_none() {
+        return;
+    }
+    let mut t = tokio::time::interval(TICK);
+    loop {
+        t.tick().await;
+        let now = crate::policy::unix_now_s() as i64;
+        tick(&root, &config, now, utc_offset_s(now));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::schedule::days_from_civil;
+
+    fn put(root: &std::path::Path, rel: &str, text: &str) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    fn md(root: &std::path::Path, f: &str) -> String {
+        std::fs::read_to_string(root.join("sys/block/md0/md").join(f))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    #[test]
+    fn window_starts_pauses_and_resumes_on_a_fake_clock() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        put(r, "proc/mdstat", "Personalities : [raid1]\nmd0 : active raid1 sdb1[1] sda1[0]\n      1046528 blocks super 1.2 [2/2] [UU]\n\nunused devices: <none>\n");
+        put(r, "proc/sys/dev/raid/speed_limit_min", "1000\n");
+        put(r, "proc/sys/dev/raid/speed_limit_max", "200000\n");
+        for (f, v) in [
+            ("sync_action", "idle"),
+            ("sync_min", "0"),
+            ("sync_completed", "none"),
+            ("uuid", "u-0"),
+            ("level", "raid1"),
+            ("mismatch_cnt", "0"),
+        ] {
+            put(r, &format!("sys/block/md0/md/{f}"), &format!("{v}\n"));
+        }
+        put(
+            r,
+            "etc/mdpilot/config.d/50-check.toml",
+            "[check]\nschedule = \"Sun *-*-1..7 01:00\"\ncontinue = \"*-*-* 01:00\"\n",
+        );
+        let root = Root::new(r);
+        let config = Config::load(&root).unwrap();
+        let day = days_from_civil(2026, 12, 6) * 86_400; // first Sunday
+        assert_eq!(tick(&root, &config, day + 3600 - 60, 0), (vec![], vec![]));
+        let (started, _) = tick(&root, &config, day + 2 * 3600, 0);
+        assert_eq!(started, ["md0"]);
+        assert_eq!(md(r, "sync_action"), "check");
+        // The kernel runs it; the window ends at 07:00.
+        put(r, "sys/block/md0/md/sync_completed", "1000000 / 2093056\n");
+        let (_, paused) = tick(&root, &config, day + 8 * 3600, 0);
+        assert_eq!(paused, ["md0"]);
+        assert_eq!(md(r, "sync_action"), "idle");
+        // Monday 01:00: the continuation window resumes it where it stopped.
+        put(r, "sys/block/md0/md/sync_completed", "none\n");
+        put(r, "sys/block/md0/md/sync_min", "1000000\n");
+        let (started, _) = tick(&root, &config, day + 86_400 + 3600 + 30, 0);
+        assert_eq!(started, ["md0"]);
+        assert_eq!(md(r, "sync_min"), "1000000");
+        assert_eq!(md(r, "sync_action"), "check");
+        // Finished meanwhile: nothing to pause.
+        put(r, "sys/block/md0/md/sync_action", "idle\n");
+        put(r, "sys/block/md0/md/sync_min", "0\n");
+        assert!(tick(&root, &config, day + 86_400 + 10 * 3600, 0)
+            .1
+            .is_empty());
+    }
+}

@@ -1,0 +1,142 @@
+//! Timed leases and named profiles (`policy apply --for`, `--profile`) on temporary roots:
+//! the adapter, the state file and the CLI's file path (never the host's /proc/sys or /sys).
+
+#[macro_use]
+mod support;
+
+use mdpilot::policy::{unix_now_s, LeaseKind, LeaseRequest, Limits, Owner};
+use std::collections::BTreeMap;
+use support::tree::write;
+use support::{stderr, FakeTree};
+
+fn global(holder: &str, min: Option<u64>, max: Option<u64>) -> LeaseRequest {
+    LeaseRequest {
+        holder: holder.into(),
+        kind: LeaseKind::Admin,
+        owner: Owner::None,
+        global: Limits { min, max },
+        arrays: BTreeMap::new(),
+    }
+}
+
+#[test]
+fn timed_lease_expires_and_restores_as_a_release_even_after_a_restart() {
+    let t = FakeTree::new();
+    let p = t.policy();
+    let v = p
+        .acquire_until(global("boost", Some(50_000), None), Some(2_000))
+        .unwrap();
+    assert_eq!(t.gmin(), "50000");
+    assert_eq!(v.leases[0].expires_unix_s, Some(2_000));
+    let text = std::fs::read_to_string(t.state_path()).unwrap();
+    assert!(text.contains("[expires]\nboost = 2000\n"), "{text}");
+    // Another lease keeps its own limits when the timed one ends.
+    p.acquire(global("installer", None, Some(100_000))).unwrap();
+    assert_eq!(p.next_expiry(), Some(2_000));
+    assert!(p.expire(1_999).unwrap().is_none());
+    // "Restart": a new adapter on the same state file still knows the end.
+    let p2 = t.policy();
+    let v = p2.expire(2_000).unwrap().expect("released");
+    assert_eq!(t.gmin(), "1000");
+    assert_eq!(t.gmax(), "100000");
+    assert_eq!(v.leases.len(), 1);
+    assert_eq!(v.leases[0].holder, "installer");
+    assert_eq!(p2.next_expiry(), None);
+    p2.release("installer").unwrap();
+    assert_eq!(t.gmax(), "200000");
+}
+
+#[test]
+fn replacing_a_timed_lease_without_duration_drops_the_end() {
+    let t = FakeTree::new();
+    let p = t.policy();
+    p.acquire_until(global("q", None, Some(5000)), Some(10))
+        .unwrap();
+    let v = p.acquire(global("q", None, Some(6000))).unwrap();
+    assert_eq!(v.leases[0].expires_unix_s, None);
+    assert!(p.expire(u64::MAX).unwrap().is_none());
+    assert_eq!(t.gmax(), "6000");
+    // release and restore forget the end with the lease.
+    p.acquire_until(global("q", None, Some(5000)), Some(10))
+        .unwrap();
+    p.restore(false).unwrap();
+    assert_eq!(p.next_expiry(), None);
+}
+
+#[test]
+fn state_file_without_expires_still_parses() {
+    let t = FakeTree::new();
+    let p = t.policy();
+    p.acquire(global("installer", Some(0), None)).unwrap();
+    let text = std::fs::read_to_string(t.state_path()).unwrap();
+    assert!(!text.contains("expires"), "{text}");
+    assert_eq!(t.policy().show().unwrap().leases.len(), 1);
+}
+
+#[test]
+fn cli_apply_profile_for_and_show() {
+    let t = FakeTree::new();
+    write(
+        t.dir.path(),
+        "etc/mdpilot/config.d/50-profiles.toml",
+        "[profiles.boost]\nmin = 50000\n[profiles.quiet]\nmax = 5000\nduration = \"30min\"\n",
+    );
+    let out = t
+        .policy_cmd()
+        .args([
+            "apply",
+            "--profile",
+            "boost",
+            "--for",
+            "2h",
+            "--holder",
+            "admin",
+            "--json",
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(t.gmin(), "50000");
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let end = v["leases"][0]["expires_unix_s"].as_u64().unwrap();
+    let now = unix_now_s();
+    assert!((now + 7_190..=now + 7_200).contains(&end), "{end} vs {now}");
+    // The profile's own duration applies without --for.
+    let out = t
+        .policy_cmd()
+        .args(["apply", "--profile", "quiet", "--holder", "q"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(t.gmax(), "5000");
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(
+        text.contains("q: kind installer") && text.contains("(ends in 1"),
+        "{text}"
+    );
+    for (args, msg) in [
+        (vec!["apply", "--profile", "loud"], "no profile \"loud\""),
+        (vec!["apply", "--for", "soon"], "duration"),
+        (vec!["apply", "--for", "0"], "0"),
+        (
+            vec!["apply", "--profile", "boost", "--min", "1"],
+            "cannot be used",
+        ),
+    ] {
+        let out = t.policy_cmd().args(&args).output().unwrap();
+        assert_ne!(out.status.code(), Some(0), "{args:?}");
+        assert!(stderr(&out).contains(msg), "{args:?}: {}", stderr(&out));
+    }
+    // An ended lease is dropped by the next mutating command (no service running).
+    let p = t.policy();
+    p.acquire_until(global("gone", None, Some(4000)), Some(1))
+        .unwrap();
+    assert_eq!(t.gmax(), "4000");
+    let out = t
+        .policy_cmd()
+        .args(["release", "--holder", "q"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    assert_eq!(t.gmax(), "200000");
+}
