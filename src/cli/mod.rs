@@ -1,6 +1,9 @@
-//! The command-line front ends: one file per subcommand, plus the global context and exit helper.
+//! The command-line front ends: one file per subcommand, the clap definitions (`args`), the global
+//! context and exit helper.
 
+pub mod args;
 pub mod blockdev_wipe;
+#[cfg(feature = "service")]
 pub mod monitor;
 pub mod policy;
 pub mod progress;
