@@ -110,3 +110,128 @@ fn main() -> ExitCode {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::process::Command;
+
+    /// Renders `page` as man(1) would: `man -l`, else `groff -man -Tutf8`; `None` when neither
+    /// is installed (the test then says so and passes: CI installs man-db).
+    fn render(page: &Path) -> Option<(bool, String, String)> {
+        let tries: [(&str, Vec<&str>); 2] = [
+            ("man", vec!["--warnings", "-l"]),
+            ("groff", vec!["-man", "-Tutf8", "-ww"]),
+        ];
+        for (tool, args) in tries {
+            let out = Command::new(tool)
+                .args(&args)
+                .arg(page)
+                .env("MANWIDTH", "80")
+                .env("MAN_KEEP_FORMATTING", "0")
+                .output();
+            if let Ok(o) = out {
+                return Some((
+                    o.status.success(),
+                    plain(&String::from_utf8_lossy(&o.stdout)),
+                    String::from_utf8_lossy(&o.stderr).into_owned(),
+                ));
+            }
+        }
+        None
+    }
+
+    /// Without a terminal the formatter prints bold as `X\bX` and underline as `_\bX`: the text.
+    fn plain(s: &str) -> String {
+        let mut out: Vec<char> = Vec::new();
+        for c in s.chars() {
+            if c == '\u{8}' {
+                out.pop();
+            } else {
+                out.push(c);
+            }
+        }
+        out.into_iter().collect::<String>().replace('\u{2010}', "-")
+    }
+
+    #[test]
+    fn every_page_is_written_and_mdpilot_8_renders() {
+        let dir = tempfile::tempdir().unwrap();
+        man(dir.path()).unwrap();
+        let mut names: Vec<String> = std::fs::read_dir(dir.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(
+            names,
+            [
+                "mdpilot-blockdev-wipe.8",
+                "mdpilot-monitor.8",
+                "mdpilot-policy.8",
+                "mdpilot-serve.8",
+                "mdpilot-status.8",
+                "mdpilot-wipe.8",
+                "mdpilot.8",
+                "mdpilot.toml.5",
+            ]
+        );
+        for page in ["mdpilot.8", "mdpilot-wipe.8", "mdpilot.toml.5"] {
+            let Some((ok, text, err)) = render(&dir.path().join(page)) else {
+                eprintln!("neither man nor groff installed: {page} not rendered");
+                return;
+            };
+            assert!(ok, "{page} does not render: {err}");
+            // Warnings from groff (e.g. an unknown macro) would show as broken pages.
+            assert!(!err.contains("warning"), "{page}: {err}");
+            assert!(text.contains("NAME"), "{page}:\n{text}");
+            assert!(text.contains("SEE ALSO"), "{page}:\n{text}");
+        }
+        let (_, text, _) = render(&dir.path().join("mdpilot.8")).unwrap();
+        for word in ["mdpilot", "--root", "blockdev-wipe", "mdpilot.toml(5)"] {
+            assert!(text.contains(word), "mdpilot.8 lacks {word}:\n{text}");
+        }
+    }
+
+    #[test]
+    fn completions_cover_mdpilot_in_three_shells() {
+        let dir = tempfile::tempdir().unwrap();
+        completions(dir.path()).unwrap();
+        let bash = std::fs::read_to_string(dir.path().join("mdpilot.bash")).unwrap();
+        assert!(
+            bash.lines()
+                .any(|l| l.trim_start().starts_with("complete ")
+                    && l.trim_end().ends_with(" mdpilot")),
+            "no `complete ... mdpilot` in:\n{bash}"
+        );
+        // bash itself accepts the file and registers the completion.
+        if let Ok(o) = Command::new("bash")
+            .arg("-c")
+            .arg(format!(
+                "source {} && complete -p mdpilot",
+                dir.path().join("mdpilot.bash").display()
+            ))
+            .output()
+        {
+            assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+            assert!(String::from_utf8_lossy(&o.stdout).contains("mdpilot"));
+        }
+        let zsh = std::fs::read_to_string(dir.path().join("_mdpilot")).unwrap();
+        assert!(zsh.starts_with("#compdef mdpilot"), "{zsh}");
+        let fish = std::fs::read_to_string(dir.path().join("mdpilot.fish")).unwrap();
+        assert!(fish.contains("complete -c mdpilot"), "{fish}");
+        for sub in [
+            "status",
+            "policy",
+            "wipe",
+            "blockdev-wipe",
+            "serve",
+            "monitor",
+        ] {
+            assert!(
+                bash.contains(sub) && zsh.contains(sub) && fish.contains(sub),
+                "{sub}"
+            );
+        }
+    }
+}
