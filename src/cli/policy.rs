@@ -297,7 +297,6 @@ pub fn render(v: &PolicyView) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::Root;
     use clap::Parser;
 
     #[derive(Debug, Parser)]
