@@ -10,6 +10,7 @@
 pub mod check; // pure: resumable checks: the record per array UUID, resume points, results
 pub mod cli; // front ends: status, policy, wipe (+ progress), monitor, blockdev-wipe
 pub mod config; // drop-in TOML configuration from /usr/lib, /run and /etc/mdpilot/config.d
+#[cfg(feature = "service")]
 pub mod dbus; // zbus objects (Manager, Array, Job), option parsing, errors, authorization, client proxies
 pub mod error; // the one error-chain printer
 pub mod events; // pure: mdadm-style events (Fail, DegradedArray, RebuildNN, CheckFinished...) from snapshots
@@ -21,9 +22,12 @@ pub mod model; // owned domain types (Array, Member, SpeedLimit, SyncAction ...)
 pub mod names; // the names users type for an array (/dev/md/root, md/root, host:root), resolved to the kernel name
 pub mod policy; // resync priority leases on the md speed limits: state machine, durable state, knob writes
 pub mod schedule; // pure: check windows (OnCalendar subset) and which arrays to check now
+#[cfg(feature = "service")]
 pub mod service; // `mdpilot serve`: the one event loop, shared state, shutdown
+#[cfg(feature = "service")]
 pub mod sim; // simulated kernel tree for `serve --sim` and tests
 pub mod sysfs; // the one reading layer: /sys/block/mdX/md/* and /proc/sys/dev/raid/* as typed values
 pub mod units; // human sizes, rates and durations
+#[cfg(feature = "service")]
 pub mod watch; // udev, /proc/mdstat and sysfs notifications as owned events
 pub mod wipe; // wipe jobs: probe, plan, planner, job, workers, sources, verify, resync

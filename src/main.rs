@@ -1,64 +1,78 @@
 //! The `mdpilot` command: subcommands only dispatch into the library.
 
-use clap::{Parser, Subcommand};
+use clap::Parser;
+use mdpilot::cli::args::{Cli, Command};
 use mdpilot::cli::Context;
 use mdpilot::host::Root;
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-/// mdpilot: make md RAID arrays cooperate with installers and admins.
-#[derive(Debug, Parser)]
-#[command(name = "mdpilot", version, about)]
-struct Cli {
-    /// Prefix for /proc, /sys, /dev and /run (tests and the simulator use a temporary tree).
-    #[arg(
-        long,
-        global = true,
-        default_value = "/",
-        env = "MDPILOT_ROOT",
-        value_name = "DIR"
-    )]
-    root: PathBuf,
-
-    /// More log output (-v info, -vv debug, -vvv trace). RUST_LOG overrides.
-    #[arg(short, long, global = true, action = clap::ArgAction::Count)]
-    verbose: u8,
-
-    #[command(subcommand)]
-    command: Command,
-}
-
-#[derive(Debug, Subcommand)]
-enum Command {
-    /// Show md arrays, members and any resync (like `mdadm --detail`'s summary).
-    Status(mdpilot::cli::status::StatusArgs),
-    /// Resync priority: leases on /proc/sys/dev/raid/speed_limit_{min,max} and per-array limits.
-    #[command(subcommand)]
-    Policy(mdpilot::cli::policy::PolicyCommand),
-    /// Wipe a block device (array or member) as fast as the device allows, with honest progress.
-    Wipe(mdpilot::cli::wipe::WipeArgs),
-    /// Drop-in for the Debian installer's blockdev-wipe: 1000 lines of `*` as progress.
-    BlockdevWipe(mdpilot::cli::blockdev_wipe::BlockdevWipeArgs),
-    /// Run the service: watch arrays and publish them on D-Bus.
-    Serve(mdpilot::service::ServeArgs),
-    /// Checks (scrubs): start, pause, resume, cancel, status; resumable and throttled.
-    #[command(subcommand)]
-    Check(mdpilot::cli::check::CheckCommand),
-    /// Follow the service's D-Bus signals, one line per change.
-    Monitor(mdpilot::cli::monitor::MonitorArgs),
-}
-
-fn init_logging(verbose: u8) {
+/// The log filter: `RUST_LOG`, else by `-v` count; `base` is the level without `-v`.
+fn log_filter(verbose: u8, base: &str) -> tracing_subscriber::EnvFilter {
     let default = match verbose {
-        0 => "warn",
+        0 => base,
         1 => "info",
         2 => "debug",
         _ => "trace",
     };
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default));
+    tracing_subscriber::EnvFilter::try_from_default_env()
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default))
+}
+
+/// Whether stderr is the journal: systemd sets `JOURNAL_STREAM=DEV:INODE` to the stream it
+/// connected stdout/stderr to (systemd.exec(5)); compared with stderr's own device and inode so
+/// that a child with stderr redirected elsewhere does not count.
+#[cfg(feature = "service")]
+fn stderr_is_journal() -> bool {
+    let Some(v) = std::env::var_os("JOURNAL_STREAM") else {
+        return false;
+    };
+    let Some((dev, ino)) = v.to_str().and_then(|v| v.split_once(':')) else {
+        return false;
+    };
+    match nix::sys::stat::fstat(libc::STDERR_FILENO) {
+        Ok(st) => dev.parse() == Ok(st.st_dev) && ino.parse() == Ok(st.st_ino),
+        Err(_) => false,
+    }
+}
+
+/// `serve` under systemd logs to the journal natively (priorities, and the events' fields as
+/// journal fields: ARRAY=, DEVICE=, UID=, JOB=, ...), at info unless told otherwise. Returns
+/// false when it did not (not `serve`, not the journal, or the journal socket cannot be opened).
+#[cfg(feature = "service")]
+fn init_journald(verbose: u8, serve: bool) -> bool {
+    use tracing_subscriber::layer::SubscriberExt;
+    use tracing_subscriber::util::SubscriberInitExt;
+    if !serve || !stderr_is_journal() {
+        return false;
+    }
+    let layer = match tracing_journald::layer() {
+        Ok(l) => l
+            .with_field_prefix(None)
+            .with_syslog_identifier("mdpilot".into()),
+        Err(e) => {
+            eprintln!("mdpilot: journald socket unavailable, logging to stderr: {e}");
+            return false;
+        }
+    };
+    tracing_subscriber::registry()
+        .with(log_filter(verbose, "info"))
+        .with(layer)
+        .try_init()
+        .is_ok()
+}
+
+#[cfg(not(feature = "service"))]
+fn init_journald(_verbose: u8, _serve: bool) -> bool {
+    false
+}
+
+/// Logging on stderr, or the journal for `serve` under systemd ([`init_journald`]).
+fn init_logging(verbose: u8, serve: bool) {
+    if init_journald(verbose, serve) {
+        return;
+    }
     let _ = tracing_subscriber::fmt()
-        .with_env_filter(filter)
+        .with_env_filter(log_filter(verbose, "warn"))
         .with_writer(std::io::stderr)
         // d-i hooks send stderr to syslog: colour codes only for a terminal.
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
@@ -107,7 +121,11 @@ fn main() -> ExitCode {
             e.exit();
         }
     };
-    init_logging(cli.verbose);
+    #[cfg(feature = "service")]
+    let serve = matches!(cli.command, Command::Serve(_));
+    #[cfg(not(feature = "service"))]
+    let serve = false;
+    init_logging(cli.verbose, serve);
     let ctx = Context {
         root: Root::new(cli.root),
     };
@@ -116,8 +134,10 @@ fn main() -> ExitCode {
         Command::Policy(c) => mdpilot::cli::policy::run(&ctx, c),
         Command::Wipe(a) => mdpilot::cli::wipe::run_wipe(&ctx, a),
         Command::BlockdevWipe(a) => mdpilot::cli::blockdev_wipe::run_blockdev_wipe(&ctx, a),
+        #[cfg(feature = "service")]
         Command::Serve(a) => mdpilot::service::run(&ctx, a),
         Command::Check(c) => mdpilot::cli::check::run(&ctx, c),
+        #[cfg(feature = "service")]
         Command::Monitor(a) => mdpilot::cli::monitor::run(&ctx, a),
     }
 }

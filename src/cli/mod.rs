@@ -1,8 +1,12 @@
-//! The command-line front ends: one file per subcommand, plus the global context and exit helper.
+//! The command-line front ends: one file per subcommand, the clap definitions (`args`), the global
+//! context and exit helper.
 
+#[cfg(feature = "service")]
 pub mod agent;
+pub mod args;
 pub mod blockdev_wipe;
 pub mod check;
+#[cfg(feature = "service")]
 pub mod monitor;
 pub mod policy;
 pub mod progress;

@@ -5,7 +5,8 @@
 //! only the service can see the bus, and it reaps them).
 //!
 //! Through the service: `apply|release|restore` go through the D-Bus service when it runs, so
-//! that the service stays the single writer of the limits while it runs ([`try_service`]).
+//! that the service stays the single writer of the limits while it runs (`service::try_service`,
+//! with the `service` feature; the installer's build always works on the files).
 //!
 //! Which bus: env `MDPILOT_BUS` (`system`, `session` or a D-Bus address); when unset, the system
 //! bus, and only when the root is `/` (a `--root` tree is never the running system's service).
@@ -23,14 +24,14 @@
 
 use crate::cli::{fail, Context};
 use crate::config::Config;
-use crate::dbus::client::{connect_if_running, ManagerProxy};
-use crate::dbus::props::LeaseEntry;
-use crate::dbus::BusChoice;
 use crate::policy::{cli_alive, LeaseKind, LeaseRequest, Limits, Owner, Policy, PolicyView};
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::process::ExitCode;
-use std::time::Duration;
-use zbus::zvariant::Value;
+
+#[cfg(feature = "service")]
+pub mod service;
+#[cfg(feature = "service")]
+pub use service::{acquire_options, bus_for, try_service, PROBE_TIMEOUT};
 
 /// `mdpilot policy show|apply|release|restore`.
 #[derive(Debug, clap::Subcommand)]
@@ -218,6 +219,7 @@ pub fn run(ctx: &Context, mut cmd: PolicyCommand) -> ExitCode {
             return fail(&NoSuchPid(*pid), 1);
         }
     }
+    #[cfg(feature = "service")]
     if let Some(code) = try_service(ctx, &cmd) {
         return code;
     }
@@ -365,166 +367,9 @@ pub fn render(v: &PolicyView) -> String {
     s
 }
 
-/// How long connecting to the bus and finding the service may take before the CLI falls back to
-/// the files.
-pub const PROBE_TIMEOUT: Duration = Duration::from_secs(1);
-
-/// The bus to look for the service on: `MDPILOT_BUS`, else the system bus when the root is `/`;
-/// `None` when the CLI must not look (a `--root` tree without `MDPILOT_BUS`).
-pub fn bus_for(ctx: &Context, env: Option<&str>) -> Option<BusChoice> {
-    match env {
-        Some(s) if !s.is_empty() => s.parse().ok(),
-        _ if ctx.root.is_system() => Some(BusChoice::System),
-        _ => None,
-    }
-}
-
-/// Runs `cmd` through the running service and returns its exit code; `None` when no service
-/// answers within [`PROBE_TIMEOUT`] (or for `show`), in which case the caller works on the files.
-pub fn try_service(ctx: &Context, cmd: &PolicyCommand) -> Option<ExitCode> {
-    if matches!(cmd, PolicyCommand::Show { .. }) {
-        return None;
-    }
-    let env = std::env::var("MDPILOT_BUS").ok();
-    let bus = bus_for(ctx, env.as_deref())?;
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .ok()?;
-    rt.block_on(async {
-        let conn = connect_if_running(&bus, PROBE_TIMEOUT).await?;
-        // Non-root: a polkit text agent for the service's prompt (stopped on drop).
-        let _agent = super::agent::start();
-        Some(run_via_service(ctx, cmd, &conn).await)
-    })
-}
-
-/// The `AcquirePriority` options for `a`; `install` fills per-array limits given without
-/// `--min`/`--max` (global ones are left to the service's install policy). Per-array limits go
-/// as `arrays` `{ARRAY: {min: t, max: t}}` with only the given keys, so a per-array `--max 0`
-/// is sent as such (the policy writes it as 1 KiB/s, the slowest md allows).
-pub fn acquire_options(
-    a: &ApplyArgs,
-    install: (u64, Option<u64>),
-) -> HashMap<&'static str, Value<'static>> {
-    let mut o: HashMap<&'static str, Value<'static>> = HashMap::new();
-    o.insert("holder", Value::from(a.holder.clone()));
-    o.insert("kind", Value::from(a.kind.as_str()));
-    if let Some(d) = a.for_s {
-        o.insert("duration", Value::U64(d));
-    }
-    if let Some(p) = a.pid {
-        o.insert("pid", Value::U32(p));
-    }
-    match &a.array {
-        None => {
-            if let Some(m) = a.min {
-                o.insert("min", Value::U64(m));
-            }
-            if let Some(m) = a.max {
-                o.insert("max", Value::U64(m));
-            }
-        }
-        Some(arr) => {
-            let (min, max) = if a.min.is_none() && a.max.is_none() {
-                (Some(install.0), install.1)
-            } else {
-                (a.min, a.max)
-            };
-            let mut l: HashMap<String, Value<'static>> = HashMap::new();
-            if let Some(m) = min {
-                l.insert("min".into(), Value::U64(m));
-            }
-            if let Some(m) = max {
-                l.insert("max".into(), Value::U64(m));
-            }
-            let m: HashMap<String, HashMap<String, Value<'static>>> =
-                HashMap::from([(arr.clone(), l)]);
-            o.insert("arrays", Value::from(m));
-        }
-    }
-    o
-}
-
-fn dbus_fail(what: &str, e: zbus::Error) -> ExitCode {
-    match e {
-        zbus::Error::MethodError(name, msg, _) => {
-            eprintln!(
-                "mdpilot: policy {what} (through the service): {name}: {}",
-                msg.unwrap_or_default()
-            );
-            if name.as_str().ends_with(".NotAuthorized") {
-                if let Some(h) = super::agent::hint() {
-                    eprintln!("mdpilot: hint: {h}");
-                }
-            }
-        }
-        e => eprintln!("mdpilot: policy {what} (through the service): {e}"),
-    }
-    ExitCode::from(1)
-}
-
-/// `cmd` through the service on `conn` (see the module doc for the mapping); prints the view
-/// read back from the files.
-async fn run_via_service(ctx: &Context, cmd: &PolicyCommand, conn: &zbus::Connection) -> ExitCode {
-    let config = match Config::load(&ctx.root) {
-        Ok(c) => c,
-        Err(e) => return fail(&e, 1),
-    };
-    let settings = config.policy_settings(&ctx.root);
-    let install = (settings.install_min, settings.install_max);
-    let policy = Policy::new(ctx.root.clone(), settings);
-    let m = match ManagerProxy::new(conn).await {
-        Ok(m) => m,
-        Err(e) => return dbus_fail("proxy", e),
-    };
-    let mut warning = None;
-    let json = match cmd {
-        PolicyCommand::Show { .. } => unreachable!("show reads the files"),
-        PolicyCommand::Apply(a) => {
-            let o = acquire_options(a, install);
-            if let Err(e) = m.acquire_priority(o).await {
-                return dbus_fail("apply", e);
-            }
-            a.json
-        }
-        PolicyCommand::Release { holder, json } => {
-            let held = match m.leases().await {
-                Ok(l) => l.iter().any(|l| &LeaseEntry::from_dict(l).id == holder),
-                Err(e) => return dbus_fail("release", e),
-            };
-            if held {
-                if let Err(e) = m.release_priority(holder).await {
-                    return dbus_fail("release", e);
-                }
-            } else {
-                // Idempotent like the file path: installer scripts release unconditionally.
-                warning = Some(format!("{holder:?} held no lease"));
-            }
-            *json
-        }
-        PolicyCommand::Restore { defaults, json } => {
-            let o = HashMap::from([("defaults", Value::Bool(*defaults))]);
-            if let Err(e) = m.restore_limits(o).await {
-                return dbus_fail("restore", e);
-            }
-            *json
-        }
-    };
-    let view: PolicyView = match policy.show() {
-        Ok(mut v) => {
-            v.warnings.extend(warning);
-            v
-        }
-        Err(e) => return fail(&e, 1),
-    };
-    print_view(&view, json)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::host::Root;
     use clap::Parser;
 
     #[derive(Debug, Parser)]
@@ -572,58 +417,5 @@ mod tests {
         let PolicyCommand::Apply(a) = c else { panic!() };
         let r = a.request(0, None);
         assert_eq!(r.arrays.keys().collect::<Vec<_>>(), vec!["md0"]);
-    }
-
-    fn apply(args: &[&str]) -> ApplyArgs {
-        let mut v = vec!["t", "apply"];
-        v.extend_from_slice(args);
-        match T::parse_from(v).c {
-            PolicyCommand::Apply(a) => a,
-            _ => unreachable!(),
-        }
-    }
-
-    #[test]
-    fn bus_choice_follows_env_and_root() {
-        let sys = Context {
-            root: Root::system(),
-        };
-        let tmp = Context {
-            root: Root::new("/tmp/x"),
-        };
-        assert_eq!(bus_for(&sys, None), Some(BusChoice::System));
-        assert_eq!(bus_for(&tmp, None), None);
-        assert_eq!(bus_for(&tmp, Some("")), None);
-        assert_eq!(bus_for(&tmp, Some("session")), Some(BusChoice::Session));
-        assert_eq!(
-            bus_for(&tmp, Some("unix:path=/b")),
-            Some(BusChoice::Address("unix:path=/b".into()))
-        );
-    }
-
-    #[test]
-    fn apply_maps_to_acquire_options() {
-        let o = acquire_options(&apply(&[]), (0, None));
-        let mut keys: Vec<_> = o.keys().copied().collect();
-        keys.sort();
-        // No limits: the service's install policy.
-        assert_eq!(keys, ["holder", "kind"]);
-        assert_eq!(o["holder"], Value::from("installer"));
-        assert_eq!(o["kind"], Value::from("installer"));
-        let o = acquire_options(&apply(&["--min", "0", "--pid", "7"]), (0, None));
-        assert_eq!(o["min"], Value::U64(0));
-        assert_eq!(o["pid"], Value::U32(7));
-        assert!(!o.contains_key("max"));
-        let o = acquire_options(&apply(&["--array", "md1"]), (0, Some(500)));
-        let m: HashMap<String, HashMap<String, zbus::zvariant::OwnedValue>> =
-            o["arrays"].try_clone().unwrap().try_into().unwrap();
-        assert_eq!(u64::try_from(&*m["md1"]["min"]).unwrap(), 0);
-        assert_eq!(u64::try_from(&*m["md1"]["max"]).unwrap(), 500);
-        // A per-array max 0 goes through as such; an unset min stays absent.
-        let o = acquire_options(&apply(&["--array", "md1", "--max", "0"]), (0, None));
-        let m: HashMap<String, HashMap<String, zbus::zvariant::OwnedValue>> =
-            o["arrays"].try_clone().unwrap().try_into().unwrap();
-        assert_eq!(u64::try_from(&*m["md1"]["max"]).unwrap(), 0);
-        assert!(!m["md1"].contains_key("min"));
     }
 }

@@ -308,7 +308,7 @@ impl ArrayObject {
                 _ => Error::Failed(msg),
             }
         })?;
-        tracing::info!("{what}: wrote {sync_action}");
+        tracing::info!(array = %name, sync_action = %sync_action, "{what}: wrote {sync_action}");
         let _ = self.shared.refresh.send(crate::watch::Event::ArrayAttr {
             array: name.clone(),
             attr: "sync_action".into(),

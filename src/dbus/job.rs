@@ -480,7 +480,11 @@ pub async fn start_wipe(
             "StartWipe {dev_text}: cannot serve {path}: {e}"
         )));
     }
-    tracing::info!("job {n}: wiping {dev_text} ({method:?}) for uid {uid}");
+    // The journal's record of who wiped what (fields JOB=, DEVICE=, UID=, METHOD=).
+    tracing::info!(
+        job = n, device = %dev_text, uid, method = method.name(),
+        "job {n}: wiping {dev_text} ({}) for uid {uid}", method.name()
+    );
     tokio::spawn(follow(
         conn.clone(),
         shared.clone(),
@@ -546,7 +550,15 @@ async fn follow(
             tracing::warn!("cannot emit Completed on {path}: {e}");
         }
     }
-    tracing::info!("job {n}: {message}");
+    let (device, uid) = {
+        let p = props.lock().unwrap_or_else(|e| e.into_inner());
+        (p.device.clone(), p.started_by_uid)
+    };
+    if ok {
+        tracing::info!(job = n, device = %device, uid, "job {n}: {message}");
+    } else {
+        tracing::warn!(job = n, device = %device, uid, "job {n}: {message}");
+    }
     shared
         .jobs
         .lock()

@@ -154,6 +154,7 @@ impl Policy {
     /// # Errors
     /// As [`Policy::acquire`], except `Invalid`.
     pub fn release(&self, holder: &str) -> Result<PolicyView, PolicyError> {
+        tracing::info!(holder = %holder, "release lease");
         let mut unknown = false;
         let view = self.change(|old| {
             let mut leases = old.leases.clone();
@@ -184,6 +185,7 @@ impl Policy {
     /// than corrupt) or saved, [`PolicyError::Write`] when a default cannot be written (the
     /// state is then left as it was; run it again).
     pub fn restore(&self, defaults: bool) -> Result<PolicyView, PolicyError> {
+        tracing::info!(defaults, "restore limits: every lease dropped");
         if !defaults {
             return self.change_with(&|_| true, |_| Some(BTreeMap::new()), |_| {});
         }
@@ -371,7 +373,6 @@ impl Policy {
             state::save(path, &t.mid)?;
             failpoint("policy-after-mid-save");
             for (i, w) in t.writes.iter().enumerate() {
-                tracing::debug!(knob = %w.knob, value = %w.setting, "write");
                 if let Err(source) = self.io.write(&w.knob, w.setting) {
                     let rolled_back = self.undo(&t.writes[..i]) && self.put_back(&old, existed);
                     return Err(PolicyError::Write {
@@ -380,6 +381,7 @@ impl Policy {
                         rolled_back,
                     });
                 }
+                log_write(w);
                 if i == 0 {
                     failpoint("policy-after-first-write");
                 }
@@ -535,12 +537,15 @@ impl Policy {
     }
 
     /// Writes back the `before` readings of `done`, newest first. True when all succeeded.
+    /// (Logged per knob: an undo is a write too.)
     fn undo(&self, done: &[lease::Write]) -> bool {
         let mut ok = true;
         for w in done.iter().rev() {
             if let Err(e) = self.io.write(&w.knob, Setting::from(w.before)) {
                 tracing::error!("undoing {}: {e}", w.knob);
                 ok = false;
+            } else {
+                tracing::info!(knob = %w.knob, value = %w.before, "undone after a failed write");
             }
         }
         ok
@@ -651,5 +656,20 @@ impl Policy {
 impl From<KnobError> for PolicyError {
     fn from(e: KnobError) -> Self {
         PolicyError::Read(e)
+    }
+}
+
+/// One knob write at info (journal fields KNOB=, VALUE=, BEFORE=, and ARRAY= for a per-array
+/// knob): the record of every speed limit the policy set or gave back.
+fn log_write(w: &lease::Write) {
+    match &w.knob {
+        KnobId::Array { array, .. } => tracing::info!(
+            array = %array, knob = %w.knob, value = %w.setting, before = %w.before,
+            "speed limit written"
+        ),
+        KnobId::Global(_) => tracing::info!(
+            knob = %w.knob, value = %w.setting, before = %w.before,
+            "speed limit written"
+        ),
     }
 }

@@ -144,9 +144,11 @@ impl Shared {
         for id in &ids {
             match self.policy.release(id) {
                 Ok(v) => last = Some(v),
-                Err(e) => tracing::warn!("cannot release lease {id} of {name}: {e}"),
+                Err(e) => {
+                    tracing::warn!(holder = %id, owner = %name, "cannot release lease {id} of {name}: {e}")
+                }
             }
-            tracing::info!("released lease {id}: {name} left the bus");
+            tracing::info!(holder = %id, owner = %name, "released lease {id}: {name} left the bus");
         }
         if !ids.is_empty() {
             self.publish(emitter, last).await;

@@ -13,6 +13,8 @@ use std::path::PathBuf;
 #[derive(Debug, Clone)]
 pub struct ResyncControl {
     dir: PathBuf,
+    /// The array's kernel name, for the log records (journal field ARRAY=).
+    array: String,
 }
 
 impl ResyncControl {
@@ -20,6 +22,7 @@ impl ResyncControl {
     pub fn new(root: &Root, name: &str) -> Self {
         ResyncControl {
             dir: root.sys("block").join(name).join("md"),
+            array: name.to_string(),
         }
     }
 
@@ -34,18 +37,24 @@ impl ResyncControl {
 
     /// `frozen` -> `sync_action`: the resync stops at its checkpoint.
     pub fn freeze(&self) -> Result<(), WipeError> {
-        self.write("sync_action", "frozen")
+        self.write("sync_action", "frozen")?;
+        tracing::info!(array = %self.array, "resync frozen for the wipe");
+        Ok(())
     }
 
     /// `none` -> `resync_start`, then `idle` -> `sync_action`: the resync is skipped. Only after
     /// the whole array was written and flushed.
     pub fn mark_in_sync(&self) -> Result<(), WipeError> {
         self.write("resync_start", "none")?;
-        self.write("sync_action", "idle")
+        self.write("sync_action", "idle")?;
+        tracing::info!(array = %self.array, "resync skipped: the wiped array is in sync");
+        Ok(())
     }
 
     /// `idle` -> `sync_action`: the resync continues from its checkpoint.
     pub fn unfreeze(&self) -> Result<(), WipeError> {
-        self.write("sync_action", "idle")
+        self.write("sync_action", "idle")?;
+        tracing::info!(array = %self.array, "resync unfrozen");
+        Ok(())
     }
 }

@@ -5,5 +5,5 @@ systemctl start mdpilot.service || { systemctl status mdpilot.service --no-pager
 info "systemctl start mdpilot: $((($(date +%s%N) - t0) / 1000000)) ms to READY"
 assert_eq "$(unit_state)" active "unit state after start"
 name_on_bus || fail "busctl list does not show $BUS_NAME"
-busctl --system get-property "$BUS_NAME" "$BUS_PATH" "$MANAGER" Version
+busctl --system get-property "$BUS_NAME" "$MANAGER_PATH" "$MANAGER" Version
 assert_eq "$(busctl --system status "$BUS_NAME" 2>/dev/null | sed -n 's/^PID=//p')" "$(main_pid)" "the bus name's owner is the unit's main process"

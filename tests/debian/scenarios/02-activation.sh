@@ -9,5 +9,5 @@ as_tester busctl --system call "$BUS_NAME" "$BUS_PATH" org.freedesktop.DBus.Peer
     fail "a call to $BUS_NAME from user tester did not activate it"
 info "D-Bus activation: $((($(date +%s%N) - t0) / 1000000)) ms to the first answer"
 assert_eq "$(unit_state)" active "unit state after the call"
-v=$(as_tester busctl --system get-property "$BUS_NAME" "$BUS_PATH" "$MANAGER" SpeedLimitMin)
+v=$(as_tester busctl --system get-property "$BUS_NAME" "$MANAGER_PATH" "$MANAGER" SpeedLimitMin)
 assert_eq "$v" "t $(limit_min)" "SpeedLimitMin read by tester"

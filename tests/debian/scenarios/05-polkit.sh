@@ -6,7 +6,7 @@ before=$(limit_min)
 m=org.mdpilot.MdPilot1.Manager
 refused() { # refused METHOD ARGS...: gdbus as tester answers NotAuthorized or AccessDenied
     local out
-    out=$(as_tester gdbus call --system --dest "$BUS_NAME" --object-path "$BUS_PATH" --method "$m.$1" "${@:2}" 2>&1) &&
+    out=$(as_tester gdbus call --system --dest "$BUS_NAME" --object-path "$MANAGER_PATH" --method "$m.$1" "${@:2}" 2>&1) &&
         fail "$1 as tester succeeded: $out"
     case $out in
         *org.mdpilot.MdPilot1.Error.NotAuthorized* | *org.freedesktop.DBus.Error.AccessDenied*) log "ok: $1 refused: $out" ;;
@@ -28,7 +28,7 @@ polkit.addRule(function(action, subject) {
         return polkit.Result.YES;
 });
 R
-granted() { as_tester gdbus call --system --dest "$BUS_NAME" --object-path "$BUS_PATH" --method "$m.AcquirePriority" '{}' >/tmp/granted.txt 2>&1; }
+granted() { as_tester gdbus call --system --dest "$BUS_NAME" --object-path "$MANAGER_PATH" --method "$m.AcquirePriority" '{}' >/tmp/granted.txt 2>&1; }
 wait_for 20 granted || fail "AcquirePriority as tester with a polkit rule: $(cat /tmp/granted.txt)"
 log "ok: tester with a rule: $(cat /tmp/granted.txt)"
 rm -f "$rule"

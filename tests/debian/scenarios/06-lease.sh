@@ -7,7 +7,7 @@ echo 1000 >/proc/sys/dev/raid/speed_limit_min
 orig=$(limit_min)
 assert_eq "$(mcall AcquirePriority 'a{sv}' 2 holder s installer kind s installer)" 's "installer"' "lease id"
 assert_eq "$(limit_min)" 0 "speed_limit_min during the installer lease"
-assert_eq "$(busctl --system get-property "$BUS_NAME" "$BUS_PATH" "$MANAGER" SpeedLimitMin)" "t 0" "SpeedLimitMin on the bus"
+assert_eq "$(busctl --system get-property "$BUS_NAME" "$MANAGER_PATH" "$MANAGER" SpeedLimitMin)" "t 0" "SpeedLimitMin on the bus"
 mcall ReleasePriority s installer || fail "ReleasePriority installer failed"
 assert_eq "$(limit_min)" "$orig" "speed_limit_min after release"
 # Per-array limits: sysfs below /sys/devices/virtual/block/md0/md, reached through /sys/block.
