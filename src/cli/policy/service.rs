@@ -169,4 +169,3 @@ async fn run_via_service(ctx: &Context, cmd: &PolicyCommand, conn: &zbus::Connec
     };
     print_view(&view, json)
 }
-
