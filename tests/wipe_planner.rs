@@ -466,3 +466,24 @@ fn method_name_is_the_cli_json_and_lookup_word() {
     assert_eq!(Method::value_variants().len(), Method::ALL.len());
     assert_eq!(Method::from_name("shred"), None);
 }
+
+#[test]
+fn reread_partitions_on_a_whole_disk_with_partitions_or_a_wiped_first_sector() {
+    let mut d = disk(1 << 30);
+    d.partitions = vec!["sdx1".into()];
+    let p = plan(&d, Method::Signatures, &opts()).unwrap();
+    assert!(p.reread_partitions);
+    assert!(p
+        .reasons
+        .iter()
+        .any(|r| r.contains("BLKRRPART") && r.contains("sdx1")));
+    d.partitions.clear();
+    assert!(plan(&d, Method::Zero, &opts()).unwrap().reread_partitions);
+    let mut part = disk(1 << 30);
+    part.is_partition = true;
+    assert!(
+        !plan(&part, Method::Zero, &opts())
+            .unwrap()
+            .reread_partitions
+    );
+}

@@ -13,6 +13,7 @@
 //! [`JobHandle::wait`]'s result.
 
 use super::error::WipeError;
+use super::handover;
 use super::leases::{LeaseProvider, NoLeases};
 use super::plan::{Method, Plan, ResyncAction};
 use super::progress::{notify, CompleteFn, Outcome, Phase, Progress, ProgressFn, Shared};
@@ -181,7 +182,18 @@ impl Job {
     }
 
     fn run_shared(mut self, shared: &Shared) -> Result<Outcome, WipeError> {
-        let r = self.run_inner(shared);
+        let mut r = self.run_inner(shared);
+        // The device is closed now: udev's re-probe is not blocked by our exclusive open.
+        if self.sink.is_none() {
+            match handover::send_change(&self.root, &self.plan.name) {
+                Ok(()) => {
+                    if let Ok(o) = r.as_mut() {
+                        o.uevent_sent = true;
+                    }
+                }
+                Err(e) => tracing::warn!("{}: udev change event: {e}", self.plan.name),
+            }
+        }
         shared.set_phase(Phase::Done);
         let snap = shared.snapshot();
         if let Some(f) = self.on_progress.as_mut() {
@@ -245,6 +257,9 @@ impl Job {
             }
         }
         self.on_progress = on_progress.into_inner().unwrap_or_else(|e| e.into_inner());
+        if let Ok(o) = result.as_mut() {
+            o.partitions_reread = handover::reread(&*sink, &plan.name, plan.reread_partitions);
+        }
         let result = match (result, &resync) {
             (Ok(mut o), Some(c)) => match c.mark_in_sync() {
                 Ok(()) => {
@@ -367,6 +382,10 @@ fn run_phases(
         },
         verified: false,
         resync_skipped: false,
+        partitions_reread: false,
+        uevent_sent: false,
+        resumed_bytes: 0,
+        offloaded: false,
     };
     if plan.verify {
         shared.set_phase(Phase::Verify);

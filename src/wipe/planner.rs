@@ -12,7 +12,7 @@
 
 use super::error::WipeError;
 use super::leases::{LeaseKind, LeaseRequest, Limits, Owner};
-use super::plan::{Data, Method, Op, OpenFlags, Options, Plan, Range, ResyncAction};
+use super::plan::{Data, Identity, Method, Op, OpenFlags, Options, Plan, Range, ResyncAction};
 use super::probe::Probe;
 use crate::units::{bytes_exact, human_bytes};
 use std::collections::BTreeMap;
@@ -160,6 +160,31 @@ pub fn signature_ranges(size: u64, lbs: u64) -> Vec<Range> {
         }
     }
     out
+}
+
+/// Whether the job re-reads the partition table after the wipe (BLKRRPART, as wipefs(8)
+/// does): on a whole device (not a partition) that had partitions when probed, or whose first
+/// sector is wiped (where a partition table lives). Reason appended.
+pub fn reread_partitions(p: &Probe, ranges: &[Range], reasons: &mut Vec<String>) -> bool {
+    if p.is_partition {
+        return false;
+    }
+    let first_sector = ranges.first().is_some_and(|r| r.offset == 0 && r.len > 0);
+    if !p.partitions.is_empty() {
+        reasons.push(format!(
+            "after the wipe: re-read the partition table (BLKRRPART) so the kernel drops              partition(s) {}, then a udev change event",
+            p.partitions.join(", ")
+        ));
+        true
+    } else if first_sector {
+        reasons.push(
+            "after the wipe: re-read the partition table (BLKRRPART) and a udev change event,              so no stale signature survives in udev's database"
+                .into(),
+        );
+        true
+    } else {
+        false
+    }
 }
 
 /// Plans wiping `p` with `method`.
@@ -353,6 +378,7 @@ pub fn plan(p: &Probe, method: Method, opts: &Options) -> Result<Plan, WipeError
     if opts.verify {
         reasons.push("verify: read back with O_DIRECT and compare".into());
     }
+    let reread_partitions = reread_partitions(p, &ranges, &mut reasons);
     Ok(Plan {
         device: p.path.clone(),
         name: p.name.clone(),
@@ -371,6 +397,14 @@ pub fn plan(p: &Probe, method: Method, opts: &Options) -> Result<Plan, WipeError
         resync,
         leases,
         verify: opts.verify,
+        reread_partitions,
+        identity: Identity {
+            stable_id: p.stable_id.clone(),
+            size_bytes: p.size_bytes,
+            logical_block_size: p.logical_block_size,
+        },
+        checkpoint: None,
+        offload: Vec::new(),
         reasons,
     })
 }
