@@ -195,6 +195,14 @@ pub struct Options {
     pub prefer_writes: bool,
     /// Overrides [`super::planner::QUEUE_DEPTH`] (1..=64; benchmarks).
     pub queue_depth: Option<usize>,
+    /// `--resume`: continue the device's checkpoint (its method, key and ranges).
+    pub resume: bool,
+    /// Refuse a fresh start over the device's checkpoint of an interrupted wipe (`mdpilot
+    /// wipe` sets it unless `--restart`); when false a fresh job replaces the checkpoint (the
+    /// installer's `blockdev-wipe`, which cannot say `--restart`).
+    pub checkpoint_guard: bool,
+    /// Where checkpoints live (default [`super::checkpoint::DIR`] under the root).
+    pub checkpoint_dir: Option<PathBuf>,
 }
 
 /// Everything the engine needs, and the reasons for each choice.
