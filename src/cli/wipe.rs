@@ -298,6 +298,15 @@ fn report(args: &WipeArgs, plan: &Plan, result: Result<Outcome, WipeError>) -> E
                         ""
                     }
                 );
+                if o.offloaded {
+                    eprintln!("mdpilot: the members zeroed their data regions themselves");
+                }
+                if o.resumed_bytes > 0 {
+                    eprintln!(
+                        "mdpilot: resumed: {} were durable from the interrupted run",
+                        bytes_exact(o.resumed_bytes)
+                    );
+                }
             }
             ExitCode::SUCCESS
         }

@@ -16,6 +16,7 @@ use super::checkpoint::{self, Checkpoint, Checkpointer, ResyncRecord};
 use super::error::WipeError;
 use super::handover;
 use super::leases::{LeaseProvider, NoLeases};
+use super::offload;
 use super::plan::{Data, Method, Op, Plan, ResyncAction};
 use super::progress::{notify, CompleteFn, Outcome, Phase, Progress, ProgressFn, Shared};
 use super::resync::ResyncControl;
@@ -262,6 +263,7 @@ impl Job {
         if let Ok(o) = result.as_mut() {
             o.partitions_reread = handover::reread(&*sink, &plan.name, plan.reread_partitions);
             o.resumed_bytes = plan.checkpoint.as_ref().map_or(0, |c| c.resumed_bytes);
+            o.offloaded = !plan.offload.is_empty();
         }
         let result = match (result, &resync) {
             (Ok(mut o), Some(c)) if skip_allowed => match c.mark_in_sync() {
@@ -431,9 +433,13 @@ fn run_phases(
     shared.set_phase(Phase::Wipe);
     notify(on_progress, shared);
     let t0 = Instant::now();
-    let pool =
-        Pool::new(plan, sink, shared, on_progress, plan.request_bytes()).with_checkpoint(ckpt);
-    wipe_all(&pool, sources)?;
+    if plan.offload.is_empty() {
+        let pool =
+            Pool::new(plan, sink, shared, on_progress, plan.request_bytes()).with_checkpoint(ckpt);
+        wipe_all(&pool, sources)?;
+    } else {
+        offload::run(plan, sink, shared, on_progress)?;
+    }
     let done = shared.done.load(Ordering::SeqCst);
     if shared.cancelled() && done < shared.total {
         return Err(WipeError::Cancelled {
