@@ -267,3 +267,77 @@ fn loop_zero_wipe_resumes_from_the_checkpoint_offset() {
     assert!(data[(40 * MIB) as usize..].iter().all(|&b| b == 0));
     assert!(checkpoint::list(state.path()).is_empty());
 }
+
+#[test]
+fn loop_member_offload_zeroes_each_member_region_only() {
+    need_root!();
+    use mdpilot::wipe::plan::{MemberRegion, Op, OpenFlags, Plan, Range, ResyncAction};
+    use mdpilot::wipe::sink::MemSink;
+    use std::sync::Arc;
+    let members = [
+        LoopDev::filled(16 * MIB, 0xaa),
+        LoopDev::filled(16 * MIB, 0xbb),
+    ];
+    let array = Arc::new(MemSink::new((8 * MIB) as usize, 0xcc));
+    let plan = Plan {
+        device: "/dev/md-test".into(),
+        name: "md-test".into(),
+        size_bytes: 8 * MIB,
+        method: Method::Zero,
+        op: Op::ZeroOut,
+        open: OpenFlags {
+            direct: true,
+            exclusive: true,
+            read: false,
+        },
+        block_bytes: 4 * MIB,
+        step_bytes: 4 * MIB,
+        queue_depth: 1,
+        ranges: vec![Range {
+            offset: 0,
+            len: 8 * MIB,
+        }],
+        resync: ResyncAction::Leave,
+        leases: vec![],
+        verify: false,
+        reasons: vec![],
+        reread_partitions: false,
+        identity: Default::default(),
+        checkpoint: None,
+        offload: members
+            .iter()
+            .map(|m| MemberRegion {
+                name: m.name(),
+                path: m.path.clone(),
+                offset_bytes: 2 * MIB,
+                len_bytes: 8 * MIB,
+            })
+            .collect(),
+    };
+    let o = Job::new(plan, Root::new("/nonexistent-root-for-tests"))
+        .with_sink(array.clone())
+        .run(&AtomicBool::new(false))
+        .unwrap();
+    assert!(o.offloaded && o.bytes == 8 * MIB, "{o:?}");
+    for (m, fill) in members.iter().zip([0xaa, 0xbb]) {
+        let data = m.read_all();
+        let (a, b) = ((2 * MIB) as usize, (10 * MIB) as usize);
+        assert!(
+            data[..a].iter().all(|&x| x == fill),
+            "{} before its data region",
+            m.name()
+        );
+        assert!(
+            data[a..b].iter().all(|&x| x == 0),
+            "{} data region",
+            m.name()
+        );
+        assert!(
+            data[b..].iter().all(|&x| x == fill),
+            "{} after its data region",
+            m.name()
+        );
+    }
+    // The array itself was not written through (its members were).
+    assert!(array.contents().iter().all(|&x| x == 0xcc));
+}
