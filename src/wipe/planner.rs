@@ -10,7 +10,6 @@
 //! - several requests in flight (queue depth), memory bounded by `queue_depth * block_bytes`;
 //! - resync: see [`ResyncAction`] and the leases in [`Plan::leases`].
 
-use super::checkpoint::{self, Checkpoint};
 use super::error::WipeError;
 use super::leases::{LeaseKind, LeaseRequest, Limits, Owner};
 use super::plan::{Data, Identity, Method, Op, OpenFlags, Options, Plan, Range, ResyncAction};
@@ -29,6 +28,8 @@ pub const MAX_BLOCK: u64 = 64 * MIB;
 pub const RANGE_STEP: u64 = 64 * MIB;
 /// Requests in flight for writes and zero-out steps.
 pub const QUEUE_DEPTH: usize = 4;
+
+pub use super::resume::resume;
 
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 {
@@ -442,101 +443,6 @@ pub fn plan(p: &Probe, method: Method, opts: &Options) -> Result<Plan, WipeError
         offload,
         reasons,
     })
-}
-
-/// Continues `plan` (planned afresh for the same device) from checkpoint `ck` (pure): refuses
-/// a checkpoint of another device, size, block size, method or ranges; else the plan's ranges
-/// become what is left above `ck.durable_offset`, with [`super::plan::CheckpointPlan`] `resumed_bytes` and the
-/// first run's resync mark, and a reason. `array_action` is the target array's `sync_action`
-/// now: a freeze-and-skip job left the array `frozen` when it was killed, and freezes it again.
-///
-/// Errors: [`WipeError::Usage`] naming what no longer matches (nothing is written).
-pub fn resume(
-    mut plan: Plan,
-    ck: &Checkpoint,
-    ck_path: &std::path::Path,
-    array_action: Option<&str>,
-) -> Result<Plan, WipeError> {
-    let dev = plan.device.display().to_string();
-    let refuse = |what: String| {
-        Err(WipeError::Usage(format!(
-            "{dev}: refusing to resume from {}: {what}; `--restart` discards it",
-            ck_path.display()
-        )))
-    };
-    let (a, b) = (&ck.identity, &plan.identity);
-    if a.stable_id != b.stable_id {
-        return refuse(format!(
-            "it is for device {} ({}), this is {}",
-            a.stable_id,
-            ck.device.display(),
-            b.stable_id
-        ));
-    }
-    if a.size_bytes != b.size_bytes {
-        return refuse(format!(
-            "the device was {} bytes, it is {} bytes now",
-            a.size_bytes, b.size_bytes
-        ));
-    }
-    if a.logical_block_size != b.logical_block_size {
-        return refuse(format!(
-            "the logical block size was {}, it is {} now",
-            a.logical_block_size, b.logical_block_size
-        ));
-    }
-    if ck.method != plan.method.name() {
-        return refuse(format!(
-            "it is a {} wipe, this is {}",
-            ck.method, plan.method
-        ));
-    }
-    let full = plan.ranges.clone();
-    if ck.ranges != full {
-        return refuse("its ranges are not this device's".into());
-    }
-    let done = ck.durable_bytes();
-    if plan.offload.is_empty() {
-        plan.ranges = checkpoint::remaining(&full, ck.durable_offset);
-    } else {
-        plan.reasons
-            .push("resume: member offload zeroes the whole array again (it takes seconds)".into());
-    }
-    plan.reasons.push(format!(
-        "resume: {} of {} durable before the interruption (below offset {}): continuing \
-         from there{}",
-        bytes_exact(done),
-        bytes_exact(ck.total_bytes()),
-        ck.durable_offset,
-        if matches!(plan.op, Op::Write(Data::Random(_))) {
-            " with the same key"
-        } else {
-            ""
-        }
-    ));
-    if let Some(r) = &ck.resync {
-        if matches!(array_action, Some("frozen" | "resync")) && !plan_keeps_resync(&plan) {
-            plan.resync = ResyncAction::FreezeAndSkip {
-                array: r.array.clone(),
-            };
-            plan.reasons.push(format!(
-                "{} was frozen by the interrupted job: freeze it again; skip the resync only if \
-                 resync_start and sync_completed are still {} and {} (else idle)",
-                r.array, r.mark.resync_start, r.mark.sync_completed
-            ));
-        }
-    }
-    if let Some(c) = plan.checkpoint.as_mut() {
-        c.full_ranges = full;
-        c.resumed_bytes = done;
-        c.resync_mark = ck.resync.as_ref().map(|r| r.mark.clone());
-    }
-    Ok(plan)
-}
-
-/// True when the plan leaves the resync alone on purpose (`--keep-resync` said so).
-fn plan_keeps_resync(plan: &Plan) -> bool {
-    plan.reasons.iter().any(|r| r.contains("--keep-resync"))
 }
 
 /// md levels where zeroed member data regions are a consistent array: mirrors of zeroes, and
