@@ -174,13 +174,15 @@ pub fn reread_partitions(p: &Probe, ranges: &[Range], reasons: &mut Vec<String>)
     let first_sector = ranges.first().is_some_and(|r| r.offset == 0 && r.len > 0);
     if !p.partitions.is_empty() {
         reasons.push(format!(
-            "after the wipe: re-read the partition table (BLKRRPART) so the kernel drops              partition(s) {}, then a udev change event",
+            "after the wipe: re-read the partition table (BLKRRPART) so the kernel drops \
+             partition(s) {}, then a udev change event",
             p.partitions.join(", ")
         ));
         true
     } else if first_sector {
         reasons.push(
-            "after the wipe: re-read the partition table (BLKRRPART) and a udev change event,              so no stale signature survives in udev's database"
+            "after the wipe: re-read the partition table (BLKRRPART) and a udev change event, \
+             so no stale signature survives in udev's database"
                 .into(),
         );
         true
