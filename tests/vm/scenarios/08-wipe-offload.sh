@@ -1,4 +1,4 @@
-# vm-timeout: 500
+# vm-timeout: 700
 # Issue 15 on real md. Member offload: a `zero` wipe of a raid1 and of a raid5 is done by the
 # members (virtio-blk write-zeroes) when md reports write_zeroes_max_bytes 0; the arrays read
 # back as zeros through md and a `check` reports mismatch_cnt 0. Resume: a random wipe of a
@@ -51,11 +51,16 @@ dirty /dev/md0 64
 throttle /dev/md0 40000000
 throttled_bg /tmp/r1.jsonl /tmp/r1.err "$MDP" wipe /dev/md0 --yes --progress json --method random
 wpid=$THROTTLED_PID
-half() { tail -1 /tmp/r1.jsonl | jq -e 'select(.event == "progress") | .done_bytes * 2 >= .total_bytes' >/dev/null 2>&1; }
+# (jq 1.6 -e exits 0 on empty input: test the line first.)
+half() {
+    local l
+    l=$(grep '"phase":"wipe"' /tmp/r1.jsonl | tail -1)
+    [ -n "$l" ] && jq -e '.done_bytes * 2 >= .total_bytes' <<<"$l" >/dev/null 2>&1
+}
 wait_for 60 half || { cat /tmp/r1.err; fail "the throttled random wipe made no progress"; }
 kill -KILL "$wpid"
 wait "$wpid" || true
-killed_at=$(tail -1 /tmp/r1.jsonl | jq -r .done_bytes)
+killed_at=$(grep '"phase":"wipe"' /tmp/r1.jsonl | tail -1 | jq -r .done_bytes)
 log "killed at $killed_at bytes; sync_action $(md_attr md0 sync_action)"
 ls /var/lib/mdpilot/wipe/*.json >/dev/null 2>&1 || fail "no checkpoint after SIGKILL"
 durable=$(jq -r .durable_offset /var/lib/mdpilot/wipe/*.json)
@@ -63,6 +68,11 @@ run_mdp /tmp/r2.jsonl wipe /dev/md0 --yes --progress json --resume --verify
 assert_eq "$MDP_RC" 0 "resumed wipe exit status"
 tail -1 /tmp/r2.jsonl | jq -e '.outcome.verified == true' >/dev/null || fail "resumed wipe did not verify: $(tail -1 /tmp/r2.jsonl)"
 skipped=$(tail -1 /tmp/r2.jsonl | jq -r .outcome.resync_skipped)
+resumed=$(tail -1 /tmp/r2.jsonl | jq -r .outcome.resumed_bytes)
+[ "$resumed" = "$durable" ] || fail "resumed_bytes $resumed, the checkpoint said $durable"
+[ "$durable" -gt 0 ] || fail "the checkpoint saved nothing before the kill at $killed_at bytes"
+assert_eq "$skipped" true "resync skipped after the resume (the array stayed frozen)"
+assert_eq "$(md_attr md0 resync_start)" none "resync_start after the resumed wipe"
 ls /var/lib/mdpilot/wipe/*.json >/dev/null 2>&1 && fail "checkpoint left after the resumed job completed"
 set_limits 1000 2000000
 wait_for 200 sync_is md0 idle || fail "md0 did not become idle"
@@ -70,4 +80,4 @@ md_set md0 sync_action check
 wait_for 5 sync_is md0 check || true
 wait_for 200 sync_is md0 idle || fail "check did not finish"
 assert_eq "$(md_attr md0 mismatch_cnt)" 0 "mismatch_cnt after the resumed random wipe"
-info "resume: killed at $killed_at bytes, checkpoint at $durable, resumed and verified, resync skipped $skipped, check 0"
+info "resume: killed at $killed_at bytes, checkpoint at $durable, resumed $resumed bytes on and verified the whole array, resync skipped, check 0"
