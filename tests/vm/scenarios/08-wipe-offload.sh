@@ -18,7 +18,7 @@ offload_case() { # offload_case LEVEL DISK...
     set_limits 1000 10000
     md_create md0 "$level" "$@"
     wz=$(cat /sys/block/md0/queue/write_zeroes_max_bytes)
-    [ "$wz" = 0 ] || { log "md0 ($level) offloads itself (write_zeroes_max_bytes $wz): nothing to test"; mdadm --stop /dev/md0 >/dev/null; mdadm --zero-superblock "$@"; return; }
+    [ "$wz" = 0 ] || { log "md0 ($level) offloads itself (write_zeroes_max_bytes $wz): nothing to test"; mdadm --stop /dev/md0 >/dev/null; return; }
     dirty /dev/md0 32
     run_mdp /tmp/off.jsonl wipe /dev/md0 --yes --progress json
     assert_eq "$MDP_RC" 0 "mdpilot wipe of $level md0 exit status"
@@ -38,10 +38,14 @@ offload_case() { # offload_case LEVEL DISK...
     assert_eq "$(md_attr md0 mismatch_cnt)" 0 "$level mismatch_cnt after member offload"
     info "member offload $level: $(blockdev --getsize64 /dev/md0) bytes in ${secs} s, zeros read back, check 0"
     mdadm --stop /dev/md0 >/dev/null
-    mdadm --zero-superblock "$@"
+    mdadm --zero-superblock "${@/--assume-clean/}" 2>/dev/null || true
 }
 offload_case 1 "${DISKS[0]}" "${DISKS[1]}"
-offload_case 5 "${DISKS[0]}" "${DISKS[1]}" "${DISKS[2]}"
+# mdadm builds a new raid5 by recovering its last member (a spare until then): no offload while
+# that runs (the planner says "sync_action is recover"). --assume-clean skips it, leaving parity
+# that does not match the members' old content: a `check` of 0 afterwards shows the offload made
+# data and parity consistent.
+offload_case 5 --assume-clean "${DISKS[0]}" "${DISKS[1]}" "${DISKS[2]}"
 
 # Resume after SIGKILL: a random wipe of a resyncing raid1, throttled so it is mid-way.
 set_limits 1000 10000
