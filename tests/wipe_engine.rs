@@ -40,6 +40,10 @@ fn plan(size: u64, op: Op) -> Plan {
         leases: vec![],
         verify: false,
         reasons: vec![],
+        reread_partitions: false,
+        identity: Default::default(),
+        checkpoint: None,
+        offload: vec![],
     }
 }
 

@@ -466,3 +466,118 @@ fn method_name_is_the_cli_json_and_lookup_word() {
     assert_eq!(Method::value_variants().len(), Method::ALL.len());
     assert_eq!(Method::from_name("shred"), None);
 }
+
+#[test]
+fn reread_partitions_on_a_whole_disk_with_partitions_or_a_wiped_first_sector() {
+    let mut d = disk(1 << 30);
+    d.partitions = vec!["sdx1".into()];
+    let p = plan(&d, Method::Signatures, &opts()).unwrap();
+    assert!(p.reread_partitions);
+    assert!(p
+        .reasons
+        .iter()
+        .any(|r| r.contains("BLKRRPART") && r.contains("sdx1")));
+    d.partitions.clear();
+    assert!(plan(&d, Method::Zero, &opts()).unwrap().reread_partitions);
+    let mut part = disk(1 << 30);
+    part.is_partition = true;
+    assert!(
+        !plan(&part, Method::Zero, &opts())
+            .unwrap()
+            .reread_partitions
+    );
+}
+
+fn offloadable(level: &str, action: &str) -> Probe {
+    use mdpilot::model::ArrayState;
+    use mdpilot::wipe::probe::{MdDetail, MemberFacts};
+    let mut p = md(level, action, 0);
+    p.md = Some(MdDetail {
+        array_state: Some(ArrayState::from("clean")),
+        reshape_position: "none".into(),
+        resync_start: "none".into(),
+        sync_completed: "none".into(),
+        uuid: "u".into(),
+        members: ["vdb", "vdc"]
+            .iter()
+            .map(|n| MemberFacts {
+                name: n.to_string(),
+                path: PathBuf::from(format!("/dev/{n}")),
+                offset_sectors: 2048,
+                size_kib: 1 << 20,
+                state: vec!["in_sync".into()],
+                write_zeroes_max_bytes: 1 << 30,
+                discard_max_bytes: 0,
+            })
+            .collect(),
+    });
+    p
+}
+
+#[test]
+fn member_offload_zeroes_each_data_region_and_freezes_an_idle_array() {
+    let p = plan(&offloadable("raid1", "idle"), Method::Zero, &opts()).unwrap();
+    assert_eq!(p.offload.len(), 2);
+    assert_eq!(p.offload[0].offset_bytes, 2048 * 512);
+    assert_eq!(p.offload[0].len_bytes, 1 << 30);
+    assert_eq!(
+        p.resync,
+        ResyncAction::FreezeAndSkip {
+            array: "md0".into()
+        }
+    );
+    assert!(
+        p.reasons.iter().any(|r| r.starts_with("member offload:")),
+        "{:?}",
+        p.reasons
+    );
+    for level in ["raid10", "raid4", "raid5", "raid6"] {
+        assert!(!plan(&offloadable(level, "resync"), Method::Zero, &opts())
+            .unwrap()
+            .offload
+            .is_empty());
+    }
+}
+
+#[test]
+fn member_offload_refused_with_a_reason_for_each_condition() {
+    let why = |p: &Probe, m: Method, o: &Options| {
+        let pl = plan(p, m, o).unwrap();
+        assert!(pl.offload.is_empty());
+        pl.reasons
+            .iter()
+            .find(|r| r.starts_with("no member offload"))
+            .cloned()
+            .unwrap_or_default()
+    };
+    let base = offloadable("raid1", "idle");
+    let mut p = base.clone();
+    p.array.as_mut().unwrap().level = "raid0".into();
+    assert!(why(&p, Method::Zero, &opts()).contains("raid0"));
+    let mut p = base.clone();
+    p.md.as_mut().unwrap().members[1].write_zeroes_max_bytes = 0;
+    assert!(why(&p, Method::Zero, &opts()).contains("vdc cannot zero itself"));
+    let mut p = base.clone();
+    p.md.as_mut().unwrap().reshape_position = "1024".into();
+    assert!(why(&p, Method::Zero, &opts()).contains("reshape"));
+    let mut p = base.clone();
+    p.md.as_mut().unwrap().array_state = Some(mdpilot::model::ArrayState::from("write-pending"));
+    assert!(why(&p, Method::Zero, &opts()).contains("write-pending"));
+    let mut p = base.clone();
+    p.md.as_mut().unwrap().members[0].state = vec!["faulty".into()];
+    assert!(why(&p, Method::Zero, &opts()).contains("not in_sync"));
+    assert!(why(&offloadable("raid1", "recover"), Method::Zero, &opts()).contains("recover"));
+    let keep = Options {
+        keep_resync: true,
+        ..opts()
+    };
+    assert!(why(&base, Method::Zero, &keep).contains("--keep-resync"));
+    // Not asked: another method, or an array that zeroes itself (raid0 passes it through).
+    assert!(plan(&base, Method::Random, &opts())
+        .unwrap()
+        .offload
+        .is_empty());
+    let mut p = base.clone();
+    p.write_zeroes_max_bytes = 1 << 20;
+    assert_eq!(why(&p, Method::Zero, &opts()), "");
+}

@@ -64,6 +64,18 @@ pub struct WipeArgs {
     /// Never freeze or skip a resync of the target array.
     #[arg(long)]
     pub keep_resync: bool,
+    /// Continue the interrupted wipe of DEVICE from its checkpoint (its method, random key and
+    /// verify choice; `--method` is ignored). Refused when the checkpoint is another device's
+    /// or the size changed.
+    #[arg(long, conflicts_with = "restart")]
+    pub resume: bool,
+    /// Start again at 0 even though DEVICE has a checkpoint of an interrupted wipe (it is
+    /// replaced).
+    #[arg(long)]
+    pub restart: bool,
+    /// Where checkpoints live (default /var/lib/mdpilot/wipe under --root; tests).
+    #[arg(long, hide = true, value_name = "DIR")]
+    pub state_dir: Option<PathBuf>,
     /// Benchmarks: `zero` by O_DIRECT writes even where BLKZEROOUT would be used.
     #[arg(long, hide = true)]
     pub force_writes: bool,
@@ -184,6 +196,9 @@ fn request(args: &WipeArgs) -> Request {
             owner: Some(Owner::Pid(std::process::id())),
             prefer_writes: args.force_writes,
             queue_depth: args.queue_depth,
+            resume: args.resume,
+            checkpoint_guard: !args.restart,
+            checkpoint_dir: args.state_dir.clone(),
             ..Options::default()
         },
     }
@@ -283,6 +298,15 @@ fn report(args: &WipeArgs, plan: &Plan, result: Result<Outcome, WipeError>) -> E
                         ""
                     }
                 );
+                if o.offloaded {
+                    eprintln!("mdpilot: the members zeroed their data regions themselves");
+                }
+                if o.resumed_bytes > 0 {
+                    eprintln!(
+                        "mdpilot: resumed: {} were durable from the interrupted run",
+                        bytes_exact(o.resumed_bytes)
+                    );
+                }
             }
             ExitCode::SUCCESS
         }

@@ -388,13 +388,14 @@ pub async fn start_wipe(
     if device.is_empty() {
         return Err(Error::InvalidArgument("StartWipe: empty device".into()));
     }
-    let (method, verify, keep_resync) = parse_start_wipe(&options)?;
+    let (method, verify, keep_resync, resume) = parse_start_wipe(&options)?;
     let req = crate::wipe::Request {
         device: device.into(),
         method,
         options: crate::wipe::Options {
             verify,
             keep_resync,
+            resume,
             owner: Some(Owner::Pid(std::process::id())),
             ..crate::wipe::Options::default()
         },

@@ -249,12 +249,14 @@ pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<Acqu
 }
 
 /// StartWipe's options: `method` (s: zero (default), random, discard, zeroout, signatures),
-/// `verify` (b), `keep-resync` (b).
+/// `verify` (b), `keep-resync` (b), `resume` (b: continue the device's checkpoint of an
+/// interrupted wipe; its method, key and verify choice win). Returns
+/// `(method, verify, keep_resync, resume)`.
 ///
 /// Errors: `InvalidArgument` for unknown options, wrong types or an unknown method.
-pub fn parse_start_wipe(opts: &Options) -> Result<(Method, bool, bool)> {
+pub fn parse_start_wipe(opts: &Options) -> Result<(Method, bool, bool, bool)> {
     let mut method = Method::Zero;
-    let (mut verify, mut keep) = (false, false);
+    let (mut verify, mut keep, mut resume) = (false, false, false);
     for (k, v) in opts {
         match (k.as_str(), &**v) {
             ("method", Value::Str(s)) => {
@@ -273,15 +275,16 @@ pub fn parse_start_wipe(opts: &Options) -> Result<(Method, bool, bool)> {
             }
             ("verify", Value::Bool(b)) => verify = *b,
             ("keep-resync", Value::Bool(b)) => keep = *b,
+            ("resume", Value::Bool(b)) => resume = *b,
             _ => {
                 return Err(Error::InvalidArgument(format!(
-                    "StartWipe: unknown option {k:?} or wrong type {} (known: method s, verify b, keep-resync b)",
+                    "StartWipe: unknown option {k:?} or wrong type {} (known: method s, verify b, keep-resync b, resume b)",
                     v.value_signature()
                 )))
             }
         }
     }
-    Ok((method, verify, keep))
+    Ok((method, verify, keep, resume))
 }
 
 #[cfg(test)]
@@ -457,16 +460,17 @@ mod tests {
     fn start_wipe_options() {
         assert_eq!(
             parse_start_wipe(&opts(&[])).unwrap(),
-            (Method::Zero, false, false)
+            (Method::Zero, false, false, false)
         );
         assert_eq!(
             parse_start_wipe(&opts(&[
                 ("method", Value::from("random")),
                 ("verify", Value::Bool(true)),
                 ("keep-resync", Value::Bool(true)),
+                ("resume", Value::Bool(true)),
             ]))
             .unwrap(),
-            (Method::Random, true, true)
+            (Method::Random, true, true, true)
         );
         for o in [
             opts(&[("method", Value::from("shred"))]),

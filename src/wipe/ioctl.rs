@@ -14,6 +14,11 @@ nix::ioctl_write_ptr_bad!(blkdiscard, nix::request_code_none!(0x12, 119), [u64; 
 // BLKZEROOUT = _IO(0x12, 127), arg uint64_t[2] = {start, len} in bytes.
 nix::ioctl_write_ptr_bad!(blkzeroout, nix::request_code_none!(0x12, 127), [u64; 2]);
 
+// BLKRRPART = _IO(0x12, 95): re-read the partition table.
+nix::ioctl_none_bad!(blkrrpart, nix::request_code_none!(0x12, 95));
+// BLKFLSBUF = _IO(0x12, 97): write back and drop the device's cached pages.
+nix::ioctl_none_bad!(blkflsbuf, nix::request_code_none!(0x12, 97));
+
 fn errno(e: nix::errno::Errno) -> io::Error {
     io::Error::from_raw_os_error(e as i32)
 }
@@ -56,5 +61,22 @@ pub fn discard(f: &impl AsRawFd, offset: u64, len: u64) -> io::Result<()> {
     let range = [offset, len];
     // SAFETY: valid fd and a pointer to two u64.
     unsafe { blkdiscard(f.as_raw_fd(), &range) }.map_err(errno)?;
+    Ok(())
+}
+
+/// Re-reads the partition table (BLKRRPART, as wipefs(8) and `blockdev --rereadpt`): the
+/// kernel drops partitions no longer in the table. EBUSY when a partition is open; EINVAL on a
+/// device that cannot have partitions (a loop device without `LO_FLAGS_PARTSCAN`, a partition).
+/// Works on an fd opened `O_EXCL` by the caller (kernel `disk_scan_partitions`).
+pub fn reread_partitions(f: &impl AsRawFd) -> io::Result<()> {
+    // SAFETY: valid fd, no argument.
+    unsafe { blkrrpart(f.as_raw_fd()) }.map_err(errno)?;
+    Ok(())
+}
+
+/// Writes back and drops the device's cached pages (BLKFLSBUF, `blockdev --flushbufs`).
+pub fn flush_buffers(f: &impl AsRawFd) -> io::Result<()> {
+    // SAFETY: valid fd, no argument.
+    unsafe { blkflsbuf(f.as_raw_fd()) }.map_err(errno)?;
     Ok(())
 }

@@ -12,9 +12,12 @@
 //! callback, call [`JobHandle::cancel`] for `Cancel`, and emit `Completed` from
 //! [`JobHandle::wait`]'s result.
 
+use super::checkpoint::{self, Checkpoint, Checkpointer, ResyncRecord};
 use super::error::WipeError;
+use super::handover;
 use super::leases::{LeaseProvider, NoLeases};
-use super::plan::{Method, Plan, ResyncAction};
+use super::offload;
+use super::plan::{Data, Method, Op, Plan, ResyncAction};
 use super::progress::{notify, CompleteFn, Outcome, Phase, Progress, ProgressFn, Shared};
 use super::sink::{BlockDevice, Sink};
 use super::source::Sources;
@@ -180,7 +183,18 @@ impl Job {
     }
 
     fn run_shared(mut self, shared: &Shared) -> Result<Outcome, WipeError> {
-        let r = self.run_inner(shared);
+        let mut r = self.run_inner(shared);
+        // The device is closed now: udev's re-probe is not blocked by our exclusive open.
+        if self.sink.is_none() {
+            match handover::send_change(&self.root, &self.plan.name) {
+                Ok(()) => {
+                    if let Ok(o) = r.as_mut() {
+                        o.uevent_sent = true;
+                    }
+                }
+                Err(e) => tracing::warn!("{}: udev change event: {e}", self.plan.name),
+            }
+        }
         shared.set_phase(Phase::Done);
         let snap = shared.snapshot();
         if let Some(f) = self.on_progress.as_mut() {
@@ -225,8 +239,9 @@ impl Job {
             },
             ResyncAction::Leave => None,
         };
+        let (ckpt, skip_allowed) = self.checkpointer(&plan, &*sink);
         let on_progress = Mutex::new(self.on_progress.take());
-        let mut result = run_phases(&plan, &*sink, shared, &sources, &on_progress);
+        let mut result = run_phases(&plan, &*sink, shared, &sources, &on_progress, ckpt.as_ref());
         if let Err(WipeError::Unsupported {
             op: "zeroout",
             detail,
@@ -241,22 +256,36 @@ impl Job {
                     p2.device.display(),
                     p2.reasons.last().map_or("", |r| r)
                 );
-                result = run_phases(&p2, &*sink, shared, &sources, &on_progress);
+                result = run_phases(&p2, &*sink, shared, &sources, &on_progress, ckpt.as_ref());
             }
         }
         self.on_progress = on_progress.into_inner().unwrap_or_else(|e| e.into_inner());
+        if let Ok(o) = result.as_mut() {
+            o.partitions_reread = handover::reread(&*sink, &plan.name, plan.reread_partitions);
+            o.resumed_bytes = plan.checkpoint.as_ref().map_or(0, |c| c.resumed_bytes);
+            o.offloaded = !plan.offload.is_empty();
+        }
         let result = match (result, &resync) {
-            (Ok(mut o), Some(array)) => match self.leases.unfreeze(&self.root, array, true) {
-                Ok(()) => {
-                    o.resync_skipped = true;
-                    Ok(o)
+            (Ok(mut o), Some(array)) if skip_allowed => {
+                match self.leases.unfreeze(&self.root, array, true) {
+                    Ok(()) => {
+                        o.resync_skipped = true;
+                        Ok(o)
+                    }
+                    Err(e) => {
+                        // Never leave the array frozen.
+                        let _ = self.leases.unfreeze(&self.root, array, false);
+                        Err(e)
+                    }
                 }
-                Err(e) => {
-                    // Never leave the array frozen.
-                    let _ = self.leases.unfreeze(&self.root, array, false);
-                    Err(e)
-                }
-            },
+            }
+            (Ok(o), Some(array)) => {
+                tracing::info!(
+                    "{}: the resync moved while the wipe was interrupted: resync resumes (idle)",
+                    plan.device.display()
+                );
+                self.leases.unfreeze(&self.root, array, false).map(|()| o)
+            }
             (Ok(o), None) => Ok(o),
             (Err(e), Some(array)) => {
                 if let Err(u) = self.leases.unfreeze(&self.root, array, false) {
@@ -266,8 +295,72 @@ impl Job {
             }
             (Err(e), None) => Err(e),
         };
+        if let (Some(cp), Some(ck)) = (&plan.checkpoint, &ckpt) {
+            match &result {
+                Ok(_) | Err(WipeError::Cancelled { .. }) => {
+                    if let Err(e) = checkpoint::remove(&cp.path) {
+                        tracing::warn!("{}: cannot remove: {e}", cp.path.display());
+                    }
+                }
+                Err(_) => ck.final_save(),
+            }
+        }
         self.release(&held);
         result
+    }
+
+    /// The plan's checkpointer (saved once now, before the first write), and whether the
+    /// resync may be skipped at the end: always for a fresh job; for a resumed freeze-and-skip
+    /// job only if the resync position recorded by the first run is still the array's (no one
+    /// unfroze it in between). A checkpoint that cannot be saved is logged: the wipe goes on,
+    /// only a resume would start again at 0.
+    fn checkpointer<'s>(
+        &self,
+        plan: &Plan,
+        sink: &'s dyn Sink,
+    ) -> (Option<Checkpointer<'s>>, bool) {
+        let mark_now = match &plan.resync {
+            ResyncAction::FreezeAndSkip { array } => Some((
+                array.clone(),
+                super::resync::ResyncControl::new(&self.root, array).mark(),
+            )),
+            ResyncAction::Leave => None,
+        };
+        let Some(cp) = &plan.checkpoint else {
+            return (None, true);
+        };
+        let skip_allowed = match (&cp.resync_mark, &mark_now) {
+            (Some(old), Some((_, now))) => old == now,
+            (None, _) => cp.resumed_bytes == 0,
+            (Some(_), None) => true,
+        };
+        let start = plan.ranges.first().map_or_else(
+            || cp.full_ranges.last().map_or(0, |r| r.offset + r.len),
+            |r| r.offset,
+        );
+        let ck = Checkpoint {
+            version: 1,
+            device: plan.device.clone(),
+            name: plan.name.clone(),
+            identity: plan.identity.clone(),
+            method: plan.method.name().into(),
+            seed_hex: match &plan.op {
+                Op::Write(Data::Random(s)) => Some(checkpoint::seed_hex(s)),
+                _ => None,
+            },
+            verify: plan.verify,
+            ranges: cp.full_ranges.clone(),
+            durable_offset: start,
+            resync: mark_now.map(|(array, now)| ResyncRecord {
+                array,
+                mark: cp.resync_mark.clone().unwrap_or(now),
+            }),
+        };
+        let c = Checkpointer::new(cp.path.clone(), sink, ck);
+        if let Err(e) = c.save_now() {
+            tracing::warn!("{}: cannot save the checkpoint: {e}", cp.path.display());
+        }
+        (Some(c), skip_allowed)
     }
 
     fn release(&self, held: &[String]) {
@@ -337,13 +430,19 @@ fn run_phases(
     shared: &Shared,
     sources: &Sources,
     on_progress: &Mutex<Option<ProgressFn>>,
+    ckpt: Option<&Checkpointer<'_>>,
 ) -> Result<Outcome, WipeError> {
     let dev = plan.device.as_path();
     shared.set_phase(Phase::Wipe);
     notify(on_progress, shared);
     let t0 = Instant::now();
-    let pool = Pool::new(plan, sink, shared, on_progress, plan.request_bytes());
-    wipe_all(&pool, sources)?;
+    if plan.offload.is_empty() {
+        let pool =
+            Pool::new(plan, sink, shared, on_progress, plan.request_bytes()).with_checkpoint(ckpt);
+        wipe_all(&pool, sources)?;
+    } else {
+        offload::run(plan, sink, shared, on_progress)?;
+    }
     let done = shared.done.load(Ordering::SeqCst);
     if shared.cancelled() && done < shared.total {
         return Err(WipeError::Cancelled {
@@ -367,11 +466,23 @@ fn run_phases(
         },
         verified: false,
         resync_skipped: false,
+        partitions_reread: false,
+        uevent_sent: false,
+        resumed_bytes: 0,
+        offloaded: false,
     };
     if plan.verify {
         shared.set_phase(Phase::Verify);
         notify(on_progress, shared);
-        verify(plan, sink, shared, on_progress)?;
+        // A resumed job reads back the whole wipe, not only what this run wrote.
+        let whole = match &plan.checkpoint {
+            Some(c) => Plan {
+                ranges: c.full_ranges.clone(),
+                ..plan.clone()
+            },
+            None => plan.clone(),
+        };
+        verify(&whole, sink, shared, on_progress)?;
         outcome.verified = true;
     }
     Ok(outcome)

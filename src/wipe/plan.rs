@@ -149,7 +149,7 @@ impl OpenFlags {
 }
 
 /// A byte range `[offset, offset + len)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub struct Range {
     /// Start, bytes.
     pub offset: u64,
@@ -195,6 +195,14 @@ pub struct Options {
     pub prefer_writes: bool,
     /// Overrides [`super::planner::QUEUE_DEPTH`] (1..=64; benchmarks).
     pub queue_depth: Option<usize>,
+    /// `--resume`: continue the device's checkpoint (its method, key and ranges).
+    pub resume: bool,
+    /// Refuse a fresh start over the device's checkpoint of an interrupted wipe (`mdpilot
+    /// wipe` sets it unless `--restart`); when false a fresh job replaces the checkpoint (the
+    /// installer's `blockdev-wipe`, which cannot say `--restart`).
+    pub checkpoint_guard: bool,
+    /// Where checkpoints live (default [`super::checkpoint::DIR`] under the root).
+    pub checkpoint_dir: Option<PathBuf>,
 }
 
 /// Everything the engine needs, and the reasons for each choice.
@@ -228,6 +236,64 @@ pub struct Plan {
     pub verify: bool,
     /// Human-readable reasons, in decision order.
     pub reasons: Vec<String>,
+    /// After the wipe, re-read the partition table (BLKRRPART) so the kernel drops partitions
+    /// whose table was wiped ([`super::handover`]).
+    pub reread_partitions: bool,
+    /// Who the device is, for resume checkpoints.
+    pub identity: Identity,
+    /// The job's durable checkpoint (`None`: the job keeps none, e.g. engine tests).
+    pub checkpoint: Option<CheckpointPlan>,
+    /// Member offload: each member's data region is zeroed on the member itself instead of
+    /// through the array (empty: no offload). See [`super::offload`].
+    pub offload: Vec<MemberRegion>,
+}
+
+/// A device's identity as a checkpoint records it (from the probe).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Identity {
+    /// [`super::probe::Probe::stable_id`]: `md-uuid-…`, `by-id:…`, `loop:…` or `name:…`.
+    pub stable_id: String,
+    /// Size, bytes (BLKGETSIZE64).
+    pub size_bytes: u64,
+    /// Logical block size, bytes (BLKSSZGET).
+    pub logical_block_size: u64,
+}
+
+/// The resync position of an array as md reports it, recorded right after the job froze the
+/// resync (md.rst `resync_start`, `sync_completed`): a resumed job may skip the resync only if
+/// these did not move while it was interrupted (no one unfroze the array in between).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ResyncMark {
+    /// `md/resync_start` (`none` or a sector).
+    pub resync_start: String,
+    /// `md/sync_completed` (`none` or `DONE / TOTAL` sectors).
+    pub sync_completed: String,
+}
+
+/// Where a job keeps its checkpoint and what it continues from ([`super::checkpoint`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckpointPlan {
+    /// The checkpoint file (`/var/lib/mdpilot/wipe/<id>.json` under the root).
+    pub path: PathBuf,
+    /// Every range of the whole wipe (the plan's `ranges` are what is left of them).
+    pub full_ranges: Vec<Range>,
+    /// Bytes of `full_ranges` durable before this run (0 for a fresh job).
+    pub resumed_bytes: u64,
+    /// For a resumed freeze-and-skip job: the resync position recorded by the first run.
+    pub resync_mark: Option<ResyncMark>,
+}
+
+/// One member's data region for member offload (md.rst `dev-*/offset`, `dev-*/size`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct MemberRegion {
+    /// Kernel name of the member (`vdb`).
+    pub name: String,
+    /// Its device node.
+    pub path: PathBuf,
+    /// Start of the data region on the member, bytes (`offset` sectors * 512).
+    pub offset_bytes: u64,
+    /// Length of the data region, bytes (`size` KiB * 1024).
+    pub len_bytes: u64,
 }
 
 impl Plan {

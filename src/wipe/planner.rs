@@ -12,7 +12,7 @@
 
 use super::error::WipeError;
 use super::leases::{LeaseKind, LeaseRequest, Limits, Owner};
-use super::plan::{Data, Method, Op, OpenFlags, Options, Plan, Range, ResyncAction};
+use super::plan::{Data, Identity, Method, Op, OpenFlags, Options, Plan, Range, ResyncAction};
 use super::probe::Probe;
 use crate::units::{bytes_exact, human_bytes};
 use std::collections::BTreeMap;
@@ -28,6 +28,8 @@ pub const MAX_BLOCK: u64 = 64 * MIB;
 pub const RANGE_STEP: u64 = 64 * MIB;
 /// Requests in flight for writes and zero-out steps.
 pub const QUEUE_DEPTH: usize = 4;
+
+pub use super::resume::resume;
 
 fn gcd(a: u64, b: u64) -> u64 {
     if b == 0 {
@@ -160,6 +162,33 @@ pub fn signature_ranges(size: u64, lbs: u64) -> Vec<Range> {
         }
     }
     out
+}
+
+/// Whether the job re-reads the partition table after the wipe (BLKRRPART, as wipefs(8)
+/// does): on a whole device (not a partition) that had partitions when probed, or whose first
+/// sector is wiped (where a partition table lives). Reason appended.
+pub fn reread_partitions(p: &Probe, ranges: &[Range], reasons: &mut Vec<String>) -> bool {
+    if p.is_partition {
+        return false;
+    }
+    let first_sector = ranges.first().is_some_and(|r| r.offset == 0 && r.len > 0);
+    if !p.partitions.is_empty() {
+        reasons.push(format!(
+            "after the wipe: re-read the partition table (BLKRRPART) so the kernel drops \
+             partition(s) {}, then a udev change event",
+            p.partitions.join(", ")
+        ));
+        true
+    } else if first_sector {
+        reasons.push(
+            "after the wipe: re-read the partition table (BLKRRPART) and a udev change event, \
+             so no stale signature survives in udev's database"
+                .into(),
+        );
+        true
+    } else {
+        false
+    }
 }
 
 /// Plans wiping `p` with `method`.
@@ -353,6 +382,41 @@ pub fn plan(p: &Probe, method: Method, opts: &Options) -> Result<Plan, WipeError
     if opts.verify {
         reasons.push("verify: read back with O_DIRECT and compare".into());
     }
+    let reread_partitions = reread_partitions(p, &ranges, &mut reasons);
+    let offload = match offload(p, method, opts) {
+        Ok(regions) => {
+            if let (ResyncAction::Leave, Some(a)) = (&resync, &p.array) {
+                resync = ResyncAction::FreezeAndSkip {
+                    array: a.name.clone(),
+                };
+            }
+            reasons.push(format!(
+                "member offload: {} is a {} whose queue reports write_zeroes_max_bytes 0 while \
+                 every member zeroes itself: BLKZEROOUT on each member's data region ({}) in \
+                 parallel, with the resync frozen and the array held open O_EXCL; then \
+                 BLKFLSBUF on the array and the resync skipped (zeroed data regions are a \
+                 consistent array at this level)",
+                p.name,
+                p.array.as_ref().map_or("", |a| a.level.as_str()),
+                regions
+                    .iter()
+                    .map(|r| format!(
+                        "{} {} at {}",
+                        r.name,
+                        bytes_exact(r.len_bytes),
+                        r.offset_bytes
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+            regions
+        }
+        Err(Some(why)) => {
+            reasons.push(format!("no member offload: {why}"));
+            Vec::new()
+        }
+        Err(None) => Vec::new(),
+    };
     Ok(Plan {
         device: p.path.clone(),
         name: p.name.clone(),
@@ -371,6 +435,105 @@ pub fn plan(p: &Probe, method: Method, opts: &Options) -> Result<Plan, WipeError
         resync,
         leases,
         verify: opts.verify,
+        reread_partitions,
+        identity: Identity {
+            stable_id: p.stable_id.clone(),
+            size_bytes: p.size_bytes,
+            logical_block_size: p.logical_block_size,
+        },
+        checkpoint: None,
+        offload,
         reasons,
     })
+}
+
+/// md levels where zeroed member data regions are a consistent array: mirrors of zeroes, and
+/// parity (P = XOR, Q = the raid6 syndrome) of zero data is zero.
+pub const OFFLOAD_LEVELS: [&str; 5] = ["raid1", "raid10", "raid4", "raid5", "raid6"];
+
+/// The member regions to zero for member offload of `p` (pure), or why not: `Err(None)` when
+/// the question does not arise (not a `zero` of an md array, or the array zeroes itself),
+/// `Err(Some(reason))` when an md array could not be offloaded. Conditions: method `zero` of
+/// zeroes (no `-f` data, no forced writes); the array reports `write_zeroes_max_bytes` 0 and
+/// every member more; a level in [`OFFLOAD_LEVELS`]; `array_state` clean, active or
+/// active-idle (not write-pending, read-only, ...); no reshape (`reshape_position` none, no
+/// `reshape` action) and no recovery, check or repair running; every member `in_sync` with a
+/// data region (`offset` sectors, `size` KiB). Mounts and holders are refused before this.
+pub fn offload(
+    p: &Probe,
+    method: Method,
+    opts: &Options,
+) -> Result<Vec<super::plan::MemberRegion>, Option<String>> {
+    let (Some(a), Method::Zero) = (&p.array, method) else {
+        return Err(None);
+    };
+    if opts.data.is_some() || p.write_zeroes_max_bytes > 0 {
+        return Err(None);
+    }
+    if opts.prefer_writes {
+        return Err(Some("O_DIRECT writes were asked for".into()));
+    }
+    if opts.keep_resync {
+        return Err(Some(
+            "--keep-resync: the resync must be frozen while members are written directly".into(),
+        ));
+    }
+    let Some(md) = &p.md else {
+        return Err(Some("no md facts".into()));
+    };
+    if !OFFLOAD_LEVELS.contains(&a.level.as_str()) {
+        return Err(Some(format!(
+            "level {:?} is not raid1, raid10 or raid4/5/6",
+            a.level
+        )));
+    }
+    match md.array_state.as_ref().map(|s| s.as_str()) {
+        Some("clean" | "active" | "active-idle") => {}
+        other => {
+            return Err(Some(format!(
+                "array_state is {}",
+                other.unwrap_or("unknown")
+            )))
+        }
+    }
+    if !matches!(md.reshape_position.as_str(), "" | "none") {
+        return Err(Some(format!(
+            "a reshape is pending (reshape_position {})",
+            md.reshape_position
+        )));
+    }
+    if !matches!(a.sync_action.as_str(), "idle" | "resync" | "frozen") {
+        return Err(Some(format!("sync_action is {}", a.sync_action)));
+    }
+    if md.members.is_empty() {
+        return Err(Some("no members listed".into()));
+    }
+    let mut out = Vec::new();
+    for m in &md.members {
+        if !m.state.iter().any(|w| w == "in_sync")
+            || m.state.iter().any(|w| w == "faulty" || w == "replacement")
+        {
+            return Err(Some(format!(
+                "member {} is not in_sync (state {})",
+                m.name,
+                m.state.join(",")
+            )));
+        }
+        if m.write_zeroes_max_bytes == 0 {
+            return Err(Some(format!(
+                "member {} cannot zero itself (write_zeroes_max_bytes 0)",
+                m.name
+            )));
+        }
+        if m.size_kib == 0 {
+            return Err(Some(format!("member {} has no data region size", m.name)));
+        }
+        out.push(super::plan::MemberRegion {
+            name: m.name.clone(),
+            path: m.path.clone(),
+            offset_bytes: m.offset_sectors * 512,
+            len_bytes: m.size_kib * 1024,
+        });
+    }
+    Ok(out)
 }

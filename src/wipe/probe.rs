@@ -58,6 +58,52 @@ pub struct Probe {
     pub array: Option<ArrayFacts>,
     /// Other md arrays in `resync`/`recover` whose members share a physical disk with this device.
     pub resyncing_neighbours: Vec<String>,
+    /// Kernel names of the device's partitions when probed (`sdb1`, `loop3p2`): subdirectories
+    /// of its sysfs directory with a `partition` attribute.
+    pub partitions: Vec<String>,
+    /// A name for the device that survives a reboot, for resume checkpoints: `md-uuid-<UUID>`
+    /// (`md/uuid`), else the first `/dev/disk/by-id` link to it, else `loop:<backing file>`
+    /// (`loop/backing_file`), else `name:<kernel name>` (weakest: names move between boots).
+    pub stable_id: String,
+    /// For an md array: the facts member offload and resume decide from.
+    pub md: Option<MdDetail>,
+}
+
+/// The md facts beyond [`ArrayFacts`]: array state, reshape, resync position and members
+/// (md.rst: `array_state`, `reshape_position`, `resync_start`, `sync_completed`, `dev-*/`).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MdDetail {
+    /// `md/array_state`.
+    pub array_state: Option<ArrayState>,
+    /// `md/reshape_position`: `none`, or a sector during / after an interrupted reshape.
+    pub reshape_position: String,
+    /// `md/resync_start`: `none` when in sync, else the sector the resync restarts from.
+    pub resync_start: String,
+    /// `md/sync_completed`: `none` or `DONE / TOTAL` in 512-byte sectors.
+    pub sync_completed: String,
+    /// `md/uuid` (empty where missing).
+    pub uuid: String,
+    /// The members (`md/dev-*`), sorted by name.
+    pub members: Vec<MemberFacts>,
+}
+
+/// One member of an md array (`md/dev-<name>/`, md.rst) and its queue limits.
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize)]
+pub struct MemberFacts {
+    /// Kernel name (`vdb`, `sda1`).
+    pub name: String,
+    /// The device node (`/dev/vdb` under the root).
+    pub path: PathBuf,
+    /// `dev-*/offset`: start of the data region on the member, 512-byte sectors.
+    pub offset_sectors: u64,
+    /// `dev-*/size`: length of the data region used, KiB.
+    pub size_kib: u64,
+    /// `dev-*/state` words (`in_sync`, `faulty`, `spare`, `write_mostly`, ...).
+    pub state: Vec<String>,
+    /// The member's (or its disk's) `queue/write_zeroes_max_bytes`: 0 = no zeroing offload.
+    pub write_zeroes_max_bytes: u64,
+    /// The member's (or its disk's) `queue/discard_max_bytes`.
+    pub discard_max_bytes: u64,
 }
 
 /// A holder of the device (`/sys/class/block/X/holders/Y`).
@@ -398,6 +444,10 @@ pub fn probe(root: &Root, device: &Path) -> Result<Probe, WipeError> {
         }
     }
 
+    let md = array.as_ref().map(|_| md_detail(root, &sysdir));
+    let stable_id = stable_id(root, &path, &name, &sysdir, md.as_ref());
+    let parts = partitions(&sysdir);
+
     Ok(Probe {
         path,
         name,
@@ -417,7 +467,73 @@ pub fn probe(root: &Root, device: &Path) -> Result<Probe, WipeError> {
         backs_root,
         array,
         resyncing_neighbours,
+        partitions: parts,
+        stable_id,
+        md,
     })
+}
+
+/// The queue directory of a block device by sysfs dir (a partition's is its disk's).
+fn queue_of(dir: &Path) -> PathBuf {
+    if dir.join("partition").exists() {
+        dir.join("../queue")
+    } else {
+        dir.join("queue")
+    }
+}
+
+/// Reads [`MdDetail`] from an array's sysfs directory.
+fn md_detail(root: &Root, sysdir: &Path) -> MdDetail {
+    let md = sysdir.join("md");
+    let text = |f: &str| read_str(&md, f).unwrap_or_default().trim().to_string();
+    let members = list_dir(&md)
+        .into_iter()
+        .filter_map(|f| {
+            let dev = f.strip_prefix("dev-")?.to_string();
+            let d = md.join(&f);
+            let name = dev.replace('!', "/");
+            let q = queue_of(&class_dir(root, &name));
+            Some(MemberFacts {
+                path: root.dev(&name),
+                offset_sectors: read_u64(&d, "offset"),
+                size_kib: read_u64(&d, "size"),
+                state: read_str(&d, "state")
+                    .unwrap_or_default()
+                    .split(',')
+                    .map(|w| w.trim().to_string())
+                    .filter(|w| !w.is_empty())
+                    .collect(),
+                write_zeroes_max_bytes: read_u64(&q, "write_zeroes_max_bytes"),
+                discard_max_bytes: read_u64(&q, "discard_max_bytes"),
+                name,
+            })
+        })
+        .collect();
+    MdDetail {
+        array_state: sysfs::read_array_state_at(sysdir),
+        reshape_position: text("reshape_position"),
+        resync_start: text("resync_start"),
+        sync_completed: text("sync_completed"),
+        uuid: text("uuid"),
+        members,
+    }
+}
+
+/// See [`Probe::stable_id`].
+fn stable_id(root: &Root, path: &Path, name: &str, sysdir: &Path, md: Option<&MdDetail>) -> String {
+    if let Some(m) = md.filter(|m| !m.uuid.is_empty()) {
+        return format!("md-uuid-{}", m.uuid);
+    }
+    let by_id = root.dev("disk/by-id");
+    for link in list_dir(&by_id) {
+        if fs::canonicalize(by_id.join(&link)).ok().as_deref() == Some(path) {
+            return format!("by-id:{link}");
+        }
+    }
+    if let Some(b) = read_str(sysdir, "loop/backing_file") {
+        return format!("loop:{}", b.trim());
+    }
+    format!("name:{name}")
 }
 
 #[cfg(test)]

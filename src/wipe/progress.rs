@@ -78,6 +78,14 @@ pub struct Outcome {
     pub verified: bool,
     /// Whether the array's resync was skipped (`resync_start` set to `none`).
     pub resync_skipped: bool,
+    /// Whether the partition table was re-read (BLKRRPART) after the wipe.
+    pub partitions_reread: bool,
+    /// Whether a udev `change` event was sent for the device after the wipe.
+    pub uevent_sent: bool,
+    /// Bytes already durable from an interrupted run this job resumed (0 for a fresh job).
+    pub resumed_bytes: u64,
+    /// Whether the array's members were zeroed directly (member offload).
+    pub offloaded: bool,
 }
 
 /// The counters of one job, shared by the job thread, its workers and the [`super::JobHandle`].

@@ -6,6 +6,7 @@
 //! checkpoint and the array is never marked clean without being written.
 
 use super::error::WipeError;
+use super::plan::ResyncMark;
 use crate::host::Root;
 use std::path::PathBuf;
 
@@ -33,6 +34,20 @@ impl ResyncControl {
             value: value.to_string(),
             source,
         })
+    }
+
+    /// The array's resync position now: `resync_start` and `sync_completed` (empty where
+    /// unreadable), for a resumed job's "did anyone unfreeze it in between" check.
+    pub fn mark(&self) -> ResyncMark {
+        let read = |f: &str| {
+            std::fs::read_to_string(self.dir.join(f))
+                .map(|s| s.trim().to_string())
+                .unwrap_or_default()
+        };
+        ResyncMark {
+            resync_start: read("resync_start"),
+            sync_completed: read("sync_completed"),
+        }
     }
 
     /// `frozen` -> `sync_action`: the resync stops at its checkpoint.

@@ -25,6 +25,15 @@ pub trait Sink: Send + Sync {
     fn settle(&self, offset: u64, len: u64) -> io::Result<()>;
     /// Makes everything written durable (fdatasync: a cache flush on devices).
     fn flush(&self) -> io::Result<()>;
+    /// Drops the device's cached pages (BLKFLSBUF on devices), after its members were written
+    /// behind its back; a no-op elsewhere.
+    fn drop_cache(&self) -> io::Result<()> {
+        Ok(())
+    }
+    /// Re-reads the partition table (BLKRRPART on devices); ENOTTY where there is none.
+    fn reread_partitions(&self) -> io::Result<()> {
+        Err(io::Error::from_raw_os_error(libc::ENOTTY))
+    }
 }
 
 fn write_all_at(f: &File, mut buf: &[u8], mut offset: u64) -> io::Result<()> {
@@ -98,6 +107,12 @@ impl Sink for BlockDevice {
     }
     fn flush(&self) -> io::Result<()> {
         self.file.sync_data()
+    }
+    fn reread_partitions(&self) -> io::Result<()> {
+        ioctl::reread_partitions(&self.file)
+    }
+    fn drop_cache(&self) -> io::Result<()> {
+        ioctl::flush_buffers(&self.file)
     }
 }
 

@@ -8,6 +8,7 @@
 //! device stopped being wiped).
 
 use super::buffer::AlignedBuf;
+use super::checkpoint::Checkpointer;
 use super::error::WipeError;
 use super::plan::{Op, Plan, Range};
 use super::progress::{notify, ProgressFn, Shared};
@@ -91,6 +92,8 @@ pub(super) struct Pool<'a> {
     units: Units<'a>,
     next: AtomicU64,
     fail: Failure,
+    /// Told of every completed wipe request (resume checkpoints).
+    checkpoint: Option<&'a Checkpointer<'a>>,
 }
 
 impl<'a> Pool<'a> {
@@ -109,6 +112,7 @@ impl<'a> Pool<'a> {
             on_progress,
             units: Units::new(&plan.ranges, block.max(1)),
             next: AtomicU64::new(0),
+            checkpoint: None,
             fail: Failure {
                 err: Mutex::new(None),
                 failed: AtomicBool::new(false),
@@ -141,9 +145,21 @@ impl<'a> Pool<'a> {
         self.shared.cancelled() || self.fail.failed.load(Ordering::SeqCst)
     }
 
+    /// The same pool, telling `c` of every completed wipe request.
+    pub(super) fn with_checkpoint(mut self, c: Option<&'a Checkpointer<'a>>) -> Self {
+        self.checkpoint = c;
+        self
+    }
+
     /// Claims the next request, `(offset, len)` in bytes; `None` once all are claimed.
     pub(super) fn claim(&self) -> Option<(u64, u64)> {
-        self.units.get(self.next.fetch_add(1, Ordering::SeqCst))
+        self.claim_indexed().map(|(_, o, l)| (o, l))
+    }
+
+    /// Claims the next request, `(index, offset, len)`: the index in the plan's request order.
+    fn claim_indexed(&self) -> Option<(u64, u64, u64)> {
+        let i = self.next.fetch_add(1, Ordering::SeqCst);
+        self.units.get(i).map(|(o, l)| (i, o, l))
     }
 
     /// Records a failure; every worker stops before its next request.
@@ -177,7 +193,7 @@ fn wipe_worker(pool: &Pool<'_>, sources: &Sources) {
             .stream
             .as_ref()
             .map(|(_, m)| m.lock().unwrap_or_else(|e| e.into_inner()));
-        let Some((off, len)) = pool.claim() else {
+        let Some((idx, off, len)) = pool.claim_indexed() else {
             return;
         };
         let r = match &plan.op {
@@ -213,6 +229,9 @@ fn wipe_worker(pool: &Pool<'_>, sources: &Sources) {
         match r {
             Ok(()) => {
                 pool.shared.done.fetch_add(len, Ordering::SeqCst);
+                if let Some(c) = pool.checkpoint {
+                    c.completed(idx, off + len);
+                }
                 pool.notify();
             }
             Err((op, e)) => {

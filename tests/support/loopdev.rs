@@ -76,6 +76,57 @@ impl LoopDev {
         d
     }
 
+    /// A `size`-byte sparse file holding an MBR with two Linux partitions (8 MiB at 1 MiB, and
+    /// the rest), attached with partition scanning (`losetup -P`): the partitions exist when
+    /// this returns. The table is written by hand (no sfdisk on every host).
+    /// Detaching removes the partitions with the device.
+    pub fn partitioned(size: u64) -> LoopDev {
+        use std::os::unix::fs::FileExt;
+        let dir = tempfile::Builder::new()
+            .prefix("mdpilot-wipe-")
+            .tempdir_in("/var/tmp")
+            .unwrap_or_else(|_| tempfile::tempdir().unwrap());
+        let file = dir.path().join("disk.img");
+        let f = std::fs::File::create(&file).unwrap();
+        f.set_len(size).unwrap();
+        let sectors = size / 512;
+        let mut mbr = [0u8; 512];
+        let entry = |e: &mut [u8], lba: u64, n: u64| {
+            e[4] = 0x83;
+            e[8..12].copy_from_slice(&(lba as u32).to_le_bytes());
+            e[12..16].copy_from_slice(&(n as u32).to_le_bytes());
+        };
+        entry(&mut mbr[446..462], 2048, 16384);
+        entry(&mut mbr[462..478], 18432, sectors - 18432);
+        mbr[510] = 0x55;
+        mbr[511] = 0xAA;
+        f.write_all_at(&mbr, 0).unwrap();
+        f.sync_all().unwrap();
+        drop(f);
+        let dev = run(
+            "losetup",
+            &[
+                "--find",
+                "--show",
+                "-P",
+                "--direct-io=on",
+                file.to_str().unwrap(),
+            ],
+        );
+        // Kernels without the msdos parser (minimal VM kernels) find nothing at attach: add
+        // the partitions by BLKPG (partx -a) where the scan did not.
+        let name = dev.trim_start_matches("/dev/").to_string();
+        if !Path::new(&format!("/sys/class/block/{name}/{name}p1")).exists() {
+            run("partx", &["-a", &dev]);
+        }
+        let _ = Command::new("udevadm").args(["settle", "-t", "5"]).status();
+        LoopDev {
+            path: PathBuf::from(dev),
+            file,
+            _dir: Some(dir),
+        }
+    }
+
     /// Attaches an existing file the caller owns (it must outlive the guard).
     pub fn attach(file: &Path) -> LoopDev {
         let dev = run(

@@ -1,0 +1,425 @@
+//! Durable checkpoints of wipe jobs: what lets `mdpilot wipe DEVICE --resume` continue a wipe
+//! after a power cut, a killed installer or a reboot instead of starting again at 0.
+//!
+//! Where: `/var/lib/mdpilot/wipe/<stable id>.json` under the [`crate::host::Root`] ([`DIR`]),
+//! beside (not inside) the policy state. The policy state lives in `/run/mdpilot` because what it
+//! records (speed limits) dies with the kernel; a checkpoint describes bytes on a disk, which
+//! survive a power cut that empties `/run`, so it must be on persistent storage.
+//!
+//! What: the device identity ([`Identity`]: stable id, size, logical block size), the method,
+//! the random key (hex; the file is 0600 in a 0700 directory: the key only reproduces the
+//! written stream for `--verify`), every range, and `durable_offset`: every byte of the ranges
+//! below it is on the device (written, then a cache flush returned).
+//!
+//! When ([`Checkpointer`]): at the start (offset where the job begins), then after a completed
+//! request when at least a second has passed or 1 GiB more is durable since the last save
+//! (whichever comes first: at rates above 1 GiB/s that is more than once a second, bounding the
+//! work a resume repeats to 1 GiB), always after `fdatasync` on the device returned for the
+//! bytes it describes; saved by write-to-temp, fsync, rename, fsync of the directory. Removed
+//! when the job completes or is cancelled; kept when it fails (a resume may continue).
+
+use super::plan::{Identity, Method, Range, ResyncMark};
+use super::sink::Sink;
+use super::stream::Seed;
+use std::collections::BTreeMap;
+use std::fs;
+use std::io::{self, Write};
+use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+/// The checkpoint directory, relative to the root.
+pub const DIR: &str = "/var/lib/mdpilot/wipe";
+/// Save at least every this many durable bytes (1 GiB).
+pub const SAVE_EVERY_BYTES: u64 = 1 << 30;
+/// Save at most this often, unless [`SAVE_EVERY_BYTES`] more are durable.
+pub const SAVE_INTERVAL: Duration = Duration::from_secs(1);
+
+/// The checkpoint file's content (JSON).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct Checkpoint {
+    /// Format version (1).
+    pub version: u32,
+    /// The device node when the job started (informative: names move between boots).
+    pub device: PathBuf,
+    /// Its kernel name then (`sdb`, `md0`).
+    pub name: String,
+    /// Who the device is.
+    pub identity: Identity,
+    /// [`Method::name`].
+    pub method: String,
+    /// The random key in hex (`random` only).
+    pub seed_hex: Option<String>,
+    /// `--verify` was asked for.
+    pub verify: bool,
+    /// Every range of the whole wipe, bytes.
+    pub ranges: Vec<Range>,
+    /// Every byte of `ranges` below this device offset is durable.
+    pub durable_offset: u64,
+    /// For a freeze-and-skip job: the array and its resync position right after the freeze.
+    pub resync: Option<ResyncRecord>,
+}
+
+/// The resync part of a checkpoint.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ResyncRecord {
+    /// Kernel name of the array (`md0`).
+    pub array: String,
+    /// `resync_start` and `sync_completed` right after the first run froze the resync.
+    pub mark: ResyncMark,
+}
+
+impl Checkpoint {
+    /// The method recorded, if it is one this version knows.
+    pub fn method(&self) -> Option<Method> {
+        Method::from_name(&self.method)
+    }
+
+    /// The random key, if any (and well-formed).
+    pub fn seed(&self) -> Option<Seed> {
+        let h = self.seed_hex.as_deref()?;
+        if h.len() != 64 {
+            return None;
+        }
+        let mut k = [0u8; 32];
+        for (i, b) in k.iter_mut().enumerate() {
+            *b = u8::from_str_radix(h.get(2 * i..2 * i + 2)?, 16).ok()?;
+        }
+        Some(Seed(k))
+    }
+
+    /// Bytes of `ranges` below `durable_offset`.
+    pub fn durable_bytes(&self) -> u64 {
+        durable_bytes(&self.ranges, self.durable_offset)
+    }
+
+    /// Total bytes of `ranges`.
+    pub fn total_bytes(&self) -> u64 {
+        self.ranges.iter().map(|r| r.len).sum()
+    }
+}
+
+/// `seed` as 64 hex digits.
+pub fn seed_hex(seed: &Seed) -> String {
+    seed.0.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+/// Bytes of `ranges` below device offset `off`.
+pub fn durable_bytes(ranges: &[Range], off: u64) -> u64 {
+    ranges
+        .iter()
+        .map(|r| off.clamp(r.offset, r.offset + r.len) - r.offset)
+        .sum()
+}
+
+/// What is left of `ranges` at and above device offset `off` (pure).
+pub fn remaining(ranges: &[Range], off: u64) -> Vec<Range> {
+    ranges
+        .iter()
+        .filter(|r| r.offset + r.len > off)
+        .map(|r| {
+            let start = r.offset.max(off);
+            Range {
+                offset: start,
+                len: r.offset + r.len - start,
+            }
+        })
+        .collect()
+}
+
+/// The file of the device whose stable id is `stable_id` in `dir`: the id with every character
+/// other than `[A-Za-z0-9._-]` replaced by `_`, plus `.json`.
+pub fn path_for(dir: &Path, stable_id: &str) -> PathBuf {
+    let safe: String = stable_id
+        .chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "._-".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect();
+    dir.join(format!("{safe}.json"))
+}
+
+/// Reads the checkpoint at `path`; `Ok(None)` when there is none.
+///
+/// Errors: the OS error, or `InvalidData` for a file that is not a checkpoint.
+pub fn load(path: &Path) -> io::Result<Option<Checkpoint>> {
+    match fs::read(path) {
+        Ok(b) => serde_json::from_slice(&b)
+            .map(Some)
+            .map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e)),
+        Err(e) if e.kind() == io::ErrorKind::NotFound => Ok(None),
+        Err(e) => Err(e),
+    }
+}
+
+/// Every readable checkpoint in `dir` with its path (unreadable files skipped).
+pub fn list(dir: &Path) -> Vec<(PathBuf, Checkpoint)> {
+    let mut v: Vec<_> = fs::read_dir(dir)
+        .map(|rd| {
+            rd.filter_map(|e| e.ok())
+                .map(|e| e.path())
+                .filter(|p| p.extension().is_some_and(|x| x == "json"))
+                .filter_map(|p| load(&p).ok().flatten().map(|c| (p, c)))
+                .collect()
+        })
+        .unwrap_or_default();
+    v.sort_by(|a, b| a.0.cmp(&b.0));
+    v
+}
+
+/// Saves `ck` at `path` durably: a temporary file (0600) written and fsynced, renamed over
+/// `path`, then the directory (0700, created) fsynced.
+///
+/// Errors: the OS error of any step.
+pub fn save(path: &Path, ck: &Checkpoint) -> io::Result<()> {
+    let dir = path.parent().unwrap_or(Path::new("."));
+    fs::create_dir_all(dir)?;
+    let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
+    let tmp = path.with_extension("json.tmp");
+    let mut f = fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(&tmp)?;
+    let body = serde_json::to_vec_pretty(ck).map_err(io::Error::other)?;
+    f.write_all(&body)?;
+    f.sync_all()?;
+    drop(f);
+    fs::rename(&tmp, path)?;
+    fs::File::open(dir)?.sync_all()
+}
+
+/// Removes the checkpoint at `path` (and fsyncs the directory); a missing file is fine.
+///
+/// Errors: the OS error.
+pub fn remove(path: &Path) -> io::Result<()> {
+    match fs::remove_file(path) {
+        Ok(()) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(()),
+        Err(e) => return Err(e),
+    }
+    if let Some(d) = path.parent() {
+        fs::File::open(d)?.sync_all()?;
+    }
+    Ok(())
+}
+
+/// Which request indices completed, and the offset below which all did.
+struct Track {
+    /// The next request index not yet counted in `durable_offset`.
+    next: u64,
+    /// Completed requests at or above `next`: index -> end offset.
+    pending: BTreeMap<u64, u64>,
+    /// Every range byte below this offset completed.
+    completed_offset: u64,
+    /// `completed_offset` when a save was last started, and when.
+    saved_offset: u64,
+    saved_at: Instant,
+}
+
+/// Keeps a job's checkpoint current while its workers complete requests (see the module doc).
+pub struct Checkpointer<'a> {
+    path: PathBuf,
+    sink: &'a dyn Sink,
+    track: Mutex<Track>,
+    /// The template (its `durable_offset` is the last one written), under the save lock.
+    written: Mutex<Checkpoint>,
+}
+
+impl<'a> Checkpointer<'a> {
+    /// A checkpointer for `ck` (whose `durable_offset` is where this run starts) at `path`,
+    /// flushing `sink` before each save. Nothing is written until [`Checkpointer::save_now`] or a
+    /// completion.
+    pub fn new(path: PathBuf, sink: &'a dyn Sink, ck: Checkpoint) -> Self {
+        let start = ck.durable_offset;
+        Checkpointer {
+            path,
+            sink,
+            track: Mutex::new(Track {
+                next: 0,
+                pending: BTreeMap::new(),
+                completed_offset: start,
+                saved_offset: start,
+                saved_at: Instant::now(),
+            }),
+            written: Mutex::new(ck),
+        }
+    }
+
+    /// Saves the checkpoint as it stands (no flush: nothing new is claimed durable).
+    ///
+    /// Errors: as [`save`].
+    pub fn save_now(&self) -> io::Result<()> {
+        let ck = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        save(&self.path, &ck)
+    }
+
+    /// Request `index` (in the order of the plan's requests) completed, ending at device
+    /// offset `end`. Saves when due (after a flush of the sink); a failed save is logged.
+    pub fn completed(&self, index: u64, end: u64) {
+        let due = {
+            let mut t = self.track.lock().unwrap_or_else(|e| e.into_inner());
+            t.pending.insert(index, end);
+            loop {
+                let next = t.next;
+                match t.pending.remove(&next) {
+                    Some(e) => {
+                        t.completed_offset = e;
+                        t.next += 1;
+                    }
+                    None => break,
+                }
+            }
+            let fresh = t.completed_offset > t.saved_offset;
+            let due = fresh
+                && (t.saved_at.elapsed() >= SAVE_INTERVAL
+                    || t.completed_offset - t.saved_offset >= SAVE_EVERY_BYTES);
+            if due {
+                t.saved_offset = t.completed_offset;
+                t.saved_at = Instant::now();
+            }
+            due.then_some(t.completed_offset)
+        };
+        if let Some(off) = due {
+            self.flush_and_save(off);
+        }
+    }
+
+    /// Flushes the sink and saves everything completed so far (at the end of a failed job).
+    pub fn final_save(&self) {
+        let off = self
+            .track
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .completed_offset;
+        self.flush_and_save(off);
+    }
+
+    fn flush_and_save(&self, off: u64) {
+        let mut ck = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        if off <= ck.durable_offset {
+            return;
+        }
+        // Everything below `off` completed before this flush was issued: after it returns,
+        // it is durable even on a device with a volatile write cache.
+        if let Err(e) = self.sink.flush() {
+            tracing::warn!(
+                "{}: flush before checkpoint failed: {e}",
+                self.path.display()
+            );
+            return;
+        }
+        let before = ck.durable_offset;
+        ck.durable_offset = off;
+        if let Err(e) = save(&self.path, &ck) {
+            ck.durable_offset = before;
+            tracing::warn!("{}: cannot save the checkpoint: {e}", self.path.display());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wipe::sink::MemSink;
+
+    fn ck(ranges: Vec<Range>) -> Checkpoint {
+        Checkpoint {
+            version: 1,
+            device: "/dev/x".into(),
+            name: "x".into(),
+            identity: Identity::default(),
+            method: "random".into(),
+            seed_hex: Some(seed_hex(&Seed([0xab; 32]))),
+            verify: false,
+            ranges,
+            durable_offset: 0,
+            resync: None,
+        }
+    }
+
+    #[test]
+    fn remaining_and_durable_bytes_follow_the_ranges() {
+        let r = vec![
+            Range {
+                offset: 0,
+                len: 100,
+            },
+            Range {
+                offset: 1000,
+                len: 100,
+            },
+        ];
+        assert_eq!(durable_bytes(&r, 50), 50);
+        assert_eq!(durable_bytes(&r, 500), 100);
+        assert_eq!(durable_bytes(&r, 1050), 150);
+        assert_eq!(
+            remaining(&r, 50),
+            vec![
+                Range {
+                    offset: 50,
+                    len: 50
+                },
+                Range {
+                    offset: 1000,
+                    len: 100
+                }
+            ]
+        );
+        assert_eq!(
+            remaining(&r, 500),
+            vec![Range {
+                offset: 1000,
+                len: 100
+            }]
+        );
+        assert!(remaining(&r, 1100).is_empty());
+    }
+
+    #[test]
+    fn seed_round_trips_and_path_is_safe() {
+        let c = ck(vec![]);
+        assert_eq!(c.seed(), Some(Seed([0xab; 32])));
+        assert_eq!(
+            path_for(Path::new("/d"), "loop:/var/tmp/a b.img"),
+            PathBuf::from("/d/loop__var_tmp_a_b.img.json")
+        );
+    }
+
+    #[test]
+    fn saves_only_the_contiguous_prefix_and_never_goes_back() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("w/c.json");
+        let sink = MemSink::new(16, 0);
+        let c = Checkpointer::new(
+            p.clone(),
+            &sink,
+            ck(vec![Range {
+                offset: 0,
+                len: 400,
+            }]),
+        );
+        c.save_now().unwrap();
+        assert_eq!(load(&p).unwrap().unwrap().durable_offset, 0);
+        // Request 1 completes first: nothing below it is complete yet.
+        c.completed(1, 200);
+        c.final_save();
+        assert_eq!(load(&p).unwrap().unwrap().durable_offset, 0);
+        c.completed(0, 100);
+        c.final_save();
+        assert_eq!(load(&p).unwrap().unwrap().durable_offset, 200);
+        c.flush_and_save(100);
+        assert_eq!(load(&p).unwrap().unwrap().durable_offset, 200);
+        let mode = fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+        remove(&p).unwrap();
+        assert!(load(&p).unwrap().is_none());
+        remove(&p).unwrap();
+    }
+}

@@ -1,0 +1,200 @@
+//! The pure resume step of the planner: a plan made afresh for a device, continued from its
+//! checkpoint ([`super::checkpoint`]). No I/O; re-exported as [`super::planner::resume`].
+
+use super::checkpoint::{self, Checkpoint};
+use super::error::WipeError;
+use super::plan::{Data, Op, Plan, ResyncAction};
+use crate::units::bytes_exact;
+
+/// Continues `plan` (planned afresh for the same device) from checkpoint `ck` (pure): refuses
+/// a checkpoint of another device, size, block size, method or ranges; else the plan's ranges
+/// become what is left above `ck.durable_offset`, with [`super::plan::CheckpointPlan`] `resumed_bytes` and the
+/// first run's resync mark, and a reason. `array_action` is the target array's `sync_action`
+/// now: a freeze-and-skip job left the array `frozen` when it was killed, and freezes it again.
+///
+/// Errors: [`WipeError::Usage`] naming what no longer matches (nothing is written).
+pub fn resume(
+    mut plan: Plan,
+    ck: &Checkpoint,
+    ck_path: &std::path::Path,
+    array_action: Option<&str>,
+) -> Result<Plan, WipeError> {
+    let dev = plan.device.display().to_string();
+    let refuse = |what: String| {
+        Err(WipeError::Usage(format!(
+            "{dev}: refusing to resume from {}: {what}; `--restart` discards it",
+            ck_path.display()
+        )))
+    };
+    let (a, b) = (&ck.identity, &plan.identity);
+    if a.stable_id != b.stable_id {
+        return refuse(format!(
+            "it is for device {} ({}), this is {}",
+            a.stable_id,
+            ck.device.display(),
+            b.stable_id
+        ));
+    }
+    if a.size_bytes != b.size_bytes {
+        return refuse(format!(
+            "the device was {} bytes, it is {} bytes now",
+            a.size_bytes, b.size_bytes
+        ));
+    }
+    if a.logical_block_size != b.logical_block_size {
+        return refuse(format!(
+            "the logical block size was {}, it is {} now",
+            a.logical_block_size, b.logical_block_size
+        ));
+    }
+    if ck.method != plan.method.name() {
+        return refuse(format!(
+            "it is a {} wipe, this is {}",
+            ck.method, plan.method
+        ));
+    }
+    let full = plan.ranges.clone();
+    if ck.ranges != full {
+        return refuse("its ranges are not this device's".into());
+    }
+    let done = ck.durable_bytes();
+    if plan.offload.is_empty() {
+        plan.ranges = checkpoint::remaining(&full, ck.durable_offset);
+    } else {
+        plan.reasons
+            .push("resume: member offload zeroes the whole array again (it takes seconds)".into());
+    }
+    plan.reasons.push(format!(
+        "resume: {} of {} durable before the interruption (below offset {}): continuing \
+         from there{}",
+        bytes_exact(done),
+        bytes_exact(ck.total_bytes()),
+        ck.durable_offset,
+        if matches!(plan.op, Op::Write(Data::Random(_))) {
+            " with the same key"
+        } else {
+            ""
+        }
+    ));
+    if let Some(r) = &ck.resync {
+        if matches!(array_action, Some("frozen" | "resync")) && !plan_keeps_resync(&plan) {
+            plan.resync = ResyncAction::FreezeAndSkip {
+                array: r.array.clone(),
+            };
+            plan.reasons.push(format!(
+                "{} was frozen by the interrupted job: freeze it again; skip the resync only if \
+                 resync_start and sync_completed are still {} and {} (else idle)",
+                r.array, r.mark.resync_start, r.mark.sync_completed
+            ));
+        }
+    }
+    if let Some(c) = plan.checkpoint.as_mut() {
+        c.full_ranges = full;
+        c.resumed_bytes = done;
+        c.resync_mark = ck.resync.as_ref().map(|r| r.mark.clone());
+    }
+    Ok(plan)
+}
+
+/// True when the plan leaves the resync alone on purpose (`--keep-resync` said so).
+fn plan_keeps_resync(plan: &Plan) -> bool {
+    plan.reasons.iter().any(|r| r.contains("--keep-resync"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wipe::checkpoint::ResyncRecord;
+    use crate::wipe::plan::{CheckpointPlan, Identity, Method, Options, Range, ResyncMark};
+    use crate::wipe::probe::{ArrayFacts, Probe};
+    use std::path::Path;
+
+    fn fresh() -> Plan {
+        let p = Probe {
+            path: "/dev/md0".into(),
+            name: "md0".into(),
+            size_bytes: 1 << 30,
+            logical_block_size: 512,
+            physical_block_size: 512,
+            stable_id: "md-uuid-x".into(),
+            array: Some(ArrayFacts {
+                name: "md0".into(),
+                level: "raid1".into(),
+                sync_action: "frozen".into(),
+                ..ArrayFacts::default()
+            }),
+            ..Probe::default()
+        };
+        let mut plan = crate::wipe::planner::plan(&p, Method::Zero, &Options::default()).unwrap();
+        plan.checkpoint = Some(CheckpointPlan {
+            path: "/c.json".into(),
+            full_ranges: plan.ranges.clone(),
+            resumed_bytes: 0,
+            resync_mark: None,
+        });
+        plan
+    }
+
+    fn ck(plan: &Plan) -> Checkpoint {
+        Checkpoint {
+            version: 1,
+            device: plan.device.clone(),
+            name: plan.name.clone(),
+            identity: Identity {
+                stable_id: "md-uuid-x".into(),
+                size_bytes: 1 << 30,
+                logical_block_size: 512,
+            },
+            method: "zero".into(),
+            seed_hex: None,
+            verify: false,
+            ranges: plan.ranges.clone(),
+            durable_offset: 1 << 29,
+            resync: Some(ResyncRecord {
+                array: "md0".into(),
+                mark: ResyncMark {
+                    resync_start: "1024".into(),
+                    sync_completed: "none".into(),
+                },
+            }),
+        }
+    }
+
+    #[test]
+    fn a_frozen_array_is_frozen_again_and_the_rest_is_planned() {
+        let plan = fresh();
+        let c = ck(&plan);
+        let r = resume(plan, &c, Path::new("/c.json"), Some("frozen")).unwrap();
+        assert_eq!(
+            r.ranges,
+            vec![Range {
+                offset: 1 << 29,
+                len: 1 << 29
+            }]
+        );
+        assert!(matches!(r.resync, ResyncAction::FreezeAndSkip { .. }));
+        let cp = r.checkpoint.unwrap();
+        assert_eq!(cp.resumed_bytes, 1 << 29);
+        assert_eq!(cp.resync_mark.unwrap().resync_start, "1024");
+        // The array finished its resync meanwhile: nothing to freeze.
+        let plan = fresh();
+        let r = resume(plan, &c, Path::new("/c.json"), Some("idle")).unwrap();
+        assert_eq!(r.resync, ResyncAction::Leave);
+    }
+
+    #[test]
+    fn another_method_or_block_size_is_refused() {
+        let plan = fresh();
+        let mut c = ck(&plan);
+        c.method = "random".into();
+        let e = resume(plan.clone(), &c, Path::new("/c.json"), None).unwrap_err();
+        assert!(
+            e.to_string().contains("it is a random wipe, this is zero"),
+            "{e}"
+        );
+        let mut c = ck(&plan);
+        c.identity.logical_block_size = 4096;
+        let e = resume(plan, &c, Path::new("/c.json"), None).unwrap_err();
+        assert!(e.to_string().contains("logical block size was 4096"), "{e}");
+    }
+}
