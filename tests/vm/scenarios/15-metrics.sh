@@ -53,9 +53,9 @@ num_eq() {
     log "ok: $3 = $2"
 }
 
-# check FILE WHAT: compares FILE (exposition text) with sysfs; SC_BEFORE[md] is md/sync_completed
-# read before FILE was produced, the value now is read after it.
-declare -A SC_BEFORE
+# check FILE WHAT: compares FILE (exposition text) with sysfs; SC_BEFORE[md] and SC_AFTER[md] are
+# md/sync_completed read just before and just after FILE was produced.
+declare -A SC_BEFORE SC_AFTER
 check() {
     local f=$1 what=$2 md act one r lo hi smin smax faulty d sc
     num_eq "$(prom "$f" mdpilot_speed_limit_bytes_per_second 'bound="min"')" $(($(limit_min) * 1024)) "$what global min limit"
@@ -77,7 +77,7 @@ check() {
         faulty=0
         for d in /sys/block/"$md"/md/dev-*/state; do if grep -q faulty "$d"; then faulty=$((faulty + 1)); fi; done
         num_eq "$(prom "$f" mdpilot_array_members "array=\"$md\"" 'state="faulty"')" "$faulty" "$what $md faulty members (dev-*/state)"
-        sc=$(md_attr "$md" sync_completed)
+        sc=${SC_AFTER[$md]}
         if [ -z "$(ratio "$sc")" ] && [ -z "$(ratio "${SC_BEFORE[$md]}")" ]; then
             prom_none "$f" mdpilot_array_sync_completed_ratio "array=\"$md\""
             log "ok: $what $md no sync ratio (sync_completed $sc)"
@@ -98,10 +98,12 @@ check() {
     done
 }
 read_before() { local md; for md in "${ARRAYS[@]}"; do SC_BEFORE[$md]=$(md_attr "$md" sync_completed); done; }
+read_after() { local md; for md in "${ARRAYS[@]}"; do SC_AFTER[$md]=$(md_attr "$md" sync_completed); done; }
 
 # 1. The textfile collector's view.
 read_before
 run_mdp /tmp/status.prom status --format prometheus
+read_after
 [ "$MDP_RC" = 0 ] || fail "status --format prometheus exited $MDP_RC"
 check /tmp/status.prom "status --format prometheus"
 
@@ -125,6 +127,7 @@ wait_for 30 scraped || { cat /tmp/serve.log; fail "no metrics from http://127.0.
 sleep 2 # one more refresh of the service's model
 read_before
 http_get /metrics /tmp/metrics.prom || fail "GET /metrics failed"
+read_after
 head -1 /tmp/metrics.prom.head
 grep -q '^HTTP/1\.[01] 200' /tmp/metrics.prom.head || fail "GET /metrics: $(head -1 /tmp/metrics.prom.head)"
 grep -c . /tmp/metrics.prom | sed 's/^/metrics lines: /'
