@@ -4,6 +4,8 @@
 BUS_NAME=org.mdpilot.MdPilot1
 BUS_PATH=/org/mdpilot/MdPilot1
 MANAGER=org.mdpilot.MdPilot1.Manager
+# The Manager object (API 1.0; BUS_PATH is the ObjectManager root).
+MANAGER_PATH=$BUS_PATH/Manager
 DEB=$T/mdpilot.deb
 mapfile -t DISKS < <(ls /dev/vd[b-z] 2>/dev/null)
 
@@ -28,7 +30,7 @@ limit_max() { cat /proc/sys/dev/raid/speed_limit_max; }
 unit_state() { systemctl is-active mdpilot.service 2>/dev/null || true; }
 main_pid() { systemctl show -p MainPID --value mdpilot.service; }
 # mcall METHOD SIG ARGS...: a Manager method through busctl, as root.
-mcall() { local m=$1; shift; busctl --system call "$BUS_NAME" "$BUS_PATH" "$MANAGER" "$m" "$@"; }
+mcall() { local m=$1; shift; busctl --system call "$BUS_NAME" "$MANAGER_PATH" "$MANAGER" "$m" "$@"; }
 # as_tester CMD...: CMD as the unprivileged user `tester` (no session, no polkit rights).
 as_tester() { runuser -u tester -- "$@"; }
 name_on_bus() { busctl --system list --acquired --no-legend | awk '{print $1}' | grep -qx "$BUS_NAME"; }

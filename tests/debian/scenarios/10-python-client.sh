@@ -44,7 +44,7 @@ done
 grep "^arrays: " /tmp/work/client.out | grep -q "$md (" || fail "installer_client.py did not list $md"
 info "$(grep '^lease: ' /tmp/work/client.out)"
 # Nothing left, as the kernel and the bus see it (not only as the client saw it).
-assert_eq "$(busctl --system get-property "$BUS_NAME" "$BUS_PATH" "$MANAGER" Leases)" "aa{sv} 0" "Leases after the client"
+assert_eq "$(busctl --system get-property "$BUS_NAME" "$MANAGER_PATH" "$MANAGER" Leases)" "aa{sv} 0" "Leases after the client"
 assert_eq "$(limit_min)" "$orig" "speed_limit_min after the client"
 assert_eq "$(limit_max)" "$omax" "speed_limit_max after the client"
 blockdev --flushbufs "$loop" 2>/dev/null || true

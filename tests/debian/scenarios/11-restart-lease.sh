@@ -27,7 +27,7 @@ other=$(grep -vx 0 /tmp/work/samples | sort -u | tr '\n' ' ' || true)
 log "ok: speed_limit_min 0 in all $n samples across the restart"
 info "restart during a named lease: speed_limit_min 0 in all $n samples (20 ms apart)"
 assert_eq "$(limit_min)" 0 "speed_limit_min after a restart during the named lease"
-leases=$(busctl --system get-property "$BUS_NAME" "$BUS_PATH" "$MANAGER" Leases)
+leases=$(busctl --system get-property "$BUS_NAME" "$MANAGER_PATH" "$MANAGER" Leases)
 case $leases in
     *'"installer"'*) log "ok: Leases after restart: $leases" ;;
     *) fail "the installer lease is not in Leases after the restart: $leases" ;;
