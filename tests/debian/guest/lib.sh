@@ -6,6 +6,8 @@ BUS_PATH=/org/mdpilot/MdPilot1
 # API v1: the Manager is its own object under the ObjectManager root.
 MANAGER_PATH=$BUS_PATH/Manager
 MANAGER=org.mdpilot.MdPilot1.Manager
+# The Manager object (API 1.0; BUS_PATH is the ObjectManager root).
+MANAGER_PATH=$BUS_PATH/Manager
 DEB=$T/mdpilot.deb
 mapfile -t DISKS < <(ls /dev/vd[b-z] 2>/dev/null)
 
