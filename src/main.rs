@@ -85,7 +85,7 @@ fn args() -> Vec<std::ffi::OsString> {
     let invoked_as = args.first().and_then(|a| {
         std::path::Path::new(a)
             .file_name()
-            .map(|f| f.to_os_string())
+            .map(std::ffi::OsStr::to_os_string)
     });
     if invoked_as.as_deref() == Some(std::ffi::OsStr::new("blockdev-wipe")) {
         args.insert(1, "blockdev-wipe".into());

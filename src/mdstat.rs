@@ -287,7 +287,7 @@ impl Parser {
         for tok in rest.split_whitespace() {
             match tok.strip_prefix('[').and_then(|x| x.strip_suffix(']')) {
                 Some(p) if !p.is_empty() && !p.contains(['[', ']']) => {
-                    self.out.personalities.push(p.to_string())
+                    self.out.personalities.push(p.to_string());
                 }
                 _ => stray = stray.or(Some(tok)),
             }
@@ -369,10 +369,10 @@ fn parse_header(rest: &str, a: &mut Array) -> Result<bool, String> {
         i += 1;
         match tok {
             "(read-only)" if a.read_only.is_none() && a.members.is_empty() => {
-                a.read_only = Some(ReadOnly::ReadOnly)
+                a.read_only = Some(ReadOnly::ReadOnly);
             }
             "(auto-read-only)" if a.read_only.is_none() && a.members.is_empty() => {
-                a.read_only = Some(ReadOnly::AutoReadOnly)
+                a.read_only = Some(ReadOnly::AutoReadOnly);
             }
             "super" if a.metadata.is_none() => {
                 let v = toks.get(i).ok_or("`super` without a version")?;
@@ -387,7 +387,7 @@ fn parse_header(rest: &str, a: &mut Array) -> Result<bool, String> {
             _ if a.metadata.is_some() => return Err(format!("unexpected `{tok}` after super")),
             _ if tok.contains('[') => a.members.push(parse_member(tok)?),
             _ if a.level.is_none() && a.members.is_empty() && is_word(tok) => {
-                a.level = Some(tok.to_string())
+                a.level = Some(tok.to_string());
             }
             _ => return Err(format!("unexpected `{tok}` on the header line")),
         }
@@ -716,7 +716,7 @@ fn parse_u64(s: &str) -> Option<u64> {
 
 /// `12`, `12.5`: digits with at most one dot (`f64::from_str` would accept `inf` and `NaN`).
 fn parse_decimal(s: &str) -> Option<f64> {
-    let digits = s.bytes().filter(|b| b.is_ascii_digit()).count();
+    let digits = s.bytes().filter(u8::is_ascii_digit).count();
     let dots = s.bytes().filter(|&b| b == b'.').count();
     if digits == 0 || dots > 1 || digits + dots != s.len() {
         return None;

@@ -67,13 +67,13 @@ pub fn parse_duration(text: &str) -> Result<u64, ScheduleError> {
     let mut rest = t;
     while !rest.is_empty() {
         rest = rest.trim_start();
-        let digits = rest.chars().take_while(|c| c.is_ascii_digit()).count();
+        let digits = rest.chars().take_while(char::is_ascii_digit).count();
         if digits == 0 {
             return Err(bad());
         }
         let n: u64 = rest[..digits].parse().map_err(|_| bad())?;
         rest = &rest[digits..];
-        let unit_len = rest.chars().take_while(|c| c.is_ascii_alphabetic()).count();
+        let unit_len = rest.chars().take_while(char::is_ascii_alphabetic).count();
         let unit = &rest[..unit_len];
         rest = &rest[unit_len..];
         let mult = match unit {
@@ -666,7 +666,7 @@ mod tests {
             name: name.into(),
             uuid: Some(format!("uuid-{name}")),
             created_unix_s: Some(0),
-            disks: disks.iter().map(|d| d.to_string()).collect(),
+            disks: disks.iter().map(|d| (*d).to_string()).collect(),
             last_completed_s: None,
             has_position: false,
             checking: false,

@@ -289,7 +289,7 @@ fn read_members(md: &Path) -> Vec<MemberSysfs> {
         }
     };
     let mut members: Vec<MemberSysfs> = entries
-        .filter_map(|e| e.ok())
+        .filter_map(std::result::Result::ok)
         .filter_map(|e| {
             let file = e.file_name().into_string().ok()?;
             let dev = file.strip_prefix("dev-")?;

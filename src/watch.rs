@@ -195,7 +195,7 @@ fn watch_loop(root: Root, mut mdstat: Option<File>, stop_r: OwnedFd, tx: Unbound
     let monitor = if root.is_system() {
         match udev::MonitorBuilder::new()
             .and_then(|b| b.match_subsystem("block"))
-            .and_then(|b| b.listen())
+            .and_then(udev::MonitorBuilder::listen)
         {
             Ok(m) => Some(m),
             Err(e) => {
@@ -220,11 +220,11 @@ fn watch_loop(root: Root, mut mdstat: Option<File>, stop_r: OwnedFd, tx: Unbound
         fds.push(pfd(stop_r.as_raw_fd(), libc::POLLIN));
         // A negative fd is ignored by poll(2): no mdstat yet (md module not loaded).
         fds.push(pfd(
-            mdstat.as_ref().map_or(-1, |f| f.as_raw_fd()),
+            mdstat.as_ref().map_or(-1, std::os::fd::AsRawFd::as_raw_fd),
             libc::POLLPRI,
         ));
         fds.push(pfd(
-            monitor.as_ref().map_or(-1, |m| m.as_raw_fd()),
+            monitor.as_ref().map_or(-1, std::os::fd::AsRawFd::as_raw_fd),
             libc::POLLIN,
         ));
         for a in &attrs {

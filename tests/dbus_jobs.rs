@@ -423,7 +423,7 @@ async fn loop_job_objects_come_and_go_through_the_object_manager() {
         let m = next_before(&mut om, deadline, "no InterfacesRemoved for the job").await;
         let member = m.header().member().map(|m| m.to_string());
         let (path, _): (OwnedObjectPath, zbus::zvariant::OwnedValue) = match member.as_deref() {
-            Some("InterfacesAdded") | Some("InterfacesRemoved") => {
+            Some("InterfacesAdded" | "InterfacesRemoved") => {
                 let b = m.body();
                 let s: zbus::zvariant::Structure = b.deserialize().unwrap();
                 let f = s.into_fields();

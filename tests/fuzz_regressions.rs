@@ -131,10 +131,10 @@ fn seeds_for_the_dbus_targets() {
         dict(vec![("keep-resync", Value::from(false))]),
         dict(vec![("method", Value::from(1u32))]),
     ];
-    for d in acquire.iter() {
+    for d in &acquire {
         checks::dbus_acquire(d, (0, None));
     }
-    for d in wipe.iter() {
+    for d in &wipe {
         checks::dbus_wipe_options(d);
     }
     if std::env::var_os("MDPILOT_WRITE_FUZZ_SEEDS").is_none() {

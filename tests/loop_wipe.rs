@@ -343,7 +343,7 @@ fn loop_cli_json_progress_and_completion() {
                     assert!(
                         l["eta_s"].is_null() || l["eta_s"].as_f64().unwrap() > 0.0,
                         "{l}"
-                    )
+                    );
                 }
                 _ => {}
             }
@@ -542,7 +542,7 @@ fn loop_probe_reads_sysfs_and_proc_under_the_root() {
     assert_eq!(p.holders.len(), 1);
     assert_eq!(p.holders[0].name, "md5");
     let state = p.holders[0].md_array_state.as_ref();
-    assert_eq!(state.map(|s| s.as_str()), Some("clean"));
+    assert_eq!(state.map(mdpilot::model::ArrayState::as_str), Some("clean"));
     assert_eq!(p.resyncing_neighbours, vec!["md7".to_string()]);
     assert!(!p.backs_root);
     let e = plan(&p, Method::Zero, &opts()).unwrap_err();

@@ -23,7 +23,7 @@ fn shells() -> Vec<Vec<String>> {
             .find(|p| p.exists());
         if let Some(found) = found {
             let mut v = vec![found.to_string_lossy().into_owned()];
-            v.extend(args.iter().map(|s| s.to_string()));
+            v.extend(args.iter().map(|s| (*s).to_string()));
             out.push(v);
         }
     }

@@ -501,7 +501,7 @@ fn offloadable(level: &str, action: &str) -> Probe {
         members: ["vdb", "vdc"]
             .iter()
             .map(|n| MemberFacts {
-                name: n.to_string(),
+                name: (*n).to_string(),
                 path: PathBuf::from(format!("/dev/{n}")),
                 offset_sectors: 2048,
                 size_kib: 1 << 20,

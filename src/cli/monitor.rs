@@ -295,8 +295,8 @@ async fn monitor(args: MonitorArgs) -> zbus::Result<()> {
             msg = stream.next() => {
                 let Some(Ok(msg)) = msg else { return Ok(()) };
                 let h = msg.header();
-                let path = h.path().map(|p| p.to_string()).unwrap_or_default();
-                let member = h.member().map(|m| m.to_string()).unwrap_or_default();
+                let path = h.path().map(std::string::ToString::to_string).unwrap_or_default();
+                let member = h.member().map(std::string::ToString::to_string).unwrap_or_default();
                 let lines: Vec<String> = match member.as_str() {
                     "PropertiesChanged" => {
                         let Ok((iface, changed, _inv)) = msg

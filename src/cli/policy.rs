@@ -172,7 +172,7 @@ impl ApplyArgs {
         LeaseRequest {
             holder: self.holder.clone(),
             kind: self.kind,
-            owner: self.pid.map(Owner::Pid).unwrap_or(Owner::None),
+            owner: self.pid.map_or(Owner::None, Owner::Pid),
             global,
             arrays,
         }
@@ -272,7 +272,7 @@ fn print_view(view: &PolicyView, json: bool) -> ExitCode {
 }
 
 fn opt<T: std::fmt::Display>(v: Option<T>) -> String {
-    v.map(|v| v.to_string()).unwrap_or_else(|| "?".into())
+    v.map_or_else(|| "?".into(), |v| v.to_string())
 }
 
 fn limits_text(l: &Limits) -> String {

@@ -104,7 +104,7 @@ impl ArrayProps {
         let state = sys
             .array_state
             .as_ref()
-            .map_or_else(|| state_word.into(), |s| s.to_string());
+            .map_or_else(|| state_word.into(), std::string::ToString::to_string);
         let read_only = a.read_only.is_some() || matches!(state.as_str(), "readonly" | "read-auto");
         let num_devices = sys.raid_disks.or(a.raid_disks).unwrap_or(0);
         let members = if !sys.members.is_empty() {
@@ -139,15 +139,15 @@ impl ArrayProps {
         let sync_action = sys
             .sync_action
             .as_ref()
-            .map(|s| s.to_string())
+            .map(std::string::ToString::to_string)
             .or_else(|| a.sync.as_ref().map(|s| s.action.to_string()))
             .unwrap_or_else(|| "idle".into());
         let (done, total) = match sys.sync_completed {
             Some(SyncCompleted::Sectors { done, total }) => (done, total),
             Some(_) => (0, 0),
-            None => running_sync
-                .map(|s| (s.done_kib.unwrap_or(0) * 2, s.total_kib.unwrap_or(0) * 2))
-                .unwrap_or((0, 0)),
+            None => running_sync.map_or((0, 0), |s| {
+                (s.done_kib.unwrap_or(0) * 2, s.total_kib.unwrap_or(0) * 2)
+            }),
         };
         let sync_completed = if total > 0 {
             done as f64 / total as f64
@@ -302,7 +302,7 @@ impl ArrayObject {
         crate::sysfs::write_sync_action(&self.shared.root, name, &action).map_err(|e| {
             let msg = format!("{what}: cannot write {sync_action} to md/sync_action: {e}");
             match e.raw_os_error() {
-                Some(libc::EBUSY) | Some(libc::EROFS) => Error::Busy(msg),
+                Some(libc::EBUSY | libc::EROFS) => Error::Busy(msg),
                 Some(libc::EINVAL) => Error::InvalidArgument(msg),
                 _ if e.kind() == std::io::ErrorKind::NotFound => Error::NoSuchArray(msg),
                 _ => Error::Failed(msg),

@@ -173,7 +173,7 @@ impl Request {
             d.insert("device".to_string(), dev.clone());
         }
         for (k, v) in &self.extra {
-            d.insert(k.to_string(), v.clone());
+            d.insert((*k).to_string(), v.clone());
         }
         d.insert("polkit.message".to_string(), self.message.to_string());
         d.insert("polkit.gettext_domain".to_string(), "mdpilot".to_string());
@@ -229,7 +229,10 @@ impl Authority {
     ///
     /// Errors: `NotAuthorized` when the message has no sender or the bus does not know it.
     pub async fn caller(&self, conn: &zbus::Connection, header: &Header<'_>) -> Result<Caller> {
-        let method = header.member().map(|m| m.to_string()).unwrap_or_default();
+        let method = header
+            .member()
+            .map(std::string::ToString::to_string)
+            .unwrap_or_default();
         let Some(sender) = header.sender() else {
             return Err(Error::NotAuthorized(format!(
                 "{method}: message has no sender"

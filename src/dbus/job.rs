@@ -23,6 +23,10 @@
 //! every time); Cancel of one's own job (same uid as `StartedByUID`) needs nothing more, of
 //! another uid's job the wipe action again.
 
+// zbus's proxy/interface macros generate items (signal emitters and streams, argument
+// structs) that carry no docs; the hand-written items here are all documented.
+#![allow(missing_docs)]
+
 use super::array::ArrayProps;
 use super::auth::{take_interaction_flags, Authority, Request};
 use super::errors::{Error, Result};
@@ -53,8 +57,7 @@ fn linger() -> Duration {
     std::env::var("MDPILOT_JOB_LINGER_MS")
         .ok()
         .and_then(|v| v.parse().ok())
-        .map(Duration::from_millis)
-        .unwrap_or(JOB_LINGER)
+        .map_or(JOB_LINGER, Duration::from_millis)
 }
 
 /// Object path of job `n`: `/org/mdpilot/MdPilot1/jobs/<n>`.
@@ -99,8 +102,7 @@ pub struct JobProps {
 fn now_us() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_micros() as u64)
-        .unwrap_or(0)
+        .map_or(0, |d| d.as_micros() as u64)
 }
 
 impl JobProps {
@@ -112,8 +114,7 @@ impl JobProps {
         n.rate = p.rate_bytes_per_s.max(0.0) as u64;
         n.expected_end_time = p
             .eta_s()
-            .map(|s| now_us().saturating_add((s * 1e6) as u64))
-            .unwrap_or(0);
+            .map_or(0, |s| now_us().saturating_add((s * 1e6) as u64));
         n
     }
 
@@ -288,7 +289,10 @@ impl JobObject {
 
     /// A snapshot of the published values.
     fn p(&self) -> JobProps {
-        self.props.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.props
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 }
 
@@ -333,7 +337,10 @@ pub fn array_objects<'a>(
     shared: &Shared,
     names: impl IntoIterator<Item = &'a str>,
 ) -> Vec<OwnedObjectPath> {
-    let model = shared.model.lock().unwrap_or_else(|e| e.into_inner());
+    let model = shared
+        .model
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner);
     array_object_paths(&model.arrays, names)
 }
 
@@ -376,9 +383,8 @@ pub async fn start_wipe(
     mut options: Options,
 ) -> Result<OwnedObjectPath> {
     // The prompt names the node the links lead to (/dev/sdb, not /dev/disk/by-id/...).
-    let shown = std::fs::canonicalize(&device)
-        .map(|p| p.display().to_string())
-        .unwrap_or_else(|_| device.clone());
+    let shown =
+        std::fs::canonicalize(&device).map_or_else(|_| device.clone(), |p| p.display().to_string());
     let req = Request::start_wipe(&shown);
     let uid = shared
         .auth
@@ -405,7 +411,10 @@ pub async fn start_wipe(
     let (tx, rx) = tokio::sync::oneshot::channel::<(bool, String)>();
     let (handle, plan) = {
         // Check and register under one lock: two StartWipe calls on one device cannot both pass.
-        let mut jobs = shared.jobs.lock().unwrap_or_else(|e| e.into_inner());
+        let mut jobs = shared
+            .jobs
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let (handle, plan) = crate::wipe::start(&shared.root, &req, |plan| {
             if let Some(j) = jobs
                 .values()
@@ -449,7 +458,7 @@ pub async fn start_wipe(
         .leases
         .iter()
         .flat_map(|l| l.arrays.keys())
-        .map(|a| a.as_str())
+        .map(std::string::String::as_str)
         .chain(std::iter::once(plan.name.as_str()));
     let props = JobProps {
         operation: format!("wipe-{}", method.name()),
@@ -507,7 +516,9 @@ async fn update(
     end: bool,
 ) {
     let changed = {
-        let mut cur = props.lock().unwrap_or_else(|e| e.into_inner());
+        let mut cur = props
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         let mut new = cur.with_progress(&handle.progress());
         if end {
             new.cancelable = false;
@@ -552,7 +563,9 @@ async fn follow(
         }
     }
     let (device, uid) = {
-        let p = props.lock().unwrap_or_else(|e| e.into_inner());
+        let p = props
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         (p.device.clone(), p.started_by_uid)
     };
     if ok {
@@ -563,7 +576,7 @@ async fn follow(
     shared
         .jobs
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .remove(&n);
     tokio::time::sleep(linger()).await;
     if let Err(e) = conn
@@ -606,7 +619,7 @@ mod tests {
         ];
         let got: Vec<String> = array_object_paths(&arrays, ["md2", "loop0", "md0", "md2", "md1"])
             .iter()
-            .map(|p| p.to_string())
+            .map(std::string::ToString::to_string)
             .collect();
         assert_eq!(
             got,

@@ -117,7 +117,7 @@ impl Manager {
         o.arrays = arrays;
         let sender = header
             .sender()
-            .map(|s| s.to_string())
+            .map(std::string::ToString::to_string)
             .ok_or_else(|| Error::InvalidArgument("no sender".into()))?;
         self.shared.reap_dead_pids();
         // Without holder and pid the policy records the caller's unique name as the owner; the

@@ -52,7 +52,7 @@ pub const API_VERSION: &str = "1.0";
 pub fn array_path(uuid: &str, kernel_name: &str) -> String {
     let hex: String = uuid
         .chars()
-        .filter(|c| c.is_ascii_hexdigit())
+        .filter(char::is_ascii_hexdigit)
         .map(|c| c.to_ascii_lowercase())
         .collect();
     if hex.len() == 32 && hex.chars().any(|c| c != '0') {

@@ -161,7 +161,7 @@ pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<Acqu
         },
     )?;
     let kind = match opt_str(opts, "kind")?.as_deref() {
-        None | Some("client") | Some("dbus-client") => LeaseKind::DbusClient,
+        None | Some("client" | "dbus-client") => LeaseKind::DbusClient,
         Some("installer") => LeaseKind::Installer,
         Some("admin") => LeaseKind::Admin,
         Some("wipe-job") => LeaseKind::WipeJob,
@@ -293,7 +293,7 @@ mod tests {
 
     fn opts(kv: &[(&str, Value<'static>)]) -> Options {
         kv.iter()
-            .map(|(k, v)| (k.to_string(), OwnedValue::try_from(v.clone()).unwrap()))
+            .map(|(k, v)| ((*k).to_string(), OwnedValue::try_from(v.clone()).unwrap()))
             .collect()
     }
 
@@ -397,9 +397,9 @@ mod tests {
             .iter()
             .map(|(a, l)| {
                 (
-                    a.to_string(),
+                    (*a).to_string(),
                     l.iter()
-                        .map(|(k, v)| (k.to_string(), Value::U64(*v)))
+                        .map(|(k, v)| ((*k).to_string(), Value::U64(*v)))
                         .collect(),
                 )
             })

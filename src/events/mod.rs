@@ -649,7 +649,7 @@ unused devices: <none>
             members: members
                 .iter()
                 .map(|(n, r)| MemberView {
-                    name: n.to_string(),
+                    name: (*n).to_string(),
                     role: *r,
                 })
                 .collect(),

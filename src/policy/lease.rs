@@ -211,7 +211,7 @@ pub fn drift_warnings(
 /// Records `uuids` (kernel name -> `md/uuid`) on the managed per-array knobs of `state` that
 /// have none yet (called on a transition's `mid` and `end` before they are saved).
 pub fn stamp_uuids(state: &mut PolicyState, uuids: &BTreeMap<String, String>) {
-    for (knob, m) in state.knobs.iter_mut() {
+    for (knob, m) in &mut state.knobs {
         if let (KnobId::Array { array, .. }, None) = (knob, &m.uuid) {
             m.uuid = uuids.get(array).cloned();
         }

@@ -39,7 +39,10 @@ impl MetricsState {
     /// keeps the previous view, as the D-Bus properties do when the policy cannot be read).
     pub fn set_policy(&self, view: Option<PolicyView>) {
         if view.is_some() {
-            *self.policy.lock().unwrap_or_else(|e| e.into_inner()) = view;
+            *self
+                .policy
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner) = view;
         }
     }
 }
@@ -49,17 +52,17 @@ pub fn snapshot(shared: &Shared, state: &MetricsState) -> Snapshot {
     let model = shared
         .model
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .clone();
     let policy = state
         .policy
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .clone();
     let wipe_jobs = shared
         .jobs
         .lock()
-        .unwrap_or_else(|e| e.into_inner())
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
         .values()
         .filter(|j| !j.handle.is_finished())
         .map(|j| {

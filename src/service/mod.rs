@@ -301,8 +301,9 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         .request_name_with_flags(BUS_NAME, F::DoNotQueue.into())
         .await;
     match reply {
-        Ok(zbus::fdo::RequestNameReply::PrimaryOwner)
-        | Ok(zbus::fdo::RequestNameReply::AlreadyOwner) => {}
+        Ok(
+            zbus::fdo::RequestNameReply::PrimaryOwner | zbus::fdo::RequestNameReply::AlreadyOwner,
+        ) => {}
         Ok(_) | Err(zbus::Error::NameTaken) => return Err(ServeError::NameTaken),
         Err(e) => return Err(bus_err("request the name")(e)),
     }
@@ -535,14 +536,18 @@ impl Loop {
                     _ => None,
                 })
                 .collect();
-            for a in self.model.arrays.iter_mut() {
+            for a in &mut self.model.arrays {
                 if arrays.contains(a.name.as_str()) {
                     a.sysfs = Some(sysfs::read_array(&self.root, &a.name));
                 }
             }
         }
         self.events.feed(&self.root, &self.model);
-        *self.shared.model.lock().unwrap_or_else(|e| e.into_inner()) = self.model.clone();
+        *self
+            .shared
+            .model
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = self.model.clone();
         self.publish_arrays().await;
         if full {
             // Global limits are re-read with the model; the manager shows them.

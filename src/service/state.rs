@@ -90,16 +90,25 @@ impl Shared {
 
     /// A snapshot of the published manager properties.
     pub fn props(&self) -> ManagerProps {
-        self.props.lock().unwrap_or_else(|e| e.into_inner()).clone()
+        self.props
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     /// Recomputes the manager's properties from `view` and the model, and emits one
     /// PropertiesChanged with the differences, if any.
     pub async fn emit_props(&self, emitter: &SignalEmitter<'_>, view: &PolicyView) {
         let changed = {
-            let model = self.model.lock().unwrap_or_else(|e| e.into_inner());
+            let model = self
+                .model
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let new = ManagerProps::from_view(view, &model);
-            let mut cur = self.props.lock().unwrap_or_else(|e| e.into_inner());
+            let mut cur = self
+                .props
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             let changed = ManagerProps::changed(&cur, &new);
             *cur = new;
             changed
@@ -138,14 +147,14 @@ impl Shared {
         let ids = self
             .props
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .leases_of_bus_name(name);
         let mut last = None;
         for id in &ids {
             match self.policy.release(id) {
                 Ok(v) => last = Some(v),
                 Err(e) => {
-                    tracing::warn!(holder = %id, owner = %name, "cannot release lease {id} of {name}: {e}")
+                    tracing::warn!(holder = %id, owner = %name, "cannot release lease {id} of {name}: {e}");
                 }
             }
             tracing::info!(holder = %id, owner = %name, "released lease {id}: {name} left the bus");
@@ -170,7 +179,10 @@ impl Shared {
 
     /// True when the model has an array of kernel name `name` (`md0`).
     pub fn has_array(&self, name: &str) -> bool {
-        let model = self.model.lock().unwrap_or_else(|e| e.into_inner());
+        let model = self
+            .model
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         model.arrays.iter().any(|a| a.name == name)
     }
 
@@ -178,7 +190,10 @@ impl Shared {
     /// `md/root`, the metadata name; [`crate::names::resolve_array`] over the model's arrays).
     pub fn resolve_array(&self, word: &str) -> Result<String, crate::names::NameError> {
         let known: Vec<String> = {
-            let model = self.model.lock().unwrap_or_else(|e| e.into_inner());
+            let model = self
+                .model
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             model.arrays.iter().map(|a| a.name.clone()).collect()
         };
         crate::names::resolve_array(&self.root, word, &known)
@@ -195,7 +210,7 @@ impl Shared {
         let handles: Vec<Arc<JobHandle>> = self
             .jobs
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .values()
             .map(|j| j.handle.clone())
             .collect();

@@ -161,7 +161,7 @@ pub fn load(path: &Path) -> io::Result<Option<Checkpoint>> {
 pub fn list(dir: &Path) -> Vec<(PathBuf, Checkpoint)> {
     let mut v: Vec<_> = fs::read_dir(dir)
         .map(|rd| {
-            rd.filter_map(|e| e.ok())
+            rd.filter_map(std::result::Result::ok)
                 .map(|e| e.path())
                 .filter(|p| p.extension().is_some_and(|x| x == "json"))
                 .filter_map(|p| load(&p).ok().flatten().map(|c| (p, c)))
@@ -256,7 +256,10 @@ impl<'a> Checkpointer<'a> {
     ///
     /// Errors: as [`save`].
     pub fn save_now(&self) -> io::Result<()> {
-        let ck = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        let ck = self
+            .written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         save(&self.path, &ck)
     }
 
@@ -264,7 +267,10 @@ impl<'a> Checkpointer<'a> {
     /// offset `end`. Saves when due (after a flush of the sink); a failed save is logged.
     pub fn completed(&self, index: u64, end: u64) {
         let due = {
-            let mut t = self.track.lock().unwrap_or_else(|e| e.into_inner());
+            let mut t = self
+                .track
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
             t.pending.insert(index, end);
             loop {
                 let next = t.next;
@@ -296,13 +302,16 @@ impl<'a> Checkpointer<'a> {
         let off = self
             .track
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .completed_offset;
         self.flush_and_save(off);
     }
 
     fn flush_and_save(&self, off: u64) {
-        let mut ck = self.written.lock().unwrap_or_else(|e| e.into_inner());
+        let mut ck = self
+            .written
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if off <= ck.durable_offset {
             return;
         }

@@ -1,5 +1,8 @@
 //! Block-layer ioctls (linux/fs.h): size, block sizes, zero-out and discard.
 
+// nix's ioctl macros generate the raw wrappers; each is described by the comment above it.
+#![allow(missing_docs)]
+
 use std::io;
 use std::os::fd::AsRawFd;
 

@@ -69,22 +69,24 @@ impl JobHandle {
     /// with this instead of sleeping, so a short job is not held up by the poll interval).
     pub fn wait_for(&self, timeout: Duration) -> bool {
         let (m, cv) = &self.shared.ended;
-        let g = m.lock().unwrap_or_else(|e| e.into_inner());
+        let g = m.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         let (g, _) = cv
             .wait_timeout_while(g, timeout, |ended| !*ended)
-            .unwrap_or_else(|e| e.into_inner());
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         *g || self.is_finished()
     }
 
     /// True once the job thread has ended (then [`JobHandle::wait`] does not block).
     pub fn is_finished(&self) -> bool {
-        self.thread.as_ref().map_or(true, |t| t.is_finished())
+        self.thread
+            .as_ref()
+            .map_or(true, std::thread::JoinHandle::is_finished)
     }
 
     /// Waits for the end: the outcome, or the error that ended the job (leases released and
     /// resync unfrozen already).
     pub fn wait(mut self) -> Result<Outcome, WipeError> {
-        match self.thread.take().map(|t| t.join()) {
+        match self.thread.take().map(std::thread::JoinHandle::join) {
             Some(Ok(r)) => r,
             _ => Err(panicked()),
         }
@@ -167,14 +169,14 @@ impl Job {
             let sh = shared.clone();
             let h = s.spawn(move || self.run_shared(&sh));
             let (m, cv) = &shared.ended;
-            let mut ended = m.lock().unwrap_or_else(|e| e.into_inner());
+            let mut ended = m.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
             while !*ended && !h.is_finished() {
                 if cancel.load(Ordering::SeqCst) {
                     shared.cancel.store(true, Ordering::SeqCst);
                 }
                 ended = cv
                     .wait_timeout(ended, Duration::from_millis(20))
-                    .unwrap_or_else(|e| e.into_inner())
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .0;
             }
             drop(ended);
@@ -204,7 +206,7 @@ impl Job {
             f(&r);
         }
         let (m, cv) = &shared.ended;
-        *m.lock().unwrap_or_else(|e| e.into_inner()) = true;
+        *m.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = true;
         cv.notify_all();
         r
     }

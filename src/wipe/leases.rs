@@ -78,7 +78,7 @@ impl LeaseProvider for RecordingLeases {
     fn acquire(&self, req: LeaseRequest) -> Result<(), LeaseError> {
         self.calls
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(format!("acquire:{}", req.holder));
         match &self.refuse {
             Some(m) => Err(LeaseError::Refused(m.clone())),
@@ -88,7 +88,7 @@ impl LeaseProvider for RecordingLeases {
     fn release(&self, holder: &str) -> Result<(), LeaseError> {
         self.calls
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .push(format!("release:{holder}"));
         Ok(())
     }

@@ -51,13 +51,16 @@ pub(super) fn run(
                     shared.cancel.store(true, Ordering::SeqCst);
                     first_err
                         .lock()
-                        .unwrap_or_else(|e| e.into_inner())
+                        .unwrap_or_else(std::sync::PoisonError::into_inner)
                         .get_or_insert(e);
                 }
             });
         }
     });
-    if let Some(e) = first_err.into_inner().unwrap_or_else(|e| e.into_inner()) {
+    if let Some(e) = first_err
+        .into_inner()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    {
         return Err(e);
     }
     if shared.cancelled() {

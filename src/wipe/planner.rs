@@ -487,7 +487,11 @@ pub fn offload(
             a.level
         )));
     }
-    match md.array_state.as_ref().map(|s| s.as_str()) {
+    match md
+        .array_state
+        .as_ref()
+        .map(super::super::model::ArrayState::as_str)
+    {
         Some("clean" | "active" | "active-idle") => {}
         other => {
             return Err(Some(format!(

@@ -217,7 +217,7 @@ fn read_str(dir: &Path, rel: &str) -> Option<String> {
 fn list_dir(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = fs::read_dir(dir)
         .map(|rd| {
-            rd.filter_map(|e| e.ok())
+            rd.filter_map(std::result::Result::ok)
                 .map(|e| e.file_name().to_string_lossy().into_owned())
                 .collect()
         })
@@ -247,10 +247,11 @@ fn base_disks(root: &Root, name: &str, depth: u32, out: &mut BTreeSet<String>) {
     }
     let dir = class_dir(root, name);
     if dir.join("partition").exists() {
-        if let Some(parent) = fs::canonicalize(&dir)
-            .ok()
-            .and_then(|p| p.parent().and_then(|p| p.file_name()).map(|f| f.to_owned()))
-        {
+        if let Some(parent) = fs::canonicalize(&dir).ok().and_then(|p| {
+            p.parent()
+                .and_then(|p| p.file_name())
+                .map(std::borrow::ToOwned::to_owned)
+        }) {
             base_disks(root, &parent.to_string_lossy(), depth + 1, out);
             return;
         }
@@ -272,10 +273,11 @@ fn ancestry(root: &Root, name: &str, depth: u32, out: &mut BTreeSet<String>) {
     }
     let dir = class_dir(root, name);
     if dir.join("partition").exists() {
-        if let Some(parent) = fs::canonicalize(&dir)
-            .ok()
-            .and_then(|p| p.parent().and_then(|p| p.file_name()).map(|f| f.to_owned()))
-        {
+        if let Some(parent) = fs::canonicalize(&dir).ok().and_then(|p| {
+            p.parent()
+                .and_then(|p| p.file_name())
+                .map(std::borrow::ToOwned::to_owned)
+        }) {
             ancestry(root, &parent.to_string_lossy(), depth + 1, out);
         }
     }
@@ -400,8 +402,7 @@ pub fn probe(root: &Root, device: &Path) -> Result<Probe, WipeError> {
             fs::metadata(p)
                 .ok()
                 .filter(|m| m.file_type().is_block_device())
-                .map(|m| own_nums.contains(&(libc::major(m.rdev()), libc::minor(m.rdev()))))
-                .unwrap_or(false)
+                .is_some_and(|m| own_nums.contains(&(libc::major(m.rdev()), libc::minor(m.rdev()))))
         })
         .collect();
 

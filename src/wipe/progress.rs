@@ -131,7 +131,10 @@ impl Shared {
             self.last_rate
                 .store(before.rate_bytes_per_s.to_bits(), Ordering::SeqCst);
         }
-        *self.phase_started.lock().unwrap_or_else(|e| e.into_inner()) = Instant::now();
+        *self
+            .phase_started
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner) = Instant::now();
         self.phase.store(p as u8, Ordering::SeqCst);
     }
 
@@ -159,7 +162,7 @@ impl Shared {
         let since = self
             .phase_started
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .elapsed()
             .as_secs_f64();
         let rate = match phase {

@@ -174,7 +174,7 @@ impl MemSink {
     pub fn contents(&self) -> Vec<u8> {
         self.data
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get_ref()
             .clone()
     }
@@ -183,7 +183,7 @@ impl MemSink {
         let size = self
             .data
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get_ref()
             .len() as u64;
         if let Some(bad) = self.fail_at {
@@ -202,14 +202,20 @@ impl Sink for MemSink {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         use std::io::{Seek, SeekFrom, Write};
         self.check(offset, buf.len() as u64)?;
-        let mut c = self.data.lock().unwrap_or_else(|e| e.into_inner());
+        let mut c = self
+            .data
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         c.seek(SeekFrom::Start(offset))?;
         c.write_all(buf)
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         use std::io::{Read, Seek, SeekFrom};
         self.check(offset, buf.len() as u64)?;
-        let mut c = self.data.lock().unwrap_or_else(|e| e.into_inner());
+        let mut c = self
+            .data
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         c.seek(SeekFrom::Start(offset))?;
         c.read_exact(buf)
     }
@@ -218,7 +224,10 @@ impl Sink for MemSink {
             return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
         }
         self.check(offset, len)?;
-        let mut c = self.data.lock().unwrap_or_else(|e| e.into_inner());
+        let mut c = self
+            .data
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         c.get_mut()[offset as usize..(offset + len) as usize].fill(0);
         Ok(())
     }

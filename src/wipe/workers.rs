@@ -65,7 +65,10 @@ struct Failure {
 
 impl Failure {
     fn set(&self, e: WipeError) {
-        let mut g = self.err.lock().unwrap_or_else(|e| e.into_inner());
+        let mut g = self
+            .err
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         // Keep the lowest failing offset: that is where the device stopped being wiped.
         let replace = match (&*g, &e) {
             (None, _) => true,
@@ -132,7 +135,7 @@ impl<'a> Pool<'a> {
             .fail
             .err
             .lock()
-            .unwrap_or_else(|e| e.into_inner())
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
             .take()
         {
             Some(e) => Err(e),
@@ -192,7 +195,7 @@ fn wipe_worker(pool: &Pool<'_>, sources: &Sources) {
         let mut guard = sources
             .stream
             .as_ref()
-            .map(|(_, m)| m.lock().unwrap_or_else(|e| e.into_inner()));
+            .map(|(_, m)| m.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
         let Some((idx, off, len)) = pool.claim_indexed() else {
             return;
         };
@@ -235,10 +238,7 @@ fn wipe_worker(pool: &Pool<'_>, sources: &Sources) {
                 pool.notify();
             }
             Err((op, e)) => {
-                let unsupported = matches!(
-                    e.raw_os_error(),
-                    Some(libc::EOPNOTSUPP) | Some(libc::ENOTTY)
-                );
+                let unsupported = matches!(e.raw_os_error(), Some(libc::EOPNOTSUPP | libc::ENOTTY));
                 pool.fail(if unsupported && !matches!(plan.op, Op::Write(_)) {
                     WipeError::Unsupported {
                         device: dev.to_path_buf(),

@@ -283,7 +283,9 @@ pub async fn name_owned(conn: &zbus::Connection) -> bool {
 
 /// The `a{sv}` options argument of the Manager and Job methods.
 pub fn opts(kv: &[(&str, Value<'static>)]) -> HashMap<String, Value<'static>> {
-    kv.iter().map(|(k, v)| (k.to_string(), v.clone())).collect()
+    kv.iter()
+        .map(|(k, v)| ((*k).to_string(), v.clone()))
+        .collect()
 }
 
 /// Calls `iface.method(body)` on the object at `path` of the service.
@@ -397,8 +399,10 @@ pub async fn find_array_path(conn: &zbus::Connection, kernel: &str) -> String {
                 .and_then(|v| String::try_from(v.try_clone().ok()?).ok())
                 .is_some_and(|k| k == kernel)
         })
-        .map(|(p, _)| p.to_string())
-        .unwrap_or_else(|| panic!("no array {kernel} among {:?}", objs.keys()))
+        .map_or_else(
+            || panic!("no array {kernel} among {:?}", objs.keys()),
+            |(p, _)| p.to_string(),
+        )
 }
 
 /// The object path of the simulator's array `kernel` (`md0`, `md1`), keyed by the UUID the

@@ -27,7 +27,7 @@ pub fn run(cmd: &str, args: &[&str]) -> String {
 
 /// Whether `cmd args` ran and exited 0.
 fn succeeds(cmd: &mut Command) -> bool {
-    cmd.status().map(|s| s.success()).unwrap_or(false)
+    cmd.status().is_ok_and(|s| s.success())
 }
 
 /// A loop device (`losetup --direct-io=on`) over a file; detached on drop (and the file's temp
@@ -250,8 +250,7 @@ impl DmLinear {
         let ok = Command::new("dmsetup")
             .args(["create", &name, "--table", &table])
             .output()
-            .map(|o| o.status.success())
-            .unwrap_or(false);
+            .is_ok_and(|o| o.status.success());
         ok.then_some(DmLinear { name })
     }
 }
