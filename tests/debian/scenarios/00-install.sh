@@ -19,7 +19,9 @@ alias=/etc/systemd/system/dbus-org.mdpilot.MdPilot1.service
     fail "postinst did not enable the unit: $alias -> $(readlink "$alias" || echo nothing)"
 log "is-enabled: $(systemctl is-enabled mdpilot.service || true)"
 assert_eq "$(unit_state)" inactive "unit state right after install (no array yet)"
-pkaction --action-id org.mdpilot.MdPilot1.manage >/dev/null || fail "polkit does not know org.mdpilot.MdPilot1.manage"
+for action in org.mdpilot.MdPilot1.manage-priority org.mdpilot.MdPilot1.wipe; do
+    pkaction --action-id "$action" >/dev/null || fail "polkit does not know $action"
+done
 err=$(systemd-analyze verify --man=no mdpilot.service 2>&1 || true)
 [ -z "$err" ] || fail "systemd-analyze verify: $err"
 score=$(systemd-analyze security mdpilot.service 2>/dev/null | sed -n 's/.*Overall exposure level for mdpilot.service: \([0-9.]*\).*/\1/p')

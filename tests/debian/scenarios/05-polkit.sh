@@ -24,13 +24,16 @@ assert_eq "$(limit_min)" "$before" "speed_limit_min untouched by the refused cal
 rule=/etc/polkit-1/rules.d/50-mdpilot-tester.rules
 cat >"$rule" <<'R'
 polkit.addRule(function(action, subject) {
-    if (action.id == "org.mdpilot.MdPilot1.manage" && subject.user == "tester")
+    if (action.id == "org.mdpilot.MdPilot1.manage-priority" && subject.user == "tester")
         return polkit.Result.YES;
 });
 R
 granted() { as_tester gdbus call --system --dest "$BUS_NAME" --object-path "$MANAGER_PATH" --method "$m.AcquirePriority" '{}' >/tmp/granted.txt 2>&1; }
 wait_for 20 granted || fail "AcquirePriority as tester with a polkit rule: $(cat /tmp/granted.txt)"
 log "ok: tester with a rule: $(cat /tmp/granted.txt)"
+# The rule covers resync priority only: wiping still needs admin authentication every time.
+refused StartWipe "${DISKS[2]}" '{}'
+log "ok: tester with the priority rule still gets NotAuthorized from StartWipe"
 rm -f "$rule"
 wait_for 10 sh -c "[ \"\$(cat /proc/sys/dev/raid/speed_limit_min)\" = $before ]" ||
     fail "speed_limit_min not restored after tester's bus lease ended: $(limit_min)"
