@@ -167,6 +167,7 @@ mod tests {
             names,
             [
                 "mdpilot-blockdev-wipe.8",
+                "mdpilot-check.8",
                 "mdpilot-monitor.8",
                 "mdpilot-policy.8",
                 "mdpilot-serve.8",
