@@ -373,6 +373,15 @@ async fn run() -> Vec<String> {
         Ok(v) if out.status.success() => {
             let n = v["leases"].as_array().map_or(0, |a| a.len());
             println!("  policy show --json: parses, {n} leases");
+            // The state file itself (TOML) parses too, when the policy left one.
+            let state = PathBuf::from(v["state_path"].as_str().unwrap_or_default());
+            match std::fs::read_to_string(&state) {
+                Ok(text) => match text.parse::<toml::Table>() {
+                    Ok(_) => println!("  state file {}: parses", state.display()),
+                    Err(e) => failed.push(format!("state file {}: {e}", state.display())),
+                },
+                Err(e) => println!("  state file {}: {e} (no state kept)", state.display()),
+            }
             if n != 0 {
                 failed.push(format!("policy show lists {n} leases: {v}"));
             }
