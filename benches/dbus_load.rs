@@ -8,7 +8,7 @@
 //! connection, run for `MDPILOT_LOAD_SECS` (default 60) after a warm-up of
 //! `MDPILOT_LOAD_WARMUP_SECS` (default 10; calls in the warm-up are not counted):
 //!
-//! - 4 wipe clients (root only; otherwise "skipped:"): each owns one 32 MiB loop device over a
+//! - 4 wipe clients (root only; otherwise "skipped:"): each owns one 128 MiB loop device over a
 //!   sparse file, and loops `Manager.StartWipe` (method zero or random), a 0-30 ms pause,
 //!   `Job.Cancel`, then waits for the job's `Completed`.
 //! - 6 abrupt clients: connect, `AcquirePriority` (a bus-name lease), drop the connection
@@ -155,7 +155,8 @@ async fn lease_client(addr: String, c: usize, clock: Clock) -> Stats {
         else {
             continue;
         };
-        let f = call_manager(&conn, "ReleasePriority", &(id.as_str(),));
+        let body = (id.as_str(),);
+        let f = call_manager(&conn, "ReleasePriority", &body);
         timed(&mut st, clock, "ReleasePriority", &[], f).await;
     }
     st
@@ -213,8 +214,9 @@ async fn wipe_client(addr: String, dev: PathBuf, c: usize, clock: Clock) -> Stat
             continue;
         };
         tokio::time::sleep(Duration::from_millis(i * 7 % 31)).await;
-        let f = call(&conn, job.as_str(), job_iface(), "Cancel", &(opts(&[]),));
-        // Failed: the job had already finished (a 32 MiB wipe can beat the pause).
+        let body = (opts(&[]),);
+        let f = call(&conn, job.as_str(), job_iface(), "Cancel", &body);
+        // Failed: the job had already finished (a 128 MiB wipe can beat the call).
         timed(&mut st, clock, "Job.Cancel", &["Failed", "Cancelled"], f).await;
         let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
         loop {
@@ -274,7 +276,7 @@ async fn run() -> Vec<String> {
     let svc = Service::on_root(&bus, root.path(), &[("MDPILOT_JOB_LINGER_MS", "2000")]).await;
     let pid = svc.pid();
     let loops: Vec<LoopDev> = if support::is_root() {
-        (0..WIPE_CLIENTS).map(|_| LoopDev::new(32 * MIB)).collect()
+        (0..WIPE_CLIENTS).map(|_| LoopDev::new(128 * MIB)).collect()
     } else {
         support::skipped("wipe clients need root for loop devices; lease clients only");
         Vec::new()
