@@ -1,0 +1,420 @@
+//! `cargo bench --bench dbus_load`: a D-Bus load run against the real `mdpilot serve` on a
+//! private `dbus-daemon` (issue 10, "Bad input and load"). Figures are printed; the end-state
+//! checks make it exit non-zero.
+//!
+//! The service runs with `--root TMP` ([`support::tree::job_root`]: private `/proc` with the
+//! kernel default speed limits 1000/200000 KiB/s and the state file; `/sys` and `/dev` are the
+//! host's so loop devices can be wiped). 50 clients, each a tokio task with its own zbus
+//! connection, run for `MDPILOT_LOAD_SECS` (default 60) after a warm-up of
+//! `MDPILOT_LOAD_WARMUP_SECS` (default 10; calls in the warm-up are not counted):
+//!
+//! - 4 wipe clients (root only; otherwise "skipped:"): each owns one 128 MiB loop device over a
+//!   sparse file, and loops `Manager.StartWipe` (method zero or random), a 0-30 ms pause,
+//!   `Job.Cancel`, then waits for the job's `Completed`.
+//! - 6 abrupt clients: connect, `AcquirePriority` (a bus-name lease), drop the connection
+//!   without releasing; the service must release the lease when the name leaves the bus.
+//! - 40 lease clients: `AcquirePriority` with a rotating option set (min/max, install policy,
+//!   installer/admin kinds, named `holder`, `pid`, `duration`), then `ReleasePriority`; every
+//!   tenth round a bad dictionary (min above max, unknown key) that must fail InvalidArgument.
+//!
+//! Afterwards: `mdpilot policy show --json --root TMP` parses and lists no lease,
+//! `Manager.Leases` is empty, `speed_limit_min/max` are the originals, and the service's VmRSS
+//! (`/proc/<pid>/status`) grew at most 2 MiB from the end of the warm-up to the end. Printed:
+//! calls/s and p50/p99/max latency per method, error counts, RSS.
+//!
+//! Under `cargo test --all-targets` (no `--bench` argument) it does nothing.
+
+#[path = "../tests/support/mod.rs"]
+mod support;
+
+use futures_util::StreamExt;
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+use support::bus::{acquire, call, call_manager, error_name, job_iface, jobs_path, leases, opts};
+use support::{Bus, LoopDev, Service, MIB};
+use zbus::zvariant::{OwnedObjectPath, Value};
+
+const CLIENTS: usize = 50;
+const WIPE_CLIENTS: usize = 4;
+const ABRUPT_CLIENTS: usize = 6;
+const RSS_LIMIT_KIB: i64 = 2048;
+
+/// Per method: latencies (µs) of the counted calls and error name -> count.
+#[derive(Default)]
+struct Stats {
+    lat: BTreeMap<&'static str, Vec<u64>>,
+    errors: BTreeMap<(&'static str, String), u64>,
+    /// Errors the scenario does not expect (they fail the run).
+    unexpected: Vec<String>,
+}
+
+impl Stats {
+    fn merge(&mut self, o: Stats) {
+        for (k, v) in o.lat {
+            self.lat.entry(k).or_default().extend(v);
+        }
+        for (k, v) in o.errors {
+            *self.errors.entry(k).or_default() += v;
+        }
+        self.unexpected.extend(o.unexpected);
+    }
+}
+
+/// The shared clock of one run: calls before `counted_from` are warm-up.
+#[derive(Clone, Copy)]
+struct Clock {
+    counted_from: Instant,
+    until: Instant,
+}
+
+/// Times `f`; records the latency (after the warm-up) and the error name; `expected` lists
+/// the error names that are part of the scenario.
+async fn timed<T>(
+    st: &mut Stats,
+    clock: Clock,
+    method: &'static str,
+    expected: &[&str],
+    f: impl std::future::Future<Output = zbus::Result<T>>,
+) -> Option<T> {
+    let t0 = Instant::now();
+    let r = f.await;
+    let us = t0.elapsed().as_micros() as u64;
+    let counted = t0 >= clock.counted_from;
+    if counted {
+        st.lat.entry(method).or_default().push(us);
+    }
+    match r {
+        Ok(v) => Some(v),
+        Err(e) => {
+            let name = error_name::<()>(Err(e));
+            if !expected.iter().any(|x| name.ends_with(x)) {
+                st.unexpected.push(format!("{method}: {name}"));
+            }
+            if counted {
+                *st.errors.entry((method, name)).or_default() += 1;
+            }
+            None
+        }
+    }
+}
+
+/// The option set of round `i` of lease client `c`.
+fn lease_options(c: usize, i: u64) -> Vec<(&'static str, Value<'static>)> {
+    match i % 7 {
+        0 => vec![
+            ("min", Value::U64(10_000 + c as u64)),
+            ("max", Value::U64(150_000)),
+        ],
+        1 => vec![],
+        2 => vec![("kind", Value::from("installer")), ("min", Value::U64(0))],
+        3 => vec![
+            ("kind", Value::from("admin")),
+            ("max", Value::U64(50_000 + i % 1000)),
+        ],
+        4 => vec![
+            ("holder", Value::from(format!("load-{c}"))),
+            ("kind", Value::from("installer")),
+        ],
+        5 => vec![
+            ("pid", Value::U32(std::process::id())),
+            ("min", Value::U64(500)),
+        ],
+        _ => vec![("duration", Value::U64(3600)), ("max", Value::U64(0))],
+    }
+}
+
+async fn lease_client(addr: String, c: usize, clock: Clock) -> Stats {
+    let mut st = Stats::default();
+    let conn = support::bus::connect_to(&addr).await;
+    let mut i = c as u64;
+    while Instant::now() < clock.until {
+        i += 1;
+        if i % 10 == 0 {
+            let bad = if i % 20 == 0 {
+                vec![("min", Value::U64(9)), ("max", Value::U64(1))]
+            } else {
+                vec![("speed", Value::U64(1))]
+            };
+            if timed(
+                &mut st,
+                clock,
+                "AcquirePriority(bad)",
+                &["InvalidArgument"],
+                acquire(&conn, &bad),
+            )
+            .await
+            .is_some()
+            {
+                st.unexpected.push("AcquirePriority(bad): accepted".into());
+            }
+            continue;
+        }
+        let o = lease_options(c, i);
+        let Some(id) = timed(&mut st, clock, "AcquirePriority", &[], acquire(&conn, &o)).await
+        else {
+            continue;
+        };
+        let body = (id.as_str(),);
+        let f = call_manager(&conn, "ReleasePriority", &body);
+        timed(&mut st, clock, "ReleasePriority", &[], f).await;
+    }
+    st
+}
+
+async fn abrupt_client(addr: String, clock: Clock) -> Stats {
+    let mut st = Stats::default();
+    let mut n = 0u64;
+    while Instant::now() < clock.until {
+        let conn = support::bus::connect_to(&addr).await;
+        let o = [("min", Value::U64(100 + n % 100))];
+        timed(
+            &mut st,
+            clock,
+            "AcquirePriority(abrupt)",
+            &[],
+            acquire(&conn, &o),
+        )
+        .await;
+        // Gone with the lease held: the service sees NameOwnerChanged and drops it.
+        drop(conn);
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    st
+}
+
+async fn wipe_client(addr: String, dev: PathBuf, c: usize, clock: Clock) -> Stats {
+    let mut st = Stats::default();
+    let conn = support::bus::connect_to(&addr).await;
+    let rule = zbus::MatchRule::builder()
+        .msg_type(zbus::message::Type::Signal)
+        .member("Completed")
+        .unwrap()
+        .path_namespace(jobs_path())
+        .unwrap()
+        .build();
+    let mut sig = zbus::MessageStream::for_match_rule(rule, &conn, Some(1024))
+        .await
+        .unwrap();
+    let mut i = c as u64;
+    while Instant::now() < clock.until {
+        i += 1;
+        let method = if i % 2 == 0 { "zero" } else { "random" };
+        let o = opts(&[("method", Value::from(method))]);
+        let f = async {
+            call_manager(&conn, "StartWipe", &(dev.to_str().unwrap(), o))
+                .await?
+                .body()
+                .deserialize::<OwnedObjectPath>()
+        };
+        // Busy: the previous job on this device is still releasing it.
+        let Some(job) = timed(&mut st, clock, "StartWipe", &["Busy"], f).await else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
+        tokio::time::sleep(Duration::from_millis(i * 7 % 31)).await;
+        let body = (opts(&[]),);
+        let f = call(&conn, job.as_str(), job_iface(), "Cancel", &body);
+        // Failed: the job had already finished (a 128 MiB wipe can beat the call).
+        timed(&mut st, clock, "Job.Cancel", &["Failed", "Cancelled"], f).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            match tokio::time::timeout_at(deadline, sig.next()).await {
+                Ok(Some(Ok(m))) if m.header().path().map(|p| p.as_str()) == Some(job.as_str()) => {
+                    break
+                }
+                Ok(Some(_)) => {}
+                _ => {
+                    st.unexpected.push(format!("no Completed from {job}"));
+                    break;
+                }
+            }
+        }
+    }
+    st
+}
+
+fn rss_kib(pid: u32) -> i64 {
+    std::fs::read_to_string(format!("/proc/{pid}/status"))
+        .unwrap()
+        .lines()
+        .find_map(|l| l.strip_prefix("VmRSS:"))
+        .and_then(|v| v.split_whitespace().next()?.parse().ok())
+        .unwrap()
+}
+
+fn limits(root: &Path) -> (String, String) {
+    let r = |f: &str| {
+        std::fs::read_to_string(root.join("proc/sys/dev/raid").join(f))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    (r("speed_limit_min"), r("speed_limit_max"))
+}
+
+fn secs(var: &str, default: u64) -> u64 {
+    std::env::var(var)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
+
+fn pct(sorted: &[u64], p: usize) -> u64 {
+    sorted[(sorted.len() * p / 100).min(sorted.len() - 1)]
+}
+
+async fn run() -> Vec<String> {
+    let mut failed = Vec::new();
+    let Some(bus) = Bus::start() else {
+        return failed;
+    };
+    let root = support::tree::job_root();
+    let original = limits(root.path());
+    // Finished job objects leave the bus after 2 s (not 30 s), so the run reaches a steady state.
+    let svc = Service::on_root(&bus, root.path(), &[("MDPILOT_JOB_LINGER_MS", "2000")]).await;
+    let pid = svc.pid();
+    let loops: Vec<LoopDev> = if support::is_root() {
+        (0..WIPE_CLIENTS).map(|_| LoopDev::new(128 * MIB)).collect()
+    } else {
+        support::skipped("wipe clients need root for loop devices; lease clients only");
+        Vec::new()
+    };
+    let warm = Duration::from_secs(secs("MDPILOT_LOAD_WARMUP_SECS", 10));
+    let dur = Duration::from_secs(secs("MDPILOT_LOAD_SECS", 60));
+    let start = Instant::now();
+    let clock = Clock {
+        counted_from: start + warm,
+        until: start + warm + dur,
+    };
+    let mut tasks = Vec::new();
+    for c in 0..CLIENTS {
+        let addr = bus.address.clone();
+        let t = if c < loops.len() {
+            tokio::spawn(wipe_client(addr, loops[c].path.clone(), c, clock))
+        } else if c < WIPE_CLIENTS + ABRUPT_CLIENTS {
+            tokio::spawn(abrupt_client(addr, clock))
+        } else {
+            tokio::spawn(lease_client(addr, c, clock))
+        };
+        tasks.push(t);
+    }
+    tokio::time::sleep_until(clock.counted_from.into()).await;
+    let rss_warm = rss_kib(pid);
+    let mut st = Stats::default();
+    for t in tasks {
+        st.merge(t.await.unwrap());
+    }
+    let drain = clock.until.elapsed();
+    println!(
+        "dbus_load: {CLIENTS} clients ({} wipe, {ABRUPT_CLIENTS} abrupt, {} lease) for {} s after {} s warm-up",
+        loops.len(),
+        CLIENTS - loops.len() - ABRUPT_CLIENTS,
+        dur.as_secs(),
+        warm.as_secs()
+    );
+    let mut total = 0;
+    for (m, v) in &mut st.lat {
+        v.sort_unstable();
+        total += v.len();
+        println!(
+            "  {m:<24} calls={:>7} {:>8.1}/s p50={:>6} us p99={:>7} us max={:>8} us",
+            v.len(),
+            v.len() as f64 / dur.as_secs_f64(),
+            pct(v, 50),
+            pct(v, 99),
+            v[v.len() - 1]
+        );
+    }
+    println!(
+        "  all                      calls={total:>7} {:>8.1}/s (last calls done {:.2} s after the end)",
+        total as f64 / dur.as_secs_f64(),
+        drain.as_secs_f64()
+    );
+    for ((m, e), n) in &st.errors {
+        println!("  error {m}: {e} x{n}");
+    }
+    if !st.unexpected.is_empty() {
+        let mut u = st.unexpected.clone();
+        u.sort();
+        u.dedup();
+        failed.push(format!("{} unexpected results: {u:?}", st.unexpected.len()));
+    }
+
+    // End state: every lease gone (abrupt owners are released on NameOwnerChanged), finished jobs
+    // removed after their linger.
+    let conn = bus.connect().await;
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut left = leases(&conn).await;
+    while !left.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        left = leases(&conn).await;
+    }
+    if !left.is_empty() {
+        failed.push(format!("{} leases left: {left:?}", left.len()));
+    }
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    let rss_end = rss_kib(pid);
+    let grew = rss_end - rss_warm;
+    println!("  RSS: after warm-up {rss_warm} KiB, at the end {rss_end} KiB, grew {grew} KiB (limit {RSS_LIMIT_KIB})");
+    if grew > RSS_LIMIT_KIB {
+        failed.push(format!("RSS grew {grew} KiB > {RSS_LIMIT_KIB} KiB"));
+    }
+    let now = limits(root.path());
+    println!("  limits: original {original:?}, at the end {now:?}");
+    if now != original {
+        failed.push(format!("limits {now:?} are not the originals {original:?}"));
+    }
+    let out = std::process::Command::new(support::BIN)
+        .args(["policy", "show", "--json", "--root"])
+        .arg(root.path())
+        .output()
+        .unwrap();
+    match serde_json::from_slice::<serde_json::Value>(&out.stdout) {
+        Ok(v) if out.status.success() => {
+            let n = v["leases"].as_array().map_or(0, |a| a.len());
+            println!("  policy show --json: parses, {n} leases");
+            // The state file itself (TOML) parses too, when the policy left one.
+            let state = PathBuf::from(v["state_path"].as_str().unwrap_or_default());
+            match std::fs::read_to_string(&state) {
+                Ok(text) => match text.parse::<toml::Table>() {
+                    Ok(_) => println!("  state file {}: parses", state.display()),
+                    Err(e) => failed.push(format!("state file {}: {e}", state.display())),
+                },
+                Err(e) => println!("  state file {}: {e} (no state kept)", state.display()),
+            }
+            if n != 0 {
+                failed.push(format!("policy show lists {n} leases: {v}"));
+            }
+        }
+        r => failed.push(format!(
+            "policy show --json: {} {r:?} {}",
+            out.status,
+            support::stderr(&out)
+        )),
+    }
+    drop(conn);
+    drop(svc);
+    drop(loops);
+    failed
+}
+
+fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let failed = rt.block_on(run());
+    for f in &failed {
+        println!("FAILED: {f}");
+    }
+    if !failed.is_empty() {
+        std::process::exit(1);
+    }
+    println!("dbus_load: all checks passed");
+}
