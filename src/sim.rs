@@ -125,7 +125,7 @@ pub fn normalize_limits(root: &Root, array: &str) -> std::io::Result<()> {
             format!("{v} (local)\n")
         };
         if raw + "\n" != text {
-            std::fs::write(&p, text)?;
+            write(p, &text)?;
         }
     }
     Ok(())
@@ -193,11 +193,18 @@ pub struct Sim {
     arrays: Vec<SimArray>,
 }
 
+/// Writes `text` to `path` atomically (a hidden temporary file in the same directory, renamed
+/// over it), so a concurrent reader (`status --json` on the tree, a scrape) sees the old or the
+/// new text, never an empty or half-written file as `fs::write`'s truncate-then-write can give.
 fn write(path: std::path::PathBuf, text: &str) -> std::io::Result<()> {
-    if let Some(p) = path.parent() {
-        std::fs::create_dir_all(p)?;
-    }
-    std::fs::write(path, text)
+    let dir = path.parent().unwrap_or_else(|| std::path::Path::new("."));
+    std::fs::create_dir_all(dir)?;
+    let name = path
+        .file_name()
+        .map_or_else(String::new, |n| n.to_string_lossy().into_owned());
+    let tmp = dir.join(format!(".{name}.sim-tmp"));
+    std::fs::write(&tmp, text)?;
+    std::fs::rename(&tmp, &path)
 }
 
 impl Sim {

@@ -322,7 +322,6 @@ fn compare(p: &Prometheus, root: &Path, tolerance: f64) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[ignore = "after the last merges `status --json --root <sim tree>` lists 0 arrays here (regression under investigation, see the session note)"]
 async fn real_prometheus_scrapes_the_values_status_json_shows() {
     let Some(bus) = Bus::start() else { return };
     if !have("prometheus") {

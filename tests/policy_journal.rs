@@ -278,3 +278,101 @@ fn per_array_limits_of_a_replaced_array_are_not_written_back() {
     p.release("w").unwrap();
     assert_eq!(t.amin(), "system");
 }
+
+/// [`FsKnobs`](mdpilot::policy::knobs::FsKnobs) that records every `md/` attribute write.
+struct Recording {
+    inner: mdpilot::policy::knobs::FsKnobs,
+    attrs: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl mdpilot::policy::knobs::KnobIo for Recording {
+    fn read(
+        &self,
+        knob: &mdpilot::policy::KnobId,
+    ) -> Result<mdpilot::policy::SpeedLimit, mdpilot::policy::knobs::KnobError> {
+        self.inner.read(knob)
+    }
+    fn write(
+        &self,
+        knob: &mdpilot::policy::KnobId,
+        setting: mdpilot::policy::Setting,
+    ) -> Result<(), mdpilot::policy::knobs::KnobError> {
+        self.inner.write(knob, setting)
+    }
+    fn arrays(&self) -> Vec<String> {
+        self.inner.arrays()
+    }
+    fn uuid(&self, name: &str) -> Option<String> {
+        self.inner.uuid(name)
+    }
+    fn arrays_now(
+        &self,
+        attrs: &[&str],
+    ) -> std::collections::BTreeMap<String, mdpilot::policy::journal::ArrayNow> {
+        self.inner.arrays_now(attrs)
+    }
+    fn write_attr(
+        &self,
+        array: &str,
+        attr: &str,
+        value: &str,
+    ) -> Result<(), mdpilot::policy::knobs::KnobError> {
+        self.attrs
+            .lock()
+            .unwrap()
+            .push(format!("{array}/{attr}={value}"));
+        self.inner.write_attr(array, attr, value)
+    }
+}
+
+#[test]
+fn a_resumed_job_takes_over_the_freeze_of_its_dead_run_without_unfreezing() {
+    let t = FakeTree::new();
+    md(&t, "md0", U1, "resync");
+    let attrs = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let p = mdpilot::policy::Policy::with_io(
+        t.settings(),
+        Box::new(Recording {
+            inner: mdpilot::policy::knobs::FsKnobs::new(t.root()),
+            attrs: attrs.clone(),
+        }),
+    );
+    // The first run froze md0 and was SIGKILLed.
+    assert!(p
+        .hold(freeze_of("md0", None, Owner::Pid(dead_pid())))
+        .unwrap());
+    assert_eq!(action(&t, "md0"), "frozen");
+    // The resumed run freezes it again: the entry is taken over, nothing is written.
+    let me = Owner::Pid(std::process::id());
+    assert!(p.hold(freeze_of("md0", None, me.clone())).unwrap());
+    assert_eq!(
+        *attrs.lock().unwrap(),
+        vec!["md0/sync_action=frozen".to_string()],
+        "only the first run's freeze was written"
+    );
+    let st = state::read(&t.state_path()).unwrap();
+    assert_eq!(st.changes["freeze:md0"].owner, me);
+    assert_eq!(st.changes["freeze:md0"].restore, "idle");
+    // Ending the resumed job puts it back as usual.
+    p.let_go("freeze:md0", None).unwrap();
+    assert_eq!(action(&t, "md0"), "idle");
+    assert!(state::read(&t.state_path()).unwrap().changes.is_empty());
+}
+
+#[test]
+fn a_dead_owners_freeze_that_no_longer_holds_is_not_taken_over() {
+    let t = FakeTree::new();
+    md(&t, "md0", U1, "resync");
+    let p = t.policy();
+    p.hold(freeze_of("md0", None, Owner::Pid(dead_pid())))
+        .unwrap();
+    // Someone un-froze it meanwhile: the dead entry is repaired away, the new freeze written.
+    t.set("/sys/block/md0/md/sync_action", "resync\n");
+    let me = Owner::Pid(std::process::id());
+    assert!(p.hold(freeze_of("md0", None, me.clone())).unwrap());
+    assert_eq!(action(&t, "md0"), "frozen");
+    assert_eq!(
+        state::read(&t.state_path()).unwrap().changes["freeze:md0"].owner,
+        me
+    );
+}

@@ -10,12 +10,14 @@
 //! value is left and a warning is kept for `policy show`.
 //!
 //! Layout: [`request`] what a lease asks for (pure), [`lease`] the pure state machine,
-//! [`warning`] its warnings, [`journal`] the other array writes a job holds (freezes), [`state`] the durable
+//! [`warning`] its warnings, [`journal`] the other array writes a job holds (freezes) and `changes`
+//! ([`Policy::hold`], [`Policy::let_go`]) that make them, [`state`] the durable
 //! file and its lock, [`knobs`] the kernel files, [`adapter`] ([`Policy`]) ties them together.
 //! Knob readings are [`SpeedLimit`]s (the model's type); the policy's files and its JSON view
 //! spell the number `kibs` (see `kibs_form`).
 
 pub mod adapter;
+mod changes;
 pub mod journal;
 pub mod knobs;
 pub mod lease;

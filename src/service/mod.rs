@@ -23,6 +23,7 @@
 
 pub mod events;
 pub mod expiry;
+mod instance;
 pub mod pidwatch;
 pub mod scheduler;
 pub mod state;
@@ -42,9 +43,9 @@ use crate::policy::{Owner, Policy};
 use crate::sysfs;
 use crate::watch::{Event, Watcher};
 use futures_util::StreamExt;
+use instance::{lock_instance, notify};
 use state::Shared;
 use std::collections::{BTreeMap, BTreeSet};
-use std::os::fd::AsRawFd;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -129,47 +130,6 @@ pub fn run(ctx: &Context, args: ServeArgs) -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(e @ (ServeError::AlreadyRunning(_) | ServeError::NameTaken)) => crate::cli::fail(&e, 3),
         Err(e) => crate::cli::fail(&e, 1),
-    }
-}
-
-/// Holds `flock(LOCK_EX)` on the lock file for the life of the service.
-struct InstanceLock {
-    _file: std::fs::File,
-}
-
-fn lock_instance(root: &Root) -> Result<InstanceLock, ServeError> {
-    let path = root.run("mdpilot/serve.lock");
-    let err = |source| ServeError::Lock {
-        path: path.display().to_string(),
-        source,
-    };
-    if let Some(dir) = path.parent() {
-        std::fs::create_dir_all(dir).map_err(err)?;
-    }
-    let file = std::fs::OpenOptions::new()
-        .create(true)
-        .truncate(false)
-        .write(true)
-        .open(&path)
-        .map_err(err)?;
-    // SAFETY: flock on an fd we own; the lock lives as long as the file.
-    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
-    if rc != 0 {
-        let e = std::io::Error::last_os_error();
-        if e.raw_os_error() == Some(libc::EWOULDBLOCK) {
-            return Err(ServeError::AlreadyRunning(path.display().to_string()));
-        }
-        return Err(ServeError::Lock {
-            path: path.display().to_string(),
-            source: e,
-        });
-    }
-    Ok(InstanceLock { _file: file })
-}
-
-fn notify(state: &[sd_notify::NotifyState]) {
-    if let Err(e) = sd_notify::notify(false, state) {
-        tracing::warn!("sd_notify failed: {e}");
     }
 }
 

@@ -62,7 +62,8 @@ pub struct Probe {
     /// of its sysfs directory with a `partition` attribute.
     pub partitions: Vec<String>,
     /// A name for the device that survives a reboot, for resume checkpoints: `md-uuid-<UUID>`
-    /// (`md/uuid`), else the first `/dev/disk/by-id` link to it, else `loop:<backing file>`
+    /// (`md/uuid`), else `dm-uuid:<UUID>` or `dm-name:<name>` for device-mapper (`dm/uuid`,
+    /// `dm/name`), else the first `/dev/disk/by-id` link to it, else `loop:<backing file>`
     /// (`loop/backing_file`), else `name:<kernel name>` (weakest: names move between boots).
     pub stable_id: String,
     /// For an md array: the facts member offload and resume decide from.
@@ -524,6 +525,13 @@ fn md_detail(root: &Root, sysdir: &Path) -> MdDetail {
 fn stable_id(root: &Root, path: &Path, name: &str, sysdir: &Path, md: Option<&MdDetail>) -> String {
     if let Some(m) = md.filter(|m| !m.uuid.is_empty()) {
         return format!("md-uuid-{}", m.uuid);
+    }
+    // device-mapper (dm.rst / sysfs `dm/`): a kernel name dm-N is reused by the next device.
+    if let Some(u) = read_str(sysdir, "dm/uuid").filter(|u| !u.trim().is_empty()) {
+        return format!("dm-uuid:{}", u.trim());
+    }
+    if let Some(n) = read_str(sysdir, "dm/name").filter(|n| !n.trim().is_empty()) {
+        return format!("dm-name:{}", n.trim());
     }
     let by_id = root.dev("disk/by-id");
     for link in list_dir(&by_id) {

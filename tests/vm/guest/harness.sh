@@ -101,7 +101,8 @@ for name in ${list//,/ }; do
         mdadm --examine "$d" >/dev/null 2>&1 && mdadm --zero-superblock --force "$d" >/dev/null 2>&1
         [ -n "$(wipefs -n "$d" 2>/dev/null)" ] && wipefs -a -q "$d" >/dev/null 2>&1
     done
-    rm -rf /run/mdpilot /tmp/serve.log
+    # Durable state (journal, leases, wipe checkpoints) is each scenario's own.
+    rm -rf /run/mdpilot /var/lib/mdpilot /tmp/serve.log
     udevadm settle --timeout=10
     echo 1000 >/proc/sys/dev/raid/speed_limit_min
     echo 200000 >/proc/sys/dev/raid/speed_limit_max

@@ -35,7 +35,10 @@ mdadm --zero-superblock "${DISKS[0]}" "${DISKS[1]}"
 set_limits 1000 10000
 md_create md0 1 "${DISKS[0]}" "${DISKS[1]}"
 wait_for 10 sync_is md0 resync || fail "new md0 is not resyncing"
+# Member offload zeroes the members directly: they are throttled as well (one io.max line each).
 throttle /dev/md0 25000000
+throttle "${DISKS[0]}" 25000000
+throttle "${DISKS[1]}" 25000000
 throttled_bg /tmp/wipe2.jsonl /tmp/wipe2.err "$MDP" wipe /dev/md0 --yes --progress json
 wpid=$THROTTLED_PID
 progressed() { [ "$(wc -l </tmp/wipe2.jsonl)" -ge 3 ]; }

@@ -14,7 +14,8 @@ for how in error-table remove; do
     # The kernel name (dm-N) for blk-throttle: /dev/mapper/vanish is a node of its own here.
     kdev=/dev/$(basename "$(readlink -f "/sys/dev/block/$((0x$(stat -c %t /dev/mapper/vanish))):$((0x$(stat -c %T /dev/mapper/vanish)))")")
     throttle "$kdev" 25000000
-    throttled_bg /tmp/w.jsonl /tmp/w.err "$MDP" wipe /dev/mapper/vanish --yes --method random --progress json
+    # --restart: the first round leaves a checkpoint of its interrupted wipe (by design).
+    throttled_bg /tmp/w.jsonl /tmp/w.err "$MDP" wipe /dev/mapper/vanish --yes --restart --method random --progress json
     wpid=$THROTTLED_PID
     progressed() { [ "$(grep -c '"progress"' /tmp/w.jsonl)" -ge 2 ]; }
     wait_for 60 progressed || { cat /tmp/w.err; fail "no progress from the throttled wipe ($how)"; }
