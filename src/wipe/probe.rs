@@ -550,6 +550,28 @@ mod tests {
     use super::*;
 
     #[test]
+    fn dm_devices_are_named_by_dm_uuid_then_dm_name() {
+        let d = tempfile::tempdir().unwrap();
+        let root = Root::new(d.path());
+        let sysdir = root.sys("block/dm-0");
+        fs::create_dir_all(sysdir.join("dm")).unwrap();
+        fs::write(sysdir.join("dm/name"), "vanish\n").unwrap();
+        fs::write(sysdir.join("dm/uuid"), "\n").unwrap();
+        let dev = root.dev("dm-0");
+        let id = || stable_id(&root, &dev, "dm-0", &sysdir, None);
+        // A dm-N name is reused by the next device: the checkpoint follows the mapping instead.
+        assert_eq!(id(), "dm-name:vanish");
+        fs::write(sysdir.join("dm/uuid"), "CRYPT-LUKS2-abc-vanish\n").unwrap();
+        assert_eq!(id(), "dm-uuid:CRYPT-LUKS2-abc-vanish");
+        let plain = root.sys("block/sdz");
+        fs::create_dir_all(&plain).unwrap();
+        assert_eq!(
+            stable_id(&root, &root.dev("sdz"), "sdz", &plain, None),
+            "name:sdz"
+        );
+    }
+
+    #[test]
     fn mountinfo_fields() {
         let t = "22 1 8:2 / / rw,relatime shared:1 - ext4 /dev/sda2 rw\n\
                  30 22 0:25 / /run rw - tmpfs tmpfs rw\n\

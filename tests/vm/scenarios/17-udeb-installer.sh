@@ -1,0 +1,60 @@
+# vm-timeout: 240
+# Issue 12: the installer udeb's own files (unpacked under /udeb by tests/vm/build from
+# MDPILOT_UDEB) run d-i's flow on a fresh raid1 with no D-Bus at all:
+#   1. mdcfg's hook (/usr/lib/mdpilot/d-i/mdcfg-hook) takes the installer lease: speed_limit_min 0;
+#   2. partman-crypto's wipe calls `blockdev-wipe -s 65536 /dev/md0` (the udeb's symlink) and reads
+#      one `*` per 1/1000 over a fifo: 1000 stars, exit 0, md0 zeroed;
+#   3. finish-install's 15-mdpilot-restore gives the admin's limits back and leaves no lease.
+# The udeb binary has no `serve` (built without D-Bus); no mdpilot service runs in this scenario.
+[ -x /udeb/usr/bin/mdpilot ] || skip "no udeb in the guest (set MDPILOT_UDEB, as tests/run does)"
+need_disks 2
+U=/udeb/usr/bin/mdpilot
+ORIG_MIN=1000
+ORIG_MAX=200000
+set_limits "$ORIG_MIN" "$ORIG_MAX"
+info "udeb binary: $(stat -c %s "$U") bytes"
+if "$U" serve --help >/dev/null 2>&1; then fail "the udeb binary has a serve subcommand"; fi
+bus_has_name && fail "an mdpilot service owns $BUS_NAME during the installer flow"
+# d-i's PATH, with the udeb's /usr/bin first (as when the udeb is unpacked into the installer).
+export PATH=/udeb/usr/bin:$PATH
+[ "$(command -v mdpilot)" = "$U" ] || fail "mdpilot on PATH is $(command -v mdpilot), not the udeb's"
+[ "$(readlink -f /udeb/usr/bin/blockdev-wipe)" = "$U" ] || fail "the udeb's blockdev-wipe is not a link to its mdpilot"
+
+MD_SIZE=512M
+md_create md0 1 "${DISKS[0]}" "${DISKS[1]}"
+wait_for 10 sync_is md0 resync || fail "md0 is not resyncing"
+dirty /dev/md0 64
+
+# 1. mdcfg
+sh /udeb/usr/lib/mdpilot/d-i/mdcfg-hook 2>/tmp/hook.err || fail "mdcfg-hook exited non-zero: $(cat /tmp/hook.err)"
+cat /tmp/hook.err
+assert_eq "$(limit_min)" 0 "speed_limit_min after mdcfg-hook"
+grep -q 'yields to the installer' /tmp/hook.err || fail "mdcfg-hook did not log its lease: $(cat /tmp/hook.err)"
+
+# 2. partman-crypto's crypto_wipe_device, by the name the installer uses.
+fifo=/tmp/wipe.fifo
+mkfifo "$fifo"
+blockdev-wipe -s 65536 /dev/md0 >"$fifo" 2>/tmp/bw.err &
+pid=$!
+stars=0 other=0
+while read -r x <&9; do
+    if [ "$x" = "*" ]; then stars=$((stars + 1)); else other=$((other + 1)); fi
+done 9<"$fifo"
+rc=0
+wait "$pid" || rc=$?
+cat /tmp/bw.err
+assert_eq "$rc" 0 "udeb blockdev-wipe exit status"
+assert_eq "$stars" 1000 "number of * lines"
+assert_eq "$other" 0 "number of other lines on stdout"
+echo 3 >/proc/sys/vm/drop_caches
+is_zero /dev/md0 64 || fail "md0 does not read back as zeros after the udeb's blockdev-wipe"
+assert_eq "$(limit_min)" 0 "speed_limit_min during the install (the lease outlives the wipe)"
+
+# 3. finish-install
+sh /udeb/usr/lib/finish-install.d/15-mdpilot-restore 2>/tmp/fin.err || fail "15-mdpilot-restore exited non-zero"
+cat /tmp/fin.err
+assert_eq "$(limit_min)" "$ORIG_MIN" "speed_limit_min after finish-install"
+assert_eq "$(limit_max)" "$ORIG_MAX" "speed_limit_max after finish-install"
+leases=$("$U" policy show --json | jq '.leases | length')
+assert_eq "$leases" 0 "leases after finish-install"
+info "udeb installer flow: mdcfg-hook min 0, blockdev-wipe 1000 stars exit 0 md0 zeroed, finish-install restored $ORIG_MIN/$ORIG_MAX, no D-Bus"
