@@ -1,0 +1,153 @@
+# vm-timeout: 420
+# Issue 13 on the real kernel, with `mdpilot monitor --events` recording the whole time (the
+# transcript is printed at the end):
+#   - a check of a raid1 started throttled (check --max), throttled harder mid-way by a per-array
+#     lease (the measured rate drops to about the limit), paused (position saved, idle), the
+#     service killed and restarted, resumed (progress continues from the saved position, not 0),
+#     finished with mismatch_cnt 0 and the result recorded;
+#   - a corrupted raid1 member gives a non-zero mismatch_cnt, informational; a corrupted raid5
+#     member a warning; a fresh raid5 (built by recovery) gives no DegradedArray;
+#   - a timed lease (`policy apply --for`) is released on time across a service restart;
+#   - `mdadm --fail` gives Fail and DegradedArray within 1 s, and `status --test` exits 1.
+need_disks 5
+require check monitor serve policy status
+ORIG_MIN=1000
+ORIG_MAX=200000
+set_limits "$ORIG_MIN" "$ORIG_MAX"
+"$MDP" monitor --events --interval-ms 200 >/tmp/mon.txt 2>/tmp/mon.err &
+mon=$!
+trap 'kill $mon 2>/dev/null || true' EXIT
+sleep 1
+MD_SIZE=512M
+md_create md0 1 "${DISKS[0]}" "${DISKS[1]}"
+set_limits "$ORIG_MIN" 2000000
+wait_for 5 sync_is md0 resync || true
+wait_for 120 sync_is md0 idle || fail "md0's initial resync did not finish"
+set_limits "$ORIG_MIN" "$ORIG_MAX"
+start_service
+
+done_sectors() { md_attr md0 sync_completed | awk '{print ($1 ~ /^[0-9]+$/) ? $1 : 0}'; }
+# rate_kibs SECONDS: the check's progress over SECONDS, KiB/s (from /proc/mdstat: sysfs
+# sync_completed moves in steps).
+rate_kibs() {
+    local a b
+    a=$(sync_done_kib md0)
+    sleep "$1"
+    b=$(sync_done_kib md0)
+    echo $(((b - a) / $1))
+}
+
+# Start, throttled by the check's own lease.
+run_mdp /tmp/c.out check start md0 --max 20000
+assert_eq "$MDP_RC" 0 "check start exit status"
+assert_eq "$(md_attr md0 sync_action)" check "md0 sync_action after check start"
+"$MDP" policy show --json | jq -e '.leases[] | select(.holder == "check-md0")' >/dev/null ||
+    fail "no check-md0 lease in policy show"
+sleep 2
+r1=$(rate_kibs 3)
+log "check rate under --max 20000: $r1 KiB/s"
+# Mid-way: an admin's lease on md0's sync_speed_max slows it to 5000 KiB/s.
+run_mdp /tmp/p.out policy apply --holder quiet --kind admin --array md0 --max 5000
+assert_eq "$MDP_RC" 0 "policy apply --array md0 --max 5000"
+sleep 2
+r2=$(rate_kibs 4)
+log "check rate under the 5000 KiB/s lease: $r2 KiB/s"
+[ "$r2" -le 7500 ] || fail "check rate $r2 KiB/s under a 5000 KiB/s limit"
+[ "$r2" -lt $((r1 / 2)) ] || fail "the rate did not drop: $r1 -> $r2 KiB/s"
+run_mdp /tmp/p.out policy release --holder quiet
+info "check throttled mid-way: $r1 KiB/s (max 20000) -> $r2 KiB/s (max 5000)"
+
+# Pause: the position is saved, the array idle.
+before_pause=$(done_sectors)
+run_mdp /tmp/c.out check pause md0
+assert_eq "$MDP_RC" 0 "check pause exit status"
+assert_eq "$(md_attr md0 sync_action)" idle "md0 sync_action after pause"
+pos=$("$MDP" check status --json md0 | jq -r '.arrays[0].position.sectors // empty')
+[ -n "$pos" ] && [ "$pos" -gt 0 ] || fail "no saved position after pause: $("$MDP" check status --json md0)"
+log "paused at $before_pause sectors, saved position $pos"
+"$MDP" policy show --json | jq -e '.leases[] | select(.holder == "check-md0")' >/dev/null &&
+    fail "the check's lease is still there after pause"
+
+# The service dies and comes back; the position survives (it is on disk).
+kill -KILL "$SERVICE_PID"
+wait "$SERVICE_PID" 2>/dev/null || true
+SERVICE_PID=
+start_service
+run_mdp /tmp/c.out check resume md0 --max 50000
+assert_eq "$MDP_RC" 0 "check resume exit status"
+assert_eq "$(md_attr md0 sync_min)" "$pos" "md0 sync_min after resume (the saved position)"
+sleep 0.5
+first=$(done_sectors)
+[ "$first" -ge "$pos" ] || fail "resumed check restarted below the saved position: $first < $pos"
+info "check paused at $pos sectors, service killed and restarted, resumed at $first (not 0)"
+wait_for 120 sync_is md0 idle || fail "the resumed check did not finish"
+"$MDP" check status --json md0 >/tmp/st.json
+assert_eq "$(jq -r '.arrays[0].last.mismatch_cnt' /tmp/st.json)" 0 "recorded mismatch_cnt of the clean check"
+assert_eq "$(md_attr md0 sync_min)" 0 "md0 sync_min after the finished check"
+"$MDP" policy show --json | jq -e '.leases | length == 0' >/dev/null || fail "leases left after the check: $("$MDP" policy show --json | jq -c .leases)"
+
+# A corrupted raid1 member: mismatches, informational on raid1.
+off=$(($(md_attr md0 dev-"$(basename "${DISKS[1]}")"/offset) * 512 + 64 * 1048576))
+dd if=/dev/urandom of="${DISKS[1]}" bs=1M count=1 seek="$off" oflag=direct,seek_bytes status=none
+set_limits "$ORIG_MIN" 2000000
+run_mdp /tmp/c.out check start md0 --max 2000000
+wait_for 5 sync_is md0 check || true
+wait_for 120 sync_is md0 idle || fail "check of the corrupted raid1 did not finish"
+"$MDP" check status --json md0 >/tmp/st.json
+m1=$(jq -r '.arrays[0].last.mismatch_cnt' /tmp/st.json)
+[ "$m1" -gt 0 ] || fail "no mismatches on a corrupted raid1 member: $(cat /tmp/st.json)"
+assert_eq "$(jq -r '.arrays[0].mismatch_warning' /tmp/st.json)" false "raid1 mismatches are informational"
+info "corrupted raid1 member: mismatch_cnt $m1, informational"
+
+# --for across a restart: released on time by the restarted service.
+run_mdp /tmp/p.out policy apply --holder boost --kind admin --min 7777 --for 6s
+assert_eq "$(limit_min)" 7777 "speed_limit_min under the timed lease"
+kill -KILL "$SERVICE_PID"
+wait "$SERVICE_PID" 2>/dev/null || true
+SERVICE_PID=
+start_service
+min_is() { [ "$(limit_min)" = "$1" ]; }
+t0=$(now_ms)
+wait_for 20 min_is "$ORIG_MIN" || fail "the timed lease was not released after a restart: min $(limit_min)"
+info "policy apply --for 6s: released by the restarted service, limits back to $ORIG_MIN"
+
+# mdadm --fail: Fail and DegradedArray within 1 s; status --test exits 1.
+marker=$(wc -l </tmp/mon.txt)
+t0=$(now_ms)
+mdadm /dev/md0 --fail "${DISKS[1]}" >/dev/null 2>&1
+seen() { tail -n +"$((marker + 1))" /tmp/mon.txt | grep -q "^Fail md0" && tail -n +"$((marker + 1))" /tmp/mon.txt | grep -q "^DegradedArray md0"; }
+wait_for 5 seen || fail "no Fail + DegradedArray for md0: $(tail -n +"$((marker + 1))" /tmp/mon.txt)"
+dt=$(($(now_ms) - t0))
+[ "$dt" -le 1000 ] || fail "Fail + DegradedArray took $dt ms"
+rc=0
+"$MDP" status --test >/dev/null 2>&1 || rc=$?
+assert_eq "$rc" 1 "status --test with md0 degraded"
+info "mdadm --fail: Fail + DegradedArray seen by monitor in $dt ms; status --test exit 1"
+mdadm --stop /dev/md0 >/dev/null
+
+# A fresh raid5 builds by recovery: InitialBuild*, never DegradedArray.
+marker=$(wc -l </tmp/mon.txt)
+MD_SIZE=128M
+md_create md1 5 "${DISKS[2]}" "${DISKS[3]}" "${DISKS[4]}"
+wait_for 5 sh -c '! grep -qx idle /sys/block/md1/md/sync_action' || true
+wait_for 120 sync_is md1 idle || fail "md1's initial build did not finish"
+sleep 1
+new=$(tail -n +"$((marker + 1))" /tmp/mon.txt)
+echo "$new" | grep -q "^DegradedArray md1" && fail "a fresh raid5 was reported DegradedArray: $new"
+echo "$new" | grep -q "^InitialBuild" || fail "no InitialBuild event for the fresh raid5: $new"
+# A corrupted raid5 member: mismatches are a warning.
+off=$(($(md_attr md1 dev-"$(basename "${DISKS[3]}")"/offset) * 512 + 16 * 1048576))
+dd if=/dev/urandom of="${DISKS[3]}" bs=1M count=1 seek="$off" oflag=direct,seek_bytes status=none
+run_mdp /tmp/c.out check start md1 --max 2000000
+wait_for 5 sync_is md1 check || true
+wait_for 120 sync_is md1 idle || fail "check of the corrupted raid5 did not finish"
+"$MDP" check status --json md1 >/tmp/st.json
+m5=$(jq -r '.arrays[0].last.mismatch_cnt' /tmp/st.json)
+[ "$m5" -gt 0 ] || fail "no mismatches on a corrupted raid5 member: $(cat /tmp/st.json)"
+assert_eq "$(jq -r '.arrays[0].mismatch_warning' /tmp/st.json)" true "raid5 mismatches are a warning"
+info "fresh raid5: InitialBuild, no DegradedArray; corrupted raid5 member: mismatch_cnt $m5, warning"
+stop_service
+set_limits "$ORIG_MIN" "$ORIG_MAX"
+sleep 0.5
+echo "--- monitor --events transcript"
+cat /tmp/mon.txt
