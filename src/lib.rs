@@ -26,6 +26,7 @@ pub mod schedule; // pure: check windows (OnCalendar subset) and which arrays to
 pub mod service; // `mdpilot serve`: the one event loop, shared state, shutdown
 #[cfg(feature = "service")]
 pub mod sim; // simulated kernel tree for `serve --sim` and tests
+pub mod superblock; // pure: an array's creation time from a member's md superblock (v0.90, v1.x)
 pub mod sysfs; // the one reading layer: /sys/block/mdX/md/* and /proc/sys/dev/raid/* as typed values
 pub mod units; // human sizes, rates and durations
 #[cfg(feature = "service")]

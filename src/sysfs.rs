@@ -279,6 +279,44 @@ pub fn write_sync_action(root: &Root, name: &str, action: &SyncAction) -> std::i
     f.write_all(format!("{action}\n").as_bytes())
 }
 
+/// When array `name` was created (Unix seconds): the `ctime` of the first member superblock
+/// that reads back valid ([`crate::superblock`]: offset from `md/metadata_version` and the
+/// member's `size`, 4 KiB read from `/dev/<member>` under the root, read-only). `None` for
+/// external metadata, an array without readable members, or a test tree without device nodes;
+/// read errors are logged at debug only (a missing time only means "not skipped as young").
+pub fn array_created(root: &Root, name: &str) -> Option<i64> {
+    use std::os::unix::fs::FileExt;
+    let md = block_dir(root, name).join("md");
+    let version = read_optional(&md.join("metadata_version")).ok().flatten()?;
+    let entries = std::fs::read_dir(&md).ok()?;
+    for e in entries.filter_map(std::result::Result::ok) {
+        let file = e.file_name().to_string_lossy().into_owned();
+        let Some(member) = file.strip_prefix("dev-") else {
+            continue;
+        };
+        let kernel = member.replace('!', "/");
+        let sectors = read_parsed(
+            &root.sys(format!("class/block/{member}/size")),
+            parse_plain_u64,
+        );
+        let Some(off) = sectors.and_then(|s| crate::superblock::offset_bytes(&version, s * 512))
+        else {
+            continue;
+        };
+        let dev = root.dev(&kernel);
+        let mut buf = vec![0u8; crate::superblock::READ_BYTES];
+        match std::fs::File::open(&dev).and_then(|f| f.read_exact_at(&mut buf, off)) {
+            Ok(()) => {
+                if let Some(t) = crate::superblock::ctime(&version, &buf) {
+                    return Some(t);
+                }
+            }
+            Err(err) => tracing::debug!("{}: superblock not readable: {err}", dev.display()),
+        }
+    }
+    None
+}
+
 fn read_members(md: &Path) -> Vec<MemberSysfs> {
     let entries = match std::fs::read_dir(md) {
         Ok(e) => e,
@@ -388,6 +426,28 @@ mod tests {
         let p = root.join(rel);
         fs::create_dir_all(p.parent().unwrap()).unwrap();
         fs::write(p, text).unwrap();
+    }
+
+    #[test]
+    fn array_created_reads_the_first_valid_member_superblock() {
+        let d = tempfile::tempdir().unwrap();
+        let root = Root::new(d.path());
+        let base = d.path();
+        write(base, "sys/block/md0/md/metadata_version", "1.2\n");
+        for m in ["vdb", "vdc"] {
+            fs::create_dir_all(base.join(format!("sys/block/md0/md/dev-{m}"))).unwrap();
+            write(base, &format!("sys/class/block/{m}/size"), "2097152\n");
+        }
+        assert_eq!(array_created(&root, "md0"), None, "no device nodes");
+        // vdb holds garbage, vdc a v1.2 superblock at 4 KiB created at 1764547200.
+        write(base, "dev/vdb", &"x".repeat(8192));
+        let mut img = vec![0u8; 8192];
+        img[4096..4100].copy_from_slice(&crate::superblock::MD_SB_MAGIC.to_le_bytes());
+        img[4096 + 64..4096 + 72].copy_from_slice(&(1_764_547_200u64 | (7 << 40)).to_le_bytes());
+        fs::write(base.join("dev/vdc"), img).unwrap();
+        assert_eq!(array_created(&root, "md0"), Some(1_764_547_200));
+        write(base, "sys/block/md0/md/metadata_version", "external:imsm\n");
+        assert_eq!(array_created(&root, "md0"), None);
     }
 
     #[test]

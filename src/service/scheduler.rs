@@ -73,7 +73,7 @@ fn candidates(root: &Root, config: &Config) -> Vec<Candidate> {
             Candidate {
                 name: a.name.clone(),
                 uuid: a.sysfs.as_ref().and_then(|s| s.uuid.clone()),
-                created_unix_s: None,
+                created_unix_s: crate::sysfs::array_created(root, &a.name),
                 disks: a
                     .members
                     .iter()
