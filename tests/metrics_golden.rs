@@ -137,7 +137,17 @@ fn installing() -> Snapshot {
                 speed_limit_max: None,
             },
         )),
-        install_applied_at: None,
+        // The installer lease's `taken` time, as the service computes it from the view.
+        install_applied_at: Some(1_764_547_200.0),
+        last_checks: BTreeMap::from([(
+            "md0".to_string(),
+            mdpilot::check::CheckResult {
+                action: mdpilot::check::CheckAction::Check,
+                completed_s: 1_764_460_800,
+                mismatch_cnt: 0,
+                level: "raid1".into(),
+            },
+        )]),
         wipe_jobs: Some(vec![WipeSample {
             done_bytes: 1 << 30,
             total_bytes: 4 << 30,
@@ -190,6 +200,15 @@ fn trouble() -> Snapshot {
         model,
         policy: None,
         install_applied_at: None,
+        last_checks: BTreeMap::from([(
+            "md2".to_string(),
+            mdpilot::check::CheckResult {
+                action: mdpilot::check::CheckAction::Check,
+                completed_s: 1_762_041_600,
+                mismatch_cnt: 128,
+                level: "raid6".into(),
+            },
+        )]),
         wipe_jobs: Some(vec![]),
         version: "0.1.0".into(),
     }
@@ -202,6 +221,7 @@ fn empty() -> Snapshot {
         model: mdpilot::mdstat::parse("Personalities : \nunused devices: <none>\n"),
         policy: Some(view(vec![], GlobalOriginals::default())),
         install_applied_at: None,
+        last_checks: BTreeMap::new(),
         wipe_jobs: None,
         version: "0.1.0".into(),
     }
@@ -322,7 +342,12 @@ fn key_values() {
         !t.contains("mdpilot_policy_leases{"),
         "no policy, no leases"
     );
-    assert!(!t.contains("mdpilot_array_last_check_completion_timestamp_seconds{"));
+    // The check record: md2's last check, nothing for the arrays it has no result for.
+    assert!(t.contains(
+        "mdpilot_array_last_check_completion_timestamp_seconds{array=\"md2\"} 1762041600\n"
+    ));
+    assert!(t.contains("mdpilot_array_last_check_mismatch_sectors{array=\"md2\"} 128\n"));
+    assert!(!t.contains("mdpilot_array_last_check_completion_timestamp_seconds{array=\"md0\"}"));
     assert!(
         !t.contains("mdpilot_array_consistency_policy{"),
         "no consistency_policy in sysfs, no series"

@@ -140,3 +140,34 @@ fn cli_apply_profile_for_and_show() {
     assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     assert_eq!(t.gmax(), "200000");
 }
+
+#[test]
+fn a_lease_keeps_when_it_was_first_taken_and_metrics_show_the_installers() {
+    let t = FakeTree::new();
+    let p = t.policy();
+    let mut installer = global("installer", Some(0), None);
+    installer.kind = LeaseKind::Installer;
+    let before = unix_now_s();
+    let v = p.acquire(installer.clone()).unwrap();
+    let taken = v.leases[0].taken_unix_s.expect("taken time recorded");
+    assert!(taken >= before && taken <= unix_now_s(), "{taken}");
+    let text = std::fs::read_to_string(t.state_path()).unwrap();
+    assert!(
+        text.contains(&format!("[taken]\ninstaller = {taken}\n")),
+        "{text}"
+    );
+    // Replacing the lease (the hook run again) keeps the first time, also in a new adapter.
+    std::thread::sleep(std::time::Duration::from_millis(1100));
+    let v = t.policy().acquire(installer.clone()).unwrap();
+    assert_eq!(v.leases[0].taken_unix_s, Some(taken));
+    assert_eq!(mdpilot::metrics::install_applied_at(&v), Some(taken as f64));
+    // An admin lease is not the install policy.
+    let v = p.acquire(global("boost", Some(5), None)).unwrap();
+    assert_eq!(mdpilot::metrics::install_applied_at(&v), Some(taken as f64));
+    // Released: the time goes with it; taken again, it is new.
+    let v = p.release("installer").unwrap();
+    assert_eq!(mdpilot::metrics::install_applied_at(&v), None);
+    let v = p.acquire(installer).unwrap();
+    let l = v.leases.iter().find(|l| l.holder == "installer").unwrap();
+    assert!(l.taken_unix_s.unwrap() > taken);
+}

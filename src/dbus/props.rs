@@ -281,6 +281,7 @@ mod tests {
             )]),
             dead: false,
             expires_unix_s: None,
+            taken_unix_s: None,
         }
     }
 

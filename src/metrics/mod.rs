@@ -15,11 +15,9 @@
 //! per-array families), this file (the snapshot, the formats, the global families).
 //!
 //! Families without data are still described (`# HELP`/`# TYPE`) but have no samples:
-//! - `mdpilot_array_last_check_*`: there is no record of completed checks yet (the scheduled
-//!   checks feature will feed it);
-//! - `mdpilot_policy_install_applied_timestamp_seconds`: the policy state file records no time
-//!   for a lease (a `taken_at` field in `[[lease]]` is missing), so [`Snapshot::install_applied_at`]
-//!   is `None` today; alerts use `mdpilot_policy_leases{kind="installer"}` with `for: 24h`;
+//! - `mdpilot_array_last_check_*` for arrays with no completed check in the check record;
+//! - `mdpilot_policy_install_applied_timestamp_seconds` while no installer lease applies (the
+//!   time is the lease's `taken` entry in the policy state file);
 //! - wipe families when [`Snapshot::wipe_jobs`] is `None` (the CLI cannot see the service's jobs).
 
 mod array;
@@ -40,9 +38,13 @@ pub struct Snapshot {
     pub model: MdStat,
     /// The policy view (leases, saved originals); `None` when the policy could not be read.
     pub policy: Option<PolicyView>,
-    /// When the install policy lease was taken, Unix seconds; `None` while the state file keeps
-    /// no timestamp (always, today: see the module doc).
+    /// When the install policy lease was taken, Unix seconds ([`install_applied_at`] of the
+    /// policy view); `None` when no installer lease applies or its state file entry predates
+    /// the `taken` times.
     pub install_applied_at: Option<f64>,
+    /// The last completed check per array kernel name, from the check record
+    /// (`[check] state_path`, [`crate::check::CheckState`]); empty when none is recorded.
+    pub last_checks: std::collections::BTreeMap<String, crate::check::CheckResult>,
     /// Running wipe jobs; `None` when unknown (the CLI), `Some(vec![])` when none run.
     pub wipe_jobs: Option<Vec<WipeSample>>,
     /// mdpilot's version (`CARGO_PKG_VERSION`).
@@ -88,6 +90,17 @@ impl Format {
     }
 }
 
+/// When the install policy was first applied: the earliest `taken_unix_s` of the view's live
+/// leases of kind `installer` (Unix seconds); `None` without one.
+pub fn install_applied_at(view: &PolicyView) -> Option<f64> {
+    view.leases
+        .iter()
+        .filter(|l| l.kind == crate::policy::LeaseKind::Installer && !l.dead)
+        .filter_map(|l| l.taken_unix_s)
+        .min()
+        .map(|t| t as f64)
+}
+
 /// Renders every family of [`FAMILIES`] for `snap` in `format`. Pure; output ends with a
 /// newline (OpenMetrics: with `# EOF`).
 pub fn render(snap: &Snapshot, format: Format) -> String {
@@ -95,6 +108,19 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
     global(&mut b, snap);
     for a in &snap.model.arrays {
         array::array(&mut b, a);
+        if let Some(c) = snap.last_checks.get(&a.name) {
+            let arr = || vec![("array", a.name.clone())];
+            b.add(
+                "mdpilot_array_last_check_completion_timestamp_seconds",
+                arr(),
+                int(c.completed_s),
+            );
+            b.add(
+                "mdpilot_array_last_check_mismatch_sectors",
+                arr(),
+                int(c.mismatch_cnt),
+            );
+        }
     }
     let out = b.encode();
     match format {

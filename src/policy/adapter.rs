@@ -91,6 +91,7 @@ impl Policy {
         request::validate(&req)?;
         tracing::info!(holder = %req.holder, kind = %req.kind, owner = %req.owner, expires = ?expires_unix_s, "acquire lease");
         let holder = req.holder.clone();
+        let now = super::unix_now_s();
         self.change_with(
             &|c: &Change| !cli_alive(&c.owner),
             move |old| {
@@ -98,13 +99,16 @@ impl Policy {
                 leases.insert(req.holder.clone(), req);
                 Some(leases)
             },
-            |st| match expires_unix_s {
-                Some(t) => {
-                    st.expires.insert(holder.clone(), t);
+            |st| {
+                match expires_unix_s {
+                    Some(t) => {
+                        st.expires.insert(holder.clone(), t);
+                    }
+                    None => {
+                        st.expires.remove(&holder);
+                    }
                 }
-                None => {
-                    st.expires.remove(&holder);
-                }
+                st.taken.entry(holder.clone()).or_insert(now);
             },
         )
     }
@@ -501,6 +505,7 @@ impl Policy {
                 .values()
                 .map(|l| LeaseView {
                     expires_unix_s: st.expires.get(&l.holder).copied(),
+                    taken_unix_s: st.taken.get(&l.holder).copied(),
                     ..LeaseView::new(l.clone(), !cli_alive(&l.owner))
                 })
                 .collect(),

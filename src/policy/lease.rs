@@ -123,6 +123,10 @@ pub struct PolicyState {
     /// D-Bus `duration` option). Only holders with a lease; the adapter releases them at that
     /// time ([`super::Policy::expire`]), as any release.
     pub expires: BTreeMap<String, u64>,
+    /// When each holder's lease was first taken, Unix seconds (replacing a lease keeps it; a
+    /// holder that loses its lease loses it). Set by the adapter, carried by transitions; for
+    /// "how long has the install policy applied" (metrics, `policy show`).
+    pub taken: BTreeMap<String, u64>,
 }
 
 /// One kernel write of a transition, with the reading before it (for rollback).
@@ -258,6 +262,12 @@ pub fn transition(
         // A holder that lost its lease loses its expiry; the adapter sets new ones.
         expires: old
             .expires
+            .iter()
+            .filter(|(h, _)| leases.contains_key(*h))
+            .map(|(h, t)| (h.clone(), *t))
+            .collect(),
+        taken: old
+            .taken
             .iter()
             .filter(|(h, _)| leases.contains_key(*h))
             .map(|(h, t)| (h.clone(), *t))

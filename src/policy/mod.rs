@@ -136,6 +136,10 @@ pub struct LeaseView {
     /// a duration.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub expires_unix_s: Option<u64>,
+    /// When the lease was first taken, Unix seconds (replacing it keeps the time); absent for
+    /// leases in state files written before this field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub taken_unix_s: Option<u64>,
 }
 
 impl LeaseView {
@@ -149,6 +153,7 @@ impl LeaseView {
             arrays: lease.arrays,
             dead,
             expires_unix_s: None,
+            taken_unix_s: None,
         }
     }
 }

@@ -141,6 +141,9 @@ struct StateFile {
     /// Timed leases (holder → Unix seconds); absent in files written before timed leases.
     #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
     expires: BTreeMap<String, u64>,
+    /// When each lease was first taken (holder → Unix seconds); absent in older files.
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    taken: BTreeMap<String, u64>,
     #[serde(default, rename = "lease")]
     leases: Vec<LeaseRequest>,
     #[serde(default, rename = "knob")]
@@ -170,6 +173,7 @@ pub fn to_toml(state: &PolicyState) -> String {
         warnings: state.warnings.clone(),
         originals_unknown: state.originals_unknown.clone(),
         expires: state.expires.clone(),
+        taken: state.taken.clone(),
         leases: state.leases.values().cloned().collect(),
         knobs: state
             .knobs
@@ -216,6 +220,7 @@ fn from_toml_inner(text: &str) -> Result<PolicyState, String> {
         warnings: file.warnings,
         originals_unknown: file.originals_unknown,
         expires: file.expires,
+        taken: file.taken,
         ..Default::default()
     };
     for l in file.leases {
@@ -247,6 +252,7 @@ fn from_toml_inner(text: &str) -> Result<PolicyState, String> {
     // An expiry without its lease means nothing (a hand-edited file): drop it.
     let leases = &state.leases;
     state.expires.retain(|h, _| leases.contains_key(h));
+    state.taken.retain(|h, _| leases.contains_key(h));
     Ok(state)
 }
 

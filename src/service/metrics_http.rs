@@ -3,7 +3,8 @@
 //!
 //! A scrape renders [`crate::metrics`] from what the service already keeps: the model
 //! (`Shared::model`, refreshed by the event loop), the policy view the loop read at its last
-//! full refresh ([`MetricsState::set_policy`]) and the running wipe jobs' progress counters. It
+//! full refresh ([`MetricsState::set_policy`]) and the running wipe jobs' progress counters, plus
+//! one read of the small check record (`[check] state_path`) for the last-check families. It
 //! never reads sysfs or the policy state file itself, so a scrape costs a clone and a render.
 //!
 //! The response is OpenMetrics when the `Accept` header names `application/openmetrics-text`
@@ -21,17 +22,27 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// What the scrape handler needs beyond [`Shared`]: the last policy view of the event loop.
-#[derive(Debug, Default)]
+/// What the scrape handler needs beyond [`Shared`]: the last policy view of the event loop,
+/// and where the check record is (root and configuration).
+#[derive(Debug)]
 pub struct MetricsState {
     policy: Mutex<Option<PolicyView>>,
+    root: crate::host::Root,
+    config: crate::config::Config,
 }
 
 impl MetricsState {
-    /// A state holding `view` (the service's first `policy.show()`, `None` when it failed).
-    pub fn new(view: Option<PolicyView>) -> Self {
+    /// A state holding `view` (the service's first `policy.show()`, `None` when it failed);
+    /// the check record is `config.check.state_path` under `root`.
+    pub fn new(
+        view: Option<PolicyView>,
+        root: crate::host::Root,
+        config: crate::config::Config,
+    ) -> Self {
         MetricsState {
             policy: Mutex::new(view),
+            root,
+            config,
         }
     }
 
@@ -74,10 +85,12 @@ pub fn snapshot(shared: &Shared, state: &MetricsState) -> Snapshot {
             }
         })
         .collect();
+    let last_checks = crate::cli::prometheus::last_checks(&state.root, &state.config, &model);
     Snapshot {
         model,
+        install_applied_at: policy.as_ref().and_then(crate::metrics::install_applied_at),
         policy,
-        install_applied_at: None,
+        last_checks,
         wipe_jobs: Some(wipe_jobs),
         version: env!("CARGO_PKG_VERSION").to_string(),
     }

@@ -184,7 +184,11 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         tx.clone(),
         progress,
     ));
-    let metrics = Arc::new(metrics_http::MetricsState::new(shared.policy.show().ok()));
+    let metrics = Arc::new(metrics_http::MetricsState::new(
+        shared.policy.show().ok(),
+        root.clone(),
+        config.clone(),
+    ));
     let metrics_task = match args.metrics.or(config.metrics.listen) {
         Some(addr) => Some(
             metrics_http::start(addr, shared.clone(), metrics.clone())
