@@ -183,6 +183,7 @@ fn main() {
         model,
         policy: None,
         install_applied_at: None,
+        last_checks: std::collections::BTreeMap::new(),
         wipe_jobs: Some(vec![]),
         version: "bench".into(),
     };
