@@ -27,14 +27,30 @@ set_limits "$ORIG_MIN" "$ORIG_MAX"
 start_service
 
 done_sectors() { md_attr md0 sync_completed | awk '{print ($1 ~ /^[0-9]+$/) ? $1 : 0}'; }
-# rate_kibs SECONDS: the check's progress over SECONDS, KiB/s (from /proc/mdstat: sysfs
-# sync_completed moves in steps).
-rate_kibs() {
-    local a b
-    a=$(sync_done_kib md0)
-    sleep "$1"
-    b=$(sync_done_kib md0)
-    echo $(((b - a) / $1))
+# md publishes the position (sync_completed, and mdstat's figure) in steps: every 1/16 of the
+# array or every 5 s (md_do_sync's curr_resync_completed updates). A rate is measured between
+# such updates: step_rate N waits for the next update, then times N more, and prints KiB/s.
+wait_change() {
+    local end=$(($(now_ms) + 60000))
+    while [ "$(done_sectors)" = "$1" ]; do
+        [ "$(now_ms)" -lt "$end" ] || return 1
+        sleep 0.05
+    done
+}
+step_rate() {
+    local a v t0 t1 n=0
+    a=$(done_sectors)
+    wait_change "$a" || return 1
+    a=$(done_sectors)
+    t0=$(now_ms)
+    v=$a
+    while [ "$n" -lt "$1" ]; do
+        wait_change "$v" || return 1
+        v=$(done_sectors)
+        n=$((n + 1))
+    done
+    t1=$(now_ms)
+    echo $(((v - a) / 2 * 1000 / (t1 - t0)))
 }
 
 # Start, throttled by the check's own lease.
@@ -43,14 +59,14 @@ assert_eq "$MDP_RC" 0 "check start exit status"
 assert_eq "$(md_attr md0 sync_action)" check "md0 sync_action after check start"
 "$MDP" policy show --json | jq -e '.leases[] | select(.holder == "check-md0")' >/dev/null ||
     fail "no check-md0 lease in policy show"
-sleep 2
-r1=$(rate_kibs 3)
+r1=$(step_rate 2) || fail "the check made no progress"
 log "check rate under --max 20000: $r1 KiB/s"
 # Mid-way: an admin's lease on md0's sync_speed_max slows it to 5000 KiB/s.
 run_mdp /tmp/p.out policy apply --holder quiet --kind admin --array md0 --max 5000
 assert_eq "$MDP_RC" 0 "policy apply --array md0 --max 5000"
-sleep 2
-r2=$(rate_kibs 4)
+v=$(done_sectors)
+wait_change "$v" || fail "the check stopped under the lease"
+r2=$(step_rate 1) || fail "the check made no progress under the lease"
 log "check rate under the 5000 KiB/s lease: $r2 KiB/s"
 [ "$r2" -le 7500 ] || fail "check rate $r2 KiB/s under a 5000 KiB/s limit"
 [ "$r2" -lt $((r1 / 2)) ] || fail "the rate did not drop: $r1 -> $r2 KiB/s"
@@ -118,7 +134,7 @@ mdadm /dev/md0 --fail "${DISKS[1]}" >/dev/null 2>&1
 # From the moment the kernel has the member faulty (mdadm has returned).
 t0=$(now_ms)
 log "mdadm --fail took $((t0 - tm)) ms"
-seen() { tail -n +"$((marker + 1))" /tmp/mon.txt | grep -q "^Fail md0" && tail -n +"$((marker + 1))" /tmp/mon.txt | grep -q "^DegradedArray md0"; }
+seen() { [ "$(tail -n +"$((marker + 1))" /tmp/mon.txt | grep -c -e "^Fail md0" -e "^DegradedArray md0")" -ge 2 ]; }
 wait_for 5 seen || fail "no Fail + DegradedArray for md0: $(tail -n +"$((marker + 1))" /tmp/mon.txt)"
 dt=$(($(now_ms) - t0))
 [ "$dt" -le 1000 ] || fail "Fail + DegradedArray took $dt ms after mdadm --fail returned"
