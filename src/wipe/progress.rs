@@ -99,6 +99,9 @@ pub(super) struct Shared {
     phase: AtomicU8,
     /// The job's cancel flag (see [`super::Job::cancel_token`]).
     pub(super) cancel: Arc<AtomicBool>,
+    /// Set with `cancel` by [`super::JobHandle::interrupt`]: the stop is an interruption (the
+    /// service stopping), so the checkpoint is kept for a resume instead of removed.
+    pub(super) keep_checkpoint: AtomicBool,
     started: Instant,
     phase_started: Mutex<Instant>,
     /// The rate of the last counted phase (wipe or verify) when it ended, as f64 bits: shown
@@ -117,6 +120,7 @@ impl Shared {
             total,
             phase: AtomicU8::new(Phase::Starting as u8),
             cancel,
+            keep_checkpoint: AtomicBool::new(false),
             started: Instant::now(),
             phase_started: Mutex::new(Instant::now()),
             last_rate: AtomicU64::new(0f64.to_bits()),
