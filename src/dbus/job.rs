@@ -39,7 +39,7 @@ use crate::model::Array;
 use crate::policy::Owner;
 use crate::service::state::{RunningJob, ServiceLeases, Shared};
 use crate::wipe::plan::StartedBy;
-use crate::wipe::{JobHandle, Outcome, WipeError};
+use crate::wipe::{JobHandle, WipeError};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -311,28 +311,6 @@ impl From<WipeError> for StartErr {
     }
 }
 
-/// The human summary of a job's end, for `Completed`.
-pub fn completion_message(device: &str, r: &std::result::Result<Outcome, WipeError>) -> String {
-    match r {
-        Ok(o) => {
-            let mut s = format!(
-                "{device}: wiped {} bytes in {:.1} s ({:.0} MB/s)",
-                o.bytes,
-                o.wipe_s,
-                o.rate_bytes_per_s / 1e6
-            );
-            if o.verified {
-                s.push_str(", verified");
-            }
-            if o.resync_skipped {
-                s.push_str(", initial resync skipped");
-            }
-            s
-        }
-        Err(e) => crate::error::error_chain(e),
-    }
-}
-
 /// The object paths of the arrays among `names` (kernel names) that the service serves, sorted
 /// and without repeats ([`array_object_paths`] over the service's model).
 pub fn array_objects<'a>(
@@ -450,7 +428,7 @@ pub async fn launch(
                 leases: Arc::new(ServiceLeases(shared.clone())),
                 on_progress: None,
                 on_complete: Some(Box::new(move |r| {
-                    let _ = tx.send((r.is_ok(), completion_message(&dev2, r)));
+                    let _ = tx.send((r.is_ok(), crate::wipe::progress::summary(&dev2, r)));
                 })),
             })
         })

@@ -199,3 +199,33 @@ pub(super) fn notify(f: &Mutex<Option<ProgressFn>>, shared: &Shared) {
         cb(&shared.snapshot());
     }
 }
+
+/// The one-line summary of a job's end (D-Bus `Completed`'s message): `DEVICE: wiped N bytes
+/// in S s (R MB/s)` plus `, verified`, `, continued after N bytes durable before an
+/// interruption`, `, initial resync skipped`; or the error chain (device, offset, errno).
+pub fn summary(device: &str, r: &Result<Outcome, WipeError>) -> String {
+    match r {
+        Ok(o) => {
+            let mut s = format!(
+                "{device}: wiped {} bytes in {:.1} s ({:.0} MB/s)",
+                o.bytes,
+                o.wipe_s,
+                o.rate_bytes_per_s / 1e6
+            );
+            if o.verified {
+                s.push_str(", verified");
+            }
+            if o.resumed_bytes > 0 {
+                s.push_str(&format!(
+                    ", continued after {} bytes durable before an interruption",
+                    o.resumed_bytes
+                ));
+            }
+            if o.resync_skipped {
+                s.push_str(", initial resync skipped");
+            }
+            s
+        }
+        Err(e) => crate::error::error_chain(e),
+    }
+}
