@@ -61,6 +61,19 @@ fn ck_dir(root: &Path) -> PathBuf {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loop_service_killed_mid_wipe_resumes_its_job_at_start() {
     need_root!();
+    interrupted_then_resumed(false).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loop_service_stopped_mid_wipe_keeps_the_checkpoint_and_resumes() {
+    need_root!();
+    interrupted_then_resumed(true).await;
+}
+
+/// A random wipe with verify of a 1 GiB loop device through StartWipe, the service stopped
+/// (SIGTERM with `term`, else SIGKILL) once some bytes are durable, then a new service: the job
+/// continues from the checkpoint, completes, verifies, and the checkpoint goes.
+async fn interrupted_then_resumed(term: bool) {
     let Some(bus) = Bus::start() else {
         return;
     };
@@ -68,7 +81,6 @@ async fn loop_service_killed_mid_wipe_resumes_its_job_at_start() {
     let dir = ck_dir(root.path());
     let dev = LoopDev::filled(1024 * MIB, 0x5a);
     let c = bus.connect().await;
-    let mut sig = job_signals(&c).await;
 
     let mut svc = Service::on_root(&bus, root.path(), &[]).await;
     let o: HashMap<String, Value<'static>> = opts(&[
@@ -84,7 +96,7 @@ async fn loop_service_killed_mid_wipe_resumes_its_job_at_start() {
     )
     .await
     .unwrap();
-    let first: OwnedObjectPath = r.body().deserialize().unwrap();
+    let _job: OwnedObjectPath = r.body().deserialize().unwrap();
     // SIGKILL once the checkpoint says some bytes are durable (saved about once a second).
     let deadline = Instant::now() + Duration::from_secs(120);
     let ck: Checkpoint = loop {
@@ -99,12 +111,20 @@ async fn loop_service_killed_mid_wipe_resumes_its_job_at_start() {
         }
         tokio::time::sleep(Duration::from_millis(10)).await;
     };
-    let mut child = svc.child.take().unwrap();
-    child.kill().unwrap();
-    child.wait().unwrap();
+    if term {
+        assert!(svc.term().success());
+    } else {
+        let mut child = svc.child.take().unwrap();
+        child.kill().unwrap();
+        child.wait().unwrap();
+    }
     assert_eq!(ck.started_by, StartedBy::Service { uid: 0 }, "{ck:?}");
     let after_kill = checkpoint::list(&dir);
-    assert_eq!(after_kill.len(), 1, "the checkpoint survives SIGKILL");
+    assert_eq!(
+        after_kill.len(),
+        1,
+        "the checkpoint survives the stop (term {term})"
+    );
     let at_kill = after_kill[0].1.durable_offset;
     assert!(
         at_kill < ck.total_bytes(),
@@ -113,11 +133,10 @@ async fn loop_service_killed_mid_wipe_resumes_its_job_at_start() {
     );
 
     // The new instance publishes the continued job before it owns the name.
+    let mut sig = job_signals(&c).await;
     let _svc2 = Service::on_root(&bus, root.path(), &[]).await;
     let now = jobs(&c).await;
     assert_eq!(now.len(), 1, "one resumed job object: {now:?}");
-    // Job numbers start again at 1 in each instance.
-    let _ = first;
     let prop = |name: &'static str| {
         let c = c.clone();
         let p = now[0].clone();
@@ -136,7 +155,7 @@ async fn loop_service_killed_mid_wipe_resumes_its_job_at_start() {
         "a completed job removes its checkpoint"
     );
     eprintln!(
-        "auto-resume figures: killed with {at_kill} of {} bytes durable ({:.0}%); resumed job: {msg}",
+        "auto-resume figures (term {term}): stopped with {at_kill} of {} bytes durable ({:.0}%); resumed job: {msg}",
         ck.total_bytes(),
         100.0 * at_kill as f64 / ck.total_bytes() as f64
     );
