@@ -19,6 +19,7 @@ LOG=${1:-target/vm-cache/logs/all.log}
 HOST=${HOST:-1}
 SIZE_MIB=${SIZE_MIB:-1024}
 BACKING=${BACKING:-tmpfs}
+REPS=${REPS:-3}          # host writers: the best of REPS runs (the machine may be shared)
 MDPILOT=${MDPILOT:-target/release/mdpilot}
 
 declare -A G_MBS G_S H_MBS
@@ -71,16 +72,21 @@ PY
         LOOP=$(losetup --find --show --direct-io=on "$IMG")
         sync
     }
-    # host NAME CMD... (@DEV@ = the loop device): MB/s of one run on a fresh device.
+    # host NAME CMD... (@DEV@ = the loop device): MB/s, the best of REPS runs on a fresh device.
     host() {
         local name=$1; shift
-        fresh
-        local cmd=("${@//@DEV@/$LOOP}") t0 t1
-        t0=$(date +%s.%N)
-        "${cmd[@]}" >/dev/null 2>"$WORK/err" || { echo "$name failed:"; cat "$WORK/err"; exit 1; }
-        t1=$(date +%s.%N)
-        H_MBS[$name]=$(awk -v s="$SIZE_MIB" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", s*1048576/(b-a)/1e6}')
-        echo "  host $name: ${H_MBS[$name]} MB/s" >&2
+        local best=0 i t0 t1 mbs cmd
+        for ((i = 0; i < REPS; i++)); do
+            fresh
+            cmd=("${@//@DEV@/$LOOP}")
+            t0=$(date +%s.%N)
+            "${cmd[@]}" >/dev/null 2>"$WORK/err" || { echo "$name failed:"; cat "$WORK/err"; exit 1; }
+            t1=$(date +%s.%N)
+            mbs=$(awk -v s="$SIZE_MIB" -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", s*1048576/(b-a)/1e6}')
+            best=$(awk -v a="$mbs" -v b="$best" 'BEGIN {print (a > b ? a : b)}')
+        done
+        H_MBS[$name]=$best
+        echo "  host $name: $best MB/s (best of $REPS)" >&2
     }
     host "mdpilot wipe (zero)" "$MDPILOT" wipe --yes --progress none --state-dir "$WORK/state" @DEV@
     host "dd bs=4M oflag=direct" dd if=/dev/zero of=@DEV@ bs=4M count=$((SIZE_MIB / 4)) oflag=direct status=none
@@ -90,7 +96,7 @@ PY
     # bytes written to the device (sysfs stat field 7, sectors) beyond its size.
     fresh
     name=$(basename "$LOOP")
-    written() { awk '{print $7 * 512}' "/sys/block/$name/stat"; }
+    written() { awk '{printf "%.0f\n", $7 * 512}' "/sys/block/$name/stat"; }
     w0=$(written)
     python3 - "$MDPILOT" "$LOOP" "$WORK/state" <<'PY'
 import json, subprocess, sys
@@ -116,7 +122,7 @@ fi
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN {if (a == "" || b == "" || b == 0) print "-"; else printf "%.1fx", a / b}'; }
 echo
 echo "guest: $LOG (raid1 resyncing; MB/s of the writer, seconds to wiped AND redundant)"
-[ "$HOST" = 1 ] && echo "host: loop device (direct-io) over a fresh ${SIZE_MIB} MiB file on ${BACKING}; kernel $(uname -r); $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
+[ "$HOST" = 1 ] && echo "host: best of $REPS on a loop device (direct-io) over a fresh ${SIZE_MIB} MiB file on ${BACKING}; kernel $(uname -r); $(nproc) CPUs, load $(cut -d' ' -f1-3 /proc/loadavg)"
 printf '| %-40s | %10s | %12s | %10s |\n' writer "guest MB/s" "guest s W+R" "host MB/s"
 printf '|%s|%s|%s|%s|\n' "$(printf -- '-%.0s' {1..42})" "------------" "--------------" "------------"
 names=("${G_ORDER[@]}")
