@@ -431,6 +431,22 @@ mod tests {
     }
 
     #[test]
+    fn started_by_is_recorded_and_old_files_read_as_the_cli() {
+        let mut c = ck(vec![]);
+        c.started_by = StartedBy::Service { uid: 1000 };
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(
+            v["started_by"],
+            serde_json::json!({"service": {"uid": 1000}})
+        );
+        assert_eq!(serde_json::from_value::<Checkpoint>(v.clone()).unwrap(), c);
+        let mut old = v;
+        old.as_object_mut().unwrap().remove("started_by");
+        let back: Checkpoint = serde_json::from_value(old).unwrap();
+        assert_eq!(back.started_by, StartedBy::Cli);
+    }
+
+    #[test]
     fn seed_round_trips_and_path_is_safe() {
         let c = ck(vec![]);
         assert_eq!(c.seed(), Some(Seed([0xab; 32])));
