@@ -61,7 +61,7 @@ pub struct Config {
     pub policy: PolicyConfig,
     /// `[service]`: the D-Bus service.
     pub service: ServiceConfig,
-    /// `[wipe]`: wipe jobs (no keys yet).
+    /// `[wipe]`: wipe jobs.
     pub wipe: WipeConfig,
     /// `[events]`: what the service does with mdadm-style events.
     pub events: EventsConfig,
@@ -138,9 +138,19 @@ pub struct ServiceConfig {
     pub progress_interval_ms: u64,
 }
 
-/// `[wipe]` settings (none yet; unknown keys are rejected).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct WipeConfig {}
+/// `[wipe]` settings.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WipeConfig {
+    /// `auto_resume`: when `mdpilot serve` starts, continue the wipe jobs it ran whose durable
+    /// checkpoints (`/var/lib/mdpilot/wipe`) survived a crash, kill or reboot (default true).
+    pub auto_resume: bool,
+}
+
+impl Default for WipeConfig {
+    fn default() -> Self {
+        WipeConfig { auto_resume: true }
+    }
+}
 
 impl Default for Config {
     fn default() -> Self {
@@ -153,7 +163,7 @@ impl Default for Config {
             service: ServiceConfig {
                 progress_interval_ms: 1000,
             },
-            wipe: WipeConfig {},
+            wipe: WipeConfig::default(),
             events: EventsConfig::default(),
             profiles: BTreeMap::new(),
             check: CheckConfig {
@@ -261,10 +271,13 @@ pub struct ServiceFragment {
     pub progress_interval_ms: Option<u64>,
 }
 
-/// `[wipe]` of a fragment (no keys yet).
+/// `[wipe]` of a fragment.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct WipeFragment {}
+pub struct WipeFragment {
+    /// See [`WipeConfig::auto_resume`].
+    pub auto_resume: Option<bool>,
+}
 
 /// Applies the schedule keys of `c` over `cur` (a schedule exists once `schedule` was given).
 fn apply_schedule(
@@ -434,6 +447,9 @@ impl Config {
         }
         if let Some(v) = frag.metrics.as_ref().and_then(|m| m.listen) {
             self.metrics.listen = Some(v);
+        }
+        if let Some(v) = frag.wipe.as_ref().and_then(|w| w.auto_resume) {
+            self.wipe.auto_resume = v;
         }
         if let Some(s) = &frag.service {
             if let Some(v) = s.progress_interval_ms {
@@ -628,6 +644,15 @@ mod tests {
     #[test]
     fn metrics_listen_is_off_by_default_and_parses_an_address() {
         assert_eq!(Config::default().metrics.listen, None);
+        assert!(Config::default().wipe.auto_resume);
+        let w = Path::new("50-wipe.toml");
+        let mut c = Config::default();
+        c.apply(
+            &ConfigFragment::parse("[wipe]\nauto_resume = false\n", w).unwrap(),
+            w,
+        )
+        .unwrap();
+        assert!(!c.wipe.auto_resume);
         let p = Path::new("50-metrics.toml");
         let mut c = Config::default();
         let frag = ConfigFragment::parse("[metrics]\nlisten = \"127.0.0.1:9163\"\n", p).unwrap();

@@ -192,6 +192,7 @@ fn loop_resume_refuses_a_checkpoint_of_another_size_or_device() {
         ranges: plan.ranges.clone(),
         durable_offset: 32 * MIB,
         resync: None,
+        started_by: Default::default(),
     };
     ck.identity.size_bytes = 128 * MIB;
     checkpoint::save(&path, &ck).unwrap();
@@ -246,6 +247,7 @@ fn loop_zero_wipe_resumes_from_the_checkpoint_offset() {
         ranges: plan.ranges.clone(),
         durable_offset: 40 * MIB,
         resync: None,
+        started_by: Default::default(),
     };
     checkpoint::save(&plan.checkpoint.as_ref().unwrap().path, &ck).unwrap();
     let mut req = req;

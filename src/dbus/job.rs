@@ -8,7 +8,8 @@
 //! PropertiesChanged for the values that changed; the engine's `on_complete` callback wakes it at
 //! the end, it emits the last values and `Completed(b success, s message)`, and removes the
 //! object [`JOB_LINGER`] later (InterfacesRemoved through the ObjectManager). On SIGTERM the
-//! service cancels every running job ([`Shared::cancel_jobs`]) before restoring the limits; the
+//! service interrupts every running job ([`Shared::cancel_jobs`]: stopped, checkpoint kept, so
+//! the next start continues it, [`crate::service::resume`]) before restoring the limits; the
 //! engine unfreezes the resync and releases the job's leases itself.
 //!
 //! Leases go through the service's [`crate::policy::Policy`] ([`ServiceLeases`]), owned by the
@@ -37,7 +38,8 @@ use super::{array_path, ROOT_PATH};
 use crate::model::Array;
 use crate::policy::Owner;
 use crate::service::state::{RunningJob, ServiceLeases, Shared};
-use crate::wipe::{JobHandle, Outcome, WipeError};
+use crate::wipe::plan::StartedBy;
+use crate::wipe::{JobHandle, WipeError};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -309,28 +311,6 @@ impl From<WipeError> for StartErr {
     }
 }
 
-/// The human summary of a job's end, for `Completed`.
-pub fn completion_message(device: &str, r: &std::result::Result<Outcome, WipeError>) -> String {
-    match r {
-        Ok(o) => {
-            let mut s = format!(
-                "{device}: wiped {} bytes in {:.1} s ({:.0} MB/s)",
-                o.bytes,
-                o.wipe_s,
-                o.rate_bytes_per_s / 1e6
-            );
-            if o.verified {
-                s.push_str(", verified");
-            }
-            if o.resync_skipped {
-                s.push_str(", initial resync skipped");
-            }
-            s
-        }
-        Err(e) => crate::error::error_chain(e),
-    }
-}
-
 /// The object paths of the arrays among `names` (kernel names) that the service serves, sorted
 /// and without repeats ([`array_object_paths`] over the service's model).
 pub fn array_objects<'a>(
@@ -403,9 +383,27 @@ pub async fn start_wipe(
             keep_resync,
             resume,
             owner: Some(Owner::Pid(std::process::id())),
+            started_by: StartedBy::Service { uid },
             ..crate::wipe::Options::default()
         },
     };
+    launch(shared, conn, &req, uid, "StartWipe")
+        .await
+        .map(|(path, _)| path)
+}
+
+/// Starts the wipe `req` for `uid` and serves its job object (what [`start_wipe`] does once the
+/// caller is authorized, and what the service does for a job it continues at start-up); `what`
+/// names the caller in errors (`StartWipe`). Returns the object path and the job's handle.
+///
+/// Errors: as [`start_wipe`] (but `NotAuthorized`).
+pub async fn launch(
+    shared: &Arc<Shared>,
+    conn: &zbus::Connection,
+    req: &crate::wipe::Request,
+    uid: u32,
+    what: &str,
+) -> Result<(OwnedObjectPath, Arc<JobHandle>)> {
     let n = shared.next_job_number();
     let path = job_path(n);
     let (tx, rx) = tokio::sync::oneshot::channel::<(bool, String)>();
@@ -415,13 +413,13 @@ pub async fn start_wipe(
             .jobs
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (handle, plan) = crate::wipe::start(&shared.root, &req, |plan| {
+        let (handle, plan) = crate::wipe::start(&shared.root, req, |plan| {
             if let Some(j) = jobs
                 .values()
                 .find(|j| j.device == plan.device && !j.handle.is_finished())
             {
                 return Err(StartErr::Bus(Error::Busy(format!(
-                    "StartWipe: a job is already wiping {}",
+                    "{what}: a job is already wiping {}",
                     j.device.display()
                 ))));
             }
@@ -430,15 +428,15 @@ pub async fn start_wipe(
                 leases: Arc::new(ServiceLeases(shared.clone())),
                 on_progress: None,
                 on_complete: Some(Box::new(move |r| {
-                    let _ = tx.send((r.is_ok(), completion_message(&dev2, r)));
+                    let _ = tx.send((r.is_ok(), crate::wipe::progress::summary(&dev2, r)));
                 })),
             })
         })
         .map_err(|e| match e {
             StartErr::Wipe(WipeError::Random(e)) => {
-                Error::Failed(format!("StartWipe: getrandom: {e}"))
+                Error::Failed(format!("{what}: getrandom: {e}"))
             }
-            StartErr::Wipe(e) => Error::from(e).context("StartWipe"),
+            StartErr::Wipe(e) => Error::from(e).context(what),
             StartErr::Bus(e) => e,
         })?;
         let handle = Arc::new(handle);
@@ -460,6 +458,7 @@ pub async fn start_wipe(
         .flat_map(|l| l.arrays.keys())
         .map(std::string::String::as_str)
         .chain(std::iter::once(plan.name.as_str()));
+    let method = plan.method;
     let props = JobProps {
         operation: format!("wipe-{}", method.name()),
         device: dev_text.clone(),
@@ -487,7 +486,7 @@ pub async fn start_wipe(
     if let Err(e) = conn.object_server().at(path.as_str(), obj).await {
         handle.cancel();
         return Err(Error::Failed(format!(
-            "StartWipe {dev_text}: cannot serve {path}: {e}"
+            "{what} {dev_text}: cannot serve {path}: {e}"
         )));
     }
     // The journal's record of who wiped what (fields JOB=, DEVICE=, UID=, METHOD=).
@@ -501,10 +500,12 @@ pub async fn start_wipe(
         n,
         path.clone(),
         props,
-        handle,
+        handle.clone(),
         rx,
     ));
-    OwnedObjectPath::try_from(path).map_err(|e| Error::Failed(format!("StartWipe: {e}")))
+    let path =
+        OwnedObjectPath::try_from(path).map_err(|e| Error::Failed(format!("{what}: {e}")))?;
+    Ok((path, handle))
 }
 
 /// Publishes `handle`'s progress on `path` (PropertiesChanged for what changed).

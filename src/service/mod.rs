@@ -14,7 +14,8 @@
 //! configured `[events] program`.
 //!
 //! `pid` lease owners are watched with pidfds ([`pidwatch`]): their leases go within a second
-//! of the exit. Shutdown (SIGTERM/SIGINT): STOPPING, cancel wipe jobs, release what this
+//! of the exit. Wipe jobs a previous run left unfinished continue at start-up ([`resume`]).
+//! Shutdown (SIGTERM/SIGINT): STOPPING, interrupt wipe jobs (checkpoints kept), release what this
 //! instance owns (bus-name leases, its jobs' leases and freezes; named and `pid` leases stay and
 //! keep applying), release the name, exit 0. A failed read is logged and the last good state kept: bad input never kills the loop.
 //!
@@ -25,6 +26,7 @@ pub mod events;
 pub mod expiry;
 mod instance;
 pub mod pidwatch;
+pub mod resume;
 pub mod scheduler;
 pub mod state;
 
@@ -248,6 +250,8 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         .receive_name_owner_changed()
         .await
         .map_err(bus_err("watch NameOwnerChanged"))?;
+    // Interrupted jobs of a previous run continue first: each takes over its run's freeze.
+    resume::resume_jobs(&shared, &conn, config.wipe.auto_resume).await;
     // Leases and journaled changes (freezes) of a previous run whose owners are gone: a
     // bus-name lease was tied to the connection to the previous instance, so every one is
     // dead now (a clean stop released them; only a crash leaves them); pids are checked.

@@ -204,7 +204,8 @@ impl Shared {
         self.job_counter.fetch_add(1, Ordering::Relaxed)
     }
 
-    /// Cancels every running job and waits (at most `limit`) until each has ended, i.e. its
+    /// Interrupts every running job ([`JobHandle::interrupt`]: its checkpoint stays, for the
+    /// next start's [`super::resume`]) and waits (at most `limit`) until each has ended, i.e. its
     /// resync is unfrozen and its leases released. Called on SIGTERM before restoring limits.
     pub async fn cancel_jobs(&self, limit: Duration) {
         let handles: Vec<Arc<JobHandle>> = self
@@ -217,9 +218,10 @@ impl Shared {
         if handles.is_empty() {
             return;
         }
-        tracing::info!("cancelling {} wipe job(s)", handles.len());
+        tracing::info!("interrupting {} wipe job(s)", handles.len());
         for h in &handles {
-            h.cancel();
+            // Their checkpoints stay: the next start continues them (wipe.auto_resume).
+            h.interrupt();
         }
         let deadline = tokio::time::Instant::now() + limit;
         while handles.iter().any(|h| !h.is_finished()) {

@@ -18,9 +18,10 @@
 //! bytes it describes; saved by write-to-temp, fsync, rename, fsync of the directory. Removed
 //! when the job completes or is cancelled; kept when it fails (a resume may continue).
 
-use super::plan::{Identity, Method, Range, ResyncMark};
+use super::plan::{Identity, Method, Range, ResyncMark, StartedBy};
 use super::sink::Sink;
 use super::stream::Seed;
+use crate::host::Root;
 use std::collections::BTreeMap;
 use std::fs;
 use std::io::{self, Write};
@@ -59,6 +60,10 @@ pub struct Checkpoint {
     pub durable_offset: u64,
     /// For a freeze-and-skip job: the array and its resync position right after the freeze.
     pub resync: Option<ResyncRecord>,
+    /// Who ran the job: only the service's own jobs are continued when it starts
+    /// ([`StartedBy::Service`]); absent in older files (read as the CLI's).
+    #[serde(default)]
+    pub started_by: StartedBy,
 }
 
 /// The resync part of a checkpoint.
@@ -170,6 +175,39 @@ pub fn list(dir: &Path) -> Vec<(PathBuf, Checkpoint)> {
         .unwrap_or_default();
     v.sort_by(|a, b| a.0.cmp(&b.0));
     v
+}
+
+/// The device checkpoint `ck` (read from `path` in `dir`) is of, if it is still there: the
+/// `/dev/disk/by-id` link or `/dev/mapper` name its stable id names (kernel names move between
+/// boots), else the node it was started on; accepted only when that device's stable id leads to
+/// this same file ([`path_for`]), i.e. it is the device the checkpoint describes. Size, block
+/// size, method and ranges are checked later by [`super::planner::resume`].
+///
+/// Errors: why not, as a sentence (no such device, cannot probe it, another device there now).
+pub fn locate(root: &Root, dir: &Path, path: &Path, ck: &Checkpoint) -> Result<PathBuf, String> {
+    let id = &ck.identity.stable_id;
+    let dev = if let Some(link) = id.strip_prefix("by-id:") {
+        root.dev(format!("disk/by-id/{link}"))
+    } else if let Some(n) = id.strip_prefix("dm-name:") {
+        root.dev(format!("mapper/{n}"))
+    } else {
+        ck.device.clone()
+    };
+    let p = super::probe::probe(root, &dev).map_err(|e| {
+        format!(
+            "{} ({id}): {}",
+            dev.display(),
+            crate::error::error_chain(&e)
+        )
+    })?;
+    if path_for(dir, &p.stable_id) != path {
+        return Err(format!(
+            "{} is now another device ({}, the checkpoint is of {id})",
+            dev.display(),
+            p.stable_id
+        ));
+    }
+    Ok(dev)
 }
 
 /// Saves `ck` at `path` durably: a temporary file (0600) written and fsynced, renamed over
@@ -350,6 +388,7 @@ mod tests {
             ranges,
             durable_offset: 0,
             resync: None,
+            started_by: StartedBy::Cli,
         }
     }
 
@@ -389,6 +428,22 @@ mod tests {
             }]
         );
         assert!(remaining(&r, 1100).is_empty());
+    }
+
+    #[test]
+    fn started_by_is_recorded_and_old_files_read_as_the_cli() {
+        let mut c = ck(vec![]);
+        c.started_by = StartedBy::Service { uid: 1000 };
+        let v = serde_json::to_value(&c).unwrap();
+        assert_eq!(
+            v["started_by"],
+            serde_json::json!({"service": {"uid": 1000}})
+        );
+        assert_eq!(serde_json::from_value::<Checkpoint>(v.clone()).unwrap(), c);
+        let mut old = v;
+        old.as_object_mut().unwrap().remove("started_by");
+        let back: Checkpoint = serde_json::from_value(old).unwrap();
+        assert_eq!(back.started_by, StartedBy::Cli);
     }
 
     #[test]

@@ -65,6 +65,14 @@ impl JobHandle {
         self.shared.cancel.store(true, Ordering::SeqCst);
     }
 
+    /// Like [`JobHandle::cancel`], but the job is interrupted rather than abandoned: its
+    /// checkpoint is kept (saved up to what is durable), so `--resume` or the service's
+    /// start-up continues it. What `mdpilot serve` does to its jobs when it stops.
+    pub fn interrupt(&self) {
+        self.shared.keep_checkpoint.store(true, Ordering::SeqCst);
+        self.cancel();
+    }
+
     /// Waits up to `timeout` for the job to end; true when it has (front ends poll progress
     /// with this instead of sleeping, so a short job is not held up by the poll interval).
     pub fn wait_for(&self, timeout: Duration) -> bool {
@@ -299,6 +307,11 @@ impl Job {
         };
         if let (Some(cp), Some(ck)) = (&plan.checkpoint, &ckpt) {
             match &result {
+                Err(WipeError::Cancelled { .. })
+                    if shared.keep_checkpoint.load(Ordering::SeqCst) =>
+                {
+                    ck.final_save();
+                }
                 Ok(_) | Err(WipeError::Cancelled { .. }) => {
                     if let Err(e) = checkpoint::remove(&cp.path) {
                         tracing::warn!("{}: cannot remove: {e}", cp.path.display());
@@ -357,6 +370,7 @@ impl Job {
                 array,
                 mark: cp.resync_mark.clone().unwrap_or(now),
             }),
+            started_by: cp.started_by,
         };
         let c = Checkpointer::new(cp.path.clone(), sink, ck);
         if let Err(e) = c.save_now() {

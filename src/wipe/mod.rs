@@ -158,6 +158,7 @@ pub fn plan_for(root: &Root, req: &Request) -> Result<Plan, WipeError> {
             full_ranges: plan.ranges.clone(),
             resumed_bytes: 0,
             resync_mark: None,
+            started_by: options.started_by,
         });
         let action = probe.array.as_ref().map(|a| a.sync_action.as_str());
         return planner::resume(plan, &ck, &ck_path, action);
@@ -183,6 +184,7 @@ pub fn plan_for(root: &Root, req: &Request) -> Result<Plan, WipeError> {
             full_ranges: plan.ranges.clone(),
             resumed_bytes: 0,
             resync_mark: None,
+            started_by: options.started_by,
         });
     }
     Ok(plan)

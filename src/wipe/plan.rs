@@ -203,6 +203,25 @@ pub struct Options {
     pub checkpoint_guard: bool,
     /// Where checkpoints live (default [`super::checkpoint::DIR`] under the root).
     pub checkpoint_dir: Option<PathBuf>,
+    /// Which front end runs the job, and for whom (recorded in the checkpoint: the service
+    /// continues its own interrupted jobs when it starts again, never the CLI's).
+    pub started_by: StartedBy,
+}
+
+/// Who started a wipe job, as its checkpoint records it (JSON `"cli"` or `{"service":{"uid":0}}`;
+/// a checkpoint written before this field existed reads as `cli`).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StartedBy {
+    /// `mdpilot wipe`, `blockdev-wipe` or a library caller: resumed only by `--resume`.
+    #[default]
+    Cli,
+    /// `mdpilot serve` (D-Bus `StartWipe`): resumed by the service when it starts again
+    /// (config `wipe.auto_resume`).
+    Service {
+        /// The uid of the StartWipe caller (the resumed job's `StartedByUID`).
+        uid: u32,
+    },
 }
 
 /// Everything the engine needs, and the reasons for each choice.
@@ -281,6 +300,8 @@ pub struct CheckpointPlan {
     pub resumed_bytes: u64,
     /// For a resumed freeze-and-skip job: the resync position recorded by the first run.
     pub resync_mark: Option<ResyncMark>,
+    /// Who runs the job ([`Options::started_by`]), recorded in the checkpoint.
+    pub started_by: StartedBy,
 }
 
 /// One member's data region for member offload (md.rst `dev-*/offset`, `dev-*/size`).

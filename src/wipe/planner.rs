@@ -6,7 +6,10 @@
 //! - `zero`: `BLKZEROOUT` where the device offloads it (`write_zeroes_max_bytes` > 0) or is an md
 //!   array (md raid1/5/10 report 0, but the kernel then writes zero pages itself with many bios in
 //!   flight, about three times faster than one O_DIRECT stream on a resyncing raid1); else
-//!   O_DIRECT;
+//!   O_DIRECT; `BLKDISCARD` instead only where the kernel says discarded blocks read back as
+//!   zeroes (`queue/discard_zeroes_data` 1, which only kernels before 4.12 report: since then
+//!   the file always reads 0 and the kernel's write-zeroes behind `BLKZEROOUT` is where a
+//!   device that zeroes by unmapping does so) — see [`discard_note`];
 //! - several requests in flight (queue depth), memory bounded by `queue_depth * block_bytes`;
 //! - resync: see [`ResyncAction`] and the leases in [`Plan::leases`].
 
@@ -220,6 +223,10 @@ pub fn plan(p: &Probe, method: Method, opts: &Options) -> Result<Plan, WipeError
             reasons.push("zero: O_DIRECT writes of an aligned zero buffer, as asked".into());
             (Op::Write(Data::Zero), whole)
         }
+        Method::Zero if p.discard_max_bytes > 0 && p.discard_zeroes_data => {
+            reasons.push(format!("zero: BLKDISCARD in steps: {}", discard_note(p)));
+            (Op::Discard, whole)
+        }
         Method::Zero => {
             let why = if p.write_zeroes_max_bytes > 0 {
                 format!(
@@ -236,6 +243,7 @@ pub fn plan(p: &Probe, method: Method, opts: &Options) -> Result<Plan, WipeError
                     .to_string()
             };
             reasons.push(format!("zero: BLKZEROOUT in steps: {why}"));
+            reasons.push(format!("no discard: {}", discard_note(p)));
             (Op::ZeroOut, whole)
         }
         Method::Random => {
@@ -278,11 +286,12 @@ pub fn plan(p: &Probe, method: Method, opts: &Options) -> Result<Plan, WipeError
             (Op::Write(zero_data.clone()), r)
         }
     };
-    if opts.verify && (op == Op::Discard || matches!(op, Op::Write(Data::Stream(_)))) {
+    // A discard that zeroes (`zero` on discard_zeroes_data 1) reads back as zeroes: verifiable.
+    if opts.verify && (method == Method::Discard || matches!(op, Op::Write(Data::Stream(_)))) {
         return Err(WipeError::Usage(format!(
             "{}: --verify is not possible with {}",
             p.path.display(),
-            if op == Op::Discard {
+            if method == Method::Discard {
                 "discard (contents are device-defined)"
             } else {
                 "a streamed data source"
@@ -451,6 +460,32 @@ pub fn plan(p: &Probe, method: Method, opts: &Options) -> Result<Plan, WipeError
 /// parity (P = XOR, Q = the raid6 syndrome) of zero data is zero.
 pub const OFFLOAD_LEVELS: [&str; 5] = ["raid1", "raid10", "raid4", "raid5", "raid6"];
 
+/// Why `zero` does (or does not) discard on `p` (pure), for [`Plan::reasons`]. Sources:
+/// Documentation/ABI/stable/sysfs-block (`discard_zeroes_data`: "Will always return 0. Don't
+/// rely on any specific behavior for discards, and don't read this file", since Linux 4.12,
+/// commit 48920ff2 "block: remove the discard_zeroes_data flag"); `BLKZEROOUT` is the kernel's
+/// `REQ_OP_WRITE_ZEROES`, which drivers may carry out by unmapping where the device guarantees
+/// zeroes afterwards (SCSI WRITE SAME with UNMAP, NVMe Write Zeroes with DEAC).
+pub fn discard_note(p: &Probe) -> String {
+    if p.discard_max_bytes == 0 {
+        "the device cannot discard (discard_max_bytes 0)".into()
+    } else if p.discard_zeroes_data {
+        format!(
+            "the device discards (discard_max_bytes {}) and its kernel reports \
+             discard_zeroes_data 1: discarded blocks read back as zeroes, without writing them",
+            p.discard_max_bytes
+        )
+    } else {
+        format!(
+            "the device discards (discard_max_bytes {}), but nothing guarantees that \
+             discarded blocks read back as zeroes (discard_zeroes_data reads 0, as it always \
+             does since Linux 4.12); BLKZEROOUT is the kernel's write-zeroes, which unmaps \
+             where the device guarantees zeroes after unmap",
+            p.discard_max_bytes
+        )
+    }
+}
+
 /// The member regions to zero for member offload of `p` (pure), or why not: `Err(None)` when
 /// the question does not arise (not a `zero` of an md array, or the array zeroes itself),
 /// `Err(Some(reason))` when an md array could not be offloaded. Conditions: method `zero` of
@@ -540,4 +575,83 @@ pub fn offload(
         });
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::wipe::stream::Seed;
+
+    /// A disk fixture as the probe reports it: `discard_max_bytes`, `discard_zeroes_data`,
+    /// `write_zeroes_max_bytes`.
+    fn disk(discard: u64, dzd: bool, wz: u64) -> Probe {
+        Probe {
+            path: "/dev/sdx".into(),
+            name: "sdx".into(),
+            size_bytes: 1 << 30,
+            logical_block_size: 512,
+            physical_block_size: 4096,
+            discard_max_bytes: discard,
+            discard_zeroes_data: dzd,
+            write_zeroes_max_bytes: wz,
+            ..Probe::default()
+        }
+    }
+
+    fn zero(p: &Probe, verify: bool) -> Plan {
+        let o = Options {
+            verify,
+            ..Options::default()
+        };
+        plan(p, Method::Zero, &o).unwrap()
+    }
+
+    #[test]
+    fn zero_discards_only_where_the_kernel_says_discard_zeroes_data() {
+        // Linux 6.1 on an SSD/NVMe/virtio disk: discard_zeroes_data always 0.
+        let p = zero(&disk(1 << 31, false, 1 << 25), false);
+        assert_eq!(p.op, Op::ZeroOut);
+        let r = p.reasons.join("\n");
+        assert!(
+            r.contains("no discard:") && r.contains("since Linux 4.12"),
+            "{r}"
+        );
+        // A kernel before 4.12 on a device that guarantees zeroes after discard.
+        let p = zero(&disk(1 << 31, true, 0), true);
+        assert_eq!(p.op, Op::Discard);
+        let r = p.reasons.join("\n");
+        assert!(
+            r.contains("zero: BLKDISCARD") && r.contains("discard_zeroes_data 1"),
+            "{r}"
+        );
+        assert!(p.verify, "zeroes after discard are verifiable");
+        // No discard at all; discard_zeroes_data alone means nothing.
+        let p = zero(&disk(0, true, 0), false);
+        assert_eq!(p.op, Op::ZeroOut);
+        assert!(p.reasons.iter().any(|r| r.contains("discard_max_bytes 0")));
+    }
+
+    #[test]
+    fn explicit_discard_stays_explicit_and_unverifiable() {
+        let d = disk(1 << 31, false, 0);
+        assert_eq!(
+            plan(&d, Method::Discard, &Options::default()).unwrap().op,
+            Op::Discard
+        );
+        let v = Options {
+            verify: true,
+            ..Options::default()
+        };
+        assert!(matches!(
+            plan(&d, Method::Discard, &v),
+            Err(WipeError::Usage(_))
+        ));
+        // `random` never discards, whatever the device says.
+        let r = Options {
+            seed: Some(Seed([1; 32])),
+            ..Options::default()
+        };
+        let p = plan(&disk(1 << 31, true, 0), Method::Random, &r).unwrap();
+        assert!(matches!(p.op, Op::Write(Data::Random(_))));
+    }
 }

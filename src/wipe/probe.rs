@@ -42,6 +42,9 @@ pub struct Probe {
     pub write_zeroes_max_bytes: u64,
     /// `queue/discard_max_bytes`: 0 when the device cannot discard.
     pub discard_max_bytes: u64,
+    /// `queue/discard_zeroes_data` reads 1 (discarded blocks read back as zeroes; Linux 4.12+
+    /// always reads 0, sysfs-block: "don't rely on any specific behavior for discards").
+    pub discard_zeroes_data: bool,
     /// `queue/rotational`.
     pub rotational: bool,
     /// Whether this is a partition (has a `partition` attribute).
@@ -461,6 +464,7 @@ pub fn probe(root: &Root, device: &Path) -> Result<Probe, WipeError> {
         minimum_io_size: read_u64(&queue, "minimum_io_size"),
         write_zeroes_max_bytes: read_u64(&queue, "write_zeroes_max_bytes"),
         discard_max_bytes: read_u64(&queue, "discard_max_bytes"),
+        discard_zeroes_data: read_u64(&queue, "discard_zeroes_data") == 1,
         rotational: read_u64(&queue, "rotational") == 1,
         is_partition,
         holders,

@@ -99,6 +99,9 @@ pub(super) struct Shared {
     phase: AtomicU8,
     /// The job's cancel flag (see [`super::Job::cancel_token`]).
     pub(super) cancel: Arc<AtomicBool>,
+    /// Set with `cancel` by [`super::JobHandle::interrupt`]: the stop is an interruption (the
+    /// service stopping), so the checkpoint is kept for a resume instead of removed.
+    pub(super) keep_checkpoint: AtomicBool,
     started: Instant,
     phase_started: Mutex<Instant>,
     /// The rate of the last counted phase (wipe or verify) when it ended, as f64 bits: shown
@@ -117,6 +120,7 @@ impl Shared {
             total,
             phase: AtomicU8::new(Phase::Starting as u8),
             cancel,
+            keep_checkpoint: AtomicBool::new(false),
             started: Instant::now(),
             phase_started: Mutex::new(Instant::now()),
             last_rate: AtomicU64::new(0f64.to_bits()),
@@ -193,5 +197,35 @@ pub type CompleteFn = Box<dyn FnOnce(&Result<Outcome, WipeError>) + Send>;
 pub(super) fn notify(f: &Mutex<Option<ProgressFn>>, shared: &Shared) {
     if let Some(cb) = f.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
         cb(&shared.snapshot());
+    }
+}
+
+/// The one-line summary of a job's end (D-Bus `Completed`'s message): `DEVICE: wiped N bytes
+/// in S s (R MB/s)` plus `, verified`, `, continued after N bytes durable before an
+/// interruption`, `, initial resync skipped`; or the error chain (device, offset, errno).
+pub fn summary(device: &str, r: &Result<Outcome, WipeError>) -> String {
+    match r {
+        Ok(o) => {
+            let mut s = format!(
+                "{device}: wiped {} bytes in {:.1} s ({:.0} MB/s)",
+                o.bytes,
+                o.wipe_s,
+                o.rate_bytes_per_s / 1e6
+            );
+            if o.verified {
+                s.push_str(", verified");
+            }
+            if o.resumed_bytes > 0 {
+                s.push_str(&format!(
+                    ", continued after {} bytes durable before an interruption",
+                    o.resumed_bytes
+                ));
+            }
+            if o.resync_skipped {
+                s.push_str(", initial resync skipped");
+            }
+            s
+        }
+        Err(e) => crate::error::error_chain(e),
     }
 }

@@ -105,7 +105,9 @@ fn plan_keeps_resync(plan: &Plan) -> bool {
 mod tests {
     use super::*;
     use crate::wipe::checkpoint::ResyncRecord;
-    use crate::wipe::plan::{CheckpointPlan, Identity, Method, Options, Range, ResyncMark};
+    use crate::wipe::plan::{
+        CheckpointPlan, Identity, Method, Options, Range, ResyncMark, StartedBy,
+    };
     use crate::wipe::probe::{ArrayFacts, Probe};
     use std::path::Path;
 
@@ -131,6 +133,7 @@ mod tests {
             full_ranges: plan.ranges.clone(),
             resumed_bytes: 0,
             resync_mark: None,
+            started_by: StartedBy::Service { uid: 0 },
         });
         plan
     }
@@ -157,6 +160,7 @@ mod tests {
                     sync_completed: "none".into(),
                 },
             }),
+            started_by: StartedBy::Cli,
         }
     }
 
