@@ -264,8 +264,10 @@ impl Manager {
 
     /// Starts wiping a block device; returns the job object
     /// /org/mdpilot/MdPilot1/jobs/<n> (interface org.mdpilot.MdPilot1.Job). Options: method (s:
-    /// zero (default), random, discard, zeroout, signatures), verify (b), keep-resync (b).
-    /// Refused devices (mounted, swap, holders, backing /, a job already on it) are Busy; bad
+    /// zero (default), random, discard, zeroout, signatures), verify (b), keep-resync (b),
+    /// resume (b: continue the device's interrupted wipe from its checkpoint in
+    /// /var/lib/mdpilot/wipe, with the checkpoint's method, random key and verify; without it
+    /// a checkpoint of the device is replaced). Refused devices (mounted, swap, holders, backing /, a job already on it) are Busy; bad
     /// options or devices InvalidArgument.
     #[zbus(out_args("job"))]
     async fn start_wipe(

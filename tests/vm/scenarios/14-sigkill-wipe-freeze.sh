@@ -1,7 +1,7 @@
 # vm-timeout: 900
 # Issue 10 (freezes are journaled in the policy state): SIGKILL of `mdpilot wipe` at
-# 10 random moments of a freeze-and-skip wipe (a whole-array zero wipe of a fresh raid1 during its
-# initial resync), each followed by `mdpilot policy restore`. Checked per run:
+# 10 random moments of a freeze-and-skip wipe (a whole-array random wipe of a fresh raid1 during its
+# initial resync; random, because a zero wipe is offloaded to the members and ends in 0.1 s), each followed by `mdpilot policy restore`. Checked per run:
 #   - md0 sync_action is not `frozen` after the restore;
 #   - the resync resumes and completes (resync_start `none` at the end);
 #   - resync_start was never `none` while the wipe was incomplete (sampled every 50 ms);
@@ -27,7 +27,8 @@ for run in $(seq 1 "$RUNS"); do
     : >/tmp/samples
     (while :; do echo "$(cat /sys/block/md0/md/resync_start) $(cat /sys/block/md0/md/sync_action)"; sleep 0.05; done >>/tmp/samples 2>/dev/null) &
     sampler=$!
-    throttled_bg /tmp/w.jsonl /tmp/w.err "$MDP" wipe /dev/md0 --yes --progress json
+    # Random data through md0: a zero wipe is offloaded to the members and ends before any kill.
+    throttled_bg /tmp/w.jsonl /tmp/w.err "$MDP" wipe /dev/md0 --yes --method random --progress json
     wpid=$THROTTLED_PID
     delay_ms=$((RANDOM % 7000))
     sleep "$(awk -v m="$delay_ms" 'BEGIN{printf "%.3f", m/1000}')"

@@ -18,7 +18,9 @@ set_limits "$ORIG_MIN" "$ORIG_MAX"
 mon=$!
 trap 'kill $mon 2>/dev/null || true' EXIT
 sleep 1
-MD_SIZE=512M
+# 900 MiB: room for a 30 s settling time at 5000 KiB/s before the pause (md's speed control
+# averages over up to 30 s of marks, so a lowered max takes that long to show in the rate).
+MD_SIZE=900M
 md_create md0 1 "${DISKS[0]}" "${DISKS[1]}"
 set_limits "$ORIG_MIN" 2000000
 wait_for 5 sync_is md0 resync || true
@@ -64,9 +66,8 @@ log "check rate under --max 20000: $r1 KiB/s"
 # Mid-way: an admin's lease on md0's sync_speed_max slows it to 5000 KiB/s.
 run_mdp /tmp/p.out policy apply --holder quiet --kind admin --array md0 --max 5000
 assert_eq "$MDP_RC" 0 "policy apply --array md0 --max 5000"
-v=$(done_sectors)
-wait_change "$v" || fail "the check stopped under the lease"
-r2=$(step_rate 1) || fail "the check made no progress under the lease"
+sleep 30
+r2=$(step_rate 2) || fail "the check made no progress under the lease"
 log "check rate under the 5000 KiB/s lease: $r2 KiB/s"
 [ "$r2" -le 7500 ] || fail "check rate $r2 KiB/s under a 5000 KiB/s limit"
 [ "$r2" -lt $((r1 / 2)) ] || fail "the rate did not drop: $r1 -> $r2 KiB/s"
