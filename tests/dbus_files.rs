@@ -158,3 +158,27 @@ fn unit_is_hardened_and_started_on_demand() {
     assert!(rule.contains(r#"ENV{SYSTEMD_WANTS}+="mdpilot.service""#));
     assert!(rule.contains(r#"KERNEL!="md*""#));
 }
+
+/// The committed interface files are well-formed XML for strict parsers (expat, as
+/// gdbus-codegen uses; xmllint): no `--` inside a comment, which docstrings with CLI options
+/// (`--holder`) would put there.
+#[test]
+fn interface_comments_are_well_formed() {
+    for iface in ["Manager", "Array", "Job"] {
+        let rel = format!("dbus/org.mdpilot.MdPilot1.{iface}.xml");
+        let xml = read(&rel);
+        let mut rest = xml.as_str();
+        while let Some(start) = rest.find("<!--") {
+            let body = &rest[start + 4..];
+            let end = body
+                .find("-->")
+                .unwrap_or_else(|| panic!("{rel}: unterminated comment"));
+            let comment = &body[..end];
+            assert!(
+                !comment.contains("--"),
+                "{rel}: `--` inside a comment is not XML: {comment:?}"
+            );
+            rest = &body[end + 3..];
+        }
+    }
+}

@@ -146,7 +146,7 @@ async fn job_introspection_matches_committed_xml() {
     assert_committed_xml(
         job_iface(),
         &doc,
-        "live object: MDPILOT_UPDATE_XML=1 cargo test --test dbus_jobs introspection",
+        "live object (regenerate: MDPILOT_UPDATE_XML=1 with cargo test, test binary dbus_jobs, test introspection)",
     );
 }
 

@@ -37,7 +37,7 @@ async fn introspection_matches_committed_xml() {
         assert_committed_xml(
             iface,
             &doc,
-            "live service: MDPILOT_UPDATE_XML=1 cargo test --test dbus_service introspection",
+            "live service (regenerate: MDPILOT_UPDATE_XML=1 with cargo test, test binary dbus_service, test introspection)",
         );
     }
 }

@@ -151,7 +151,7 @@ impl Manager {
     }
 
     /// Ends a lease: one taken with AcquirePriority (bus, holder or pid lease) or any named
-    /// lease of the policy (e.g. one the CLI took with `policy apply --holder`). Errors:
+    /// lease of the policy (e.g. one the CLI took with `policy apply` and a holder name). Errors:
     /// NotAuthorized; InvalidArgument (an id that holds no lease); Failed.
     async fn release_priority(
         &self,
