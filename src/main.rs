@@ -6,16 +6,37 @@ use mdpilot::cli::Context;
 use mdpilot::host::Root;
 use std::process::ExitCode;
 
-/// The log filter: `RUST_LOG`, else by `-v` count; `base` is the level without `-v`.
-fn log_filter(verbose: u8, base: &str) -> tracing_subscriber::EnvFilter {
-    let default = match verbose {
+/// The level by `-v` count; `base` is the level without `-v`.
+fn verbose_level(verbose: u8, base: &str) -> &str {
+    match verbose {
         0 => base,
         1 => "info",
         2 => "debug",
         _ => "trace",
-    };
+    }
+}
+
+/// The log filter: `RUST_LOG` (EnvFilter directives), else by `-v` count.
+#[cfg(feature = "service")]
+fn log_filter(verbose: u8, base: &str) -> tracing_subscriber::EnvFilter {
     tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(default))
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new(verbose_level(verbose, base)))
+}
+
+/// The installer build's filter: `RUST_LOG` when it is a plain level (`debug`, `info`...), else
+/// by `-v` count (no EnvFilter: its regex engine would double the binary).
+#[cfg(not(feature = "service"))]
+fn log_filter(verbose: u8, base: &str) -> tracing_subscriber::filter::LevelFilter {
+    let level = |s: &str| {
+        s.trim()
+            .parse::<tracing_subscriber::filter::LevelFilter>()
+            .ok()
+    };
+    std::env::var("RUST_LOG")
+        .ok()
+        .and_then(|v| level(&v))
+        .or_else(|| level(verbose_level(verbose, base)))
+        .unwrap_or(tracing_subscriber::filter::LevelFilter::WARN)
 }
 
 /// Whether stderr is the journal: systemd sets `JOURNAL_STREAM=DEV:INODE` to the stream it
@@ -71,12 +92,14 @@ fn init_logging(verbose: u8, serve: bool) {
     if init_journald(verbose, serve) {
         return;
     }
-    let _ = tracing_subscriber::fmt()
-        .with_env_filter(log_filter(verbose, "warn"))
+    let b = tracing_subscriber::fmt()
         .with_writer(std::io::stderr)
         // d-i hooks send stderr to syslog: colour codes only for a terminal.
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .try_init();
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
+    #[cfg(feature = "service")]
+    let _ = b.with_env_filter(log_filter(verbose, "warn")).try_init();
+    #[cfg(not(feature = "service"))]
+    let _ = b.with_max_level(log_filter(verbose, "warn")).try_init();
 }
 
 /// Called as `blockdev-wipe` (a symlink, as the installer expects): behave as that subcommand.
