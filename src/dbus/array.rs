@@ -80,6 +80,16 @@ pub struct ArrayProps {
     pub mismatch_count: u64,
     /// The array is started.
     pub running: bool,
+    /// The saved position of a paused (or running) check, 512-byte sectors; 0 = none. From
+    /// the check record ([`super::check::CheckView::apply`]), not the model.
+    pub check_position: u64,
+    /// The last completed check (check record).
+    pub last_check: Option<crate::check::CheckResult>,
+    /// When the last check completed, Unix seconds; 0 = never.
+    pub last_check_completed: u64,
+    /// The next window start of the config's check schedule for this array, Unix seconds;
+    /// 0 = none.
+    pub next_check_start: u64,
 }
 
 fn flag_word(f: &MemberFlag) -> &'static str {
@@ -223,6 +233,11 @@ impl ArrayProps {
                 .unwrap_or_default(),
             mismatch_count: sys.mismatch_cnt.unwrap_or(0),
             running: a.state == HeaderState::Active,
+            // Filled from the check record by `CheckView::apply`.
+            check_position: 0,
+            last_check: None,
+            last_check_completed: 0,
+            next_check_start: 0,
         }
     }
 
@@ -233,7 +248,7 @@ impl ArrayProps {
 
     /// The properties whose values differ between `old` and `new`, by D-Bus name.
     pub fn changed(old: &ArrayProps, new: &ArrayProps) -> HashMap<&'static str, OwnedValue> {
-        super::props::changed_props!(old, new;
+        let mut out = super::props::changed_props!(old, new;
             name => "Name", uuid => "UUID", named_device => "NamedDevice",
             level => "Level", state => "State",
             read_only => "ReadOnly", size => "Size", num_devices => "NumDevices",
@@ -245,8 +260,16 @@ impl ArrayProps {
             sync_speed_max => "SyncSpeedMax", chunk_size => "ChunkSize",
             bitmap_location => "BitmapLocation", consistency_policy => "ConsistencyPolicy",
             metadata_version => "MetadataVersion", mismatch_count => "MismatchCount",
-            running => "Running",
-        )
+            running => "Running", check_position => "CheckPosition",
+            last_check_completed => "LastCheckCompleted", next_check_start => "NextCheckStart",
+        );
+        if old.last_check != new.last_check {
+            let d = super::check::result_dict(new.last_check.as_ref());
+            if let Ok(v) = OwnedValue::try_from(Value::from(d)) {
+                out.insert("LastCheckResult", v);
+            }
+        }
+        out
     }
 }
 
@@ -314,6 +337,129 @@ impl ArrayObject {
             attr: "sync_action".into(),
         });
         Ok(())
+    }
+
+    /// Starts a check (scrub) of the whole array from sector 0, as `mdpilot check start`:
+    /// writes md/sync_min 0, then md/sync_action check (or repair); a saved position is
+    /// dropped (ResumeCheck keeps it). Options: repair (b: rewrite mismatches, default
+    /// false), duration (t: seconds until the service pauses the check, keeping its position;
+    /// 0 = no end), max (t: KiB/s, the array's md/sync_speed_max while the check runs, a lease
+    /// check-<KernelName> shown in Manager.Leases and released when the check pauses, ends or
+    /// is cancelled; 0 = the config's check_max, else none), auth.no_user_interaction (b).
+    /// Needs uid 0 or polkit org.mdpilot.MdPilot1.manage-priority (details: method, device).
+    /// Errors: NotAuthorized; InvalidArgument (unknown option, wrong type, EINVAL from md);
+    /// Busy (another sync runs: resync, recover, reshape, check, frozen; EBUSY); NoSuchArray;
+    /// Failed (the check record /var/lib/mdpilot/checks.toml, the throttle).
+    async fn start_check(
+        &self,
+        options: Options,
+        #[zbus(header)] header: Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+    ) -> Result<()> {
+        let name = &self.props.kernel_name;
+        super::check::call(
+            &self.shared,
+            conn,
+            &header,
+            "StartCheck",
+            name,
+            Some(options),
+            super::check::parse_start,
+        )
+        .await
+    }
+
+    /// Pauses the running check: saves its position (md/sync_completed done, rounded down to
+    /// the chunk as md/sync_min requires) durably first, then writes md/sync_action idle and
+    /// releases the throttle. Nothing to do when no check runs. Same authorization and
+    /// errors as StartCheck.
+    async fn pause_check(
+        &self,
+        #[zbus(header)] header: Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+    ) -> Result<()> {
+        let name = &self.props.kernel_name;
+        super::check::call(
+            &self.shared,
+            conn,
+            &header,
+            "PauseCheck",
+            name,
+            None,
+            |_, _| Ok(crate::check::run::Op::Pause),
+        )
+        .await
+    }
+
+    /// Resumes the paused check at CheckPosition: writes md/sync_min = CheckPosition, then
+    /// md/sync_action as it was (check or repair), with the throttle it was started with.
+    /// Errors as StartCheck; Failed when no check is paused.
+    async fn resume_check(
+        &self,
+        #[zbus(header)] header: Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+    ) -> Result<()> {
+        let name = &self.props.kernel_name;
+        super::check::call(
+            &self.shared,
+            conn,
+            &header,
+            "ResumeCheck",
+            name,
+            None,
+            |_, _| Ok(crate::check::run::Op::Resume { max: None }),
+        )
+        .await
+    }
+
+    /// Cancels the check: md/sync_action idle (when a check runs), md/sync_min 0, the saved
+    /// position forgotten (CheckPosition 0), the throttle released. Same authorization and
+    /// errors as StartCheck.
+    async fn cancel_check(
+        &self,
+        #[zbus(header)] header: Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+    ) -> Result<()> {
+        let name = &self.props.kernel_name;
+        super::check::call(
+            &self.shared,
+            conn,
+            &header,
+            "CancelCheck",
+            name,
+            None,
+            |_, _| Ok(crate::check::run::Op::Cancel),
+        )
+        .await
+    }
+
+    /// Where a paused check resumes, in 512-byte sectors from the start of each member (a
+    /// chunk multiple, as md/sync_min takes it); 0 = no saved position. While a check runs
+    /// the service saves its position every 60 s (what a crash can lose), and shows it here.
+    #[zbus(property)]
+    fn check_position(&self) -> u64 {
+        self.props.check_position
+    }
+    /// The last completed check or repair: action (s), mismatch_cnt (t: md/mismatch_cnt then,
+    /// 512-byte sectors), completed (t: Unix seconds), level (s), severity (s: warning for
+    /// mismatches on raid4/5/6, where parity must match; info otherwise, including mismatches
+    /// on raid1/raid10, which swap and in-flight writes cause). Empty when none completed.
+    #[zbus(property)]
+    fn last_check_result(&self) -> HashMap<String, OwnedValue> {
+        super::check::result_dict(self.props.last_check.as_ref())
+    }
+    /// When the last check or repair ran to the end, Unix seconds; 0 = never (as recorded by
+    /// mdpilot in /var/lib/mdpilot/checks.toml).
+    #[zbus(property)]
+    fn last_check_completed(&self) -> u64 {
+        self.props.last_check_completed
+    }
+    /// When the next window of the configured check schedule ([check] schedule) opens for
+    /// this array, Unix seconds; 0 = no schedule, or the schedule skips this array.
+    /// Refreshed when the array's properties are re-read.
+    #[zbus(property)]
+    fn next_check_start(&self) -> u64 {
+        self.props.next_check_start
     }
 
     /// Kernel name, e.g. md127 (/sys/block/<KernelName>); may differ after a reboot.
