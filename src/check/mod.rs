@@ -161,7 +161,7 @@ pub enum Upkeep {
     Record,
     /// The running check's window ([`ArrayRecord::until_s`]) has ended: pause it.
     WindowEnd,
-    /// The running check's saved position is older than [`SAVE_INTERVAL_S`] (or absent).
+    /// The running check's saved position is older than [`SAVE_INTERVAL_S`] (or absent, or 0).
     Save,
 }
 
@@ -175,10 +175,11 @@ pub fn upkeep(rec: &ArrayRecord, sync_action: &str, now_s: u64) -> Option<Upkeep
     if rec.until_s.is_some_and(|u| now_s >= u) {
         return Some(Upkeep::WindowEnd);
     }
+    // A position of 0 (saved before md reported progress) keeps nothing: save again.
     let stale = !rec
         .position
         .as_ref()
-        .is_some_and(|p| now_s < p.saved_s + SAVE_INTERVAL_S);
+        .is_some_and(|p| p.sectors > 0 && now_s < p.saved_s + SAVE_INTERVAL_S);
     stale.then_some(Upkeep::Save)
 }
 
@@ -326,6 +327,9 @@ mod tests {
             saved_s: 10,
         });
         assert_eq!(upkeep(&rec, "check", 11), None);
+        rec.position.as_mut().unwrap().sectors = 0;
+        assert_eq!(upkeep(&rec, "check", 11), Some(Upkeep::Save));
+        rec.position.as_mut().unwrap().sectors = 8;
         assert_eq!(
             upkeep(&rec, "check", 10 + SAVE_INTERVAL_S),
             Some(Upkeep::Save)

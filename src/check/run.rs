@@ -510,3 +510,44 @@ fn step(
     }
     Ok(())
 }
+
+#[cfg(all(test, feature = "service"))]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn upkeep_saves_the_running_position_and_pauses_at_the_window_end() {
+        let mut sim = crate::sim::Sim::create().unwrap();
+        let root = sim.root().clone();
+        let config = Config::load(&root).unwrap();
+        let end = crate::policy::unix_now_s() + 3600;
+        let start = Op::Start {
+            repair: false,
+            max: None,
+            until_s: Some(end),
+        };
+        let o = execute(&root, &config, &start, &["md0".into()], false).unwrap();
+        assert!(o.failures.is_empty(), "{:?}", o.failures);
+        sim.absorb_writes().unwrap();
+        sim.step(Duration::from_millis(100)).unwrap();
+        let model = crate::sysfs::collect(&root).unwrap();
+        assert_eq!(
+            upkeep_all(&root, &config, &model, 10).unwrap(),
+            (vec![], true)
+        );
+        let st = load(&root.path(&config.check.state_path)).unwrap();
+        let rec = &st.array[&record_key(&model.arrays[0])];
+        assert_eq!(rec.position.as_ref().map(|p| p.sectors), Some(40_000));
+        // Saved recently: nothing due before the window end.
+        let now = rec.position.as_ref().unwrap().saved_s;
+        assert_eq!(
+            upkeep_all(&root, &config, &model, now).unwrap(),
+            (vec![], false)
+        );
+        let (paused, _) = upkeep_all(&root, &config, &model, end).unwrap();
+        assert_eq!(paused, ["md0"]);
+        let t = std::fs::read_to_string(root.sys("block/md0/md/sync_action")).unwrap();
+        assert_eq!(t, "idle\n");
+    }
+}
