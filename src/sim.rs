@@ -50,9 +50,8 @@ pub struct SimArray {
     pub sync_done_sectors: Option<u64>,
     /// Last step's rate in KiB/s.
     pub sync_rate_kib_s: u64,
-    /// `md/sync_min`'s modification time when the running check or repair started (md
-    /// refuses writes to it while a sync runs, so a change seen when it stops was written
-    /// after the stop).
+    /// `md/sync_min`'s mtime when the running check started (md refuses writes to it while a
+    /// sync runs: a change seen when it stops was written after the stop).
     pub sync_min_at_start: Option<std::time::SystemTime>,
 }
 
@@ -376,8 +375,11 @@ impl Sim {
         Ok(())
     }
 
-    /// `md/sync_min` as a writer left it (sectors; 0 where unreadable).
-    fn sync_min(&self, a: &SimArray) -> u64 {
+    /// Where a sync written as `word` starts: `md/sync_min` (sectors) for check and repair.
+    fn start_sector(&self, a: &SimArray, word: &str) -> u64 {
+        if word == "resync" {
+            return 0;
+        }
         read_optional(&self.md(a, "sync_min"))
             .ok()
             .flatten()
@@ -411,27 +413,19 @@ impl Sim {
             let changed = match (word.as_str(), a.sync_done_sectors) {
                 ("check" | "repair" | "resync", None) => {
                     // A requested sync starts at md/sync_min (md_do_sync: `j = resync_min`).
-                    let start = if word == "resync" {
-                        0
-                    } else {
-                        self.sync_min(a).min(a.sync_total_sectors())
-                    };
+                    let start = self.start_sector(a, &word);
                     a.action = word.clone();
-                    a.sync_done_sectors = Some(start);
+                    a.sync_done_sectors = Some(start.min(a.sync_total_sectors()));
                     a.sync_min_at_start = self.sync_min_mtime(a);
                     true
                 }
                 ("idle" | "frozen", Some(done)) => {
-                    // An interrupted requested sync leaves sync_min at the point reached
-                    // (`resync_min = curr_resync_completed`), so the next one continues there.
-                    // md does that before the `idle` write returns; a regular file is seen
-                    // later, so a value written after the stop (cancel's 0) is kept.
+                    // An interrupted check leaves sync_min at the point reached (md_do_sync:
+                    // `resync_min = curr_resync_completed`), unless written since (cancel's 0).
                     if matches!(a.action.as_str(), "check" | "repair")
                         && self.sync_min_mtime(a) == a.sync_min_at_start
                     {
-                        if let Err(e) = write(self.md(a, "sync_min"), &format!("{done}\n")) {
-                            res = Err(e);
-                        }
+                        res = res.and(write(self.md(a, "sync_min"), &format!("{done}\n")));
                     }
                     a.action = "idle".into();
                     a.sync_done_sectors = None;

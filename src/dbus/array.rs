@@ -11,6 +11,7 @@
 //! bytes/s, µs). `RequestSyncAction` is udisks2's method of that name.
 
 use super::auth::Request;
+use super::check::CheckProps;
 use super::errors::{Error, Result};
 use super::options::Options;
 use crate::model::{Array, HeaderState, MemberFlag, SyncAction, SyncCompleted, SyncState};
@@ -80,16 +81,9 @@ pub struct ArrayProps {
     pub mismatch_count: u64,
     /// The array is started.
     pub running: bool,
-    /// The saved position of a paused (or running) check, 512-byte sectors; 0 = none. From
-    /// the check record ([`super::check::CheckView::apply`]), not the model.
-    pub check_position: u64,
-    /// The last completed check (check record).
-    pub last_check: Option<crate::check::CheckResult>,
-    /// When the last check completed, Unix seconds; 0 = never.
-    pub last_check_completed: u64,
-    /// The next window start of the config's check schedule for this array, Unix seconds;
-    /// 0 = none.
-    pub next_check_start: u64,
+    /// The check properties, from the check record and the schedule, not the model
+    /// ([`super::check::CheckView::props`]).
+    pub check: CheckProps,
 }
 
 fn flag_word(f: &MemberFlag) -> &'static str {
@@ -233,11 +227,7 @@ impl ArrayProps {
                 .unwrap_or_default(),
             mismatch_count: sys.mismatch_cnt.unwrap_or(0),
             running: a.state == HeaderState::Active,
-            // Filled from the check record by `CheckView::apply`.
-            check_position: 0,
-            last_check: None,
-            last_check_completed: 0,
-            next_check_start: 0,
+            check: CheckProps::default(),
         }
     }
 
@@ -260,15 +250,9 @@ impl ArrayProps {
             sync_speed_max => "SyncSpeedMax", chunk_size => "ChunkSize",
             bitmap_location => "BitmapLocation", consistency_policy => "ConsistencyPolicy",
             metadata_version => "MetadataVersion", mismatch_count => "MismatchCount",
-            running => "Running", check_position => "CheckPosition",
-            last_check_completed => "LastCheckCompleted", next_check_start => "NextCheckStart",
+            running => "Running",
         );
-        if old.last_check != new.last_check {
-            let d = super::check::result_dict(new.last_check.as_ref());
-            if let Ok(v) = OwnedValue::try_from(Value::from(d)) {
-                out.insert("LastCheckResult", v);
-            }
-        }
+        out.extend(CheckProps::changed(&old.check, &new.check));
         out
     }
 }
@@ -356,15 +340,12 @@ impl ArrayObject {
         #[zbus(header)] header: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<()> {
-        let name = &self.props.kernel_name;
-        super::check::call(
+        super::check::start(
             &self.shared,
             conn,
             &header,
-            "StartCheck",
-            name,
-            Some(options),
-            super::check::parse_start,
+            &self.props.kernel_name,
+            options,
         )
         .await
     }
@@ -378,15 +359,12 @@ impl ArrayObject {
         #[zbus(header)] header: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<()> {
-        let name = &self.props.kernel_name;
-        super::check::call(
+        super::check::step(
             &self.shared,
             conn,
             &header,
+            &self.props.kernel_name,
             "PauseCheck",
-            name,
-            None,
-            |_, _| Ok(crate::check::run::Op::Pause),
         )
         .await
     }
@@ -399,15 +377,12 @@ impl ArrayObject {
         #[zbus(header)] header: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<()> {
-        let name = &self.props.kernel_name;
-        super::check::call(
+        super::check::step(
             &self.shared,
             conn,
             &header,
+            &self.props.kernel_name,
             "ResumeCheck",
-            name,
-            None,
-            |_, _| Ok(crate::check::run::Op::Resume { max: None }),
         )
         .await
     }
@@ -420,15 +395,12 @@ impl ArrayObject {
         #[zbus(header)] header: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<()> {
-        let name = &self.props.kernel_name;
-        super::check::call(
+        super::check::step(
             &self.shared,
             conn,
             &header,
+            &self.props.kernel_name,
             "CancelCheck",
-            name,
-            None,
-            |_, _| Ok(crate::check::run::Op::Cancel),
         )
         .await
     }
@@ -438,7 +410,7 @@ impl ArrayObject {
     /// the service saves its position every 60 s (what a crash can lose), and shows it here.
     #[zbus(property)]
     fn check_position(&self) -> u64 {
-        self.props.check_position
+        self.props.check.position
     }
     /// The last completed check or repair: action (s), mismatch_cnt (t: md/mismatch_cnt then,
     /// 512-byte sectors), completed (t: Unix seconds), level (s), severity (s: warning for
@@ -446,20 +418,20 @@ impl ArrayObject {
     /// on raid1/raid10, which swap and in-flight writes cause). Empty when none completed.
     #[zbus(property)]
     fn last_check_result(&self) -> HashMap<String, OwnedValue> {
-        super::check::result_dict(self.props.last_check.as_ref())
+        super::check::result_dict(self.props.check.last.as_ref())
     }
     /// When the last check or repair ran to the end, Unix seconds; 0 = never (as recorded by
     /// mdpilot in /var/lib/mdpilot/checks.toml).
     #[zbus(property)]
     fn last_check_completed(&self) -> u64 {
-        self.props.last_check_completed
+        self.props.check.last_completed
     }
     /// When the next window of the configured check schedule ([check] schedule) opens for
     /// this array, Unix seconds; 0 = no schedule, or the schedule skips this array.
     /// Refreshed when the array's properties are re-read.
     #[zbus(property)]
     fn next_check_start(&self) -> u64 {
-        self.props.next_check_start
+        self.props.check.next_start
     }
 
     /// Kernel name, e.g. md127 (/sys/block/<KernelName>); may differ after a reboot.

@@ -10,7 +10,6 @@
 //! the properties show. The loop re-reads while any sync runs, so a running check is seen at
 //! the progress interval; an idle service does not wake up for checks.
 
-use super::array::ArrayProps;
 use super::auth::{Request, PRIORITY_ACTION};
 use super::errors::{Error, Result};
 use super::options::Options;
@@ -47,6 +46,38 @@ pub fn result_dict(r: Option<&CheckResult>) -> HashMap<String, OwnedValue> {
     put("level", Value::from(r.level.as_str()));
     put("severity", Value::from(r.severity()));
     d
+}
+
+/// An Array object's check properties (published as part of its
+/// [`super::array::ArrayProps`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CheckProps {
+    /// `CheckPosition`: the saved position of a paused (or running) check, 512-byte sectors;
+    /// 0 = none.
+    pub position: u64,
+    /// `LastCheckResult` (as [`result_dict`]): the last completed check.
+    pub last: Option<CheckResult>,
+    /// `LastCheckCompleted`: when it completed, Unix seconds; 0 = never.
+    pub last_completed: u64,
+    /// `NextCheckStart`: the schedule's next window start for the array, Unix seconds; 0 =
+    /// none.
+    pub next_start: u64,
+}
+
+impl CheckProps {
+    /// The properties whose values differ, by D-Bus name.
+    pub fn changed(old: &CheckProps, new: &CheckProps) -> HashMap<&'static str, OwnedValue> {
+        let mut out = super::props::changed_props!(old, new;
+            position => "CheckPosition", last_completed => "LastCheckCompleted",
+            next_start => "NextCheckStart",
+        );
+        if old.last != new.last {
+            if let Ok(v) = OwnedValue::try_from(Value::from(result_dict(new.last.as_ref()))) {
+                out.insert("LastCheckResult", v);
+            }
+        }
+        out
+    }
 }
 
 /// What the Array objects show of checks, read once per publication.
@@ -96,20 +127,23 @@ impl CheckView {
         CheckView { state, next }
     }
 
-    /// Fills the check properties of `props` for array `a`: `CheckPosition` (the saved
-    /// position, sectors; 0 = none), `LastCheckResult`, `LastCheckCompleted` (Unix s; 0 =
-    /// never), `NextCheckStart` (Unix s; 0 = no schedule or the schedule skips the array).
-    pub fn apply(&self, a: &Array, props: &mut ArrayProps) {
+    /// The check properties of array `a`: `CheckPosition` (the saved position, sectors; 0 =
+    /// none), `LastCheckResult`, `LastCheckCompleted` (Unix s; 0 = never), `NextCheckStart`
+    /// (Unix s; 0 = no schedule, or the schedule skips the array).
+    pub fn props(&self, a: &Array) -> CheckProps {
         let rec = self.state.array.get(&record_key(a));
-        props.check_position = rec
-            .and_then(|r| r.position.as_ref())
-            .map_or(0, |p| p.sectors);
-        props.last_check = rec.and_then(|r| r.last.clone());
-        props.last_check_completed = props.last_check.as_ref().map_or(0, |l| l.completed_s);
-        props.next_check_start = match &self.next {
-            Some((s, t)) if s.selected(&candidate(a)) => u64::try_from(*t).unwrap_or(0),
-            _ => 0,
-        };
+        let last = rec.and_then(|r| r.last.clone());
+        CheckProps {
+            position: rec
+                .and_then(|r| r.position.as_ref())
+                .map_or(0, |p| p.sectors),
+            last_completed: last.as_ref().map_or(0, |l| l.completed_s),
+            last,
+            next_start: match &self.next {
+                Some((s, t)) if s.selected(&candidate(a)) => u64::try_from(*t).unwrap_or(0),
+                _ => 0,
+            },
+        }
     }
 }
 
@@ -193,6 +227,43 @@ pub fn request(method: &'static str, array: &str) -> Request {
         message,
         extra: Vec::new(),
     }
+}
+
+/// `StartCheck(options)` on `array` ([`call`] with [`parse_start`]).
+pub async fn start(
+    shared: &std::sync::Arc<Shared>,
+    conn: &zbus::Connection,
+    header: &Header<'_>,
+    array: &str,
+    options: Options,
+) -> Result<()> {
+    call(
+        shared,
+        conn,
+        header,
+        "StartCheck",
+        array,
+        Some(options),
+        parse_start,
+    )
+    .await
+}
+
+/// `PauseCheck`, `ResumeCheck` (with the throttle it was started with) or `CancelCheck` (by
+/// `method`) on `array` ([`call`]).
+pub async fn step(
+    shared: &std::sync::Arc<Shared>,
+    conn: &zbus::Connection,
+    header: &Header<'_>,
+    array: &str,
+    method: &'static str,
+) -> Result<()> {
+    let op = match method {
+        "PauseCheck" => Op::Pause,
+        "ResumeCheck" => Op::Resume { max: None },
+        _ => Op::Cancel,
+    };
+    call(shared, conn, header, method, array, None, |_, _| Ok(op)).await
 }
 
 /// Runs one check method for the caller of `header` on `array`: authorizes it

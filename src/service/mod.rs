@@ -217,7 +217,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     let checks = crate::dbus::check::CheckView::refresh(&shared, &model);
     for a in &model.arrays {
         let mut props = ArrayProps::from_model(a);
-        checks.apply(a, &mut props);
+        props.check = checks.props(a);
         let path = array_path(&props.uuid, &props.kernel_name);
         if published.contains_key(&path) {
             tracing::warn!("two arrays at {path}: {} is not published", a.name);
@@ -528,7 +528,7 @@ impl Loop {
         let checks = crate::dbus::check::CheckView::refresh(&self.shared, &self.model);
         for a in &self.model.arrays {
             let mut props = ArrayProps::from_model(a);
-            checks.apply(a, &mut props);
+            props.check = checks.props(a);
             let path = array_path(&props.uuid, &props.kernel_name);
             if new.contains_key(&path) {
                 tracing::warn!("two arrays at {path}: {} is not published", a.name);
