@@ -9,7 +9,8 @@ mod support;
 use std::collections::HashMap;
 use std::time::Duration;
 use support::bus::{
-    call, error_name, eventually, get, helper_connection, leases, opts, sim_array_path, ARRAY_IFACE,
+    call, error_name, eventually, get, helper_connection, leases, next_before, opts, signals,
+    sim_array_path, ARRAY_IFACE,
 };
 use support::tree::{read_trim, Sim};
 use support::{Asked, Bus, FakePolkit, Service};
@@ -175,6 +176,7 @@ async fn a_check_runs_to_the_end_and_its_result_is_published() {
     let _svc = Service::sim(&bus, &[("MDPILOT_SIM_TICK_MS", "100")]).await;
     let c = bus.connect().await;
     let md0 = sim_array_path("md0");
+    let mut changes = signals(&c, "org.freedesktop.DBus.Properties", Some(&md0), 10_000).await;
     let before = mdpilot::policy::unix_now_s();
     // Unthrottled (200000 KiB/s): md0's 2097152 sectors take about 5 s.
     check_call(
@@ -199,6 +201,31 @@ async fn a_check_runs_to_the_end_and_its_result_is_published() {
     assert_eq!((t("mismatch_cnt"), t("completed")), (0, done));
     // No schedule configured: no next start.
     assert_eq!(prop_u64(&c, &md0, "NextCheckStart").await, 0);
+    // Each check property that changed came as PropertiesChanged.
+    let mut seen = std::collections::BTreeSet::new();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while seen.len() < 3 {
+        let m = next_before(
+            &mut changes,
+            deadline,
+            &format!("PropertiesChanged: {seen:?}"),
+        )
+        .await;
+        let (iface, changed, _): (String, HashMap<String, OwnedValue>, Vec<String>) =
+            m.body().deserialize().unwrap();
+        if iface != ARRAY_IFACE {
+            continue;
+        }
+        if let Some(v) = changed.get("LastCheckResult") {
+            let d: HashMap<String, OwnedValue> = v.try_clone().unwrap().try_into().unwrap();
+            assert_eq!(u64::try_from(&*d["completed"]).unwrap(), done);
+        }
+        for k in ["CheckPosition", "LastCheckResult", "LastCheckCompleted"] {
+            if changed.contains_key(k) {
+                seen.insert(k);
+            }
+        }
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -157,7 +157,7 @@ impl CheckResult {
 /// What the service has to do for a record, given the array's `sync_action` now.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Upkeep {
-    /// A check we started no longer runs: record how it ended ([`reconcile`]).
+    /// A check we started no longer runs (`idle`): record how it ended ([`reconcile`]).
     Record,
     /// The running check's window ([`ArrayRecord::until_s`]) has ended: pause it.
     WindowEnd,
@@ -169,8 +169,12 @@ pub enum Upkeep {
 /// `None` for an array without a check of ours.
 pub fn upkeep(rec: &ArrayRecord, sync_action: &str, now_s: u64) -> Option<Upkeep> {
     let action = rec.running?;
-    if sync_action != action.as_str() {
+    if sync_action == "idle" {
         return Some(Upkeep::Record);
+    }
+    if sync_action != action.as_str() {
+        // Frozen or another sync over ours: nothing to record until md says idle.
+        return None;
     }
     if rec.until_s.is_some_and(|u| now_s >= u) {
         return Some(Upkeep::WindowEnd);
@@ -317,6 +321,7 @@ mod tests {
             ..Default::default()
         };
         assert_eq!(upkeep(&rec, "idle", 10), Some(Upkeep::Record));
+        assert_eq!(upkeep(&rec, "frozen", 10), None);
         assert_eq!(upkeep(&rec, "check", 100), Some(Upkeep::WindowEnd));
         // No position saved yet: save one.
         assert_eq!(upkeep(&rec, "check", 10), Some(Upkeep::Save));
