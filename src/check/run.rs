@@ -327,7 +327,8 @@ pub fn execute(
 /// ([`Op::Pause`]); one that ended or was interrupted, or runs with a position older than
 /// [`super::SAVE_INTERVAL_S`], gets [`Op::Status`]. Returns the kernel names paused (their
 /// `sync_action` was written) and whether the record changed; `(vec![], false)` when nothing
-/// was due (the common case: one small file read).
+/// was due (the common case: one small file read). The window end is in the record, so a
+/// service stopped across it pauses the check at its first look after the restart.
 ///
 /// Errors: as [`execute`].
 pub fn upkeep_all(
