@@ -276,7 +276,7 @@ impl Sim {
         for (minor, a) in sim.arrays.iter().enumerate() {
             sim.write_identity(a, minor)?;
             sim.write_static(a)?;
-            sim.write_dynamic(a)?;
+            sim.write_dynamic(a, true)?;
         }
         write(sim.root.proc("mdstat"), &render_mdstat(&sim.arrays))?;
         Ok(sim)
@@ -340,7 +340,6 @@ impl Sim {
         write(self.md(a, "sync_speed_min"), "1000 (system)\n")?;
         write(self.md(a, "sync_speed_max"), "200000 (system)\n")?;
         write(self.md(a, "sync_min"), "0\n")?;
-        write(self.md(a, "sync_max"), "max\n")?;
         write(
             self.root.sys(format!("block/{}/size", a.name)),
             &format!("{}\n", a.size_kib() * 2),
@@ -353,7 +352,8 @@ impl Sim {
         Ok(())
     }
 
-    fn write_dynamic(&self, a: &SimArray) -> std::io::Result<()> {
+    /// Progress files; `md/sync_action` only at a start or end (a step could hide a new `idle`).
+    fn write_dynamic(&self, a: &SimArray, action_too: bool) -> std::io::Result<()> {
         let (action, completed, state) = match a.sync_done_sectors {
             Some(d) => (
                 a.action.as_str(),
@@ -362,7 +362,9 @@ impl Sim {
             ),
             None => ("idle", "none".to_string(), "clean"),
         };
-        write(self.md(a, "sync_action"), &format!("{action}\n"))?;
+        if action_too {
+            write(self.md(a, "sync_action"), &format!("{action}\n"))?;
+        }
         write(self.md(a, "sync_completed"), &format!("{completed}\n"))?;
         write(self.md(a, "array_state"), &format!("{state}\n"))?;
         let speed = if a.sync_done_sectors.is_some() {
@@ -375,22 +377,21 @@ impl Sim {
         Ok(())
     }
 
-    /// Where a sync written as `word` starts: `md/sync_min` (sectors) for check and repair.
+    /// Where a sync written as `word` starts: `md/sync_min` (sectors) for check and repair
+    /// (md_do_sync: `j = resync_min` for a requested sync).
     fn start_sector(&self, a: &SimArray, word: &str) -> u64 {
+        let text = read_optional(&self.md(a, "sync_min")).ok().flatten();
+        let n = text.and_then(|t| t.trim().parse().ok()).unwrap_or(0);
         if word == "resync" {
-            return 0;
+            0
+        } else {
+            n
         }
-        read_optional(&self.md(a, "sync_min"))
-            .ok()
-            .flatten()
-            .and_then(|t| t.trim().parse().ok())
-            .unwrap_or(0)
     }
 
     fn sync_min_mtime(&self, a: &SimArray) -> Option<std::time::SystemTime> {
-        std::fs::metadata(self.md(a, "sync_min"))
-            .and_then(|m| m.modified())
-            .ok()
+        let p = self.md(a, "sync_min");
+        std::fs::metadata(p).ok()?.modified().ok()
     }
 
     /// True while any array syncs.
@@ -412,7 +413,6 @@ impl Sim {
                 .unwrap_or_default();
             let changed = match (word.as_str(), a.sync_done_sectors) {
                 ("check" | "repair" | "resync", None) => {
-                    // A requested sync starts at md/sync_min (md_do_sync: `j = resync_min`).
                     let start = self.start_sector(a, &word);
                     a.action = word.clone();
                     a.sync_done_sectors = Some(start.min(a.sync_total_sectors()));
@@ -436,7 +436,7 @@ impl Sim {
             if changed {
                 events.push(Event::Mdstat);
                 if res.is_ok() {
-                    res = self.write_dynamic(a);
+                    res = self.write_dynamic(a, true);
                 }
             }
         }
@@ -482,7 +482,7 @@ impl Sim {
                 });
             }
             if res.is_ok() {
-                res = self.write_dynamic(a);
+                res = self.write_dynamic(a, a.sync_done_sectors.is_none());
             }
         }
         self.arrays = arrays;

@@ -121,7 +121,8 @@ async fn start_pause_resume_cancel_a_check_on_the_sim() {
     assert_eq!(throttle(&c, "md0").await, None);
     assert!(read_trim(svc.sim_path("var/lib/mdpilot/checks.toml")).contains(&pos.to_string()));
     // What the kernel keeps in sync_min after an interrupted check is at least that far.
-    eventually("sync_min set by the stop", || {
+    let what = format!("sync_min set by the stop to at least {pos}");
+    eventually(&what, || {
         let v: u64 = sync_min().parse().unwrap();
         async move { v >= pos }
     })
