@@ -512,7 +512,8 @@ impl Schedule {
         }
     }
 
-    fn selected(&self, c: &Candidate) -> bool {
+    /// Whether the include and skip lists select `c` (by name or UUID).
+    pub fn selected(&self, c: &Candidate) -> bool {
         let is = |k: &String| *k == c.name || c.uuid.as_deref() == Some(k.as_str());
         (self.include.is_empty() || self.include.iter().any(is)) && !self.skip.iter().any(is)
     }

@@ -5,7 +5,9 @@
 //! and `/sys/block/mdN/md/*` (formats as in kernel Documentation/admin-guide/md.rst). Two arrays:
 //! `md0` (raid1, clean, idle) and `md1` (raid5, resyncing). The resync advances on a timer
 //! honouring md's speed-limit semantics (see [`sync_rate_kib_s`]) and stops at the end; the
-//! timer runs only while a sync runs. Regular files raise no `POLLPRI`, so after each write the
+//! timer runs only while a sync runs. A `check`/`repair` written to `md/sync_action` starts at
+//! `md/sync_min`; interrupted, it leaves `sync_min` at the point reached, and complete it resets
+//! it to 0, as md's `md_do_sync` does. Regular files raise no `POLLPRI`, so after each write the
 //! simulator sends the watcher's [`Event`]s into the service's channel itself.
 //!
 //! Env: `MDPILOT_SIM_TICK_MS` (default 1000) sets the step; `MDPILOT_SIM_TRACE=FILE` appends
@@ -48,6 +50,9 @@ pub struct SimArray {
     pub sync_done_sectors: Option<u64>,
     /// Last step's rate in KiB/s.
     pub sync_rate_kib_s: u64,
+    /// `md/sync_min`'s mtime when the running check started (md refuses writes to it while a
+    /// sync runs: a change seen when it stops was written after the stop).
+    pub sync_min_at_start: Option<std::time::SystemTime>,
 }
 
 impl SimArray {
@@ -225,6 +230,7 @@ impl Sim {
                 action: "idle".into(),
                 sync_done_sectors: None,
                 sync_rate_kib_s: 0,
+                sync_min_at_start: None,
             },
             SimArray {
                 name: "md1".into(),
@@ -238,6 +244,7 @@ impl Sim {
                 action: "resync".into(),
                 sync_done_sectors: Some(0),
                 sync_rate_kib_s: 0,
+                sync_min_at_start: None,
             },
         ];
         // MDPILOT_SIM_ARRAYS=N (benches): idle raid1 arrays md2..md{N-1} after the two above.
@@ -258,6 +265,7 @@ impl Sim {
                 action: "idle".into(),
                 sync_done_sectors: None,
                 sync_rate_kib_s: 0,
+                sync_min_at_start: None,
             });
         }
         write(root.proc("sys/dev/raid/speed_limit_min"), "1000\n")?;
@@ -268,7 +276,7 @@ impl Sim {
         for (minor, a) in sim.arrays.iter().enumerate() {
             sim.write_identity(a, minor)?;
             sim.write_static(a)?;
-            sim.write_dynamic(a)?;
+            sim.write_dynamic(a, true)?;
         }
         write(sim.root.proc("mdstat"), &render_mdstat(&sim.arrays))?;
         Ok(sim)
@@ -331,6 +339,7 @@ impl Sim {
         write(self.md(a, "degraded"), "0\n")?;
         write(self.md(a, "sync_speed_min"), "1000 (system)\n")?;
         write(self.md(a, "sync_speed_max"), "200000 (system)\n")?;
+        write(self.md(a, "sync_min"), "0\n")?;
         write(
             self.root.sys(format!("block/{}/size", a.name)),
             &format!("{}\n", a.size_kib() * 2),
@@ -343,7 +352,8 @@ impl Sim {
         Ok(())
     }
 
-    fn write_dynamic(&self, a: &SimArray) -> std::io::Result<()> {
+    /// Progress files; `md/sync_action` only at a start or end (a step could hide a new `idle`).
+    fn write_dynamic(&self, a: &SimArray, action_too: bool) -> std::io::Result<()> {
         let (action, completed, state) = match a.sync_done_sectors {
             Some(d) => (
                 a.action.as_str(),
@@ -352,7 +362,9 @@ impl Sim {
             ),
             None => ("idle", "none".to_string(), "clean"),
         };
-        write(self.md(a, "sync_action"), &format!("{action}\n"))?;
+        if action_too {
+            write(self.md(a, "sync_action"), &format!("{action}\n"))?;
+        }
         write(self.md(a, "sync_completed"), &format!("{completed}\n"))?;
         write(self.md(a, "array_state"), &format!("{state}\n"))?;
         let speed = if a.sync_done_sectors.is_some() {
@@ -363,6 +375,23 @@ impl Sim {
         write(self.md(a, "sync_speed"), &format!("{speed}\n"))?;
         normalize_limits(&self.root, &a.name)?;
         Ok(())
+    }
+
+    /// Where a sync written as `word` starts: `md/sync_min` (sectors) for check and repair
+    /// (md_do_sync: `j = resync_min` for a requested sync).
+    fn start_sector(&self, a: &SimArray, word: &str) -> u64 {
+        let text = read_optional(&self.md(a, "sync_min")).ok().flatten();
+        let n = text.and_then(|t| t.trim().parse().ok()).unwrap_or(0);
+        if word == "resync" {
+            0
+        } else {
+            n
+        }
+    }
+
+    fn sync_min_mtime(&self, a: &SimArray) -> Option<std::time::SystemTime> {
+        let p = self.md(a, "sync_min");
+        std::fs::metadata(p).ok()?.modified().ok()
     }
 
     /// True while any array syncs.
@@ -384,11 +413,20 @@ impl Sim {
                 .unwrap_or_default();
             let changed = match (word.as_str(), a.sync_done_sectors) {
                 ("check" | "repair" | "resync", None) => {
+                    let start = self.start_sector(a, &word);
                     a.action = word.clone();
-                    a.sync_done_sectors = Some(0);
+                    a.sync_done_sectors = Some(start.min(a.sync_total_sectors()));
+                    a.sync_min_at_start = self.sync_min_mtime(a);
                     true
                 }
-                ("idle" | "frozen", Some(_)) => {
+                ("idle" | "frozen", Some(done)) => {
+                    // An interrupted check leaves sync_min at the point reached (md_do_sync:
+                    // `resync_min = curr_resync_completed`), unless written since (cancel's 0).
+                    if matches!(a.action.as_str(), "check" | "repair")
+                        && self.sync_min_mtime(a) == a.sync_min_at_start
+                    {
+                        res = res.and(write(self.md(a, "sync_min"), &format!("{done}\n")));
+                    }
                     a.action = "idle".into();
                     a.sync_done_sectors = None;
                     true
@@ -398,7 +436,7 @@ impl Sim {
             if changed {
                 events.push(Event::Mdstat);
                 if res.is_ok() {
-                    res = self.write_dynamic(a);
+                    res = self.write_dynamic(a, true);
                 }
             }
         }
@@ -427,6 +465,10 @@ impl Sim {
             let total = a.sync_total_sectors();
             let done = (done + add.max(1)).min(total);
             if done >= total {
+                // A complete requested sync forgets its start (md_do_sync: `resync_min = 0`).
+                if matches!(a.action.as_str(), "check" | "repair") && res.is_ok() {
+                    res = write(self.md(a, "sync_min"), "0\n");
+                }
                 a.sync_done_sectors = None;
                 a.action = "idle".into();
                 events.push(Event::Mdstat);
@@ -440,7 +482,7 @@ impl Sim {
                 });
             }
             if res.is_ok() {
-                res = self.write_dynamic(a);
+                res = self.write_dynamic(a, a.sync_done_sectors.is_none());
             }
         }
         self.arrays = arrays;
@@ -626,6 +668,47 @@ mod tests {
         assert_eq!(
             crate::names::metadata_name(&root, "md1").as_deref(),
             Some("sim:data")
+        );
+    }
+
+    #[test]
+    fn a_check_starts_at_sync_min_and_leaves_it_where_it_stopped() {
+        let mut sim = Sim::create().unwrap();
+        let root = sim.root().clone();
+        let md = |f: &str| {
+            std::fs::read_to_string(root.sys(format!("block/md0/md/{f}")))
+                .unwrap()
+                .trim()
+                .to_string()
+        };
+        assert_eq!(md("sync_min"), "0");
+        std::fs::write(root.sys("block/md0/md/sync_min"), "1000000\n").unwrap();
+        std::fs::write(root.sys("block/md0/md/sync_action"), "check\n").unwrap();
+        sim.absorb_writes().unwrap();
+        assert_eq!(md("sync_completed"), "1000000 / 2097152");
+        sim.step(Duration::from_millis(500)).unwrap();
+        assert_eq!(md("sync_completed"), "1200000 / 2097152");
+        // Interrupted: sync_min keeps the point reached.
+        std::fs::write(root.sys("block/md0/md/sync_action"), "idle\n").unwrap();
+        sim.absorb_writes().unwrap();
+        assert_eq!(md("sync_min"), "1200000");
+        // Written after a stop (a cancel's 0): kept.
+        std::fs::write(root.sys("block/md0/md/sync_action"), "check\n").unwrap();
+        sim.absorb_writes().unwrap();
+        std::fs::write(root.sys("block/md0/md/sync_action"), "idle\n").unwrap();
+        std::thread::sleep(Duration::from_millis(10));
+        std::fs::write(root.sys("block/md0/md/sync_min"), "0\n").unwrap();
+        sim.absorb_writes().unwrap();
+        assert_eq!(md("sync_min"), "0");
+        std::fs::write(root.sys("block/md0/md/sync_min"), "1200000\n").unwrap();
+        // Resumed there and run to the end: sync_min is forgotten.
+        std::fs::write(root.sys("block/md0/md/sync_action"), "check\n").unwrap();
+        sim.absorb_writes().unwrap();
+        assert_eq!(md("sync_completed"), "1200000 / 2097152");
+        sim.step(Duration::from_secs(100)).unwrap();
+        assert_eq!(
+            (md("sync_action").as_str(), md("sync_min").as_str()),
+            ("idle", "0")
         );
     }
 

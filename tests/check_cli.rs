@@ -90,10 +90,14 @@ fn start_throttle_pause_resume_finish() {
     write(r, "proc/mdstat", IDLE);
     write(r, "sys/block/md0/md/sync_completed", "none\n");
     write(r, "sys/block/md0/md/sync_min", "523300\n");
+    // The kernel's read-back form of the released limit.
+    write(r, "sys/block/md0/md/sync_speed_max", "200000 (system)\n");
     let o = check(r, &["resume", "md0"]);
     assert!(o.status.success(), "{}", describe(&o));
     assert_eq!(md(r, "sync_min"), "523264");
     assert_eq!(md(r, "sync_action"), "check");
+    // Without --max, the throttle it was started with.
+    assert_eq!(md(r, "sync_speed_max"), "5000");
 
     // It finishes: the kernel resets sync_min and counts mismatches.
     write(r, "sys/block/md0/md/sync_action", "idle\n");

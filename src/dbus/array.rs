@@ -11,6 +11,7 @@
 //! bytes/s, µs). `RequestSyncAction` is udisks2's method of that name.
 
 use super::auth::Request;
+use super::check::CheckProps;
 use super::errors::{Error, Result};
 use super::options::Options;
 use crate::model::{Array, HeaderState, MemberFlag, SyncAction, SyncCompleted, SyncState};
@@ -80,6 +81,9 @@ pub struct ArrayProps {
     pub mismatch_count: u64,
     /// The array is started.
     pub running: bool,
+    /// The check properties, from the check record and the schedule, not the model
+    /// ([`super::check::CheckView::props`]).
+    pub check: CheckProps,
 }
 
 fn flag_word(f: &MemberFlag) -> &'static str {
@@ -223,6 +227,7 @@ impl ArrayProps {
                 .unwrap_or_default(),
             mismatch_count: sys.mismatch_cnt.unwrap_or(0),
             running: a.state == HeaderState::Active,
+            check: CheckProps::default(),
         }
     }
 
@@ -233,7 +238,7 @@ impl ArrayProps {
 
     /// The properties whose values differ between `old` and `new`, by D-Bus name.
     pub fn changed(old: &ArrayProps, new: &ArrayProps) -> HashMap<&'static str, OwnedValue> {
-        super::props::changed_props!(old, new;
+        let mut out = super::props::changed_props!(old, new;
             name => "Name", uuid => "UUID", named_device => "NamedDevice",
             level => "Level", state => "State",
             read_only => "ReadOnly", size => "Size", num_devices => "NumDevices",
@@ -246,7 +251,9 @@ impl ArrayProps {
             bitmap_location => "BitmapLocation", consistency_policy => "ConsistencyPolicy",
             metadata_version => "MetadataVersion", mismatch_count => "MismatchCount",
             running => "Running",
-        )
+        );
+        out.extend(CheckProps::changed(&old.check, &new.check));
+        out
     }
 }
 
@@ -314,6 +321,117 @@ impl ArrayObject {
             attr: "sync_action".into(),
         });
         Ok(())
+    }
+
+    /// Starts a check (scrub) of the whole array from sector 0, as `mdpilot check start`:
+    /// writes md/sync_min 0, then md/sync_action check (or repair); a saved position is
+    /// dropped (ResumeCheck keeps it). Options: repair (b: rewrite mismatches, default
+    /// false), duration (t: seconds until the service pauses the check, keeping its position;
+    /// 0 = no end), max (t: KiB/s, the array's md/sync_speed_max while the check runs, a lease
+    /// check-<KernelName> shown in Manager.Leases and released when the check pauses, ends or
+    /// is cancelled; 0 = the config's check_max, else none), auth.no_user_interaction (b).
+    /// Needs uid 0 or polkit org.mdpilot.MdPilot1.manage-priority (details: method, device).
+    /// Errors: NotAuthorized; InvalidArgument (unknown option, wrong type, EINVAL from md);
+    /// Busy (another sync runs: resync, recover, reshape, check, frozen; EBUSY); NoSuchArray;
+    /// Failed (the check record /var/lib/mdpilot/checks.toml, the throttle).
+    async fn start_check(
+        &self,
+        options: Options,
+        #[zbus(header)] header: Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+    ) -> Result<()> {
+        super::check::start(
+            &self.shared,
+            conn,
+            &header,
+            &self.props.kernel_name,
+            options,
+        )
+        .await
+    }
+
+    /// Pauses the running check: saves its position (md/sync_completed done, rounded down to
+    /// the chunk as md/sync_min requires) durably first, then writes md/sync_action idle and
+    /// releases the throttle. Nothing to do when no check runs. Same authorization and
+    /// errors as StartCheck.
+    async fn pause_check(
+        &self,
+        #[zbus(header)] header: Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+    ) -> Result<()> {
+        super::check::step(
+            &self.shared,
+            conn,
+            &header,
+            &self.props.kernel_name,
+            "PauseCheck",
+        )
+        .await
+    }
+
+    /// Resumes the paused check at CheckPosition: writes md/sync_min = CheckPosition, then
+    /// md/sync_action as it was (check or repair), with the throttle it was started with.
+    /// Errors as StartCheck; Failed when no check is paused.
+    async fn resume_check(
+        &self,
+        #[zbus(header)] header: Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+    ) -> Result<()> {
+        super::check::step(
+            &self.shared,
+            conn,
+            &header,
+            &self.props.kernel_name,
+            "ResumeCheck",
+        )
+        .await
+    }
+
+    /// Cancels the check: md/sync_action idle (when a check runs), md/sync_min 0, the saved
+    /// position forgotten (CheckPosition 0), the throttle released. Same authorization and
+    /// errors as StartCheck.
+    async fn cancel_check(
+        &self,
+        #[zbus(header)] header: Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+    ) -> Result<()> {
+        super::check::step(
+            &self.shared,
+            conn,
+            &header,
+            &self.props.kernel_name,
+            "CancelCheck",
+        )
+        .await
+    }
+
+    /// Where a paused check resumes, in 512-byte sectors from the start of each member (a
+    /// chunk multiple, as md/sync_min takes it); 0 = no saved position. While a check runs
+    /// the service saves its position every 60 s (what a crash can lose), and shows it here.
+    #[zbus(property)]
+    fn check_position(&self) -> u64 {
+        self.props.check.position
+    }
+    /// The last completed check or repair: action (s), mismatch_cnt (t: md/mismatch_cnt then,
+    /// 512-byte sectors), completed (t: Unix seconds), level (s), severity (s: warning for
+    /// mismatches on raid4/5/6, where parity must match; info otherwise, including mismatches
+    /// on raid1/raid10, which swap and in-flight writes cause). Empty when none completed.
+    #[zbus(property)]
+    fn last_check_result(&self) -> HashMap<String, OwnedValue> {
+        super::check::result_dict(self.props.check.last.as_ref())
+    }
+    /// When the last check or repair ran to the end, Unix seconds; 0 = never (as recorded by
+    /// mdpilot in /var/lib/mdpilot/checks.toml).
+    #[zbus(property)]
+    fn last_check_completed(&self) -> u64 {
+        self.props.check.last_completed
+    }
+    /// When the next window of the configured check schedule ([check] schedule) opens for
+    /// this array, Unix seconds; 0 = no schedule, or the schedule skips this array.
+    /// Refreshed when the array's properties are re-read.
+    #[zbus(property)]
+    fn next_check_start(&self) -> u64 {
+        self.props.check.next_start
     }
 
     /// Kernel name, e.g. md127 (/sys/block/<KernelName>); may differ after a reboot.

@@ -7,7 +7,7 @@
 //!
 //! | method | action | defaults (any / inactive / active) |
 //! |---|---|---|
-//! | AcquirePriority, ReleasePriority, SetArraySpeedLimits, RestoreLimits, RequestSyncAction | [`PRIORITY_ACTION`] | auth_admin / auth_admin / auth_admin_keep |
+//! | AcquirePriority, ReleasePriority, SetArraySpeedLimits, RestoreLimits, RequestSyncAction, StartCheck, PauseCheck, ResumeCheck, CancelCheck ([`super::check::request`]) | [`PRIORITY_ACTION`] | auth_admin / auth_admin / auth_admin_keep |
 //! | StartWipe, Job.Cancel of another uid's job | [`WIPE_ACTION`] | auth_admin, every time |
 //!
 //! Cancelling one's own job needs no polkit (the caller was allowed to start it). The polkit

@@ -7,6 +7,8 @@
 //! - [`array`](mod@array): `/org/mdpilot/MdPilot1/arrays/<uuid as 32 hex digits>` (or
 //!   `.../arrays/name_<kernel name>` without a UUID), interface `org.mdpilot.MdPilot1.Array`.
 //! - [`job`]: wipe jobs, `/org/mdpilot/MdPilot1/jobs/<n>`, interface `org.mdpilot.MdPilot1.Job`.
+//! - [`check`]: the Array object's check (scrub) methods and properties, on the core's
+//!   [`crate::check::run`].
 //! - [`auth`]: who may call mutating methods.
 //! - [`errors`]: the typed `org.mdpilot.MdPilot1.Error.*` errors and the mapping of the core's
 //!   errors onto them.
@@ -22,6 +24,7 @@
 
 pub mod array;
 pub mod auth;
+pub mod check;
 pub mod client;
 pub mod errors;
 pub mod job;

@@ -220,8 +220,10 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         )
         .map_err(bus_err("serve Manager"))?;
     let mut published: BTreeMap<String, ArrayProps> = BTreeMap::new();
+    let checks = crate::dbus::check::CheckView::refresh(&shared, &model);
     for a in &model.arrays {
-        let props = ArrayProps::from_model(a);
+        let mut props = ArrayProps::from_model(a);
+        props.check = checks.props(a);
         let path = array_path(&props.uuid, &props.kernel_name);
         if published.contains_key(&path) {
             tracing::warn!("two arrays at {path}: {} is not published", a.name);
@@ -530,8 +532,11 @@ impl Loop {
     async fn publish_arrays(&mut self) {
         let server = self.conn.object_server();
         let mut new: BTreeMap<String, ArrayProps> = BTreeMap::new();
+        // Check upkeep (results, window ends, positions) and the check properties.
+        let checks = crate::dbus::check::CheckView::refresh(&self.shared, &self.model);
         for a in &self.model.arrays {
-            let props = ArrayProps::from_model(a);
+            let mut props = ArrayProps::from_model(a);
+            props.check = checks.props(a);
             let path = array_path(&props.uuid, &props.kernel_name);
             if new.contains_key(&path) {
                 tracing::warn!("two arrays at {path}: {} is not published", a.name);

@@ -1,6 +1,7 @@
 //! Resumable checks (scrubs): the durable record per array UUID and the pure decisions around
-//! it. No I/O; `cli/check.rs` reads sysfs, writes `md/sync_min` / `md/sync_action` and saves
-//! the file.
+//! it. No I/O here; [`run`] is the one executor (reads sysfs, writes `md/sync_min` /
+//! `md/sync_action`, saves the file) that `mdpilot check`, the D-Bus Array methods and the
+//! service's scheduler share.
 //!
 //! Kernel facts (Documentation/admin-guide/md.rst, drivers/md/md.c `md_do_sync`):
 //! - `sync_action`: writing `check` or `repair` starts one at `sync_min`; writing `idle` stops
@@ -13,11 +14,18 @@
 //! policy state in /run): one `[array."<uuid>"]` table per array with the saved position of a
 //! paused check and the last result. The position is saved on pause and at a window's end,
 //! before `idle` is written, so a crash loses nothing saved; a running check killed with the
-//! machine loses the progress since the last save (pause, window end, or `check status`, which
-//! saves the running position: the save interval is the caller's polling interval).
+//! machine loses the progress since the last save (pause, window end, `check status`, or the
+//! running service, which saves a running check's position every [`SAVE_INTERVAL_S`] and the
+//! scheduler's every 30 s: that is the bound).
+
+pub mod run;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
+
+/// How often the service saves the position of a running check, seconds: what a crash or a
+/// power cut can lose at most while `mdpilot serve` runs.
+pub const SAVE_INTERVAL_S: u64 = 60;
 
 /// Which scrub.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
@@ -87,6 +95,14 @@ pub struct ArrayRecord {
     /// the window's end (a check started by hand is left alone).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub scheduled: bool,
+    /// The running check's window end, Unix seconds (D-Bus `StartCheck` option `duration`):
+    /// the service pauses it then, keeping the position. `None`: no end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until_s: Option<u64>,
+    /// The throttle the check was started (or resumed) with, KiB/s (`sync_speed_max`); a
+    /// resume without its own reuses it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max: Option<u64>,
 }
 
 /// The whole file.
@@ -124,6 +140,51 @@ pub fn resume_point(done_sectors: u64, chunk_bytes: Option<u64>) -> u64 {
 /// harmless, so they are informational (Fedora's raid-check skips them the same way).
 pub fn mismatch_is_warning(level: &str, mismatch_cnt: u64) -> bool {
     mismatch_cnt > 0 && matches!(level, "raid4" | "raid5" | "raid6")
+}
+
+impl CheckResult {
+    /// `warning` when [`mismatch_is_warning`], else `info` (no mismatch, or mismatches on a
+    /// mirror).
+    pub fn severity(&self) -> &'static str {
+        if mismatch_is_warning(&self.level, self.mismatch_cnt) {
+            "warning"
+        } else {
+            "info"
+        }
+    }
+}
+
+/// What the service has to do for a record, given the array's `sync_action` now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Upkeep {
+    /// A check we started no longer runs (`idle`): record how it ended ([`reconcile`]).
+    Record,
+    /// The running check's window ([`ArrayRecord::until_s`]) has ended: pause it.
+    WindowEnd,
+    /// The running check's saved position is older than [`SAVE_INTERVAL_S`] (or absent, or 0).
+    Save,
+}
+
+/// The upkeep `rec` needs at `now_s` (Unix seconds) when the array shows `sync_action`;
+/// `None` for an array without a check of ours.
+pub fn upkeep(rec: &ArrayRecord, sync_action: &str, now_s: u64) -> Option<Upkeep> {
+    let action = rec.running?;
+    if sync_action == "idle" {
+        return Some(Upkeep::Record);
+    }
+    if sync_action != action.as_str() {
+        // Frozen or another sync over ours: nothing to record until md says idle.
+        return None;
+    }
+    if rec.until_s.is_some_and(|u| now_s >= u) {
+        return Some(Upkeep::WindowEnd);
+    }
+    // A position of 0 (saved before md reported progress) keeps nothing: save again.
+    let stale = !rec
+        .position
+        .as_ref()
+        .is_some_and(|p| p.sectors > 0 && now_s < p.saved_s + SAVE_INTERVAL_S);
+    stale.then_some(Upkeep::Save)
 }
 
 /// What the kernel shows of an array at one moment, as the check logic needs it.
@@ -167,8 +228,10 @@ pub fn reconcile(
         }
     } else if o.sync_action == "idle" {
         rec.running = None;
+        rec.until_s = None;
         if o.sync_min == 0 {
             rec.position = None;
+            rec.max = None;
             rec.last = Some(CheckResult {
                 action,
                 completed_s: now_s,
@@ -251,6 +314,45 @@ mod tests {
     }
 
     #[test]
+    fn upkeep_records_ends_pauses_at_the_window_end_and_saves() {
+        let mut rec = ArrayRecord {
+            running: Some(CheckAction::Check),
+            until_s: Some(100),
+            ..Default::default()
+        };
+        assert_eq!(upkeep(&rec, "idle", 10), Some(Upkeep::Record));
+        assert_eq!(upkeep(&rec, "frozen", 10), None);
+        assert_eq!(upkeep(&rec, "check", 100), Some(Upkeep::WindowEnd));
+        // No position saved yet: save one.
+        assert_eq!(upkeep(&rec, "check", 10), Some(Upkeep::Save));
+        rec.position = Some(Position {
+            action: CheckAction::Check,
+            sectors: 8,
+            total_sectors: 16,
+            saved_s: 10,
+        });
+        assert_eq!(upkeep(&rec, "check", 11), None);
+        rec.position.as_mut().unwrap().sectors = 0;
+        assert_eq!(upkeep(&rec, "check", 11), Some(Upkeep::Save));
+        rec.position.as_mut().unwrap().sectors = 8;
+        assert_eq!(
+            upkeep(&rec, "check", 10 + SAVE_INTERVAL_S),
+            Some(Upkeep::Save)
+        );
+        rec.running = None;
+        assert_eq!(upkeep(&rec, "idle", 1000), None);
+        let r = |level: &str, n| CheckResult {
+            action: CheckAction::Check,
+            completed_s: 1,
+            mismatch_cnt: n,
+            level: level.into(),
+        };
+        assert_eq!(r("raid5", 8).severity(), "warning");
+        assert_eq!(r("raid10", 8).severity(), "info");
+        assert_eq!(r("raid6", 0).severity(), "info");
+    }
+
+    #[test]
     fn file_round_trips() {
         let mut s = CheckState::default();
         s.array.insert(
@@ -266,6 +368,8 @@ mod tests {
                 running: None,
                 last: None,
                 scheduled: false,
+                until_s: None,
+                max: Some(5000),
             },
         );
         let text = s.to_toml();

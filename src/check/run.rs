@@ -1,0 +1,554 @@
+//! The one executor of check steps on the kernel files: `mdpilot check` (`cli/check.rs`), the
+//! Array object's `StartCheck`/`PauseCheck`/`ResumeCheck`/`CancelCheck` (`dbus/check.rs`) and
+//! the service's scheduler (`service/scheduler.rs`) all go through [`execute`]; the decisions
+//! are the pure ones of [`super`]. The record is the config's `[check] state_path`, changed
+//! only under its lock (`<path>.lock`).
+//!
+//! Kernel writes (Documentation/admin-guide/md.rst): `md/sync_min` (512-byte sectors, a chunk
+//! multiple) and `md/sync_action` (`check`, `repair`, `idle`). Nothing here writes `frozen` or
+//! `md/sync_max`, so no check step can leave an array frozen or with `sync_max` below its end
+//! on any exit path (the policy's change journal, `policy/journal.rs`, covers the writes that
+//! can); a check left running by a crash keeps running in the kernel and is recorded by the
+//! next step ([`super::reconcile`]).
+//!
+//! - `Start`: `sync_min` 0, then `sync_action` = check/repair; a saved position is dropped.
+//! - `Pause`: saves the position (`sync_completed`'s done, rounded down to the chunk) *before*
+//!   writing `idle`, then releases the throttle. No-op when no check runs.
+//! - `Resume`: `sync_min` = saved position, then `sync_action` = the saved action.
+//! - `Cancel`: `idle` (when a check runs), `sync_min` 0, position dropped, throttle released.
+//! - `Status`: nothing but the record of what the kernel did meanwhile (a finished check's
+//!   `mismatch_cnt`, the position of a check someone else interrupted, a running one's
+//!   position).
+//!
+//! Throttle: a `max` (or the config's `check_max`) becomes a lease `check-<array>` (kind
+//! admin, no owner) on the array's `sync_speed_max`, released on pause, cancel and when a step
+//! sees the check finished; `Resume` without a `max` reuses the one the check was started with.
+
+use super::{
+    reconcile, resume_point, upkeep, ArrayRecord, CheckAction, CheckState, Observed, Position,
+    Upkeep,
+};
+use crate::config::Config;
+use crate::host::Root;
+use crate::model::{Array, MdStat, SyncCompleted};
+use crate::policy::{LeaseKind, LeaseRequest, Limits, Owner, Policy};
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+/// One step, for the arrays [`execute`] is given.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Op {
+    /// Start a check (or repair) from sector 0.
+    Start {
+        /// `repair` instead of `check`.
+        repair: bool,
+        /// Throttle: the array's `sync_speed_max` during the check, KiB/s (`None`: the
+        /// config's `check_max`, else none).
+        max: Option<u64>,
+        /// Window end, Unix seconds: the service pauses the check then (`None`: no end).
+        until_s: Option<u64>,
+    },
+    /// Stop a running check, keeping its position.
+    Pause,
+    /// Continue a paused check from its saved position.
+    Resume {
+        /// Throttle as for `Start` (`None`: the one it was started with, else `check_max`).
+        max: Option<u64>,
+    },
+    /// Stop a check and forget its position.
+    Cancel,
+    /// Only record what the kernel did meanwhile.
+    Status,
+}
+
+/// Why a step failed (for one array, or for all).
+#[derive(Debug, thiserror::Error)]
+pub enum CheckError {
+    /// Not an array of /proc/mdstat.
+    #[error("no array {0}")]
+    NoArray(String),
+    /// Another sync runs (or the array is frozen).
+    #[error("{array}: {action} is running; a check can start only when idle")]
+    Busy {
+        /// Array.
+        array: String,
+        /// `sync_action`.
+        action: String,
+    },
+    /// `Resume` without a saved position.
+    #[error("{0}: no paused check to resume (start one instead)")]
+    NothingToResume(String),
+    /// A kernel file could not be written.
+    #[error("cannot write {path}")]
+    Write {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        #[source]
+        source: std::io::Error,
+    },
+    /// The record file could not be read, parsed or saved.
+    #[error("check state {path}: {reason}")]
+    State {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The throttle lease failed.
+    #[error("throttle lease")]
+    Policy(#[from] crate::policy::PolicyError),
+    /// The arrays could not be read.
+    #[error("reading the arrays")]
+    Collect(#[from] crate::sysfs::CollectError),
+}
+
+/// One array's failed step.
+#[derive(Debug)]
+pub struct Failure {
+    /// Kernel name.
+    pub array: String,
+    /// Why.
+    pub error: CheckError,
+}
+
+impl std::fmt::Display for Failure {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(
+            f,
+            "{}: {}",
+            self.array,
+            crate::error::error_chain(&self.error)
+        )
+    }
+}
+
+/// What [`execute`] did.
+#[derive(Debug)]
+pub struct Outcome {
+    /// The arrays as read before the step.
+    pub stat: MdStat,
+    /// The kernel names the step applied to.
+    pub targets: Vec<String>,
+    /// The record after the step (saved).
+    pub state: CheckState,
+    /// The arrays that failed; the others were done.
+    pub failures: Vec<Failure>,
+}
+
+fn now_s() -> u64 {
+    crate::policy::unix_now_s()
+}
+
+/// The record key of `a`: its UUID (`md/uuid`), else `name:<mdN>` where the kernel shows none.
+pub fn record_key(a: &Array) -> String {
+    a.sysfs
+        .as_ref()
+        .and_then(|s| s.uuid.clone())
+        .unwrap_or_else(|| format!("name:{}", a.name))
+}
+
+/// Levels a check means something on (raid1/4/5/6/10): the default set of arrays.
+pub fn redundant(a: &Array) -> bool {
+    matches!(
+        a.level.as_deref(),
+        Some("raid1" | "raid4" | "raid5" | "raid6" | "raid10")
+    )
+}
+
+/// What the kernel shows of `a` now (the model's sysfs values plus `md/sync_min`, read here).
+pub fn observe(root: &Root, a: &Array) -> Observed {
+    let sys = a.sysfs.clone().unwrap_or_default();
+    let sync_min = std::fs::read_to_string(md_path(root, &a.name, "sync_min"))
+        .ok()
+        .and_then(|t| t.trim().parse().ok())
+        .unwrap_or(0);
+    Observed {
+        sync_action: sys
+            .sync_action
+            .as_ref()
+            .map_or("idle".to_string(), |w| w.as_str().to_string()),
+        completed: match sys.sync_completed {
+            Some(SyncCompleted::Sectors { done, total }) => Some((done, total)),
+            _ => None,
+        },
+        sync_min,
+        mismatch_cnt: sys.mismatch_cnt,
+        level: a.level.clone().unwrap_or_default(),
+    }
+}
+
+fn md_path(root: &Root, array: &str, attr: &str) -> PathBuf {
+    root.sys(format!("block/{array}/md/{attr}"))
+}
+
+fn write_attr(root: &Root, array: &str, attr: &str, value: &str) -> Result<(), CheckError> {
+    let path = md_path(root, array, attr);
+    tracing::info!(array, attr, value, "write");
+    std::fs::write(&path, format!("{value}\n")).map_err(|source| CheckError::Write { path, source })
+}
+
+/// Reads the record file (none = empty record).
+///
+/// Errors: [`CheckError::State`] when it cannot be read or parsed.
+pub fn load(path: &Path) -> Result<CheckState, CheckError> {
+    let bad = |reason: String| CheckError::State {
+        path: path.to_path_buf(),
+        reason,
+    };
+    match std::fs::read_to_string(path) {
+        Ok(t) => CheckState::parse(&t).map_err(bad),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(CheckState::default()),
+        Err(e) => Err(bad(e.to_string())),
+    }
+}
+
+/// Atomic save: temporary file in the same directory, fsync, rename.
+fn save(path: &Path, st: &CheckState) -> Result<(), CheckError> {
+    let bad = |e: std::io::Error| CheckError::State {
+        path: path.to_path_buf(),
+        reason: e.to_string(),
+    };
+    let dir = path.parent().unwrap_or(Path::new("/"));
+    std::fs::create_dir_all(dir).map_err(bad)?;
+    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(bad)?;
+    std::io::Write::write_all(&mut tmp, st.to_toml().as_bytes()).map_err(bad)?;
+    tmp.as_file().sync_all().map_err(bad)?;
+    tmp.persist(path).map_err(|e| bad(e.error))?;
+    Ok(())
+}
+
+/// The throttle lease's holder id for `array`: `check-<array>`.
+pub fn holder(array: &str) -> String {
+    format!("check-{array}")
+}
+
+fn throttle(policy: &Policy, array: &str, max: Option<u64>) -> Result<(), CheckError> {
+    let Some(max) = max else {
+        return Ok(());
+    };
+    policy.acquire(LeaseRequest {
+        holder: holder(array),
+        kind: LeaseKind::Admin,
+        owner: Owner::None,
+        global: Limits::default(),
+        arrays: BTreeMap::from([(
+            array.to_string(),
+            Limits {
+                min: None,
+                max: Some(max),
+            },
+        )]),
+    })?;
+    Ok(())
+}
+
+fn unthrottle(policy: &Policy, array: &str) -> Result<(), CheckError> {
+    let h = holder(array);
+    if policy.show()?.leases.iter().any(|l| l.holder == h) {
+        policy.release(&h)?;
+    }
+    Ok(())
+}
+
+/// Runs `op` on `arrays` (kernel names, `/dev/mdN`, `/dev/md/NAME`, `md/NAME` or metadata
+/// names; none = every redundant array, for `Resume` every one with a saved position) on the
+/// kernel files under `root`. First it records what the kernel did since the last step, for
+/// every array with a record. `scheduled` marks the checks it starts or resumes as the
+/// schedule's (only those are paused by the schedule at a window's end).
+///
+/// Errors: the record file or the arrays cannot be read, an ARRAY is unknown
+/// ([`CheckError::NoArray`]); errors of single arrays are in [`Outcome::failures`].
+pub fn execute(
+    root: &Root,
+    config: &Config,
+    op: &Op,
+    arrays: &[String],
+    scheduled: bool,
+) -> Result<Outcome, CheckError> {
+    let state_path = root.path(&config.check.state_path);
+    let policy = Policy::new(root.clone(), config.policy_settings(root));
+    let _lock = crate::policy::state::lock(&state_path).map_err(|e| CheckError::State {
+        path: state_path.clone(),
+        reason: crate::error::error_chain(&e),
+    })?;
+    let stat = crate::sysfs::collect(root)?;
+    let mut st = load(&state_path)?;
+    let now = now_s();
+    let mut failures = Vec::new();
+    // First record what happened since the last step (finished or interrupted checks).
+    for a in &stat.arrays {
+        if let Some(rec) = st.array.get_mut(&record_key(a)) {
+            let chunk = a.sysfs.as_ref().and_then(|s| s.chunk_size_bytes);
+            let was_running = rec.running.is_some();
+            reconcile(rec, &observe(root, a), chunk, now);
+            if was_running && rec.running.is_none() {
+                rec.scheduled = false;
+                if let Err(error) = unthrottle(&policy, &a.name) {
+                    failures.push(Failure {
+                        array: a.name.clone(),
+                        error,
+                    });
+                }
+            }
+        }
+    }
+    let targets: Vec<Array> = select(root, &stat, arrays, op, &st)?
+        .into_iter()
+        .cloned()
+        .collect();
+    for a in &targets {
+        let r = step(root, &policy, config, op, a, &mut st, now).map(|()| {
+            if scheduled {
+                if let Some(rec) = st.array.get_mut(&record_key(a)) {
+                    rec.scheduled = rec.running.is_some();
+                }
+            }
+        });
+        // Saved after every array: a later failure never loses an earlier pause.
+        if let Err(error) = r.and_then(|()| save(&state_path, &st)) {
+            failures.push(Failure {
+                array: a.name.clone(),
+                error,
+            });
+        }
+    }
+    save(&state_path, &st)?;
+    Ok(Outcome {
+        targets: targets.iter().map(|a| a.name.clone()).collect(),
+        stat,
+        state: st,
+        failures,
+    })
+}
+
+/// The service's upkeep at `now_s` (Unix seconds) on the arrays of `model`, from the record
+/// alone, without the lock: a check whose window has ended ([`Upkeep::WindowEnd`]) is paused
+/// ([`Op::Pause`]); one that ended or was interrupted, or runs with a position older than
+/// [`super::SAVE_INTERVAL_S`], gets [`Op::Status`]. Returns the kernel names paused (their
+/// `sync_action` was written) and whether the record changed; `(vec![], false)` when nothing
+/// was due (the common case: one small file read). The window end is in the record, so a
+/// service stopped across it pauses the check at its first look after the restart.
+///
+/// Errors: as [`execute`].
+pub fn upkeep_all(
+    root: &Root,
+    config: &Config,
+    model: &MdStat,
+    now_s: u64,
+) -> Result<(Vec<String>, bool), CheckError> {
+    let st = load(&root.path(&config.check.state_path))?;
+    let mut pause = Vec::new();
+    let mut status = false;
+    for a in &model.arrays {
+        let Some(rec) = st.array.get(&record_key(a)) else {
+            continue;
+        };
+        let action = a
+            .sysfs
+            .as_ref()
+            .and_then(|s| s.sync_action.as_ref())
+            .map_or("idle".to_string(), |w| w.as_str().to_string());
+        match upkeep(rec, &action, now_s) {
+            Some(Upkeep::WindowEnd) => pause.push(a.name.clone()),
+            Some(Upkeep::Record | Upkeep::Save) => status = true,
+            None => {}
+        }
+    }
+    if !pause.is_empty() {
+        let o = execute(root, config, &Op::Pause, &pause, false)?;
+        for f in &o.failures {
+            tracing::warn!("check window end: {f}");
+        }
+        tracing::info!(arrays = ?pause, "check window ended: paused");
+        return Ok((pause, true));
+    }
+    if status {
+        let o = execute(root, config, &Op::Status, &[], false)?;
+        for f in &o.failures {
+            tracing::warn!("check record: {f}");
+        }
+        return Ok((Vec::new(), true));
+    }
+    Ok((Vec::new(), false))
+}
+
+fn select<'a>(
+    root: &Root,
+    stat: &'a MdStat,
+    names: &[String],
+    op: &Op,
+    st: &CheckState,
+) -> Result<Vec<&'a Array>, CheckError> {
+    if names.is_empty() {
+        return Ok(stat
+            .arrays
+            .iter()
+            .filter(|a| redundant(a))
+            .filter(|a| match op {
+                Op::Resume { .. } => st
+                    .array
+                    .get(&record_key(a))
+                    .is_some_and(|r| r.position.is_some()),
+                _ => true,
+            })
+            .collect());
+    }
+    let known: Vec<String> = stat.arrays.iter().map(|a| a.name.clone()).collect();
+    names
+        .iter()
+        .map(|n| {
+            // `/dev/md/NAME`, `md/NAME` and metadata names as `status` takes them.
+            let n = crate::names::resolve_array(root, n, &known)
+                .unwrap_or_else(|_| n.strip_prefix("/dev/").unwrap_or(n).to_string());
+            let n = n.as_str();
+            stat.arrays
+                .iter()
+                .find(|a| a.name == n)
+                .ok_or_else(|| CheckError::NoArray(n.to_string()))
+        })
+        .collect()
+}
+
+fn step(
+    root: &Root,
+    policy: &Policy,
+    config: &Config,
+    op: &Op,
+    a: &Array,
+    st: &mut CheckState,
+    now: u64,
+) -> Result<(), CheckError> {
+    let o = observe(root, a);
+    let chunk = a.sysfs.as_ref().and_then(|s| s.chunk_size_bytes);
+    let rec: &mut ArrayRecord = st.array.entry(record_key(a)).or_default();
+    rec.name = a.name.clone();
+    let idle = o.sync_action == "idle";
+    let busy = || CheckError::Busy {
+        array: a.name.clone(),
+        action: o.sync_action.clone(),
+    };
+    match op {
+        Op::Start {
+            repair,
+            max,
+            until_s,
+        } => {
+            if !idle {
+                return Err(busy());
+            }
+            let action = if *repair {
+                CheckAction::Repair
+            } else {
+                CheckAction::Check
+            };
+            throttle(policy, &a.name, max.or(config.check.check_max))?;
+            write_attr(root, &a.name, "sync_min", "0")?;
+            rec.position = None;
+            rec.running = Some(action);
+            rec.until_s = *until_s;
+            rec.max = *max;
+            write_attr(root, &a.name, "sync_action", action.as_str())?;
+        }
+        Op::Resume { max } => {
+            if !idle {
+                return Err(busy());
+            }
+            let Some(p) = rec.position.clone() else {
+                return Err(CheckError::NothingToResume(a.name.clone()));
+            };
+            let max = max.or(rec.max);
+            throttle(policy, &a.name, max.or(config.check.check_max))?;
+            write_attr(root, &a.name, "sync_min", &p.sectors.to_string())?;
+            rec.running = Some(p.action);
+            rec.until_s = None;
+            rec.max = max;
+            write_attr(root, &a.name, "sync_action", p.action.as_str())?;
+        }
+        Op::Pause => {
+            let seen = match o.sync_action.as_str() {
+                "check" => Some(CheckAction::Check),
+                "repair" => Some(CheckAction::Repair),
+                _ => None,
+            };
+            let Some(action) = rec.running.or(seen) else {
+                return Ok(());
+            };
+            if o.sync_action == action.as_str() {
+                let (done, total) = o.completed.unwrap_or((o.sync_min, 0));
+                rec.position = Some(Position {
+                    action,
+                    sectors: resume_point(done, chunk),
+                    total_sectors: total,
+                    saved_s: now,
+                });
+            }
+            rec.running = None;
+            rec.until_s = None;
+            // The position is on disk before anything else is written.
+            let snapshot = st.clone();
+            save(&root.path(&config.check.state_path), &snapshot)?;
+            write_attr(root, &a.name, "sync_action", "idle")?;
+            unthrottle(policy, &a.name)?;
+        }
+        Op::Cancel => {
+            let checking = matches!(o.sync_action.as_str(), "check" | "repair");
+            if checking {
+                write_attr(root, &a.name, "sync_action", "idle")?;
+            }
+            // md refuses `sync_min` (EBUSY) while another sync runs; that one is not ours,
+            // and `Start` writes 0 again before the next check.
+            if checking || idle {
+                write_attr(root, &a.name, "sync_min", "0")?;
+            }
+            rec.position = None;
+            rec.running = None;
+            rec.until_s = None;
+            rec.max = None;
+            unthrottle(policy, &a.name)?;
+        }
+        Op::Status => {}
+    }
+    Ok(())
+}
+
+#[cfg(all(test, feature = "service"))]
+mod tests {
+    use super::*;
+    use std::time::Duration;
+
+    #[test]
+    fn upkeep_saves_the_running_position_and_pauses_at_the_window_end() {
+        let mut sim = crate::sim::Sim::create().unwrap();
+        let root = sim.root().clone();
+        let config = Config::load(&root).unwrap();
+        let end = crate::policy::unix_now_s() + 3600;
+        let start = Op::Start {
+            repair: false,
+            max: None,
+            until_s: Some(end),
+        };
+        let o = execute(&root, &config, &start, &["md0".into()], false).unwrap();
+        assert!(o.failures.is_empty(), "{:?}", o.failures);
+        sim.absorb_writes().unwrap();
+        sim.step(Duration::from_millis(100)).unwrap();
+        let model = crate::sysfs::collect(&root).unwrap();
+        assert_eq!(
+            upkeep_all(&root, &config, &model, 10).unwrap(),
+            (vec![], true)
+        );
+        let st = load(&root.path(&config.check.state_path)).unwrap();
+        let rec = &st.array[&record_key(&model.arrays[0])];
+        assert_eq!(rec.position.as_ref().map(|p| p.sectors), Some(40_000));
+        // Saved recently: nothing due before the window end.
+        let now = rec.position.as_ref().unwrap().saved_s;
+        assert_eq!(
+            upkeep_all(&root, &config, &model, now).unwrap(),
+            (vec![], false)
+        );
+        let (paused, _) = upkeep_all(&root, &config, &model, end).unwrap();
+        assert_eq!(paused, ["md0"]);
+        let t = std::fs::read_to_string(root.sys("block/md0/md/sync_action")).unwrap();
+        assert_eq!(t, "idle\n");
+    }
+}

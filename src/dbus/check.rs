@@ -1,0 +1,418 @@
+//! Checks (scrubs) on the Array object: `StartCheck`, `PauseCheck`, `ResumeCheck`,
+//! `CancelCheck` and the properties `CheckPosition`, `LastCheckResult`, `LastCheckCompleted`,
+//! `NextCheckStart`. Thin: every step is the core's [`crate::check::run::execute`], the one
+//! `mdpilot check` and the scheduler run, on the same record (`[check] state_path`, default
+//! `/var/lib/mdpilot/checks.toml`) and the same throttle lease (`check-<array>`).
+//!
+//! [`CheckView::refresh`] is what the service loop calls before it publishes the arrays: it
+//! does the record's upkeep ([`crate::check::run::upkeep_all`]: a finished check's result, a
+//! window end, the running position every [`crate::check::SAVE_INTERVAL_S`]) and reads what
+//! the properties show. The loop re-reads while any sync runs, so a running check is seen at
+//! the progress interval; an idle service does not wake up for checks.
+
+use super::auth::{Request, PRIORITY_ACTION};
+use super::errors::{Error, Result};
+use super::options::Options;
+use crate::check::run::{record_key, CheckError, Op};
+use crate::check::{CheckResult, CheckState};
+use crate::config::Config;
+use crate::host::Root;
+use crate::model::{Array, MdStat};
+use crate::schedule::{Candidate, Schedule};
+use crate::service::state::Shared;
+use std::collections::HashMap;
+use zbus::message::Header;
+use zbus::object_server::SignalEmitter;
+use zbus::zvariant::{OwnedValue, Value};
+
+/// `LastCheckResult` as published (`a{sv}`): `action` (s: `check` | `repair`),
+/// `mismatch_cnt` (t: `md/mismatch_cnt` when it ended, 512-byte sectors), `completed` (t:
+/// Unix seconds), `level` (s: `raid1`...), `severity` (s: `warning` for mismatches on
+/// raid4/5/6, else `info`: mismatches on raid1/raid10 come from swap and in-flight writes).
+/// Empty when no check has completed.
+pub fn result_dict(r: Option<&CheckResult>) -> HashMap<String, OwnedValue> {
+    let mut d = HashMap::new();
+    let Some(r) = r else {
+        return d;
+    };
+    let mut put = |k: &str, v: Value<'_>| {
+        if let Ok(v) = OwnedValue::try_from(v) {
+            d.insert(k.to_string(), v);
+        }
+    };
+    put("action", Value::from(r.action.as_str()));
+    put("mismatch_cnt", Value::U64(r.mismatch_cnt));
+    put("completed", Value::U64(r.completed_s));
+    put("level", Value::from(r.level.as_str()));
+    put("severity", Value::from(r.severity()));
+    d
+}
+
+/// An Array object's check properties (published as part of its
+/// [`super::array::ArrayProps`]).
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct CheckProps {
+    /// `CheckPosition`: the saved position of a paused (or running) check, 512-byte sectors;
+    /// 0 = none.
+    pub position: u64,
+    /// `LastCheckResult` (as [`result_dict`]): the last completed check.
+    pub last: Option<CheckResult>,
+    /// `LastCheckCompleted`: when it completed, Unix seconds; 0 = never.
+    pub last_completed: u64,
+    /// `NextCheckStart`: the schedule's next window start for the array, Unix seconds; 0 =
+    /// none.
+    pub next_start: u64,
+}
+
+impl CheckProps {
+    /// The properties whose values differ, by D-Bus name.
+    pub fn changed(old: &CheckProps, new: &CheckProps) -> HashMap<&'static str, OwnedValue> {
+        let mut out = super::props::changed_props!(old, new;
+            position => "CheckPosition", last_completed => "LastCheckCompleted",
+            next_start => "NextCheckStart",
+        );
+        if old.last != new.last {
+            if let Ok(v) = OwnedValue::try_from(Value::from(result_dict(new.last.as_ref()))) {
+                out.insert("LastCheckResult", v);
+            }
+        }
+        out
+    }
+}
+
+/// What the Array objects show of checks, read once per publication.
+#[derive(Debug, Clone, Default)]
+pub struct CheckView {
+    state: CheckState,
+    /// The schedule and its next window start (Unix seconds), where a schedule is configured.
+    next: Option<(Schedule, i64)>,
+}
+
+impl CheckView {
+    /// Does the record's upkeep for `model` now (logged on failure, never fatal; a check
+    /// paused at its window's end gets a `sync_action` re-read through `shared.refresh`),
+    /// then reads the record and the config's schedule.
+    pub fn refresh(shared: &Shared, model: &MdStat) -> CheckView {
+        let root = &shared.root;
+        let Ok(config) = Config::load(root) else {
+            return CheckView::default();
+        };
+        let now = crate::policy::unix_now_s();
+        match crate::check::run::upkeep_all(root, &config, model, now) {
+            Ok((paused, _)) => {
+                for array in paused {
+                    let _ = shared.refresh.send(crate::watch::Event::ArrayAttr {
+                        array,
+                        attr: "sync_action".into(),
+                    });
+                }
+            }
+            Err(e) => tracing::warn!("check record: {}", crate::error::error_chain(&e)),
+        }
+        CheckView::read(root, &config, now as i64)
+    }
+
+    /// The record and the schedule's next window start after `now` (Unix seconds), without
+    /// upkeep. An unreadable record reads as empty.
+    pub fn read(root: &Root, config: &Config, now: i64) -> CheckView {
+        let state =
+            crate::check::run::load(&root.path(&config.check.state_path)).unwrap_or_default();
+        let next = config.check.schedule.as_ref().and_then(|s| {
+            let seed = std::fs::read_to_string(root.path("/etc/machine-id")).unwrap_or_default();
+            let delay = crate::schedule::fixed_delay_s(&seed, s.random_delay_s);
+            let offset = crate::service::scheduler::utc_offset_s(now);
+            s.next_window_start(now, delay, offset)
+                .map(|t| (s.clone(), t))
+        });
+        CheckView { state, next }
+    }
+
+    /// The check properties of array `a`: `CheckPosition` (the saved position, sectors; 0 =
+    /// none), `LastCheckResult`, `LastCheckCompleted` (Unix s; 0 = never), `NextCheckStart`
+    /// (Unix s; 0 = no schedule, or the schedule skips the array).
+    pub fn props(&self, a: &Array) -> CheckProps {
+        let rec = self.state.array.get(&record_key(a));
+        let last = rec.and_then(|r| r.last.clone());
+        CheckProps {
+            position: rec
+                .and_then(|r| r.position.as_ref())
+                .map_or(0, |p| p.sectors),
+            last_completed: last.as_ref().map_or(0, |l| l.completed_s),
+            last,
+            next_start: match &self.next {
+                Some((s, t)) if s.selected(&candidate(a)) => u64::try_from(*t).unwrap_or(0),
+                _ => 0,
+            },
+        }
+    }
+}
+
+/// The schedule's view of `a`, for its include/skip lists only.
+fn candidate(a: &Array) -> Candidate {
+    Candidate {
+        name: a.name.clone(),
+        uuid: a.sysfs.as_ref().and_then(|s| s.uuid.clone()),
+        created_unix_s: None,
+        disks: Vec::new(),
+        last_completed_s: None,
+        has_position: false,
+        checking: false,
+        busy: false,
+    }
+}
+
+/// `StartCheck`'s options: `repair` (b, default false), `duration` (t, seconds; 0 = no window
+/// end), `max` (t, KiB/s; 0 = the config's `check_max`). Returns `Op::Start` with the window
+/// end `now_s + duration`.
+///
+/// Errors: `InvalidArgument` for an unknown option or a wrong type.
+pub fn parse_start(opts: &Options, now_s: u64) -> Result<Op> {
+    let (mut repair, mut duration, mut max) = (false, 0u64, 0u64);
+    for (k, v) in opts {
+        match (k.as_str(), &**v) {
+            ("repair", Value::Bool(b)) => repair = *b,
+            ("duration", Value::U64(n)) => duration = *n,
+            ("max", Value::U64(n)) => max = *n,
+            _ => {
+                return Err(Error::InvalidArgument(format!(
+                    "StartCheck: unknown option {k:?} or wrong type {} (known: repair b, \
+                     duration t, max t, auth.no_user_interaction b)",
+                    v.value_signature()
+                )))
+            }
+        }
+    }
+    Ok(Op::Start {
+        repair,
+        max: (max != 0).then_some(max),
+        until_s: (duration != 0).then(|| now_s.saturating_add(duration)),
+    })
+}
+
+/// A core error on the bus: no array `NoSuchArray`; another sync running, or md refusing a
+/// write with EBUSY/EROFS, `Busy`; md refusing with EINVAL `InvalidArgument`; the throttle
+/// lease as [`crate::policy::PolicyError`] maps; nothing to resume, the record file and the
+/// rest `Failed`. The message is the whole error chain.
+pub fn bus_error(e: CheckError) -> Error {
+    let msg = crate::error::error_chain(&e);
+    match e {
+        CheckError::NoArray(_) => Error::NoSuchArray(msg),
+        CheckError::Busy { .. } => Error::Busy(msg),
+        CheckError::Write { source, .. } => match source.raw_os_error() {
+            Some(libc::EBUSY | libc::EROFS) => Error::Busy(msg),
+            Some(libc::EINVAL) => Error::InvalidArgument(msg),
+            _ if source.kind() == std::io::ErrorKind::NotFound => Error::NoSuchArray(msg),
+            _ => Error::Failed(msg),
+        },
+        CheckError::Policy(p) => Error::from(p).context("check throttle"),
+        CheckError::NothingToResume(_) | CheckError::State { .. } | CheckError::Collect(_) => {
+            Error::Failed(msg)
+        }
+    }
+}
+
+/// The polkit question of a check method on `array`: [`PRIORITY_ACTION`] (a check is a sync
+/// action, as `RequestSyncAction`'s), details `method` and `device`.
+pub fn request(method: &'static str, array: &str) -> Request {
+    let message = match method {
+        "StartCheck" => "Authentication is required to start a check of $(device)",
+        "PauseCheck" => "Authentication is required to pause the check of $(device)",
+        "ResumeCheck" => "Authentication is required to resume the check of $(device)",
+        _ => "Authentication is required to cancel the check of $(device)",
+    };
+    Request {
+        action: PRIORITY_ACTION,
+        method,
+        device: Some(format!("/dev/{array}")),
+        message,
+        extra: Vec::new(),
+    }
+}
+
+/// `StartCheck(options)` on `array` ([`call`] with [`parse_start`]).
+pub async fn start(
+    shared: &std::sync::Arc<Shared>,
+    conn: &zbus::Connection,
+    header: &Header<'_>,
+    array: &str,
+    options: Options,
+) -> Result<()> {
+    call(
+        shared,
+        conn,
+        header,
+        "StartCheck",
+        array,
+        Some(options),
+        parse_start,
+    )
+    .await
+}
+
+/// `PauseCheck`, `ResumeCheck` (with the throttle it was started with) or `CancelCheck` (by
+/// `method`) on `array` ([`call`]).
+pub async fn step(
+    shared: &std::sync::Arc<Shared>,
+    conn: &zbus::Connection,
+    header: &Header<'_>,
+    array: &str,
+    method: &'static str,
+) -> Result<()> {
+    let op = match method {
+        "PauseCheck" => Op::Pause,
+        "ResumeCheck" => Op::Resume { max: None },
+        _ => Op::Cancel,
+    };
+    call(shared, conn, header, method, array, None, |_, _| Ok(op)).await
+}
+
+/// Runs one check method for the caller of `header` on `array`: authorizes it
+/// ([`request`]; `options` lose `auth.no_user_interaction`), builds the step with `op`
+/// (given the remaining options), runs it off the loop's thread, then asks the loop to
+/// re-read the array and publishes the Manager's leases (the throttle).
+///
+/// Errors: `NotAuthorized`; those of `op`; those of [`bus_error`] (a failure of the one
+/// array is the method's error).
+pub async fn call(
+    shared: &std::sync::Arc<Shared>,
+    conn: &zbus::Connection,
+    header: &Header<'_>,
+    method: &'static str,
+    array: &str,
+    options: Option<Options>,
+    op: impl FnOnce(&Options, u64) -> Result<Op>,
+) -> Result<()> {
+    let req = request(method, array);
+    let mut options = options;
+    shared
+        .auth
+        .authorize(conn, header, &req, options.as_mut())
+        .await?;
+    let what = format!("{method} {array}");
+    let op = op(&options.unwrap_or_default(), crate::policy::unix_now_s())
+        .map_err(|e| e.context(&what))?;
+    let root = shared.root.clone();
+    let name = array.to_string();
+    let done = tokio::task::spawn_blocking(move || {
+        let config = Config::load(&root).map_err(|e| {
+            Error::Failed(format!("configuration: {}", crate::error::error_chain(&e)))
+        })?;
+        let o =
+            crate::check::run::execute(&root, &config, &op, &[name], false).map_err(bus_error)?;
+        match o.failures.into_iter().next() {
+            Some(f) => Err(bus_error(f.error)),
+            None => Ok(()),
+        }
+    })
+    .await
+    .map_err(|e| Error::Failed(format!("{what}: {e}")))?;
+    let _ = shared.refresh.send(crate::watch::Event::ArrayAttr {
+        array: array.to_string(),
+        attr: "sync_action".into(),
+    });
+    if let Ok(emitter) = SignalEmitter::new(conn, super::MANAGER_PATH) {
+        shared.publish(&emitter, None).await;
+    }
+    done.map_err(|e| e.context(&what))?;
+    tracing::info!(array, "{what}: done");
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::check::CheckAction;
+
+    fn o(kv: &[(&str, Value<'static>)]) -> Options {
+        kv.iter()
+            .map(|(k, v)| ((*k).to_string(), OwnedValue::try_from(v.clone()).unwrap()))
+            .collect()
+    }
+
+    #[test]
+    fn start_options_give_the_window_end_and_throttle() {
+        let op = parse_start(
+            &o(&[
+                ("repair", Value::Bool(true)),
+                ("duration", Value::U64(3600)),
+                ("max", Value::U64(5000)),
+            ]),
+            100,
+        )
+        .unwrap();
+        assert_eq!(
+            op,
+            Op::Start {
+                repair: true,
+                max: Some(5000),
+                until_s: Some(3700)
+            }
+        );
+        let op = parse_start(&o(&[("duration", Value::U64(0))]), 100).unwrap();
+        assert_eq!(
+            op,
+            Op::Start {
+                repair: false,
+                max: None,
+                until_s: None
+            }
+        );
+        for bad in [
+            o(&[("max", Value::U32(5))]),
+            o(&[("bogus", Value::Bool(true))]),
+        ] {
+            assert!(matches!(
+                parse_start(&bad, 0),
+                Err(Error::InvalidArgument(_))
+            ));
+        }
+    }
+
+    #[test]
+    fn results_are_dicts_with_a_severity_and_errors_keep_their_meaning() {
+        assert!(result_dict(None).is_empty());
+        let r = CheckResult {
+            action: CheckAction::Check,
+            completed_s: 7,
+            mismatch_cnt: 128,
+            level: "raid5".into(),
+        };
+        let d = result_dict(Some(&r));
+        assert_eq!(
+            String::try_from(d["severity"].try_clone().unwrap()).unwrap(),
+            "warning"
+        );
+        assert_eq!(u64::try_from(&*d["completed"]).unwrap(), 7);
+        assert_eq!(u64::try_from(&*d["mismatch_cnt"]).unwrap(), 128);
+        let mirror = CheckResult {
+            level: "raid1".into(),
+            ..r
+        };
+        let d = result_dict(Some(&mirror));
+        assert_eq!(
+            String::try_from(d["severity"].try_clone().unwrap()).unwrap(),
+            "info"
+        );
+        let busy = CheckError::Busy {
+            array: "md1".into(),
+            action: "resync".into(),
+        };
+        assert!(matches!(bus_error(busy), Error::Busy(_)));
+        assert!(matches!(
+            bus_error(CheckError::NoArray("md9".into())),
+            Error::NoSuchArray(_)
+        ));
+        assert!(matches!(
+            bus_error(CheckError::NothingToResume("md0".into())),
+            Error::Failed(_)
+        ));
+        let ebusy = CheckError::Write {
+            path: "/sys/block/md0/md/sync_min".into(),
+            source: std::io::Error::from_raw_os_error(libc::EBUSY),
+        };
+        assert!(matches!(bus_error(ebusy), Error::Busy(_)));
+        let req = request("StartCheck", "md0");
+        assert_eq!(req.action, PRIORITY_ACTION);
+        assert_eq!(req.device.as_deref(), Some("/dev/md0"));
+    }
+}
