@@ -261,3 +261,23 @@ no_leftovers() {
     done
     log "ok: nothing left behind ($what)"
 }
+
+# ---- installer
+# crypto_wipe BLOCKDEV_WIPE DEV: partman-crypto's crypto_wipe_device progress loop (d-i):
+# `BLOCKDEV_WIPE -s 65536 DEV` writes one `*` per 1/1000 of DEV into a fifo that is read line by
+# line. Sets WIPE_RC (exit status), WIPE_STARS and WIPE_OTHER (lines that are not `*`); its
+# stderr is left in /tmp/bw.err.
+crypto_wipe() {
+    local fifo=/tmp/wipe.fifo x pid
+    rm -f "$fifo"
+    mkfifo "$fifo"
+    "$1" -s 65536 "$2" >"$fifo" 2>/tmp/bw.err &
+    pid=$!
+    WIPE_STARS=0 WIPE_OTHER=0
+    while read -r x <&9; do
+        if [ "$x" = "*" ]; then WIPE_STARS=$((WIPE_STARS + 1)); else WIPE_OTHER=$((WIPE_OTHER + 1)); fi
+    done 9<"$fifo"
+    WIPE_RC=0
+    wait "$pid" || WIPE_RC=$?
+    cat /tmp/bw.err
+}

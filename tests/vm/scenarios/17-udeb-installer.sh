@@ -32,20 +32,10 @@ assert_eq "$(limit_min)" 0 "speed_limit_min after mdcfg-hook"
 grep -q 'yields to the installer' /tmp/hook.err || fail "mdcfg-hook did not log its lease: $(cat /tmp/hook.err)"
 
 # 2. partman-crypto's crypto_wipe_device, by the name the installer uses.
-fifo=/tmp/wipe.fifo
-mkfifo "$fifo"
-blockdev-wipe -s 65536 /dev/md0 >"$fifo" 2>/tmp/bw.err &
-pid=$!
-stars=0 other=0
-while read -r x <&9; do
-    if [ "$x" = "*" ]; then stars=$((stars + 1)); else other=$((other + 1)); fi
-done 9<"$fifo"
-rc=0
-wait "$pid" || rc=$?
-cat /tmp/bw.err
-assert_eq "$rc" 0 "udeb blockdev-wipe exit status"
-assert_eq "$stars" 1000 "number of * lines"
-assert_eq "$other" 0 "number of other lines on stdout"
+crypto_wipe blockdev-wipe /dev/md0
+assert_eq "$WIPE_RC" 0 "udeb blockdev-wipe exit status"
+assert_eq "$WIPE_STARS" 1000 "number of * lines"
+assert_eq "$WIPE_OTHER" 0 "number of other lines on stdout"
 echo 3 >/proc/sys/vm/drop_caches
 is_zero /dev/md0 64 || fail "md0 does not read back as zeros after the udeb's blockdev-wipe"
 assert_eq "$(limit_min)" 0 "speed_limit_min during the install (the lease outlives the wipe)"

@@ -28,6 +28,22 @@ wait_for 120 sync_is md0 idle || fail "md0's initial resync did not finish"
 set_limits "$ORIG_MIN" "$ORIG_MAX"
 start_service
 
+# corrupt_and_check MD MEMBER MIB LEVEL WARNING: 1 MiB of random data on MEMBER at MIB into its
+# data region (md/dev-*/offset), a full-speed `check`, then the recorded result: MISMATCH is its
+# mismatch_cnt (must be > 0) and its mismatch_warning must be WARNING (true/false).
+corrupt_and_check() {
+    local md=$1 member=$2 mib=$3 level=$4 warning=$5 off
+    off=$(($(md_attr "$md" dev-"$(basename "$member")"/offset) * 512 + mib * 1048576))
+    dd if=/dev/urandom of="$member" bs=1M count=1 seek="$off" oflag=direct,seek_bytes status=none
+    run_mdp /tmp/c.out check start "$md" --max 2000000
+    wait_for 5 sync_is "$md" check || true
+    wait_for 120 sync_is "$md" idle || fail "check of the corrupted $level did not finish"
+    "$MDP" check status --json "$md" >/tmp/st.json
+    MISMATCH=$(jq -r '.arrays[0].last.mismatch_cnt' /tmp/st.json)
+    [ "$MISMATCH" -gt 0 ] || fail "no mismatches on a corrupted $level member: $(cat /tmp/st.json)"
+    assert_eq "$(jq -r '.arrays[0].mismatch_warning' /tmp/st.json)" "$warning" "mismatch_warning of a $level check"
+}
+
 done_sectors() { md_attr md0 sync_completed | awk '{print ($1 ~ /^[0-9]+$/) ? $1 : 0}'; }
 # md publishes the position (sync_completed, and mdstat's figure) in steps: every 1/16 of the
 # array or every 5 s (md_do_sync's curr_resync_completed updates). A rate is measured between
@@ -104,16 +120,9 @@ assert_eq "$(md_attr md0 sync_min)" 0 "md0 sync_min after the finished check"
 "$MDP" policy show --json | jq -e '.leases | length == 0' >/dev/null || fail "leases left after the check: $("$MDP" policy show --json | jq -c .leases)"
 
 # A corrupted raid1 member: mismatches, informational on raid1.
-off=$(($(md_attr md0 dev-"$(basename "${DISKS[1]}")"/offset) * 512 + 64 * 1048576))
-dd if=/dev/urandom of="${DISKS[1]}" bs=1M count=1 seek="$off" oflag=direct,seek_bytes status=none
 set_limits "$ORIG_MIN" 2000000
-run_mdp /tmp/c.out check start md0 --max 2000000
-wait_for 5 sync_is md0 check || true
-wait_for 120 sync_is md0 idle || fail "check of the corrupted raid1 did not finish"
-"$MDP" check status --json md0 >/tmp/st.json
-m1=$(jq -r '.arrays[0].last.mismatch_cnt' /tmp/st.json)
-[ "$m1" -gt 0 ] || fail "no mismatches on a corrupted raid1 member: $(cat /tmp/st.json)"
-assert_eq "$(jq -r '.arrays[0].mismatch_warning' /tmp/st.json)" false "raid1 mismatches are informational"
+corrupt_and_check md0 "${DISKS[1]}" 64 raid1 false
+m1=$MISMATCH
 info "corrupted raid1 member: mismatch_cnt $m1, informational"
 
 # --for across a restart: released on time by the restarted service.
@@ -156,15 +165,8 @@ new=$(tail -n +"$((marker + 1))" /tmp/mon.txt)
 echo "$new" | grep -q "^DegradedArray md1" && fail "a fresh raid5 was reported DegradedArray: $new"
 echo "$new" | grep -q "^InitialBuild" || fail "no InitialBuild event for the fresh raid5: $new"
 # A corrupted raid5 member: mismatches are a warning.
-off=$(($(md_attr md1 dev-"$(basename "${DISKS[3]}")"/offset) * 512 + 16 * 1048576))
-dd if=/dev/urandom of="${DISKS[3]}" bs=1M count=1 seek="$off" oflag=direct,seek_bytes status=none
-run_mdp /tmp/c.out check start md1 --max 2000000
-wait_for 5 sync_is md1 check || true
-wait_for 120 sync_is md1 idle || fail "check of the corrupted raid5 did not finish"
-"$MDP" check status --json md1 >/tmp/st.json
-m5=$(jq -r '.arrays[0].last.mismatch_cnt' /tmp/st.json)
-[ "$m5" -gt 0 ] || fail "no mismatches on a corrupted raid5 member: $(cat /tmp/st.json)"
-assert_eq "$(jq -r '.arrays[0].mismatch_warning' /tmp/st.json)" true "raid5 mismatches are a warning"
+corrupt_and_check md1 "${DISKS[3]}" 16 raid5 true
+m5=$MISMATCH
 info "fresh raid5: InitialBuild, no DegradedArray; corrupted raid5 member: mismatch_cnt $m5, warning"
 stop_service
 set_limits "$ORIG_MIN" "$ORIG_MAX"
