@@ -85,9 +85,33 @@ pub struct CheckConfig {
     /// `check_max`: the array's `sync_speed_max` during a check, KiB/s, through a lease
     /// (`check-<array>`); `None` (default): no throttle unless `--max` is given.
     pub check_max: Option<u64>,
+    /// `check_max_working` with `working_hours` (a calendar of band starts, default
+    /// `Mon..Fri *-*-* 08:00:00`) and `working_hours_length` (default `10h`): a second
+    /// `check_max` that applies inside working hours (local time). `None` (default): one value.
+    pub working: Option<WorkingMax>,
     /// `schedule` and the keys around it: the service's check windows (see
     /// [`crate::schedule`]); `None` (default): no scheduled checks.
     pub schedule: Option<crate::schedule::Schedule>,
+}
+
+/// The working-hours throttle of checks ([`CheckConfig::working`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WorkingMax {
+    /// `sync_speed_max` during a check inside working hours, KiB/s (at least 1).
+    pub max: u64,
+    /// The working hours.
+    pub band: crate::schedule::Band,
+}
+
+impl CheckConfig {
+    /// The configured check throttle at `now` (Unix seconds, wall clock `utc_offset_s` east of
+    /// UTC): `check_max_working` inside working hours, else `check_max` (KiB/s; `None`: none).
+    pub fn check_max_at(&self, now: i64, utc_offset_s: i64) -> Option<u64> {
+        match &self.working {
+            Some(w) if w.band.contains(now, utc_offset_s) => Some(w.max),
+            _ => self.check_max,
+        }
+    }
 }
 
 /// A named priority profile (`[profiles.boost] min = 50000`, `[profiles.quiet] max = 5000`):
@@ -169,6 +193,7 @@ impl Default for Config {
             check: CheckConfig {
                 state_path: PathBuf::from(DEFAULT_CHECK_STATE_PATH),
                 check_max: None,
+                working: None,
                 schedule: None,
             },
             metrics: MetricsConfig::default(),
@@ -204,6 +229,12 @@ pub struct CheckFragment {
     pub state_path: Option<PathBuf>,
     /// See [`CheckConfig::check_max`].
     pub check_max: Option<u64>,
+    /// See [`CheckConfig::working`]: KiB/s inside working hours.
+    pub check_max_working: Option<u64>,
+    /// Calendar of working-hours starts (default `"Mon..Fri *-*-* 08:00:00"`).
+    pub working_hours: Option<String>,
+    /// Length of working hours (default `"10h"`).
+    pub working_hours_length: Option<String>,
     /// Calendar of cycle starts (`"Sun *-*-1..7 01:00"`); enables the schedule.
     pub schedule: Option<String>,
     /// Calendar of continuation windows within a cycle (`"*-*-* 01:00"`).
@@ -280,6 +311,45 @@ pub struct WipeFragment {
 }
 
 /// Applies the schedule keys of `c` over `cur` (a schedule exists once `schedule` was given).
+/// `check_max_working`, `working_hours`, `working_hours_length` of one fragment over `cur`.
+fn apply_working(cur: &mut Option<WorkingMax>, c: &CheckFragment) -> Result<(), String> {
+    use crate::schedule::{parse_duration, Band, Calendar};
+    let has_band_keys = c.working_hours.is_some() || c.working_hours_length.is_some();
+    let Some(max) = c.check_max_working.or(cur.as_ref().map(|w| w.max)) else {
+        return if has_band_keys {
+            Err("working_hours without check_max_working".into())
+        } else {
+            Ok(())
+        };
+    };
+    let mut band = match cur.take() {
+        Some(w) => w.band,
+        None => Band {
+            start: "Mon..Fri *-*-* 08:00:00"
+                .parse()
+                .map_err(|e: crate::schedule::ScheduleError| e.to_string())?,
+            length_s: 10 * 3600,
+        },
+    };
+    if let Some(t) = &c.working_hours {
+        band.start = t
+            .parse::<Calendar>()
+            .map_err(|e| format!("working_hours: {e}"))?;
+    }
+    if let Some(t) = &c.working_hours_length {
+        band.length_s = match parse_duration(t) {
+            Ok(0) => return Err("working_hours_length 0".into()),
+            Ok(s) => s,
+            Err(e) => return Err(format!("working_hours_length: {e}")),
+        };
+    }
+    *cur = Some(WorkingMax {
+        max: max.max(1),
+        band,
+    });
+    Ok(())
+}
+
 fn apply_schedule(
     cur: &mut Option<crate::schedule::Schedule>,
     c: &CheckFragment,
@@ -429,6 +499,10 @@ impl Config {
             if let Some(v) = c.check_max {
                 self.check.check_max = Some(v.max(1));
             }
+            apply_working(&mut self.check.working, c).map_err(|reason| ConfigError::Invalid {
+                path: path.to_path_buf(),
+                reason: format!("check: {reason}"),
+            })?;
             apply_schedule(&mut self.check.schedule, c).map_err(|reason| ConfigError::Invalid {
                 path: path.to_path_buf(),
                 reason: format!("check: {reason}"),

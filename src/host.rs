@@ -105,6 +105,20 @@ pub fn pid_alive(pid: u32) -> bool {
     )
 }
 
+/// The local wall-clock offset east of UTC, seconds, at `t` (Unix seconds), from
+/// `localtime_r(3)` and the TZ database (0 where unknown).
+pub fn utc_offset_s(t: i64) -> i64 {
+    let tt = t as libc::time_t;
+    // SAFETY: localtime_r writes only into the tm we pass, and reads the time_t we pass.
+    unsafe {
+        let mut tm: libc::tm = std::mem::zeroed();
+        if libc::localtime_r(&tt, &mut tm).is_null() {
+            return 0;
+        }
+        tm.tm_gmtoff
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

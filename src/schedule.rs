@@ -347,6 +347,26 @@ impl Calendar {
     }
 }
 
+/// A recurring band of time: it begins at each instant of `start` and lasts `length_s`
+/// (working hours: `Mon..Fri *-*-* 08:00:00` for 10 h). Pure.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Band {
+    /// When a band begins (wall clock at the offset given to [`Band::contains`]).
+    pub start: Calendar,
+    /// How long it lasts, seconds (> 0).
+    pub length_s: u64,
+}
+
+impl Band {
+    /// True when `t` (Unix seconds) lies in a band: some start `s <= t` with `t < s + length`.
+    pub fn contains(&self, t: i64, utc_offset_s: i64) -> bool {
+        let len = i64::try_from(self.length_s).unwrap_or(i64::MAX / 2);
+        self.start
+            .last_at_or_before(t, utc_offset_s, len)
+            .is_some_and(|s| t < s + len)
+    }
+}
+
 /// The delay in `0..max_s` for a machine, from its seed (e.g. `/etc/machine-id`): FNV-1a 64,
 /// stable across versions and builds.
 pub fn fixed_delay_s(seed: &str, max_s: u64) -> u64 {
@@ -588,6 +608,30 @@ mod tests {
 
     fn cal(s: &str) -> Calendar {
         s.parse().unwrap()
+    }
+
+    #[test]
+    fn bands_begin_at_their_calendar_and_last_their_length() {
+        let band = Band {
+            start: "Mon..Fri *-*-* 08:00:00".parse().unwrap(),
+            length_s: 10 * 3600,
+        };
+        // 2026-11-30 is a Monday; UTC+1.
+        let day = days_from_civil(2026, 11, 30) * 86_400;
+        let local = |d: i64, h: i64, m: i64| day + d * 86_400 + h * 3600 + m * 60 - 3600;
+        assert!(!band.contains(local(0, 7, 59), 3600));
+        assert!(band.contains(local(0, 8, 0), 3600));
+        assert!(band.contains(local(0, 17, 59), 3600));
+        assert!(!band.contains(local(0, 18, 0), 3600));
+        assert!(band.contains(local(4, 12, 0), 3600), "Friday");
+        assert!(!band.contains(local(5, 12, 0), 3600), "Saturday");
+        // A band past midnight (22:00 for 8 h) covers the early hours of the next day.
+        let night = Band {
+            start: "*-*-* 22:00:00".parse().unwrap(),
+            length_s: 8 * 3600,
+        };
+        assert!(night.contains(local(1, 3, 0), 3600));
+        assert!(!night.contains(local(1, 6, 0), 3600));
     }
 
     #[test]

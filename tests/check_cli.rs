@@ -126,3 +126,58 @@ fn start_throttle_pause_resume_finish() {
     let o = check(r, &["status", "md9"]);
     assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
 }
+
+/// `check_max_working` inside `working_hours`, `check_max` outside: at start, and for a running
+/// check the service's upkeep rewrites the lease when the band begins or ends.
+#[test]
+fn working_hours_throttle_follows_the_clock() {
+    let d = tree();
+    let r = d.path();
+    write(
+        r,
+        "etc/mdpilot/config.d/50-check.toml",
+        "[check]\ncheck_max = 20000\ncheck_max_working = 5000\n\
+         working_hours = \"*-*-* 08:00:00\"\nworking_hours_length = \"10h\"\n",
+    );
+    let root = mdpilot::host::Root::new(r);
+    let config = mdpilot::config::Config::load(&root).unwrap();
+    // 09:00 and 20:00 local time of one day (offset from this machine's TZ).
+    let at = |h: i64| {
+        let t = 20_000 * 86_400 + h * 3600;
+        t - mdpilot::host::utc_offset_s(t)
+    };
+    let off = |t: i64| mdpilot::host::utc_offset_s(t);
+    assert_eq!(config.check.check_max_at(at(9), off(at(9))), Some(5000));
+    assert_eq!(config.check.check_max_at(at(20), off(at(20))), Some(20000));
+    assert_eq!(
+        config.check.check_max_at(at(18), off(at(18))),
+        Some(20000),
+        "end is exclusive"
+    );
+
+    // Started by hand without --max: the config's value for now, either band.
+    let o = check(r, &["start", "md0"]);
+    assert!(o.status.success(), "{}", describe(&o));
+    let first = md(r, "sync_speed_max");
+    assert!(first == "5000" || first == "20000", "{first}");
+    write(r, "proc/mdstat", CHECKING);
+    write(r, "sys/block/md0/md/sync_completed", "523300 / 2093056\n");
+    let model = |root: &mdpilot::host::Root| mdpilot::sysfs::collect(root).unwrap();
+    for (h, want) in [(9, "5000"), (20, "20000"), (10, "5000")] {
+        let now = u64::try_from(at(h)).unwrap();
+        mdpilot::check::run::upkeep_all(&root, &config, &model(&root), now).unwrap();
+        assert_eq!(md(r, "sync_speed_max"), want, "at {h}:00");
+    }
+    // An explicit --max is the admin's: working hours leave it alone.
+    let o = check(r, &["pause", "md0"]);
+    assert!(o.status.success(), "{}", describe(&o));
+    write(r, "proc/mdstat", IDLE);
+    // The kernel's read-back of the released limit.
+    write(r, "sys/block/md0/md/sync_speed_max", "200000 (system)\n");
+    let o = check(r, &["resume", "--max", "7000", "md0"]);
+    assert!(o.status.success(), "{}", describe(&o));
+    write(r, "proc/mdstat", CHECKING);
+    mdpilot::check::run::upkeep_all(&root, &config, &model(&root), u64::try_from(at(9)).unwrap())
+        .unwrap();
+    assert_eq!(md(r, "sync_speed_max"), "7000");
+}

@@ -223,6 +223,57 @@ pub fn holder(array: &str) -> String {
     format!("check-{array}")
 }
 
+/// Rewrites the `check-<array>` lease of each running check that follows the config's throttle
+/// (its record has no explicit `max`) when [`configured_max`] at `now_s` differs from the lease
+/// (working hours began or ended). Failures are logged; the next look tries again.
+fn rethrottle(root: &Root, config: &Config, model: &MdStat, st: &CheckState, now_s: u64) {
+    let policy = Policy::new(root.clone(), config.policy_settings(root));
+    let Ok(view) = policy.show() else {
+        return;
+    };
+    for a in &model.arrays {
+        let Some(rec) = st.array.get(&record_key(a)) else {
+            continue;
+        };
+        let Some(action) = rec.running else {
+            continue;
+        };
+        let now_action = a.sysfs.as_ref().and_then(|s| s.sync_action.as_ref());
+        if rec.max.is_some() || now_action.map(|w| w.as_str()) != Some(action.as_str()) {
+            continue;
+        }
+        let h = holder(&a.name);
+        let have = view
+            .leases
+            .iter()
+            .find(|l| l.holder == h)
+            .and_then(|l| l.arrays.get(&a.name))
+            .and_then(|l| l.max);
+        let want = configured_max(config, now_s);
+        if have == want {
+            continue;
+        }
+        tracing::info!(array = %a.name, from = ?have, to = ?want, "check throttle follows working hours");
+        let r = match want {
+            Some(_) => throttle(&policy, &a.name, want),
+            None => unthrottle(&policy, &a.name),
+        };
+        if let Err(e) = r {
+            tracing::warn!(
+                "{}: check throttle: {}",
+                a.name,
+                crate::error::error_chain(&e)
+            );
+        }
+    }
+}
+
+/// The config's throttle at `now` (Unix seconds, local time): [`crate::config::CheckConfig::check_max_at`].
+fn configured_max(config: &Config, now: u64) -> Option<u64> {
+    let t = i64::try_from(now).unwrap_or(i64::MAX);
+    config.check.check_max_at(t, crate::host::utc_offset_s(t))
+}
+
 fn throttle(policy: &Policy, array: &str, max: Option<u64>) -> Result<(), CheckError> {
     let Some(max) = max else {
         return Ok(());
@@ -329,6 +380,9 @@ pub fn execute(
 /// `sync_action` was written) and whether the record changed; `(vec![], false)` when nothing
 /// was due (the common case: one small file read). The window end is in the record, so a
 /// service stopped across it pauses the check at its first look after the restart.
+/// With working hours in the config ([`crate::config::CheckConfig::working`]), a running check
+/// throttled by the config (not by an explicit `max`) gets its `check-<array>` lease rewritten
+/// when the band changes (at the service's next look: within a progress interval).
 ///
 /// Errors: as [`execute`].
 pub fn upkeep_all(
@@ -338,6 +392,9 @@ pub fn upkeep_all(
     now_s: u64,
 ) -> Result<(Vec<String>, bool), CheckError> {
     let st = load(&root.path(&config.check.state_path))?;
+    if config.check.working.is_some() {
+        rethrottle(root, config, model, &st, now_s);
+    }
     let mut pause = Vec::new();
     let mut status = false;
     for a in &model.arrays {
@@ -442,7 +499,7 @@ fn step(
             } else {
                 CheckAction::Check
             };
-            throttle(policy, &a.name, max.or(config.check.check_max))?;
+            throttle(policy, &a.name, max.or(configured_max(config, now)))?;
             write_attr(root, &a.name, "sync_min", "0")?;
             rec.position = None;
             rec.running = Some(action);
@@ -458,7 +515,7 @@ fn step(
                 return Err(CheckError::NothingToResume(a.name.clone()));
             };
             let max = max.or(rec.max);
-            throttle(policy, &a.name, max.or(config.check.check_max))?;
+            throttle(policy, &a.name, max.or(configured_max(config, now)))?;
             write_attr(root, &a.name, "sync_min", &p.sectors.to_string())?;
             rec.running = Some(p.action);
             rec.until_s = None;

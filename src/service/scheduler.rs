@@ -18,17 +18,9 @@ use std::time::Duration;
 /// How often the plan is evaluated: the lateness bound of a window's start and end.
 pub const TICK: Duration = Duration::from_secs(30);
 
-/// The local wall-clock offset east of UTC, seconds, at `t` (0 where unknown).
+/// The local wall-clock offset east of UTC, seconds, at `t` ([`crate::host::utc_offset_s`]).
 pub fn utc_offset_s(t: i64) -> i64 {
-    let tt = t as libc::time_t;
-    // SAFETY: localtime_r writes only into the tm we pass, and reads the time_t we pass.
-    unsafe {
-        let mut tm: libc::tm = std::mem::zeroed();
-        if libc::localtime_r(&tt, &mut tm).is_null() {
-            return 0;
-        }
-        tm.tm_gmtoff
-    }
+    crate::host::utc_offset_s(t)
 }
 
 /// The whole disk under a member (`sda1` → `sda`, `nvme0n1p2` → `nvme0n1`), from sysfs: a
