@@ -8,8 +8,8 @@
 //! connection, run for `MDPILOT_LOAD_SECS` (default 60) after a warm-up of
 //! `MDPILOT_LOAD_WARMUP_SECS` (default 10; calls in the warm-up are not counted):
 //!
-//! - 4 wipe clients (root only; otherwise "skipped:"): each owns one 512 MiB loop device over a
-//!   sparse file, and loops `Manager.StartWipe` (method random, every other one verified), a 0-30 ms pause,
+//! - 4 wipe clients (root only; otherwise "skipped:"): each owns one 2 GiB loop device over a
+//!   sparse file, and loops `Manager.StartWipe` (method random, verified), a 0-30 ms pause,
 //!   `Job.Cancel`, then waits for the job's `Completed`.
 //! - 6 abrupt clients: connect, `AcquirePriority` (a bus-name lease), drop the connection
 //!   without releasing; the service must release the lease when the name leaves the bus.
@@ -200,11 +200,12 @@ async fn wipe_client(addr: String, dev: PathBuf, c: usize, clock: Clock) -> Stat
     let mut i = c as u64;
     while Instant::now() < clock.until {
         i += 1;
-        // Random data (a zero wipe of a loop device is a hole punch that beats any Cancel),
-        // every other job verified, so the Cancel usually lands while the job runs.
+        // Random data, verified (a zero wipe of a loop device is a hole punch that beats any
+        // Cancel): 2 GiB takes long enough that the Cancel, queued behind the lease clients'
+        // calls, lands while the job runs.
         let o = opts(&[
             ("method", Value::from("random")),
-            ("verify", Value::from(i % 2 == 0)),
+            ("verify", Value::from(true)),
         ]);
         let f = async {
             call_manager(&conn, "StartWipe", &(dev.to_str().unwrap(), o))
@@ -280,7 +281,9 @@ async fn run() -> Vec<String> {
     let svc = Service::on_root(&bus, root.path(), &[("MDPILOT_JOB_LINGER_MS", "2000")]).await;
     let pid = svc.pid();
     let loops: Vec<LoopDev> = if support::is_root() {
-        (0..WIPE_CLIENTS).map(|_| LoopDev::new(512 * MIB)).collect()
+        (0..WIPE_CLIENTS)
+            .map(|_| LoopDev::new(2048 * MIB))
+            .collect()
     } else {
         support::skipped("wipe clients need root for loop devices; lease clients only");
         Vec::new()
