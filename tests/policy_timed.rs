@@ -171,3 +171,50 @@ fn a_lease_keeps_when_it_was_first_taken_and_metrics_show_the_installers() {
     let l = v.leases.iter().find(|l| l.holder == "installer").unwrap();
     assert!(l.taken_unix_s.unwrap() > taken);
 }
+
+/// A timed or profile lease taken without `--holder` never replaces the installer's lease (d-i's
+/// mdcfg hook takes `installer`): it gets its own holder (`timed`, the profile's name) and kind
+/// admin, and when it ends the installer's min 0 still applies.
+#[test]
+fn timed_and_profile_leases_do_not_replace_the_installers() {
+    let t = FakeTree::new();
+    write(
+        t.dir.path(),
+        "etc/mdpilot/config.d/50-profiles.toml",
+        "[profiles.boost]\nmin = 50000\n",
+    );
+    let apply = |args: &[&str]| {
+        let out = t.policy_cmd().arg("apply").args(args).output().unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
+    };
+    apply(&[]); // the mdcfg hook's call
+    assert_eq!(t.gmin(), "0");
+    apply(&["--max", "5000", "--for", "1s"]);
+    apply(&["--profile", "boost"]);
+    let p = t.policy();
+    let v = p.show().unwrap();
+    let kinds: BTreeMap<String, LeaseKind> = v
+        .leases
+        .iter()
+        .map(|l| (l.holder.clone(), l.kind))
+        .collect();
+    assert_eq!(
+        kinds,
+        BTreeMap::from([
+            ("boost".to_string(), LeaseKind::Admin),
+            ("installer".to_string(), LeaseKind::Installer),
+            ("timed".to_string(), LeaseKind::Admin),
+        ])
+    );
+    // The lowest min wins: the installer's 0, whatever boost asks.
+    assert_eq!(t.gmin(), "0");
+    assert_eq!(t.gmax(), "5000");
+    // The timed lease ends; the installer's lease still applies.
+    p.expire(unix_now_s() + 5)
+        .unwrap()
+        .expect("the timed lease ended");
+    assert_eq!(t.gmin(), "0");
+    assert_eq!(t.gmax(), "200000");
+    // D-Bus's name for the kind is accepted too.
+    apply(&["--holder", "gui", "--kind", "client", "--min", "7"]);
+}

@@ -114,12 +114,13 @@ pub struct Failure {
 
 impl std::fmt::Display for Failure {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(
-            f,
-            "{}: {}",
-            self.array,
-            crate::error::error_chain(&self.error)
-        )
+        let msg = crate::error::error_chain(&self.error);
+        // Errors that name their array already (Busy, NothingToResume) are not prefixed twice.
+        if msg.starts_with(&format!("{}: ", self.array)) {
+            write!(f, "{msg}")
+        } else {
+            write!(f, "{}: {msg}", self.array)
+        }
     }
 }
 

@@ -163,6 +163,19 @@ pub fn execute(
     })
 }
 
+/// `secs` (Unix seconds) as `YYYY-MM-DD HH:MM:SS UTC`.
+fn utc_text(secs: u64) -> String {
+    let days = i64::try_from(secs / 86_400).unwrap_or(0);
+    let (y, m, d) = crate::schedule::civil_from_days(days);
+    let r = secs % 86_400;
+    format!(
+        "{y:04}-{m:02}-{d:02} {:02}:{:02}:{:02} UTC",
+        r / 3600,
+        r / 60 % 60,
+        r % 60
+    )
+}
+
 fn print_status(root: &Root, stat: &MdStat, names: &[String], st: &CheckState, json: bool) {
     let mut out = Vec::new();
     for a in stat.arrays.iter().filter(|a| names.contains(&a.name)) {
@@ -191,8 +204,14 @@ fn print_status(root: &Root, stat: &MdStat, names: &[String], st: &CheckState, j
                 line.push_str(&format!(" {p}%"));
             }
             if let Some(p) = rec.and_then(|r| r.position.as_ref()) {
+                // While it runs, the position is the last save (the service saves every 60 s).
+                let what = if o.sync_action == p.action.as_str() {
+                    "position saved"
+                } else {
+                    "paused"
+                };
                 line.push_str(&format!(
-                    ", paused {} at sector {} of {}",
+                    ", {what} {} at sector {} of {}",
                     p.action.as_str(),
                     p.sectors,
                     p.total_sectors
@@ -200,9 +219,9 @@ fn print_status(root: &Root, stat: &MdStat, names: &[String], st: &CheckState, j
             }
             match &last {
                 Some(l) => line.push_str(&format!(
-                    ", last {} completed at {} with mismatch_cnt {}{}",
+                    ", last {} completed {} with mismatch_cnt {}{}",
                     l.action.as_str(),
-                    l.completed_s,
+                    utc_text(l.completed_s),
                     l.mismatch_cnt,
                     if warning {
                         " (warning: parity mismatches)"
@@ -219,5 +238,14 @@ fn print_status(root: &Root, stat: &MdStat, names: &[String], st: &CheckState, j
     }
     if json {
         println!("{}", serde_json::json!({ "arrays": out }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn utc_text_is_calendar_time() {
+        assert_eq!(super::utc_text(0), "1970-01-01 00:00:00 UTC");
+        assert_eq!(super::utc_text(1_796_132_985), "2026-12-01 13:49:45 UTC");
     }
 }

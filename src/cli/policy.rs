@@ -82,16 +82,19 @@ pub struct ApplyArgs {
     /// limits.
     #[arg(long, value_name = "mdN")]
     pub array: Option<String>,
-    /// Lease holder name; applying again with the same name replaces the lease.
-    #[arg(long, value_name = "NAME", default_value = "installer")]
-    pub holder: String,
+    /// Lease holder name; applying again with the same name replaces the lease. Default:
+    /// `installer`; with `--profile NAME`, NAME; with `--for` alone, `timed` (so a timed or
+    /// profile lease never replaces the installer's).
+    #[arg(long, value_name = "NAME")]
+    pub holder: Option<String>,
     /// Tie the lease to this process: dropped once it has exited. Default: the lease lives
     /// until `release` or `restore`.
     #[arg(long, value_name = "PID")]
     pub pid: Option<u32>,
-    /// Kind of holder: installer, wipe-job, admin, dbus-client.
-    #[arg(long, value_name = "K", default_value = "installer", value_parser = parse_kind)]
-    pub kind: LeaseKind,
+    /// Kind of holder: installer, wipe-job, admin, dbus-client (or `client`, its D-Bus name).
+    /// Default: installer; admin for a `--profile` or `--for` lease without `--holder`.
+    #[arg(long, value_name = "K", value_parser = parse_kind)]
+    pub kind: Option<LeaseKind>,
     /// A timed lease: released by itself after DURATION (`90s`, `30min`, `2h`, `1d`), restoring
     /// as any release does. The end is saved in the state file, so it survives restarts; the
     /// service releases it on time, without the service the next `policy` command does.
@@ -116,7 +119,7 @@ fn parse_for(s: &str) -> Result<u64, String> {
 /// `--profile NAME` replaced by the profile's `min`/`max` (and its duration when `--for` is not
 /// given). Errors: no such profile in the config.
 pub fn resolve_profile(a: &mut ApplyArgs, config: &Config) -> Result<(), String> {
-    let Some(name) = a.profile.take() else {
+    let Some(name) = a.profile.clone() else {
         return Ok(());
     };
     let p = config.profiles.get(&name).ok_or_else(|| {
@@ -141,12 +144,39 @@ fn parse_kind(s: &str) -> Result<LeaseKind, String> {
         "installer" => Ok(LeaseKind::Installer),
         "wipe-job" => Ok(LeaseKind::WipeJob),
         "admin" => Ok(LeaseKind::Admin),
-        "dbus-client" => Ok(LeaseKind::DbusClient),
+        "dbus-client" | "client" => Ok(LeaseKind::DbusClient),
         _ => Err("want installer, wipe-job, admin or dbus-client".into()),
     }
 }
 
 impl ApplyArgs {
+    /// The holder: `--holder`, else the profile's name, else `timed` for `--for`, else
+    /// `installer` (d-i's hooks rely on that default).
+    pub fn holder_name(&self) -> String {
+        if let Some(h) = &self.holder {
+            return h.clone();
+        }
+        if let Some(p) = &self.profile {
+            return p.clone();
+        }
+        if self.for_s.is_some() {
+            return "timed".into();
+        }
+        "installer".into()
+    }
+
+    /// The kind: `--kind`, else admin for a profile or timed lease without `--holder`, else
+    /// installer.
+    pub fn lease_kind(&self) -> LeaseKind {
+        match self.kind {
+            Some(k) => k,
+            None if self.holder.is_none() && (self.profile.is_some() || self.for_s.is_some()) => {
+                LeaseKind::Admin
+            }
+            None => LeaseKind::Installer,
+        }
+    }
+
     /// The lease this command asks for; `install_min`/`install_max` fill in when neither
     /// `--min` nor `--max` is given.
     pub fn request(&self, install_min: u64, install_max: Option<u64>) -> LeaseRequest {
@@ -170,8 +200,8 @@ impl ApplyArgs {
             None => (limits, BTreeMap::new()),
         };
         LeaseRequest {
-            holder: self.holder.clone(),
-            kind: self.kind,
+            holder: self.holder_name(),
+            kind: self.lease_kind(),
             owner: self.pid.map_or(Owner::None, Owner::Pid),
             global,
             arrays,

@@ -57,8 +57,8 @@ pub fn acquire_options(
     install: (u64, Option<u64>),
 ) -> HashMap<&'static str, Value<'static>> {
     let mut o: HashMap<&'static str, Value<'static>> = HashMap::new();
-    o.insert("holder", Value::from(a.holder.clone()));
-    o.insert("kind", Value::from(a.kind.as_str()));
+    o.insert("holder", Value::from(a.holder_name()));
+    o.insert("kind", Value::from(a.lease_kind().as_str()));
     if let Some(d) = a.for_s {
         o.insert("duration", Value::U64(d));
     }
