@@ -10,7 +10,8 @@ use std::path::PathBuf;
 #[derive(Debug, Parser)]
 #[command(name = "mdpilot", version, about)]
 pub struct Cli {
-    /// Prefix for /proc, /sys, /dev and /run (tests and the simulator use a temporary tree).
+    /// Prefix for every system path: /proc, /sys, /dev, /run, the configuration in /etc and
+    /// /usr/lib, and the state in /var/lib (tests and the simulator use a temporary tree).
     #[arg(
         long,
         global = true,
@@ -48,7 +49,8 @@ pub enum Command {
     /// Checks (scrubs): start, pause, resume, cancel, status; resumable and throttled.
     #[command(subcommand)]
     Check(crate::cli::check::CheckCommand),
-    /// Follow the service's D-Bus signals, one line per change.
+    /// Follow the service's D-Bus signals, one line per change (or, with --events, mdadm-style
+    /// events read from the kernel directly, no service needed).
     #[cfg(feature = "service")]
     Monitor(crate::cli::monitor::MonitorArgs),
 }
