@@ -19,6 +19,7 @@
 //! scheduler's every 30 s: that is the bound).
 
 pub mod run;
+mod throttle;
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

@@ -24,6 +24,8 @@
 //! admin, no owner) on the array's `sync_speed_max`, released on pause, cancel and when a step
 //! sees the check finished; `Resume` without a `max` reuses the one the check was started with.
 
+pub use super::throttle::holder;
+use super::throttle::{configured_max, rethrottle, throttle, unthrottle};
 use super::{
     reconcile, resume_point, upkeep, ArrayRecord, CheckAction, CheckState, Observed, Position,
     Upkeep,
@@ -31,8 +33,7 @@ use super::{
 use crate::config::Config;
 use crate::host::Root;
 use crate::model::{Array, MdStat, SyncCompleted};
-use crate::policy::{LeaseKind, LeaseRequest, Limits, Owner, Policy};
-use std::collections::BTreeMap;
+use crate::policy::Policy;
 use std::path::{Path, PathBuf};
 
 /// One step, for the arrays [`execute`] is given.
@@ -219,90 +220,6 @@ fn save(path: &Path, st: &CheckState) -> Result<(), CheckError> {
     Ok(())
 }
 
-/// The throttle lease's holder id for `array`: `check-<array>`.
-pub fn holder(array: &str) -> String {
-    format!("check-{array}")
-}
-
-/// Rewrites the `check-<array>` lease of each running check that follows the config's throttle
-/// (its record has no explicit `max`) when [`configured_max`] at `now_s` differs from the lease
-/// (working hours began or ended). Failures are logged; the next look tries again.
-fn rethrottle(root: &Root, config: &Config, model: &MdStat, st: &CheckState, now_s: u64) {
-    let policy = Policy::new(root.clone(), config.policy_settings(root));
-    let Ok(view) = policy.show() else {
-        return;
-    };
-    for a in &model.arrays {
-        let Some(rec) = st.array.get(&record_key(a)) else {
-            continue;
-        };
-        let Some(action) = rec.running else {
-            continue;
-        };
-        let now_action = a.sysfs.as_ref().and_then(|s| s.sync_action.as_ref());
-        if rec.max.is_some() || now_action.map(|w| w.as_str()) != Some(action.as_str()) {
-            continue;
-        }
-        let h = holder(&a.name);
-        let have = view
-            .leases
-            .iter()
-            .find(|l| l.holder == h)
-            .and_then(|l| l.arrays.get(&a.name))
-            .and_then(|l| l.max);
-        let want = configured_max(config, now_s);
-        if have == want {
-            continue;
-        }
-        tracing::info!(array = %a.name, from = ?have, to = ?want, "check throttle follows working hours");
-        let r = match want {
-            Some(_) => throttle(&policy, &a.name, want),
-            None => unthrottle(&policy, &a.name),
-        };
-        if let Err(e) = r {
-            tracing::warn!(
-                "{}: check throttle: {}",
-                a.name,
-                crate::error::error_chain(&e)
-            );
-        }
-    }
-}
-
-/// The config's throttle at `now` (Unix seconds, local time): [`crate::config::CheckConfig::check_max_at`].
-fn configured_max(config: &Config, now: u64) -> Option<u64> {
-    let t = i64::try_from(now).unwrap_or(i64::MAX);
-    config.check.check_max_at(t, crate::host::utc_offset_s(t))
-}
-
-fn throttle(policy: &Policy, array: &str, max: Option<u64>) -> Result<(), CheckError> {
-    let Some(max) = max else {
-        return Ok(());
-    };
-    policy.acquire(LeaseRequest {
-        holder: holder(array),
-        kind: LeaseKind::Admin,
-        owner: Owner::None,
-        global: Limits::default(),
-        arrays: BTreeMap::from([(
-            array.to_string(),
-            Limits {
-                min: None,
-                max: Some(max),
-            },
-        )]),
-    })?;
-    Ok(())
-}
-
-fn unthrottle(policy: &Policy, array: &str) -> Result<(), CheckError> {
-    let h = holder(array);
-    if policy.show()?.leases.iter().any(|l| l.holder == h) {
-        policy.release(&h)?;
-    }
-    Ok(())
-}
-
 /// Runs `op` on `arrays` (kernel names, `/dev/mdN`, `/dev/md/NAME`, `md/NAME` or metadata
 /// names; none = every redundant array, for `Resume` every one with a saved position) on the
 /// kernel files under `root`. First it records what the kernel did since the last step, for
@@ -339,7 +256,7 @@ pub fn execute(
                 if let Err(error) = unthrottle(&policy, &a.name) {
                     failures.push(Failure {
                         array: a.name.clone(),
-                        error,
+                        error: CheckError::Policy(error),
                     });
                 }
             }
@@ -394,7 +311,7 @@ pub fn upkeep_all(
 ) -> Result<(Vec<String>, bool), CheckError> {
     let st = load(&root.path(&config.check.state_path))?;
     if config.check.working.is_some() {
-        rethrottle(root, config, model, &st, now_s);
+        rethrottle(root, config, model, &st, &record_key, now_s);
     }
     let mut pause = Vec::new();
     let mut status = false;
