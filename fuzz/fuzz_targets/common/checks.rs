@@ -160,7 +160,7 @@ pub fn dbus_acquire(opts: &Options, install: (u64, Option<u64>)) {
 }
 
 /// Known keys of StartWipe's dict.
-pub const WIPE_KEYS: &[&str] = &["method", "verify", "keep-resync"];
+pub const WIPE_KEYS: &[&str] = &["method", "verify", "keep-resync", "resume"];
 
 pub fn dbus_wipe_options(opts: &Options) {
     if mdpilot::dbus::options::parse_start_wipe(opts).is_ok() {
