@@ -46,7 +46,7 @@ pub mod tree;
 
 pub use bus::{Bus, Service};
 pub use loopdev::{is_root, LoopDev};
-pub use polkit::{Asked, FakePolkit};
+pub use polkit::{Asked, Behaviour, FakePolkit};
 pub use tree::FakeTree;
 
 use std::process::Output;

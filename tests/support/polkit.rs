@@ -23,11 +23,28 @@ pub struct Asked {
 /// polkit's `(sa{sv})` subject: kind and its details (`pid`, `start-time`, `uid`).
 type Subject = (String, HashMap<String, OwnedValue>);
 
+/// Called with each question while the fake polkit is "deciding" (before it sleeps `delay`):
+/// the hostile caller's moment (re-point a link, disconnect).
+pub type OnAsk = Arc<dyn Fn(&Asked) + Send + Sync>;
+
+/// How the fake polkit answers: yes or no, after `delay` (an admin typing a password), with an
+/// optional hook run when the question arrives.
+#[derive(Clone, Default)]
+pub struct Behaviour {
+    /// The answer (`is_authorized`).
+    pub allow: bool,
+    /// How long each CheckAuthorization takes before it answers.
+    pub delay: std::time::Duration,
+    /// Run as each question arrives, before the delay.
+    pub on_ask: Option<OnAsk>,
+}
+
 /// The served object: the answer and the records.
 pub struct FakePolkit {
-    allow: bool,
+    behaviour: Behaviour,
     asked: Arc<Mutex<Vec<Asked>>>,
     askers: Arc<Mutex<BTreeSet<String>>>,
+    cancelled: Arc<Mutex<Vec<String>>>,
 }
 
 /// A served [`FakePolkit`]: its connection (owning `org.freedesktop.PolicyKit1`) and records.
@@ -35,6 +52,7 @@ pub struct PolkitHandle {
     _conn: zbus::Connection,
     asked: Arc<Mutex<Vec<Asked>>>,
     askers: Arc<Mutex<BTreeSet<String>>>,
+    cancelled: Arc<Mutex<Vec<String>>>,
 }
 
 impl PolkitHandle {
@@ -47,21 +65,40 @@ impl PolkitHandle {
     pub fn askers(&self) -> BTreeSet<String> {
         self.askers.lock().unwrap().clone()
     }
+
+    /// The cancellation ids passed to `CancelCheckAuthorization`, in order.
+    pub fn cancelled(&self) -> Vec<String> {
+        self.cancelled.lock().unwrap().clone()
+    }
 }
 
 impl FakePolkit {
     /// Serves a fake authority answering `allow` on `bus`.
     pub async fn serve(bus: &Bus, allow: bool) -> PolkitHandle {
+        Self::serve_with(
+            bus,
+            Behaviour {
+                allow,
+                ..Behaviour::default()
+            },
+        )
+        .await
+    }
+
+    /// Serves a fake authority that answers as `behaviour` says on `bus`.
+    pub async fn serve_with(bus: &Bus, behaviour: Behaviour) -> PolkitHandle {
         let asked = Arc::new(Mutex::new(Vec::new()));
         let askers = Arc::new(Mutex::new(BTreeSet::new()));
+        let cancelled = Arc::new(Mutex::new(Vec::new()));
         let conn = zbus::connection::Builder::address(bus.address.as_str())
             .unwrap()
             .serve_at(
                 "/org/freedesktop/PolicyKit1/Authority",
                 FakePolkit {
-                    allow,
+                    behaviour,
                     asked: asked.clone(),
                     askers: askers.clone(),
+                    cancelled: cancelled.clone(),
                 },
             )
             .unwrap()
@@ -74,13 +111,14 @@ impl FakePolkit {
             _conn: conn,
             asked,
             askers,
+            cancelled,
         }
     }
 }
 
 #[zbus::interface(name = "org.freedesktop.PolicyKit1.Authority")]
 impl FakePolkit {
-    fn check_authorization(
+    async fn check_authorization(
         &self,
         subject: Subject,
         action_id: String,
@@ -97,12 +135,23 @@ impl FakePolkit {
             .get("uid")
             .and_then(|v| i32::try_from(v.try_clone().ok()?).ok())
             .unwrap_or(-1);
-        self.asked.lock().unwrap().push(Asked {
+        let asked = Asked {
             subject: format!("{} uid={uid}", subject.0),
             action: action_id,
             details,
             flags,
-        });
-        (self.allow, false, HashMap::new())
+        };
+        self.asked.lock().unwrap().push(asked.clone());
+        if let Some(hook) = &self.behaviour.on_ask {
+            hook(&asked);
+        }
+        if !self.behaviour.delay.is_zero() {
+            tokio::time::sleep(self.behaviour.delay).await;
+        }
+        (self.behaviour.allow, false, HashMap::new())
+    }
+
+    fn cancel_check_authorization(&self, cancellation_id: String) {
+        self.cancelled.lock().unwrap().push(cancellation_id);
     }
 }
