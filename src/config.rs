@@ -1,7 +1,7 @@
 //! Configuration: TOML drop-in fragments, merged, then defaults applied.
 //!
 //! Fragments (`*.toml`) are read from `/usr/lib/mdpilot/config.d` (the package's defaults:
-//! `config/mdpilot.toml` is installed there as `00-mdpilot.toml`), `/run/mdpilot/config.d` and
+//! `dist/usr/lib/mdpilot/config.d/00-mdpilot.toml`), `/run/mdpilot/config.d` and
 //! `/etc/mdpilot/config.d` (the admin's), all under the `Root`. A file in a later directory
 //! replaces the file of the same name in an earlier one; the remaining files are applied in
 //! file-name order, a later value overriding an earlier one. Every key is optional; unknown keys
@@ -596,11 +596,11 @@ mod tests {
     use super::*;
     use pretty_assertions::assert_eq;
 
-    const SHIPPED: &str = include_str!("../config/mdpilot.toml");
+    const SHIPPED: &str = include_str!("../dist/usr/lib/mdpilot/config.d/00-mdpilot.toml");
 
     #[test]
     fn shipped_file_parses_and_documents_the_defaults() {
-        let p = Path::new("config/mdpilot.toml");
+        let p = Path::new("dist/usr/lib/mdpilot/config.d/00-mdpilot.toml");
         // As shipped (keys commented out): the defaults.
         let mut c = Config::default();
         c.apply(&ConfigFragment::parse(SHIPPED, p).unwrap(), p)

@@ -17,7 +17,7 @@ fn keys(unit: &str) -> Vec<(String, String)> {
 
 #[test]
 fn systemd_unit_is_notify_owns_the_name_and_can_write_the_knobs() {
-    let unit = read("systemd/mdpilot.service");
+    let unit = read("dist/usr/lib/systemd/system/mdpilot.service");
     let k = keys(&unit);
     let get = |name: &str| k.iter().find(|(a, _)| a == name).map(|(_, v)| v.as_str());
     assert_eq!(get("Type"), Some("notify"));
@@ -32,7 +32,10 @@ fn systemd_unit_is_notify_owns_the_name_and_can_write_the_knobs() {
     // The unit verifies where systemd-analyze exists (not in every CI image).
     if let Ok(out) = std::process::Command::new("systemd-analyze")
         .args(["verify", "--man=no"])
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("systemd/mdpilot.service"))
+        .arg(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("dist/usr/lib/systemd/system/mdpilot.service"),
+        )
         .output()
     {
         let err = String::from_utf8_lossy(&out.stderr);
@@ -47,11 +50,11 @@ fn systemd_unit_is_notify_owns_the_name_and_can_write_the_knobs() {
 
 #[test]
 fn activation_bus_policy_and_polkit_files_name_the_service() {
-    let act = read("dbus/org.mdpilot.MdPilot1.service");
+    let act = read("dist/usr/share/dbus-1/system-services/org.mdpilot.MdPilot1.service");
     assert!(act.contains("Name=org.mdpilot.MdPilot1"));
     assert!(act.contains("SystemdService=mdpilot.service"));
     assert!(act.contains("User=root"));
-    let conf = read("dbus/org.mdpilot.MdPilot1.conf");
+    let conf = read("dist/usr/share/dbus-1/system.d/org.mdpilot.MdPilot1.conf");
     assert!(conf.contains(r#"<policy user="root">"#));
     assert!(conf.contains(r#"<allow own="org.mdpilot.MdPilot1"/>"#));
     assert!(conf.contains(r#"<deny own="org.mdpilot.MdPilot1"/>"#));
@@ -78,7 +81,7 @@ fn defaults(a: &str) -> [&str; 3] {
 #[test]
 fn polkit_actions_keep_for_priority_and_ask_every_time_for_wiping() {
     use mdpilot::dbus::auth::{PRIORITY_ACTION, WIPE_ACTION};
-    let pk = read("dbus/org.mdpilot.MdPilot1.policy");
+    let pk = read("dist/usr/share/polkit-1/actions/org.mdpilot.MdPilot1.policy");
     assert_eq!(
         defaults(action(&pk, PRIORITY_ACTION)),
         ["auth_admin", "auth_admin", "auth_admin_keep"]
@@ -99,7 +102,10 @@ fn polkit_actions_keep_for_priority_and_ask_every_time_for_wiping() {
     // Well-formed XML (xmllint, where installed).
     if let Ok(out) = std::process::Command::new("xmllint")
         .args(["--noout"])
-        .arg(Path::new(env!("CARGO_MANIFEST_DIR")).join("dbus/org.mdpilot.MdPilot1.policy"))
+        .arg(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join("dist/usr/share/polkit-1/actions/org.mdpilot.MdPilot1.policy"),
+        )
         .output()
     {
         assert!(
@@ -132,7 +138,7 @@ fn every_introspection_file_documents_every_error_name() {
 
 #[test]
 fn unit_is_hardened_and_started_on_demand() {
-    let unit = read("systemd/mdpilot.service");
+    let unit = read("dist/usr/lib/systemd/system/mdpilot.service");
     let k = keys(&unit);
     let get = |name: &str| k.iter().find(|(a, _)| a == name).map(|(_, v)| v.as_str());
     assert!(get("Documentation")
@@ -151,10 +157,10 @@ fn unit_is_hardened_and_started_on_demand() {
     assert_eq!(get("WantedBy"), None);
     assert_eq!(get("Alias"), Some("dbus-org.mdpilot.MdPilot1.service"));
     // The activation file starts the same command line (when the bus starts it without systemd).
-    let act = read("dbus/org.mdpilot.MdPilot1.service");
+    let act = read("dist/usr/share/dbus-1/system-services/org.mdpilot.MdPilot1.service");
     let exec = get("ExecStart").unwrap();
     assert!(act.contains(&format!("Exec={exec}")), "{act}");
-    let rule = read("packaging/udev/69-mdpilot.rules");
+    let rule = read("dist/usr/lib/udev/rules.d/69-mdpilot.rules");
     assert!(rule.contains(r#"ENV{SYSTEMD_WANTS}+="mdpilot.service""#));
     assert!(rule.contains(r#"KERNEL!="md*""#));
 }

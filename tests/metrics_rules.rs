@@ -1,4 +1,4 @@
-//! The shipped alert rules (config/prometheus/mdpilot-alerts.yml): `promtool check rules`
+//! The shipped alert rules (docs/prometheus/mdpilot-alerts.yml): `promtool check rules`
 //! accepts them and `promtool test rules tests/fixtures/metrics/alerts-test.yml` makes each
 //! alert fire for a broken series and stay silent for the healthy ones. Needs Debian's
 //! `prometheus` package (promtool); prints "skipped: ..." without it.
@@ -35,7 +35,7 @@ fn assert_ok(what: &str, o: &std::process::Output) {
 
 #[test]
 fn promtool_check_rules_accepts_the_shipped_rules() {
-    let Some(o) = promtool(&["check", "rules", "config/prometheus/mdpilot-alerts.yml"]) else {
+    let Some(o) = promtool(&["check", "rules", "docs/prometheus/mdpilot-alerts.yml"]) else {
         return;
     };
     assert_ok("promtool check rules", &o);
@@ -56,7 +56,7 @@ fn promtool_test_rules_each_alert_fires_and_stays_silent_when_healthy() {
 #[test]
 fn rules_use_only_rendered_families_and_each_alert_is_tested() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    let rules = std::fs::read_to_string(root.join("config/prometheus/mdpilot-alerts.yml")).unwrap();
+    let rules = std::fs::read_to_string(root.join("docs/prometheus/mdpilot-alerts.yml")).unwrap();
     let tests =
         std::fs::read_to_string(root.join("tests/fixtures/metrics/alerts-test.yml")).unwrap();
     let names: Vec<&str> = mdpilot::metrics::FAMILIES.iter().map(|(n, _)| *n).collect();

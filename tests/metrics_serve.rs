@@ -212,7 +212,7 @@ fn prometheus(target: SocketAddr) -> Option<Prometheus> {
         return None;
     }
     let dir = tempfile::tempdir().unwrap();
-    let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("config/prometheus/mdpilot-alerts.yml");
+    let rules = Path::new(env!("CARGO_MANIFEST_DIR")).join("docs/prometheus/mdpilot-alerts.yml");
     let conf = dir.path().join("prometheus.yml");
     std::fs::write(
         &conf,

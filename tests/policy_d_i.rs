@@ -1,4 +1,4 @@
-//! The Debian-installer scripts in config/d-i/ with the real binary on a temporary root, run by
+//! The Debian-installer scripts in packaging/udeb/ with the real binary on a temporary root, run by
 //! every POSIX shell found (dash, busybox ash, sh).
 
 mod support;
@@ -7,10 +7,13 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use support::{skipped, stderr, FakeTree, BIN};
 
-const HOOK: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/config/d-i/mdcfg-hook");
+const HOOK: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/packaging/udeb/usr/lib/mdpilot/d-i/mdcfg-hook"
+);
 const FINISH: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
-    "/config/d-i/finish-install.d/15-mdpilot-restore"
+    "/packaging/udeb/usr/lib/finish-install.d/15-mdpilot-restore"
 );
 
 fn shells() -> Vec<Vec<String>> {

@@ -3,7 +3,7 @@
 //! (`udisks_daemon_util_check_authorization_sync`).
 //!
 //! Rule: uid 0 passes without polkit; any other uid needs polkit's yes for the method's action
-//! (shipped in `dbus/org.mdpilot.MdPilot1.policy`):
+//! (shipped in `dist/usr/share/polkit-1/actions/org.mdpilot.MdPilot1.policy`):
 //!
 //! | method | action | defaults (any / inactive / active) |
 //! |---|---|---|
