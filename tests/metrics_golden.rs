@@ -301,7 +301,7 @@ fn empty_matches_golden() {
     golden("empty", &empty());
 }
 
-/// The values the README and the alert rules rely on, read from the rendered text.
+/// The values docs/metrics.md and the alert rules rely on, read from the rendered text.
 #[test]
 fn key_values() {
     let t = render(&installing(), Format::Text);

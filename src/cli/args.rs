@@ -37,9 +37,10 @@ pub enum Command {
     /// Show md arrays, members and any resync (like `mdadm --detail`'s summary).
     Status(crate::cli::status::StatusArgs),
     /// Resync priority: leases on /proc/sys/dev/raid/speed_limit_{min,max} and per-array limits.
-    #[command(subcommand)]
+    #[command(subcommand, long_about = crate::cli::policy::POLICY_LONG_ABOUT)]
     Policy(crate::cli::policy::PolicyCommand),
     /// Wipe a block device (array or member) as fast as the device allows, with honest progress.
+    #[command(long_about = crate::cli::wipe::WIPE_LONG_ABOUT)]
     Wipe(crate::cli::wipe::WipeArgs),
     /// Drop-in for the Debian installer's blockdev-wipe: 1000 lines of `*` as progress.
     BlockdevWipe(crate::cli::blockdev_wipe::BlockdevWipeArgs),
@@ -47,7 +48,7 @@ pub enum Command {
     #[cfg(feature = "service")]
     Serve(crate::service::ServeArgs),
     /// Checks (scrubs): start, pause, resume, cancel, status; resumable and throttled.
-    #[command(subcommand)]
+    #[command(subcommand, long_about = crate::cli::check::CHECK_LONG_ABOUT)]
     Check(crate::cli::check::CheckCommand),
     /// Follow the service's D-Bus signals, one line per change (or, with --events, mdadm-style
     /// events read from the kernel directly, no service needed).

@@ -29,6 +29,30 @@ use crate::host::Root;
 use crate::model::MdStat;
 use std::process::ExitCode;
 
+/// The long help of `mdpilot check` (`--help`, `mdpilot-check(8)`); docs/checks.md has the rest.
+pub const CHECK_LONG_ABOUT: &str = "\
+Checks (scrubs): md reads the whole array and counts inconsistent 512-byte sectors in \
+md/mismatch_cnt; a repair (--repair) also rewrites them. mdpilot makes checks resumable and \
+throttled.
+
+start: md/sync_min 0, then md/sync_action check or repair (a saved position is dropped). \
+pause: saves the position (sync_completed rounded down to the chunk) per array UUID in the \
+check record (default /var/lib/mdpilot/checks.toml) before writing idle. resume: writes the \
+saved position to md/sync_min, then the saved action. cancel: idle, sync_min 0, position \
+dropped. status: the running sync, the saved position and the last result (mismatch_cnt and \
+its time: non-zero is a warning on raid4/5/6, informational on raid1/raid10).
+
+Throttle: --max KIBS (or the config's [check] check_max, and check_max_working inside \
+working_hours) becomes a lease check-<array> on the array's md/sync_speed_max, shown by \
+`mdpilot policy show` and released on pause, cancel and when the check ends; resume without \
+--max reuses the start's. The service also runs scheduled checks ([check] schedule, window, \
+continue, random_delay, max_concurrent): see mdpilot.toml(5).
+
+ARRAY: md0, /dev/md0, /dev/md/NAME, md/NAME or the metadata name; none: every array with \
+redundancy (resume: every array with a saved position).
+
+Exit status: 0 success, 1 any error (each array's error on stderr; the others are still done).";
+
 /// `mdpilot check ...`.
 #[derive(Debug, clap::Subcommand)]
 pub enum CheckCommand {

@@ -33,6 +33,34 @@ pub mod service;
 #[cfg(feature = "service")]
 pub use service::{acquire_options, bus_for, try_service, PROBE_TIMEOUT};
 
+/// The long help of `mdpilot policy` (`--help`, `mdpilot-policy(8)`); docs/policy.md has the rest.
+pub const POLICY_LONG_ABOUT: &str = "\
+Resync priority: leases on the md resync speed limits, in KiB/s: the global \
+/proc/sys/dev/raid/speed_limit_{min,max} and each array's md/sync_speed_{min,max}.
+
+A lease is a holder name, a kind (installer, wipe-job, admin, dbus-client), an owner (a pid, a \
+D-Bus name or none) and optional global and per-array min/max. The value in force for each \
+limit is the most yielding request among live leases: the lowest min and the lowest max. Taking \
+a lease again under the same holder replaces it. The first lease on a limit saves its original \
+(per array: the value and whether it was `system`) in the state file before the first write; \
+when no lease wants the limit any more, the original is written back. A value someone else \
+wrote meanwhile is left in place, with a warning in `policy show`.
+
+A per-array min or max of 0 is written as 1 (md rejects 0 there); the global limits accept 0 \
+(min 0: resync always yields; max 0: paused). --array takes md0, /dev/md0, /dev/md/NAME, \
+md/NAME or the metadata name. --pid leases are dropped once the process has exited; a lease \
+without owner lives until `release` or `restore`. --for DURATION makes a timed lease, \
+--profile NAME takes the limits of the config's [profiles.NAME].
+
+While the service runs, apply, release and restore go through it (AcquirePriority, \
+ReleasePriority, RestoreLimits on the bus given by MDPILOT_BUS, or the system bus when --root \
+is /), so it stays the only writer; without it (the Debian installer) they work on the state \
+file /run/mdpilot/policy.toml under its lock. A D-Bus error is printed and exits 1, without \
+falling back to the files. `show` only reads. A corrupt state file is moved aside \
+(policy.toml.corrupt-<time>) and the originals are then unknown until `restore --defaults`.
+
+Exit status: 0 success, 1 any error (the message names the file and the reason).";
+
 /// `mdpilot policy show|apply|release|restore`.
 #[derive(Debug, clap::Subcommand)]
 pub enum PolicyCommand {

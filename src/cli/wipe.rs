@@ -31,7 +31,7 @@ pub enum ProgressMode {
     None,
 }
 
-/// Exit statuses of `mdpilot wipe`, shown by `--help` (also in the README's "Wipe jobs").
+/// Exit statuses of `mdpilot wipe`, shown by `--help` (also in docs/wipe.md).
 pub const WIPE_EXIT_CODES: &str = "\
 Exit status:
   0    success (and --dry-run)
@@ -39,6 +39,32 @@ Exit status:
        lease or resync control failure
   2    refused (mounted, swap, held, backs /), bad usage, or not confirmed; nothing written
   130  cancelled by SIGINT, SIGTERM or SIGHUP (the resync is unfrozen, leases released)";
+
+/// The long help of `mdpilot wipe` (`--help`, `mdpilot-wipe(8)`); docs/wipe.md has the rest.
+pub const WIPE_LONG_ABOUT: &str = "\
+Wipe a block device (an array, a member of a stopped array, a disk or a partition) as fast as \
+it allows, with progress that counts only durable bytes.
+
+Refused, with nothing written: a device that is mounted (or a partition of it), active swap, \
+held by dm/LVM or an active md array, or backing /. The device is opened with O_EXCL. \
+--dry-run prints the plan with its reasons: blocks of at least 4 MiB and whole raid5/6 \
+stripes, 4 requests in flight; zero by BLKZEROOUT where the device offloads it or is an md \
+array (else O_DIRECT writes); random a seekable ChaCha8 stream keyed from getrandom (so \
+--verify regenerates it); signatures zeroes the first and last MiB and every md superblock \
+location; discard leaves device-defined contents.
+
+Resync: an array resyncing and wiped whole (zero, random, zeroout) has its resync frozen, and \
+skipped (resync_start none) only after the last block is durable; on cancel or failure it is \
+only unfrozen (idle). --keep-resync opts out. An array recovering, reshaping or checking gets a \
+policy lease lowering its sync_speed_min.
+
+Resume: a durable checkpoint in /var/lib/mdpilot/wipe/<id>.json (device identity, method, \
+random key, the offset below which every byte is durable) is saved at most once a second \
+unless 1 GiB more is durable. --resume continues it; a fresh wipe of a device with a \
+checkpoint is refused until --resume or --restart. A completed or cancelled job removes it.
+
+--progress json: one JSON object per line on stdout (plan, progress about twice a second, \
+completed; an error before the start is one error event).";
 
 /// Arguments of `mdpilot wipe DEVICE ...`.
 #[derive(Debug, clap::Args)]

@@ -57,8 +57,8 @@ pub const LEASE_KINDS: [LeaseKind; 4] = [
     LeaseKind::DbusClient,
 ];
 
-/// Every family: (name as exposed, help), in exposition order. The README table follows this
-/// list.
+/// Every family: (name as exposed, help), in exposition order. `docs/metrics.md` is generated
+/// from this list and [`FAMILY_DOCS`] (`cargo run -p xtask -- metrics-doc`).
 pub const FAMILIES: [(&str, &str); 26] = [
     ("mdpilot_build_info", "mdpilot version (value 1)."),
     ("mdpilot_mdstat_parse_errors", "Parts of /proc/mdstat that could not be parsed."),
@@ -86,6 +86,38 @@ pub const FAMILIES: [(&str, &str); 26] = [
     ("mdpilot_array_last_check_mismatch_sectors", "md/mismatch_cnt at the end of the last completed check (from mdpilot's check record)."),
     ("mdpilot_array_sync_speed_limit_bytes_per_second", "Effective md/sync_speed_{min,max} of the array (the kernel unit is KiB/s)."),
     ("mdpilot_array_sync_speed_limit_local", "1 when md/sync_speed_{min,max} is set for the array (local), 0 when it follows the global limit (system)."),
+];
+
+/// The documentation of every family of [`FAMILIES`], in the same order: (name, labels, source
+/// of the value). Labels and sources are Markdown (`docs/metrics.md` is generated from them);
+/// a unit test keeps the names in step with [`FAMILIES`].
+pub const FAMILY_DOCS: [(&str, &str, &str); 26] = [
+    ("mdpilot_build_info", "`version`", "mdpilot (value 1)"),
+    ("mdpilot_mdstat_parse_errors", "", "`/proc/mdstat` parts that could not be parsed"),
+    ("mdpilot_speed_limit_bytes_per_second", "`bound` (`min`, `max`)", "`/proc/sys/dev/raid/speed_limit_{min,max}`"),
+    ("mdpilot_speed_limit_original_bytes_per_second", "`bound`", "policy state file: the original saved while a lease changes the knob"),
+    ("mdpilot_policy_leases", "`kind` (`installer`, `wipe-job`, `admin`, `dbus-client`)", "policy state file: live leases (dead pid owners left out)"),
+    ("mdpilot_policy_install_applied_timestamp_seconds", "", "the earliest `[taken]` time of a live installer lease in the policy state file (none while no installer lease applies)"),
+    ("mdpilot_wipe_jobs_running", "", "the service's wipe jobs (service only)"),
+    ("mdpilot_wipe_done_bytes", "", "wipe engine progress, summed over running jobs"),
+    ("mdpilot_wipe_total_bytes", "", "wipe engine progress, summed over running jobs"),
+    ("mdpilot_wipe_rate_bytes_per_second", "", "wipe engine rate of the current phase, summed"),
+    ("mdpilot_array_info", "`array`, `level`, `metadata`, `uuid`", "`/proc/mdstat` header, `md/level`, `md/metadata_version`, `md/uuid` (value 1)"),
+    ("mdpilot_array_state", "`array`, `state` (the 10 words of md.rst)", "`md/array_state` (the `/proc/mdstat` header without sysfs); 1 for the current state"),
+    ("mdpilot_array_size_bytes", "`array`", "`/proc/mdstat` blocks"),
+    ("mdpilot_array_raid_disks", "`array`", "`md/raid_disks` (else `[T/A]`)"),
+    ("mdpilot_array_degraded", "`array`", "`md/degraded` (else T − A of `[T/A]`)"),
+    ("mdpilot_array_members", "`array`, `state` (`active`, `spare`, `faulty`, `down`, `write-mostly`, `journal`)", "`/proc/mdstat`: A of `[T/A]`, flags `(S)(F)(W)(J)`, `_` slots of `[UU_]`"),
+    ("mdpilot_array_consistency_policy", "`array`, `policy` (`none`, `resync`, `bitmap`, `journal`, `ppl`)", "`md/consistency_policy`; 1 for the current policy (no samples without sysfs)"),
+    ("mdpilot_array_sync_action", "`array`, `action` (`idle`, `resync`, `recover`, `check`, `repair`, `reshape`, `frozen`)", "`md/sync_action`; 1 for the current action"),
+    ("mdpilot_array_sync_completed_ratio", "`array`", "`md/sync_completed` (else the mdstat progress line); only while a sync runs"),
+    ("mdpilot_array_sync_speed_bytes_per_second", "`array`", "`md/sync_speed` (else mdstat `speed=`)"),
+    ("mdpilot_array_sync_remaining_seconds", "`array`", "mdstat `finish=` (else from `sync_completed` and `sync_speed`)"),
+    ("mdpilot_array_mismatch_sectors", "`array`", "`md/mismatch_cnt` (512-byte sectors)"),
+    ("mdpilot_array_last_check_completion_timestamp_seconds", "`array`", "the last completed check in mdpilot's check record (`[check] state_path`, by array UUID)"),
+    ("mdpilot_array_last_check_mismatch_sectors", "`array`", "`md/mismatch_cnt` at that check's end, from the same record"),
+    ("mdpilot_array_sync_speed_limit_bytes_per_second", "`array`, `bound`", "`md/sync_speed_{min,max}` (the value in force, local or system)"),
+    ("mdpilot_array_sync_speed_limit_local", "`array`, `bound`", "`md/sync_speed_{min,max}`: 1 for `(local)`, 0 for `(system)`"),
 ];
 
 /// One sample's value: gauges are integers or floats.
@@ -223,6 +255,17 @@ mod tests {
     #[test]
     fn label_values_are_escaped() {
         assert_eq!(esc("a\"b\\c\nd"), "a\\\"b\\\\c\\nd");
+    }
+
+    #[test]
+    fn every_family_is_documented_in_order() {
+        let names: Vec<&str> = FAMILIES.iter().map(|(n, _)| *n).collect();
+        let documented: Vec<&str> = FAMILY_DOCS.iter().map(|(n, _, _)| *n).collect();
+        assert_eq!(names, documented);
+        for (name, labels, source) in FAMILY_DOCS {
+            assert!(!source.is_empty() && !source.contains('|'), "{name}");
+            assert!(!labels.contains('|'), "{name}");
+        }
     }
 
     #[test]

@@ -8,8 +8,8 @@
 //! carry only `array` (the kernel name, `md0`); `uuid`, `level` and `metadata` are labels of
 //! `mdpilot_array_info` alone, joined with `* on(array) group_left(level) mdpilot_array_info`.
 //! Label values come from fixed vocabularies (states, actions, lease kinds) or from the arrays of
-//! the machine, never from unbounded input. The table of families, with their kernel source
-//! files, is in the README ("Metrics"); [`FAMILIES`] is the same list in code.
+//! the machine, never from unbounded input. [`FAMILIES`] and [`FAMILY_DOCS`] list the families
+//! with their labels and kernel source files; `docs/metrics.md` is generated from them.
 //!
 //! Files: `families.rs` (the list, the label vocabularies, the encoder), `array.rs` (the
 //! per-array families), this file (the snapshot, the formats, the global families).
@@ -24,7 +24,8 @@ mod array;
 mod families;
 
 pub use families::{
-    ARRAY_STATES, CONSISTENCY_POLICIES, FAMILIES, LEASE_KINDS, MEMBER_STATES, SYNC_ACTIONS,
+    ARRAY_STATES, CONSISTENCY_POLICIES, FAMILIES, FAMILY_DOCS, LEASE_KINDS, MEMBER_STATES,
+    SYNC_ACTIONS,
 };
 
 use crate::model::MdStat;

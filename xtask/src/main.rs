@@ -6,7 +6,11 @@
 //! - `cargo run -p xtask -- completions OUTDIR`: `mdpilot.bash`, `_mdpilot` (zsh) and
 //!   `mdpilot.fish` (clap_complete).
 //!
-//! packaging/build-deb runs both; nothing generated is committed.
+//! packaging/build-deb runs both; nothing they generate is committed.
+//!
+//! - `cargo run -p xtask -- metrics-doc`: rewrites the table of families in `docs/metrics.md`
+//!   from `mdpilot::metrics::{FAMILIES, FAMILY_DOCS}`. That file is committed; a test fails when
+//!   it differs from what the code gives (`MDPILOT_UPDATE_DOCS=1 cargo test -p xtask` rewrites it).
 
 use clap_complete::Shell;
 use std::path::{Path, PathBuf};
@@ -89,12 +93,74 @@ fn completions(out: &Path) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The line after which `docs/metrics.md` holds the generated table of families.
+const FAMILIES_BEGIN: &str = "<!-- families: generated from src/metrics/families.rs by \
+                              `cargo run -p xtask -- metrics-doc`; do not edit -->";
+/// The line that ends the generated table.
+const FAMILIES_END: &str = "<!-- end of families -->";
+
+/// `docs/metrics.md` in the repository.
+fn metrics_doc_path() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("../docs/metrics.md")
+}
+
+/// The Markdown table of every metric family: name, labels, help (the `# HELP` text) and the
+/// source of the value, in exposition order.
+fn families_table() -> String {
+    let mut t = String::from("| name | labels | meaning | source |\n| --- | --- | --- | --- |\n");
+    for ((name, help), (doc_name, labels, source)) in mdpilot::metrics::FAMILIES
+        .iter()
+        .zip(mdpilot::metrics::FAMILY_DOCS)
+    {
+        assert_eq!(*name, doc_name, "FAMILY_DOCS out of step with FAMILIES");
+        let help = help.trim_end_matches('.').replace('|', "\\|");
+        t.push_str(&format!("| `{name}` | {labels} | {help} | {source} |\n"));
+    }
+    t
+}
+
+/// `doc` with the text between [`FAMILIES_BEGIN`] and [`FAMILIES_END`] replaced by the table.
+/// Errors: a marker is missing (the message names it).
+fn with_families_table(doc: &str) -> Result<String, String> {
+    let begin = doc
+        .find(FAMILIES_BEGIN)
+        .ok_or_else(|| format!("no line {FAMILIES_BEGIN}"))?
+        + FAMILIES_BEGIN.len();
+    let end = doc[begin..]
+        .find(FAMILIES_END)
+        .ok_or_else(|| format!("no line {FAMILIES_END} after the table's start"))?
+        + begin;
+    Ok(format!(
+        "{}\n{}{}",
+        &doc[..begin],
+        families_table(),
+        &doc[end..]
+    ))
+}
+
+/// Rewrites the table of families in `docs/metrics.md`.
+fn metrics_doc() -> Result<(), String> {
+    let path = metrics_doc_path();
+    let doc = std::fs::read_to_string(&path).map_err(|e| format!("{}: {e}", path.display()))?;
+    let new = with_families_table(&doc).map_err(|e| format!("{}: {e}", path.display()))?;
+    std::fs::write(&path, new).map_err(|e| format!("{}: {e}", path.display()))
+}
+
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    if args == ["metrics-doc"] {
+        return match metrics_doc() {
+            Ok(()) => ExitCode::SUCCESS,
+            Err(e) => {
+                eprintln!("xtask metrics-doc: {e}");
+                ExitCode::FAILURE
+            }
+        };
+    }
     let (what, out) = match args.as_slice() {
         [w, o] if w == "man" || w == "completions" => (w.as_str(), PathBuf::from(o)),
         _ => {
-            eprintln!("usage: cargo run -p xtask -- man|completions OUTDIR");
+            eprintln!("usage: cargo run -p xtask -- man|completions OUTDIR | metrics-doc");
             return ExitCode::from(2);
         }
     };
@@ -192,6 +258,34 @@ mod tests {
         for word in ["mdpilot", "--root", "blockdev-wipe", "mdpilot.toml(5)"] {
             assert!(text.contains(word), "mdpilot.8 lacks {word}:\n{text}");
         }
+    }
+
+    /// The committed `docs/metrics.md` has the table the code gives; with `MDPILOT_UPDATE_DOCS`
+    /// set the file is rewritten instead (as the D-Bus XML golden test does for `dbus/`).
+    #[test]
+    fn metrics_doc_lists_every_family_as_the_code_does() {
+        let path = metrics_doc_path();
+        let doc = std::fs::read_to_string(&path).unwrap();
+        let want = with_families_table(&doc).unwrap();
+        if std::env::var_os("MDPILOT_UPDATE_DOCS").is_some() {
+            std::fs::write(&path, &want).unwrap();
+            return;
+        }
+        assert!(
+            doc == want,
+            "docs/metrics.md differs from the family table in src/metrics/families.rs; \
+             regenerate with `cargo run -p xtask -- metrics-doc` (or MDPILOT_UPDATE_DOCS=1 \
+             cargo test -p xtask)"
+        );
+        for (name, _) in mdpilot::metrics::FAMILIES {
+            assert!(doc.contains(&format!("| `{name}` |")), "{name}");
+        }
+    }
+
+    #[test]
+    fn metrics_doc_without_markers_is_an_error() {
+        let e = with_families_table("# Metrics\n").unwrap_err();
+        assert!(e.contains("families: generated"), "{e}");
     }
 
     #[test]
