@@ -1,5 +1,5 @@
 //! `cargo bench --bench dbus_load`: a D-Bus load run against the real `mdpilot serve` on a
-//! private `dbus-daemon` (issue 10, "Bad input and load"). Figures are printed; the end-state
+//! private `dbus-daemon` (bad input and load). Figures are printed; the end-state
 //! checks make it exit non-zero.
 //!
 //! The service runs with `--root TMP` ([`support::tree::job_root`]: private `/proc` with the

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Wipe ratios (issue 15): the guest bench's figures (tests/vm/scenarios/07-bench.sh and the
+# Wipe ratios (member offload and resume): the guest bench's figures (tests/vm/scenarios/07-bench.sh and the
 # member-offload lines of 08-wipe-offload.sh, read from a VM log) beside a host loop-device run
 # of the same writers, and a host resume count (a random wipe SIGKILLed at 50% and resumed:
 # bytes written twice, and whether the resumed wipe verifies). Prints tables and ratios; asserts

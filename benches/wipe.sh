@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Wipe benchmark (issue 5): one run of each writer on a fresh loop device, printing MB/s,
+# Wipe benchmark: one run of each writer on a fresh loop device, printing MB/s,
 # ratios, peak RSS and the peak growth of Dirty+Writeback (/proc/meminfo) during the job.
 #
 #   sudo benches/wipe.sh                 # 1 GiB loop device over a file on a private tmpfs

@@ -1,4 +1,4 @@
-//! Restart is not stop, and pid leases end with their process (issue 10): `mdpilot serve` on a
+//! Restart is not stop, and pid leases end with their process: `mdpilot serve` on a
 //! private bus over a simulated tree the test owns, so the state file survives the restart.
 
 #[macro_use]

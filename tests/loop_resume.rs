@@ -1,4 +1,4 @@
-//! Loop-device tests of issue 15 (root only; each attaches its own loop devices): the hand-over
+//! Loop-device tests of wipe resume and member offload (root only; each attaches its own loop devices): the hand-over
 //! after a wipe (partitions gone), resume after SIGKILL (bytes written twice counted, random
 //! verifies), checkpoint identity refusals.
 

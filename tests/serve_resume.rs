@@ -1,4 +1,4 @@
-//! Auto-resume (issue 15): `mdpilot serve` continues, when it starts, the wipe jobs it ran
+//! Auto-resume of wipe jobs: `mdpilot serve` continues, when it starts, the wipe jobs it ran
 //! before it was killed, from their checkpoints under `<root>/var/lib/mdpilot/wipe`; it leaves
 //! CLI checkpoints, checkpoints of devices that no longer match, and everything when
 //! `wipe.auto_resume` is off. Root only (loop devices the tests attach themselves); a private

@@ -1,5 +1,5 @@
 # vm-timeout: 700
-# Issue 15 on real md. Member offload: a `zero` wipe of a raid1 and of a raid5 is done by the
+# Wipe offload on real md. Member offload: a `zero` wipe of a raid1 and of a raid5 is done by the
 # members (virtio-blk write-zeroes) when md reports write_zeroes_max_bytes 0; the arrays read
 # back as zeros through md and a `check` reports mismatch_cnt 0. Resume: a random wipe of a
 # resyncing raid1 killed with SIGKILL half-way, resumed with --verify; the resync is skipped
@@ -43,7 +43,7 @@ offload_case() { # offload_case LEVEL DISK...
     wait_for 200 sync_is md0 idle || fail "$level check did not finish"
     assert_eq "$(md_attr md0 mismatch_cnt)" 0 "$level mismatch_cnt after member offload"
     # The same array wiped through md (BLKZEROOUT on md0: `--method zeroout` never offloads),
-    # side by side: the bench figure of issue 15 (goal >= 5x).
+    # side by side: the member-offload bench figure (goal >= 5x).
     run_mdp /tmp/md.jsonl wipe /dev/md0 --yes --method zeroout --progress json
     assert_eq "$MDP_RC" 0 "mdpilot wipe --method zeroout of $level md0 exit status"
     md_secs=$(tail -1 /tmp/md.jsonl | jq -r '.outcome.wipe_s')

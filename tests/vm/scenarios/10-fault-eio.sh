@@ -1,5 +1,5 @@
 # vm-timeout: 300
-# EIO in the middle of a wipe (issue 10): device-mapper `error` regions make writes fail part-way.
+# EIO in the middle of a wipe: device-mapper `error` regions make writes fail part-way.
 # 1. A plain dm device (linear, error, linear): `mdpilot wipe` fails with the offset and the errno,
 #    exit 1, and takes no lease.
 # 2. A raid1 in its initial resync whose two members both fail writes in the same region (so md

@@ -1,5 +1,5 @@
 # vm-timeout: 300
-# A member failed (`mdadm --fail`) and removed during a wipe of the array (issue 10): the wipe
+# A member failed (`mdadm --fail`) and removed during a wipe of the array: the wipe
 # finishes or fails cleanly (exit 0 or 1, a message on failure, no panic), and afterwards md0's
 # sync_action is not `frozen`, the limits are the originals and no lease is left. On success the
 # wipe (random data, --verify) read the whole array back and compared it.

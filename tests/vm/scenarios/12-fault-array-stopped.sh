@@ -1,5 +1,5 @@
 # vm-timeout: 240
-# The array stopped between two wipes (issue 10): the first wipe succeeds; after `mdadm --stop`
+# The array stopped between two wipes: the first wipe succeeds; after `mdadm --stop`
 # a second `mdpilot wipe /dev/md0` fails cleanly (exit 1, a message naming md0, no panic) and
 # leaves nothing behind; a member of the stopped array can then be wiped (exit 0).
 need_disks 2

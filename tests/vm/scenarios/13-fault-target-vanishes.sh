@@ -1,5 +1,5 @@
 # vm-timeout: 240
-# A wipe target that disappears mid-job (issue 10): the dm table under a running wipe is replaced
+# A wipe target that disappears mid-job: the dm table under a running wipe is replaced
 # by `error` (dmsetup load/suspend/resume, as a dying disk does), then, in a second run, the device
 # is removed outright (dmsetup remove --force). Each time the wipe fails cleanly: exit 1, a message
 # naming the device with the offset and errno, no panic, nothing left behind.

@@ -1,5 +1,5 @@
 # vm-timeout: 900
-# Issue 10 (freezes are journaled in the policy state): SIGKILL of `mdpilot wipe` at
+# Freezes are journaled in the policy state: SIGKILL of `mdpilot wipe` at
 # 10 random moments of a freeze-and-skip wipe (a whole-array random wipe of a fresh raid1 during its
 # initial resync; random, because a zero wipe is offloaded to the members and ends in 0.1 s), each followed by `mdpilot policy restore`. Checked per run:
 #   - md0 sync_action is not `frozen` after the restore;
@@ -75,4 +75,4 @@ for run in $(seq 1 "$RUNS"); do
 done
 set_limits "$ORIG_MIN" "$ORIG_MAX"
 info "SIGKILL of a freeze-and-skip wipe + policy restore: $ok/$RUNS clean"
-[ "$ok" = "$RUNS" ] || fail "freeze left behind (issue 10): $ok/$RUNS clean; first: ${problems[0]}"
+[ "$ok" = "$RUNS" ] || fail "freeze left behind: $ok/$RUNS clean; first: ${problems[0]}"

@@ -1,5 +1,5 @@
 # vm-timeout: 360
-# Metrics against the kernel (issue 14): a resyncing raid1 (md0, held slow by the md speed limits,
+# Metrics against the kernel: a resyncing raid1 (md0, held slow by the md speed limits,
 # local limits on md0), a raid1 created with `missing` (md1) and a raid1 with a member failed by
 # `mdadm --fail` (md2). `mdpilot status --format prometheus` and a GET of `serve --metrics`'s
 # /metrics (bash /dev/tcp) must match /sys/block/mdX/md/*: degraded, raid_disks, mismatch_cnt,

@@ -1,5 +1,5 @@
 # vm-timeout: 600
-# Issue 10: SIGKILL of `mdpilot serve` during a D-Bus wipe job (StartWipe of a whole raid1 during its
+# SIGKILL of `mdpilot serve` during a D-Bus wipe job (StartWipe of a whole raid1 during its
 # initial resync, method random: a freeze-and-skip job through md0) at a random moment, then `serve` started again. Checked
 # per run, once the restarted service has settled (its repair, or a resumed job, has finished):
 #   - md0 sync_action is not `frozen`;
@@ -86,4 +86,4 @@ for run in $(seq 1 "$RUNS"); do
 done
 set_limits "$ORIG_MIN" "$ORIG_MAX"
 info "SIGKILL of serve during a D-Bus freeze-and-skip wipe + serve restart: $ok/$RUNS clean"
-[ "$ok" = "$RUNS" ] || fail "left behind after SIGKILL of serve (issue 10): $ok/$RUNS clean; first: ${problems[0]}"
+[ "$ok" = "$RUNS" ] || fail "left behind after SIGKILL of serve: $ok/$RUNS clean; first: ${problems[0]}"

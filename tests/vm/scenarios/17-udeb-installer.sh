@@ -1,5 +1,5 @@
 # vm-timeout: 240
-# Issue 12: the installer udeb's own files (unpacked under /udeb by tests/vm/build from
+# The installer udeb's own files (unpacked under /udeb by tests/vm/build from
 # MDPILOT_UDEB) run d-i's flow on a fresh raid1 with no D-Bus at all:
 #   1. mdcfg's hook (/usr/lib/mdpilot/d-i/mdcfg-hook) takes the installer lease: speed_limit_min 0;
 #   2. partman-crypto's wipe calls `blockdev-wipe -s 65536 /dev/md0` (the udeb's symlink) and reads

@@ -1,6 +1,6 @@
 # vm-timeout: 420
-# Issue 13 on the real kernel, with `mdpilot monitor --events` recording the whole time (the
-# transcript is printed at the end):
+# Health, events, resumable checks and timed priority on the real kernel, with
+# `mdpilot monitor --events` recording the whole time (the transcript is printed at the end):
 #   - a check of a raid1 started throttled (check --max), throttled harder mid-way by a per-array
 #     lease (the measured rate drops to about the limit), paused (position saved, idle), the
 #     service killed and restarted, resumed (progress continues from the saved position, not 0),
