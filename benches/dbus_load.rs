@@ -24,7 +24,7 @@
 //!
 //! Under `cargo test --all-targets` (no `--bench` argument) it does nothing.
 
-#[path = "../tests/support/mod.rs"]
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use futures_util::StreamExt;

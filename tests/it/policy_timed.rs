@@ -1,8 +1,7 @@
 //! Timed leases and named profiles (`policy apply --for`, `--profile`) on temporary roots:
 //! the adapter, the state file and the CLI's file path (never the host's /proc/sys or /sys).
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use mdpilot::policy::{unix_now_s, LeaseKind, LeaseRequest, Limits, Owner};
 use std::collections::BTreeMap;

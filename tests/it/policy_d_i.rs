@@ -1,7 +1,7 @@
 //! The Debian-installer scripts in config/d-i/ with the real binary on a temporary root, run by
 //! every POSIX shell found (dash, busybox ash, sh).
 
-mod support;
+use crate::support;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;

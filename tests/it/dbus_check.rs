@@ -3,8 +3,7 @@
 //! `NextCheckStart`, against `mdpilot serve --sim` (whose md0 is an idle raid1 of 2097152
 //! sectors per member and md1 a resyncing raid5) on a private bus.
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::time::Duration;
@@ -322,7 +321,7 @@ async fn unprivileged_callers_need_polkit_for_checks() {
         )
         .await;
         let out = support::bus::run_helper_as_nobody(
-            "unprivileged_check_helper",
+            "dbus_check::unprivileged_check_helper",
             &[("MDPILOT_TEST_BUS", &bus.address)],
         )
         .await;

@@ -2,8 +2,7 @@
 //! every method read back, the refusal table, cancel half-way, failure mid-job, the CLI, and
 //! the installer's `blockdev-wipe` drop-in.
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use mdpilot::wipe::plan::{Data, Method, Op, Options};
 use mdpilot::wipe::planner::plan;

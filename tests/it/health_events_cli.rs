@@ -1,8 +1,7 @@
 //! `mdpilot status --test` exit codes and `mdpilot monitor --events` run as the real binary
 //! against temporary `--root` trees (proc/mdstat, sys/block/mdN/md/*). Nothing touches the host.
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use std::io::{BufRead, BufReader};
 use std::path::Path;

@@ -4,8 +4,7 @@
 //! `wipe.auto_resume` is off. Root only (loop devices the tests attach themselves); a private
 //! `dbus-daemon`; the service runs with `--root` over [`job_root`] (host `/sys` and `/dev`).
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use mdpilot::wipe::checkpoint::{self, Checkpoint};
 use mdpilot::wipe::plan::{Method, Options, StartedBy};

@@ -2,7 +2,7 @@
 //! `sync_min`, `sync_speed_max` through the lease) and the record it keeps. The test plays the
 //! kernel by editing the files between commands. Nothing touches the host.
 
-mod support;
+use crate::support;
 
 use serde_json::Value;
 use std::path::Path;

@@ -4,8 +4,7 @@
 //! `prometheus` package) must accept the text form; without promtool that part prints
 //! "skipped: ...".
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use mdpilot::metrics::{render, Format, Snapshot, WipeSample};
 use mdpilot::model::{ArrayState, ArraySysfs, MemberSysfs, SpeedLimit, SyncAction, SyncCompleted};

@@ -1,7 +1,6 @@
 //! Policy adapter and CLI on temporary roots (never the host's /proc/sys or /sys).
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use mdpilot::policy::knobs::{FsKnobs, KnobError, KnobIo};
 use mdpilot::policy::{

@@ -6,8 +6,7 @@
 //! Needs `dbus-daemon` (and `prometheus`/`promtool` for those parts): prints "skipped: ..."
 //! without them. The bus and the service come from tests/support.
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -3,8 +3,7 @@
 //! (libglib2.0-bin). Each test prints "skipped: ..." and passes when its tool is missing; the
 //! installer test writes only to a loop device it attached itself (root only).
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;

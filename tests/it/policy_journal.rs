@@ -1,7 +1,7 @@
 //! The journal of array changes (freezes) on temporary roots: recorded before the write, undone
 //! by the next command when the owner is dead, UUID-aware, never touching a foreign freeze.
 
-mod support;
+use crate::support;
 
 use mdpilot::policy::journal::{ArrayRef, Change};
 use mdpilot::policy::{state, Owner};

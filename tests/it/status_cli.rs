@@ -1,7 +1,7 @@
 //! `mdpilot status` run as the real binary against temporary `--root` trees holding
 //! proc/mdstat, proc/sys/dev/raid/* and sys/block/mdN/{md,queue}/*. Nothing touches the host.
 
-mod support;
+use crate::support;
 
 use pretty_assertions::assert_eq;
 use serde_json::Value;

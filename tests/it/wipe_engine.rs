@@ -1,7 +1,7 @@
 //! Engine tests on memory buffers and files: data written, durable progress, errors with offsets,
 //! cancel, leases, and the resync freeze/skip sequence in a temporary sysfs tree.
 
-mod support;
+use crate::support;
 
 use mdpilot::wipe::leases::{LeaseKind, LeaseRequest, Limits, Owner, RecordingLeases};
 use mdpilot::wipe::plan::{Data, Method, Op, OpenFlags, Plan, Range, ResyncAction};

@@ -2,8 +2,7 @@
 //! after a wipe (partitions gone), resume after SIGKILL (bytes written twice counted, random
 //! verifies), checkpoint identity refusals.
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use mdpilot::wipe::checkpoint::{self, Checkpoint};
 use mdpilot::wipe::plan::{Method, Options};

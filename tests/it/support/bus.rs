@@ -530,8 +530,8 @@ pub fn assert_committed_xml(iface: &str, live_doc: &str, generated_from: &str) {
     );
 }
 
-/// Re-runs this test binary's `#[ignore]`d `helper` test as nobody (`setpriv`) with `env` set,
-/// `MDPILOT_TEST_BUS` among them; asserts it succeeded as uid 65534 and returns its stdout.
+/// Re-runs this test binary's `#[ignore]`d `helper` test (its full name, `module::fn`) as nobody
+/// (`setpriv`) with `env` set, `MDPILOT_TEST_BUS` among them; asserts it succeeded as uid 65534 and returns its stdout.
 pub async fn run_helper_as_nobody(helper: &str, env: &[(&str, &str)]) -> String {
     let mut cmd = super::as_nobody(std::env::current_exe().unwrap());
     cmd.args(["--exact", helper, "--ignored", "--nocapture"]);

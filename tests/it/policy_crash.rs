@@ -9,7 +9,7 @@
 //! Run with failpoints too: `cargo test --features failpoints --test policy_crash -- --nocapture`.
 //! `MDPILOT_CRASH_SEED=N` replays a run; `MDPILOT_CRASH_RUNS=N` changes the count.
 
-mod support;
+use crate::support;
 
 use rand_chacha::rand_core::{RngCore, SeedableRng};
 use std::collections::BTreeMap;
@@ -277,11 +277,16 @@ fn crash_loop_undoes_a_freeze_every_time() {
     };
     let child_cmd = || {
         let mut c = Command::new(std::env::current_exe().unwrap());
-        c.args(["--exact", "freeze_child", "--ignored", "--quiet"])
-            .env(FREEZE_ROOT, t.dir.path())
-            .env_remove("MDPILOT_FAILPOINT")
-            .stdout(Stdio::null())
-            .stderr(Stdio::null());
+        c.args([
+            "--exact",
+            "policy_crash::freeze_child",
+            "--ignored",
+            "--quiet",
+        ])
+        .env(FREEZE_ROOT, t.dir.path())
+        .env_remove("MDPILOT_FAILPOINT")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null());
         c
     };
     reset();

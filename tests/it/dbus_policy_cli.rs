@@ -1,7 +1,7 @@
 //! `mdpilot policy apply|release|restore` through the running service: a private `dbus-daemon`,
 //! `mdpilot serve --root TMP`, and the CLI with `MDPILOT_BUS=<address> mdpilot --root TMP ...`.
 
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::process::Output;

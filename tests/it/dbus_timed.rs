@@ -1,7 +1,7 @@
 //! Timed leases through the running service: `policy apply --for` goes as AcquirePriority's
 //! `duration`, the service releases the lease on time, also after it was killed and restarted.
 
-mod support;
+use crate::support;
 
 use std::process::Output;
 use std::time::{Duration, Instant};

@@ -1,8 +1,7 @@
 //! `mdpilot serve` on a private bus: each test starts its own `dbus-daemon` and the real binary
 //! (`--sim`, or `--root` over a simulated tree the test owns).
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use futures_util::FutureExt;
 use std::collections::HashMap;
@@ -321,7 +320,7 @@ async fn unprivileged_client_helper() {
 /// Runs the helper as `nobody` against `bus`; returns its RESULT and OWN lines.
 async fn run_helper_as_nobody(bus: &Bus) -> Vec<String> {
     support::bus::run_helper_as_nobody(
-        "unprivileged_client_helper",
+        "dbus_service::unprivileged_client_helper",
         &[("MDPILOT_TEST_BUS", &bus.address)],
     )
     .await

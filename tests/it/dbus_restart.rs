@@ -1,8 +1,7 @@
 //! Restart is not stop, and pid leases end with their process (issue 10): `mdpilot serve` on a
 //! private bus over a simulated tree the test owns, so the state file survives the restart.
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use std::time::{Duration, Instant};
 use support::bus::{acquire, leases, Bus};

@@ -6,8 +6,7 @@
 //! is no md array, so nothing is written there) while `proc` is a private tree: the policy's
 //! speed-limit files and its state file stay in TMP.
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use std::collections::HashMap;
 use std::path::Path;
@@ -331,7 +330,7 @@ async fn loop_unprivileged_caller_cannot_start_or_cancel() {
     let job = start_slow_job(&e.c, &dev, &mut e.sig).await;
     let other_path = other.path.to_str().unwrap();
     let stdout = run_helper_as_nobody(
-        "job_unprivileged_helper",
+        "dbus_jobs::job_unprivileged_helper",
         &[
             ("MDPILOT_TEST_BUS", &e.bus.address),
             ("MDPILOT_TEST_DEV", other_path),
@@ -373,7 +372,7 @@ async fn loop_polkit_is_asked_for_wiping_and_for_cancelling_anothers_job() {
     let job = start_slow_job(&c, &dev, &mut sig).await;
     assert!(polkit.asked().is_empty(), "{:?}", polkit.asked());
     let stdout = run_helper_as_nobody(
-        "job_unprivileged_helper",
+        "dbus_jobs::job_unprivileged_helper",
         &[
             ("MDPILOT_TEST_BUS", &bus.address),
             ("MDPILOT_TEST_DEV", other.path.to_str().unwrap()),

@@ -1,7 +1,7 @@
 //! The wipe commands' command-line contract without a device: exit codes of usage errors and
 //! the documented exit statuses. (Device tests are in `loop_wipe.rs`.)
 
-mod support;
+use crate::support;
 
 use std::process::Command;
 use support::{stderr, stdout, BIN};

@@ -3,8 +3,7 @@
 //! alert fire for a broken series and stay silent for the healthy ones. Needs Debian's
 //! `prometheus` package (promtool); prints "skipped: ..." without it.
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use std::path::Path;
 use std::process::Command;

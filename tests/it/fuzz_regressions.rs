@@ -6,7 +6,7 @@
 //! With MDPILOT_WRITE_FUZZ_SEEDS=1, `seeds_for_the_dbus_targets` (re)writes fuzz/seeds/dbus_*/
 //! (wire-form dicts of every option, which libFuzzer cannot easily invent from nothing).
 
-#[path = "../fuzz/fuzz_targets/common/checks.rs"]
+#[path = "../../fuzz/fuzz_targets/common/checks.rs"]
 mod checks;
 
 use std::collections::HashMap;
