@@ -10,6 +10,8 @@
 //!
 //! Under `cargo test --all-targets` (no `--bench` argument) it does nothing.
 
+// A bench uses a part of the integration tests' helpers.
+#[allow(dead_code, unused_imports, unused_macros)]
 #[path = "../tests/it/support/mod.rs"]
 mod support;
 

@@ -283,11 +283,12 @@ async fn next_check_start_comes_from_the_schedule() {
 
 const CHECK_METHODS: [&str; 4] = ["StartCheck", "PauseCheck", "ResumeCheck", "CancelCheck"];
 
-/// Runs inside `unprivileged_callers_need_polkit_for_checks` as `nobody`.
+/// Runs inside `loop_unprivileged_callers_need_polkit_for_checks` as `nobody`.
 #[tokio::test]
-#[ignore = "helper: run by unprivileged_callers_need_polkit_for_checks as nobody"]
+#[ignore = "helper: run by loop_unprivileged_callers_need_polkit_for_checks as nobody"]
 async fn unprivileged_check_helper() {
-    let Some(c) = helper_connection("unprivileged_callers_need_polkit_for_checks").await else {
+    let Some(c) = helper_connection("loop_unprivileged_callers_need_polkit_for_checks").await
+    else {
         return;
     };
     let md0 = sim_array_path("md0");
@@ -304,7 +305,7 @@ async fn unprivileged_check_helper() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unprivileged_callers_need_polkit_for_checks() {
+async fn loop_unprivileged_callers_need_polkit_for_checks() {
     need_root!("to switch to nobody");
     for polkit_answer in [None, Some(false)] {
         let Some(bus) = Bus::start() else { return };

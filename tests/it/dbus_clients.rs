@@ -1,6 +1,7 @@
 //! Clients we did not write, against `mdpilot serve --sim` on a private `dbus-daemon`:
 //! `examples/installer_client.py` (GLib through python3-gi, as a GTK installer) and `gdbus`
-//! (libglib2.0-bin). Each test prints "skipped: ..." and passes when its tool is missing; the
+//! (libglib2.0-bin). Each test prints "skipped: ..." and passes when its tool is missing (fails under
+//! `MDPILOT_REQUIRE_ALL=1`); the
 //! installer test writes only to a loop device it attached itself (root only).
 
 use crate::support;
@@ -21,10 +22,6 @@ fn python_with_gi() -> Option<&'static str> {
             .output()
             .is_ok_and(|o| o.status.success())
     })
-}
-
-fn have(tool: &str) -> bool {
-    Command::new(tool).arg("--help").output().is_ok()
 }
 
 fn gdbus(bus: &Bus, args: &[&str]) -> String {
@@ -58,7 +55,7 @@ fn documented_properties(iface: &str) -> Vec<String> {
 async fn loop_installer_client_in_python_gi_wipes_and_leaves_nothing() {
     need_root!();
     let Some(py) = python_with_gi() else {
-        skip!("python3-gi (gir1.2-glib-2.0) not installed")
+        skip!("python3-gi not installed (apt-get install python3-gi gir1.2-glib-2.0)")
     };
     let Some(bus) = Bus::start() else { return };
     let _svc = Service::sim(&bus, &[]).await;
@@ -104,8 +101,8 @@ async fn loop_installer_client_in_python_gi_wipes_and_leaves_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gdbus_introspect_shows_every_documented_array_property() {
-    if !have("gdbus") {
-        skip!("gdbus (libglib2.0-bin) not installed")
+    if !support::have("gdbus", "libglib2.0-bin") {
+        return;
     }
     let Some(bus) = Bus::start() else { return };
     let _svc = Service::sim(&bus, &[]).await;
@@ -136,8 +133,8 @@ async fn gdbus_introspect_shows_every_documented_array_property() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn gdbus_sees_the_manager_in_get_managed_objects_and_a_min_0_lease_as_0() {
-    if !have("gdbus") {
-        skip!("gdbus (libglib2.0-bin) not installed")
+    if !support::have("gdbus", "libglib2.0-bin") {
+        return;
     }
     let Some(bus) = Bus::start() else { return };
     let _svc = Service::sim(&bus, &[]).await;

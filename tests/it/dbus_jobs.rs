@@ -13,25 +13,12 @@ use std::path::Path;
 use std::time::Duration;
 use support::bus::{
     assert_committed_xml, call, error_name, get, helper_connection, introspect, job_iface,
-    jobs_path, next_before, opts, run_helper_as_nobody, signals, try_get, BusChoice, JobProxy,
-    MANAGER_IFACE, MANAGER_PATH,
+    job_signals, jobs_path, next_before, opts, run_helper_as_nobody, signals, try_get, BusChoice,
+    JobProxy, MANAGER_IFACE, MANAGER_PATH,
 };
 use support::tree::job_root;
 use support::{Bus, FakePolkit, LoopDev, Service, MIB};
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
-
-/// Every signal under `<ROOT_PATH>/jobs` (subscribed before the job starts, so a
-/// fast job's signals are not missed).
-async fn job_signals(conn: &zbus::Connection) -> zbus::MessageStream {
-    let rule = zbus::MatchRule::builder()
-        .msg_type(zbus::message::Type::Signal)
-        .path_namespace(jobs_path())
-        .unwrap()
-        .build();
-    zbus::MessageStream::for_match_rule(rule, conn, Some(256))
-        .await
-        .unwrap()
-}
 
 /// What every `loop_*` test starts with: a private bus, `mdpilot serve --root <job_root>` on it
 /// (plus `env`) and a root connection subscribed to the job signals. Fields drop in order.

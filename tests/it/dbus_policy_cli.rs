@@ -4,21 +4,11 @@
 use crate::support;
 
 use std::collections::HashMap;
-use std::process::Output;
 use std::time::Duration;
 use support::bus::{leases, next_before, signals, MANAGER_IFACE, MANAGER_PATH};
 use support::tree::{read_trim, Sim};
-use support::{as_nobody, describe, is_root, skipped, stderr, stdout, Bus, Service, BIN};
+use support::{as_nobody, describe, policy_cli as cli, stderr, stdout, Bus, Service, BIN};
 use zbus::zvariant::OwnedValue;
-
-fn cli(bus: &str, root: &str, args: &[&str]) -> Output {
-    std::process::Command::new(BIN)
-        .args(["--root", root, "policy"])
-        .args(args)
-        .env("MDPILOT_BUS", bus)
-        .output()
-        .unwrap()
-}
 
 /// Waits (at most 5 s) for a PropertiesChanged of the manager carrying `Leases`.
 async fn leases_changed(s: &mut zbus::MessageStream) {
@@ -133,28 +123,6 @@ async fn policy_cli_goes_through_the_running_service() {
     assert!(leases(&watcher).await.is_empty());
     assert!(stdout(&o).contains("leases: none"));
 
-    // An unprivileged CLI gets NotAuthorized from the service and exits 1 (no fall-back).
-    if is_root() {
-        let o = as_nobody(BIN)
-            .args(["--root", &root, "policy", "apply", "--min", "5"])
-            .env("MDPILOT_BUS", &bus.address)
-            .stdin(std::process::Stdio::null())
-            .output()
-            .unwrap();
-        assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
-        assert!(stderr(&o).contains("NotAuthorized"), "{}", describe(&o));
-        // No terminal, so no polkit text agent: the CLI says how to get a prompt.
-        assert!(
-            stderr(&o).contains("hint: stdin is not a terminal"),
-            "{}",
-            describe(&o)
-        );
-        assert!(leases(&watcher).await.is_empty());
-        assert_eq!(read_trim(&knob), "1000");
-    } else {
-        skipped("the unprivileged CLI part needs root to switch to nobody");
-    }
-
     // Without the service the CLI works on the files.
     assert_eq!(svc.term().code(), Some(0));
     let o = cli(
@@ -166,4 +134,33 @@ async fn policy_cli_goes_through_the_running_service() {
     assert_eq!(read_trim(&knob), "0");
     let o = cli(&bus.address, &root, &["restore"]);
     assert!(o.status.success(), "{}", describe(&o));
+}
+
+/// An unprivileged CLI gets NotAuthorized from the service and exits 1 (no fall-back to the
+/// files); without a terminal it says how to get a polkit prompt. Root: switches to nobody.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loop_unprivileged_policy_cli_gets_not_authorized_and_no_fall_back() {
+    need_root!("to switch to nobody");
+    let Some(bus) = Bus::start() else { return };
+    let sim = Sim::create().unwrap();
+    let root = sim.path().to_str().unwrap().to_string();
+    let knob = sim.root().proc("sys/dev/raid/speed_limit_min");
+    let mut svc = Service::start(&bus, &["--root", &root], &[]).await;
+    let watcher = bus.connect().await;
+    let o = as_nobody(BIN)
+        .args(["--root", &root, "policy", "apply", "--min", "5"])
+        .env("MDPILOT_BUS", &bus.address)
+        .stdin(std::process::Stdio::null())
+        .output()
+        .unwrap();
+    assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
+    assert!(stderr(&o).contains("NotAuthorized"), "{}", describe(&o));
+    assert!(
+        stderr(&o).contains("hint: stdin is not a terminal"),
+        "{}",
+        describe(&o)
+    );
+    assert!(leases(&watcher).await.is_empty());
+    assert_eq!(read_trim(&knob), "1000");
+    assert_eq!(svc.term().code(), Some(0));
 }

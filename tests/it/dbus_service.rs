@@ -297,11 +297,11 @@ async fn mutating_calls(c: &zbus::Connection) -> Vec<(&'static str, String)> {
 /// How many calls [`mutating_calls`] makes.
 const MUTATING_CALLS: usize = 6;
 
-/// Runs inside `unprivileged_caller_gets_not_authorized` as `nobody` (re-executed test binary).
+/// Runs inside `loop_unprivileged_caller_gets_not_authorized` as `nobody` (re-executed test binary).
 #[tokio::test]
-#[ignore = "helper: run by unprivileged_caller_gets_not_authorized as nobody"]
+#[ignore = "helper: run by loop_unprivileged_caller_gets_not_authorized as nobody"]
 async fn unprivileged_client_helper() {
-    let Some(c) = helper_connection("unprivileged_caller_gets_not_authorized").await else {
+    let Some(c) = helper_connection("loop_unprivileged_caller_gets_not_authorized").await else {
         return;
     };
     // Reads stay open to everyone.
@@ -331,7 +331,7 @@ async fn run_helper_as_nobody(bus: &Bus) -> Vec<String> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shipped_bus_policy_lets_everyone_call_but_only_root_own_the_name() {
+async fn loop_shipped_bus_policy_lets_everyone_call_but_only_root_own_the_name() {
     need_root!("to switch to nobody");
     let Some(bus) = Bus::start_system_like() else {
         return;
@@ -352,7 +352,7 @@ async fn shipped_bus_policy_lets_everyone_call_but_only_root_own_the_name() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn unprivileged_caller_gets_not_authorized() {
+async fn loop_unprivileged_caller_gets_not_authorized() {
     need_root!("to switch to nobody");
     let Some(bus) = Bus::start() else { return };
     let svc = Service::sim(&bus, &[]).await;
@@ -554,7 +554,7 @@ async fn ready_is_sent_after_the_name_is_owned_and_stopping_on_sigterm() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn polkit_decides_for_unprivileged_callers() {
+async fn loop_polkit_decides_for_unprivileged_callers() {
     need_root!("to switch to nobody");
     for allow in [true, false] {
         let Some(bus) = Bus::start() else { return };

@@ -3,19 +3,9 @@
 
 use crate::support;
 
-use std::process::Output;
 use std::time::{Duration, Instant};
 use support::tree::{read_trim, Sim};
-use support::{describe, Bus, Service, BIN};
-
-fn cli(bus: &str, root: &str, args: &[&str]) -> Output {
-    std::process::Command::new(BIN)
-        .args(["--root", root, "policy"])
-        .args(args)
-        .env("MDPILOT_BUS", bus)
-        .output()
-        .unwrap()
-}
+use support::{describe, policy_cli as cli, Bus, Service};
 
 async fn wait_for(path: &std::path::Path, want: &str, within: Duration) {
     let deadline = Instant::now() + within;

@@ -159,9 +159,12 @@ fn loop_refuses_active_swap() {
 #[test]
 fn loop_refuses_device_held_by_dm() {
     need_root!();
+    if !support::have("dmsetup", "dmsetup") {
+        return;
+    }
     let d = LoopDev::new(64 * MIB);
     let Some(dm) = DmLinear::new(&d.path, 64 * MIB / 512) else {
-        skip!("device-mapper unavailable");
+        skip!("device-mapper unavailable (modprobe dm_mod)");
     };
     let e = wipe(&d, Method::Zero, &opts()).unwrap_err();
     assert!(e.to_string().contains("held by device-mapper"), "{e}");

@@ -226,43 +226,6 @@ fn empty() -> Snapshot {
     }
 }
 
-fn promtool() -> Option<()> {
-    match std::process::Command::new("promtool")
-        .arg("--version")
-        .output()
-    {
-        Ok(o) if o.status.success() => Some(()),
-        _ => {
-            support::skipped("promtool not installed (apt-get install prometheus)");
-            None
-        }
-    }
-}
-
-/// `promtool check metrics` on `text` (stdin); panics with its output when it objects.
-fn promtool_check(name: &str, text: &str) {
-    use std::io::Write;
-    let mut child = std::process::Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(std::process::Stdio::piped())
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    child
-        .stdin
-        .take()
-        .unwrap()
-        .write_all(text.as_bytes())
-        .unwrap();
-    let out = child.wait_with_output().unwrap();
-    assert!(
-        out.status.success(),
-        "promtool check metrics rejects {name}:\n{}",
-        support::describe(&out)
-    );
-}
-
 fn golden(name: &str, snap: &Snapshot) {
     for (format, ext) in [(Format::Text, "prom"), (Format::OpenMetrics, "om")] {
         let live = render(snap, format);
@@ -280,9 +243,7 @@ fn golden(name: &str, snap: &Snapshot) {
         });
         pretty_assertions::assert_eq!(committed, live, "{} drifted", file.display());
     }
-    if promtool().is_some() {
-        promtool_check(name, &render(snap, Format::Text));
-    }
+    support::promtool_check_metrics(name, &render(snap, Format::Text));
 }
 
 #[test]

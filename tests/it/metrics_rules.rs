@@ -8,20 +8,17 @@ use crate::support;
 use std::path::Path;
 use std::process::Command;
 
+/// `promtool ARGS` run in the source tree; `None` (having said "skipped") without promtool.
 fn promtool(args: &[&str]) -> Option<std::process::Output> {
+    if !support::have("promtool", "prometheus") {
+        return None;
+    }
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
-    match Command::new("promtool")
+    let o = Command::new("promtool")
         .args(args)
         .current_dir(root)
-        .output()
-    {
-        Ok(o) => Some(o),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
-            support::skipped("promtool not installed (apt-get install prometheus)");
-            None
-        }
-        Err(e) => panic!("promtool: {e}"),
-    }
+        .output();
+    Some(o.unwrap_or_else(|e| panic!("promtool: {e}")))
 }
 
 fn assert_ok(what: &str, o: &std::process::Output) {

@@ -27,20 +27,6 @@ impl Drop for Reaped {
     }
 }
 
-/// Whether `cmd --version` runs; prints the skip line when it does not.
-fn have(cmd: &str) -> bool {
-    let ok = Command::new(cmd)
-        .arg("--version")
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .status()
-        .is_ok_and(|s| s.success());
-    if !ok {
-        support::skipped(format_args!("{cmd} not installed"));
-    }
-    ok
-}
-
 fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
@@ -94,22 +80,6 @@ fn status_json(root: &Path) -> serde_json::Value {
     serde_json::from_slice(&out.stdout).unwrap()
 }
 
-fn promtool_check(text: &str) {
-    if !have("promtool") {
-        return;
-    }
-    let mut c = Command::new("promtool")
-        .args(["check", "metrics"])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .unwrap();
-    c.stdin.take().unwrap().write_all(text.as_bytes()).unwrap();
-    let o = c.wait_with_output().unwrap();
-    assert!(o.status.success(), "promtool check metrics: {o:?}\n{text}");
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn metrics_endpoint_negotiates_the_format_and_refuses_other_requests() {
     let Some(bus) = Bus::start() else { return };
@@ -125,7 +95,7 @@ async fn metrics_endpoint_negotiates_the_format_and_refuses_other_requests() {
         "{text}"
     );
     assert!(!text.contains("# EOF"));
-    promtool_check(&text);
+    support::promtool_check_metrics("the /metrics page", &text);
     let (code, head, om) = http(
         addr,
         "GET",
@@ -182,7 +152,7 @@ fn status_format_prometheus_writes_the_file_atomically() {
     );
     let entries = std::fs::read_dir(out.path()).unwrap().count();
     assert_eq!(entries, 1, "no temporary file is left behind");
-    promtool_check(&text);
+    support::promtool_check_metrics("the /metrics page", &text);
     let o = run(&["--output", "/nonexistent/dir/mdpilot.prom"]);
     assert_eq!(o.status.code(), Some(1));
 }
@@ -207,7 +177,7 @@ struct Prometheus {
 }
 
 fn prometheus(target: SocketAddr) -> Option<Prometheus> {
-    if !have("prometheus") {
+    if !support::have("prometheus", "prometheus") {
         return None;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -323,7 +293,7 @@ fn compare(p: &Prometheus, root: &Path, tolerance: f64) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn real_prometheus_scrapes_the_values_status_json_shows() {
     let Some(bus) = Bus::start() else { return };
-    if !have("prometheus") {
+    if !support::have("prometheus", "prometheus") {
         return;
     }
     let (s, addr) = serve(&bus, &[("MDPILOT_SIM_TICK_MS", "200")]).await;

@@ -9,17 +9,7 @@ use mdpilot::policy::{
 use std::collections::BTreeMap;
 use std::process::Command;
 use support::loopdev::Tmpfs;
-use support::{as_nobody, error_chain, have_setpriv, stderr, stdout, FakeTree, BIN};
-
-fn global(holder: &str, min: Option<u64>, max: Option<u64>) -> LeaseRequest {
-    LeaseRequest {
-        holder: holder.into(),
-        kind: LeaseKind::Admin,
-        owner: Owner::None,
-        global: Limits { min, max },
-        arrays: BTreeMap::new(),
-    }
-}
+use support::{as_nobody, error_chain, global, have, stderr, stdout, FakeTree, BIN};
 
 fn array(holder: &str, name: &str, min: Option<u64>, max: Option<u64>) -> LeaseRequest {
     LeaseRequest {
@@ -534,8 +524,8 @@ fn cli_as_nobody(t: &FakeTree, args: &[&str]) -> (i32, String) {
 fn loop_not_root_names_the_file_and_changes_nothing() {
     use std::os::unix::fs::PermissionsExt;
     need_root!("to switch to nobody");
-    if !have_setpriv() {
-        skip!("no setpriv");
+    if !have("setpriv", "util-linux") {
+        return;
     }
     let t = FakeTree::new();
     // nobody may traverse the tree and read the knobs (0644, owned by root), not write them.

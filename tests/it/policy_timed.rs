@@ -3,20 +3,10 @@
 
 use crate::support;
 
-use mdpilot::policy::{unix_now_s, LeaseKind, LeaseRequest, Limits, Owner};
+use mdpilot::policy::{unix_now_s, LeaseKind};
 use std::collections::BTreeMap;
 use support::tree::write;
-use support::{stderr, FakeTree};
-
-fn global(holder: &str, min: Option<u64>, max: Option<u64>) -> LeaseRequest {
-    LeaseRequest {
-        holder: holder.into(),
-        kind: LeaseKind::Admin,
-        owner: Owner::None,
-        global: Limits { min, max },
-        arrays: BTreeMap::new(),
-    }
-}
+use support::{global, stderr, FakeTree};
 
 #[test]
 fn timed_lease_expires_and_restores_as_a_release_even_after_a_restart() {

@@ -12,23 +12,11 @@ use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 use support::bus::{
-    call, jobs_path, managed_objects, next_before, opts, MANAGER_IFACE, MANAGER_PATH,
+    call, job_signals, jobs_path, managed_objects, next_before, opts, MANAGER_IFACE, MANAGER_PATH,
 };
 use support::tree::job_root;
 use support::{Bus, LoopDev, Service, MIB};
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
-
-/// Every signal under `<ROOT_PATH>/jobs`.
-async fn job_signals(conn: &zbus::Connection) -> zbus::MessageStream {
-    let rule = zbus::MatchRule::builder()
-        .msg_type(zbus::message::Type::Signal)
-        .path_namespace(jobs_path())
-        .unwrap()
-        .build();
-    zbus::MessageStream::for_match_rule(rule, conn, Some(256))
-        .await
-        .unwrap()
-}
 
 /// The first `Completed(b, s)` under the jobs path: (job path, success, message).
 async fn completed(s: &mut zbus::MessageStream, limit: Duration) -> (String, bool, String) {

@@ -33,9 +33,24 @@ pub fn jobs_path() -> String {
     format!("{ROOT_PATH}/jobs")
 }
 
+/// Every signal under `<ROOT_PATH>/jobs` (subscribe before the job starts, so a fast job's
+/// signals are not missed); 256 queued at most.
+pub async fn job_signals(conn: &zbus::Connection) -> zbus::MessageStream {
+    let rule = zbus::MatchRule::builder()
+        .msg_type(zbus::message::Type::Signal)
+        .path_namespace(jobs_path())
+        .unwrap()
+        .build();
+    zbus::MessageStream::for_match_rule(rule, conn, Some(256))
+        .await
+        .unwrap()
+}
+
 /// A private bus: `dbus-daemon --config-file` listening on a socket in a temp dir that any user
 /// may reach (so a test can call it as `nobody`). Killed on drop.
 pub struct Bus {
+    /// The temp dir of the socket and the config (removed on drop).
+    #[allow(dead_code)] // held for its drop; the benches read it
     pub dir: tempfile::TempDir,
     pub address: String,
     child: Child,
@@ -90,7 +105,7 @@ impl Bus {
             .output()
             .is_err()
         {
-            super::skipped("dbus-daemon not installed");
+            super::skipped("dbus-daemon not installed (apt-get install dbus-daemon)");
             return None;
         }
         let dir = tempfile::Builder::new()
@@ -559,7 +574,8 @@ pub async fn run_helper_as_nobody(helper: &str, env: &[(&str, &str)]) -> String 
 /// printing `UID <euid>`), or `None` when run by hand (having said "skipped").
 pub async fn helper_connection(run_by: &str) -> Option<zbus::Connection> {
     let Ok(addr) = std::env::var("MDPILOT_TEST_BUS") else {
-        super::skipped(format_args!("helper: run by {run_by} as nobody"));
+        // Not a skip (the test that needs it runs it): nothing to do when run by hand.
+        eprintln!("helper: run by {run_by} as nobody; nothing to do by hand");
         return None;
     };
     let c = connect_to(&addr).await;

@@ -34,6 +34,7 @@ fn succeeds(cmd: &mut Command) -> bool {
 /// dir removed, when the guard made it).
 pub struct LoopDev {
     pub path: PathBuf,
+    #[allow(dead_code)] // the backing file, for tests that look at it
     pub file: PathBuf,
     _dir: Option<tempfile::TempDir>,
 }

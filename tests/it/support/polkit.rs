@@ -44,6 +44,7 @@ pub struct FakePolkit {
     behaviour: Behaviour,
     asked: Arc<Mutex<Vec<Asked>>>,
     askers: Arc<Mutex<BTreeSet<String>>>,
+    #[allow(dead_code)] // read by the authorization race tests
     cancelled: Arc<Mutex<Vec<String>>>,
 }
 
@@ -67,6 +68,7 @@ impl PolkitHandle {
     }
 
     /// The cancellation ids passed to `CancelCheckAuthorization`, in order.
+    #[allow(dead_code)] // for the authorization race tests
     pub fn cancelled(&self) -> Vec<String> {
         self.cancelled.lock().unwrap().clone()
     }
