@@ -664,3 +664,49 @@ fn loop_cli_refusal_with_progress_json_prints_an_error_event_and_exits_2() {
     assert_eq!(lines[0]["exit_code"], 2);
     assert!(lines[0]["message"].as_str().unwrap().contains("mounted"));
 }
+
+/// The loop devices `losetup` lists over `file` (`losetup -j`), one line each.
+fn attached_over(file: &Path) -> String {
+    support::loopdev::run("losetup", &["-j", file.to_str().unwrap()])
+}
+
+#[test]
+fn loop_a_dropped_loop_device_guard_detaches_the_device() {
+    need_root!();
+    let d = LoopDev::filled(16 * MIB, 0x42);
+    let file = d.file.clone();
+    assert!(attached_over(&file).contains(d.path.to_str().unwrap()));
+    drop(d);
+    assert_eq!(
+        attached_over(&file),
+        "",
+        "still attached over {}",
+        file.display()
+    );
+}
+
+/// A dm table left behind kept the loop device attached to a deleted
+/// /var/tmp/mdpilot-wipe-*/disk.img after the run: the guard removes its table, and then the
+/// loop device goes too.
+#[test]
+fn loop_a_dropped_dm_guard_removes_its_table_and_frees_the_loop_device() {
+    need_root!();
+    if !support::have("dmsetup", "dmsetup") {
+        return;
+    }
+    let d = LoopDev::new(64 * MIB);
+    let file = d.file.clone();
+    let Some(dm) = DmLinear::new(&d.path, 64 * MIB / 512) else {
+        skip!("device-mapper unavailable (modprobe dm_mod)");
+    };
+    let name = dm.name.clone();
+    drop(dm);
+    assert!(!DmLinear::exists(&name), "{name} left behind");
+    drop(d);
+    assert_eq!(
+        attached_over(&file),
+        "",
+        "still attached over {}",
+        file.display()
+    );
+}

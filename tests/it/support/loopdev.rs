@@ -34,7 +34,7 @@ fn succeeds(cmd: &mut Command) -> bool {
 /// dir removed, when the guard made it).
 pub struct LoopDev {
     pub path: PathBuf,
-    #[allow(dead_code)] // the backing file, for tests that look at it
+    /// The backing file.
     pub file: PathBuf,
     _dir: Option<tempfile::TempDir>,
 }
@@ -162,6 +162,9 @@ impl LoopDev {
 
 impl Drop for LoopDev {
     fn drop(&mut self) {
+        // udev may still be probing the device after a write; detaching then only marks it
+        // for autoclear, which a holder that never closes (a dm table) defeats.
+        let _ = Command::new("udevadm").args(["settle", "-t", "5"]).status();
         let _ = Command::new("losetup")
             .args(["-d", self.path.to_str().unwrap()])
             .status();
@@ -240,6 +243,11 @@ impl Drop for Swap {
 }
 
 /// A device-mapper linear table over `dev`; removed on drop. None when dm is unavailable.
+///
+/// The table holds `dev` open: one left behind keeps the loop device attached for good (to a
+/// backing file whose temp dir is gone). So removal retries while udev still has the new dm
+/// device open (`dmsetup remove --retry`, after `udevadm settle`), and a `create` that failed
+/// half-way (the table made, the udev sync failed) is removed too.
 pub struct DmLinear {
     pub name: String,
 }
@@ -252,14 +260,33 @@ impl DmLinear {
             .args(["create", &name, "--table", &table])
             .output()
             .is_ok_and(|o| o.status.success());
-        ok.then_some(DmLinear { name })
+        let guard = DmLinear { name };
+        // A failed create may still have made the table: the guard removes it on drop.
+        ok.then_some(guard)
+    }
+
+    /// Whether the table still exists (`dmsetup info NAME` succeeds).
+    pub fn exists(name: &str) -> bool {
+        Command::new("dmsetup")
+            .args(["info", name])
+            .output()
+            .is_ok_and(|o| o.status.success())
     }
 }
 
 impl Drop for DmLinear {
     fn drop(&mut self) {
-        let _ = Command::new("dmsetup")
-            .args(["remove", &self.name])
-            .status();
+        for _ in 0..5 {
+            if !Self::exists(&self.name) {
+                return;
+            }
+            let _ = Command::new("udevadm").args(["settle", "-t", "5"]).status();
+            let _ = Command::new("dmsetup")
+                .args(["remove", "--retry", &self.name])
+                .status();
+        }
+        if Self::exists(&self.name) {
+            eprintln!("error: device-mapper table {} is left behind", self.name);
+        }
     }
 }
