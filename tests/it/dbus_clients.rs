@@ -1,8 +1,8 @@
 //! Clients we did not write, against `mdpilot serve --sim` on a private `dbus-daemon`:
 //! `examples/installer_client.py` (GLib through python3-gi, as a GTK installer) and `gdbus`
-//! (libglib2.0-bin). Each test prints "skipped: ..." and passes when its tool is missing (fails under
-//! `MDPILOT_REQUIRE_ALL=1`); the
-//! installer test writes only to a loop device it attached itself (root only).
+//! (libglib2.0-bin). Each test prints "skipped: ..." and passes when its tool is missing (fails
+//! under `MDPILOT_REQUIRE_ALL=1`); the installer test writes only to a loop device it attached
+//! itself (root only).
 
 use crate::support;
 

@@ -40,6 +40,7 @@ mod policy_d_i;
 mod policy_journal;
 mod policy_timed;
 mod serve_resume;
+mod skips;
 mod status_cli;
 mod wipe_cli;
 mod wipe_engine;

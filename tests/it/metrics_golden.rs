@@ -1,8 +1,8 @@
 //! The exposition of fixed model snapshots matches the golden files in tests/fixtures/metrics/
 //! (`<case>.prom`: text 0.0.4, `<case>.om`: OpenMetrics); regenerate with
-//! `MDPILOT_UPDATE_GOLDEN=1 cargo test --test metrics_golden`. `promtool check metrics` (Debian's
-//! `prometheus` package) must accept the text form; without promtool that part prints
-//! "skipped: ...".
+//! `MDPILOT_UPDATE_GOLDEN=1 cargo test --test integration metrics_golden::`.
+//! `promtool check metrics` (Debian's `prometheus` package) must accept the text form; without
+//! promtool that part prints "skipped: ..." (fails under `MDPILOT_REQUIRE_ALL=1`).
 
 use crate::support;
 

@@ -4,7 +4,7 @@
 //! simulated arrays change; and `mdpilot status --format prometheus --output FILE`.
 //!
 //! Needs `dbus-daemon` (and `prometheus`/`promtool` for those parts): prints "skipped: ..."
-//! without them. The bus and the service come from tests/support.
+//! without them. The bus and the service come from tests/it/support.
 
 use crate::support;
 

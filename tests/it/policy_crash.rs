@@ -6,7 +6,8 @@
 //!
 //! A quarter of the runs also SIGKILL the first `restore` part-way before the final one.
 //!
-//! Run with failpoints too: `cargo test --features failpoints --test policy_crash -- --nocapture`.
+//! Run with failpoints too:
+//! `cargo test --features failpoints --test integration policy_crash:: -- --nocapture`.
 //! `MDPILOT_CRASH_SEED=N` replays a run; `MDPILOT_CRASH_RUNS=N` changes the count.
 
 use crate::support;
@@ -56,7 +57,7 @@ fn state_phase(t: &FakeTree) -> &'static str {
 }
 
 #[test]
-fn crash_loop_restores_originals_every_time() {
+fn repeated_kills_restore_originals_every_time() {
     let runs: usize = std::env::var("MDPILOT_CRASH_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())
@@ -208,7 +209,7 @@ const FREEZE_FAILPOINTS: [&str; 4] = [
 
 const FREEZE_ROOT: &str = "MDPILOT_FREEZE_CHILD_ROOT";
 
-/// The killed process of [`crash_loop_undoes_a_freeze_every_time`]: what a freeze-and-skip wipe
+/// The killed process of [`repeated_kills_undo_a_freeze_every_time`]: what a freeze-and-skip wipe
 /// does through the policy (lease, freeze, the wipe itself, `resync_start none` + `idle`,
 /// release). Runs only when re-executed with `MDPILOT_FREEZE_CHILD_ROOT` set.
 #[test]
@@ -249,7 +250,7 @@ fn freeze_child() {
 /// points; then `mdpilot policy restore`: never left frozen, `resync_start` is `none` only when
 /// the "wipe" completed, the limits are the originals.
 #[test]
-fn crash_loop_undoes_a_freeze_every_time() {
+fn repeated_kills_undo_a_freeze_every_time() {
     let runs: usize = std::env::var("MDPILOT_CRASH_RUNS")
         .ok()
         .and_then(|v| v.parse().ok())

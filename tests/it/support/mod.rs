@@ -67,8 +67,8 @@ pub fn require_all() -> bool {
     std::env::var_os("MDPILOT_REQUIRE_ALL").is_some_and(|v| v == "1")
 }
 
-/// Prints `skipped: <test>: <reason>` on stderr: the one wording of every skip (`tests/run`
-/// counts these lines). The test is the libtest thread's name (the test's path); the caller
+/// Prints `skipped: <test>: <reason>` on stderr: the one wording of every skip; also appended to
+/// the file `MDPILOT_SKIP_LOG` names, when set (`tests/run` counts the lines there). The test is the libtest thread's name (the test's path); the caller
 /// returns by itself (see [`skip!`]) or goes on with the part that can run.
 ///
 /// Panics instead under [`require_all`]: there a skip is a failure.
@@ -83,6 +83,17 @@ pub fn skipped(reason: impl std::fmt::Display) {
         "{test} cannot run here: {reason} (MDPILOT_REQUIRE_ALL=1: a skip is a failure)"
     );
     eprintln!("skipped: {test}: {reason}");
+    // libtest captures a passing test's stderr: tests/run counts the skips from this file.
+    if let Some(log) = std::env::var_os("MDPILOT_SKIP_LOG") {
+        use std::io::Write;
+        let line = format!("skipped: {test}: {reason}\n");
+        let file = std::fs::OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(log);
+        // One write per line: O_APPEND keeps the lines of parallel tests whole.
+        let _ = file.and_then(|mut f| f.write_all(line.as_bytes()));
+    }
 }
 
 /// Whether `tool` is an executable file in a `PATH` directory. When it is not, prints the skip
