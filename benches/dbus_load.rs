@@ -24,7 +24,9 @@
 //!
 //! Under `cargo test --all-targets` (no `--bench` argument) it does nothing.
 
-#[path = "../tests/support/mod.rs"]
+// A bench uses a part of the integration tests' helpers.
+#[allow(dead_code, unused_imports, unused_macros)]
+#[path = "../tests/it/support/mod.rs"]
 mod support;
 
 use futures_util::StreamExt;

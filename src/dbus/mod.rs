@@ -20,7 +20,7 @@
 //! The state the objects share with the service loop is [`crate::service::state::Shared`].
 //!
 //! The introspection of every interface is committed under `dbus/` and checked by tests
-//! (`tests/dbus_service.rs`, `tests/dbus_jobs.rs`).
+//! (`tests/it/dbus_service.rs`, `tests/it/dbus_jobs.rs`).
 
 pub mod array;
 pub mod auth;

@@ -1,5 +1,5 @@
 //! The body of every fuzz target, shared with the stable replay of found inputs
-//! (tests/fuzz_regressions.rs includes this file by path), so a regression input is fed to exactly
+//! (tests/it/fuzz_regressions.rs includes this file by path), so a regression input is fed to exactly
 //! the same calls and assertions as the fuzzer feeds it. Uses only mdpilot, zbus and std.
 //!
 //! Crate functions called, per target (fix these paths when the code moves):

@@ -12,14 +12,9 @@
 export PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin
 export HOME=/root LANG=C.UTF-8 PAGER=cat SYSTEMD_PAGER=cat SYSTEMD_COLORS=0
 T=/usr/lib/mdpilot-tests
-cmdline=$(cat /proc/cmdline)
-arg() {
-    local w
-    for w in $cmdline; do
-        case $w in "$1="*) echo "${w#*=}"; return 0 ;; esac
-    done
-    return 1
-}
+# arg, result_line (shared with tests/vm/guest/harness.sh).
+GUEST_STATE=/tmp/t
+source $T/common.sh
 echo "@@BOOTED $(cut -d' ' -f1 /proc/uptime)"
 echo "@@BOOT multi-user.target at $(systemctl show -p ActiveEnterTimestampMonotonic --value multi-user.target | awk '{printf "%.1f", $1 / 1e6}')s"
 list=$(arg mdpilot.scenario || true)
@@ -47,17 +42,7 @@ for name in ${list//,/ }; do
     rc=$?
     secs=$(awk -v a="$t0" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}')
     echo "@@END $name rc=$rc"
-    if [ -s /tmp/t-skip ]; then
-        line="SKIP ${secs}s $(head -1 /tmp/t-skip)"
-    elif [ "$rc" = 0 ]; then
-        line="PASS ${secs}s"
-    elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-        line="FAIL ${secs}s timed out after ${tmo}s"
-    elif [ -s /tmp/t-fail ]; then
-        line="FAIL ${secs}s $(head -1 /tmp/t-fail)"
-    else
-        line="FAIL ${secs}s exited with status $rc"
-    fi
+    line=$(result_line "$rc" "$secs" "$tmo")
     echo "RESULT $name $line" >>"$results"
     [ -f /tmp/t-info ] && sed "s/^/INFO $name /" /tmp/t-info >>"$results"
     echo "@@RESULT $name $line"

@@ -1,34 +1,8 @@
-# Helpers for tests/debian/scenarios (sourced by bash in the guest, with -eu -o pipefail).
-# Data disks: DISKS=(/dev/vdb /dev/vdc ...); /dev/vda is the results disk, never touched here.
-# `fail MSG` (exit 1), `skip MSG` (exit 77), `info MSG` (a figure the host runner prints).
-BUS_NAME=org.mdpilot.MdPilot1
-BUS_PATH=/org/mdpilot/MdPilot1
-# API v1: the Manager is its own object under the ObjectManager root.
-MANAGER_PATH=$BUS_PATH/Manager
-MANAGER=org.mdpilot.MdPilot1.Manager
-# The Manager object (API 1.0; BUS_PATH is the ObjectManager root).
-MANAGER_PATH=$BUS_PATH/Manager
+# Helpers for tests/debian/scenarios (sourced by bash in the guest, with -eu -o pipefail), on
+# top of the shared ones (common.sh: log, info, fail, skip, assert_eq, wait_for, DISKS, ...).
+GUEST_STATE=/tmp/t
+source "$T/common.sh"
 DEB=$T/mdpilot.deb
-mapfile -t DISKS < <(ls /dev/vd[b-z] 2>/dev/null)
-
-log() { echo "[$(cut -d' ' -f1 /proc/uptime)] $*"; }
-info() { echo "@@INFO $*"; echo "$*" >>/tmp/t-info; }
-fail() { echo "FAIL: $*"; [ -s /tmp/t-fail ] || echo "$*" >/tmp/t-fail; exit 1; }
-skip() { echo "SKIP: $*"; [ -s /tmp/t-skip ] || echo "$*" >/tmp/t-skip; exit 77; }
-need_disks() { [ "${#DISKS[@]}" -ge "$1" ] || fail "needs $1 data disks, the guest has ${#DISKS[@]}"; }
-assert_eq() { [ "$1" = "$2" ] || fail "$3: expected '$2', got '$1'"; log "ok: $3 = $2"; }
-assert() { "$@" || fail "assertion failed: $*"; }
-# wait_for SECONDS CMD...: polls CMD every 0.1 s until it succeeds; 1 on timeout.
-wait_for() {
-    local end=$(($(date +%s%N) + $1 * 1000000000))
-    shift
-    until "$@"; do
-        [ "$(date +%s%N)" -lt "$end" ] || return 1
-        sleep 0.1
-    done
-}
-limit_min() { cat /proc/sys/dev/raid/speed_limit_min; }
-limit_max() { cat /proc/sys/dev/raid/speed_limit_max; }
 unit_state() { systemctl is-active mdpilot.service 2>/dev/null || true; }
 main_pid() { systemctl show -p MainPID --value mdpilot.service; }
 # mcall METHOD SIG ARGS...: a Manager method through busctl, as root.

@@ -10,14 +10,9 @@ export PATH=/usr/sbin:/usr/bin:/bbin
 export HOME=/root LANG=C.UTF-8 TERM=${TERM:-linux} PAGER=cat SYSTEMD_PAGER=cat SYSTEMD_COLORS=0
 cd /tmp || exit 1
 
-cmdline=$(cat /proc/cmdline)
-arg() { # arg KEY: value of KEY=... on the kernel command line
-    local w
-    for w in $cmdline; do
-        case $w in "$1="*) echo "${w#*=}"; return 0 ;; esac
-    done
-    return 1
-}
+# arg, result_line (shared with tests/debian/guest/harness.sh).
+GUEST_STATE=/tmp/vm
+source /vm/common.sh
 uptime_s() { cut -d' ' -f1 /proc/uptime; }
 boot_s=$(uptime_s)
 echo "@@BOOTED $boot_s"
@@ -73,17 +68,7 @@ for name in ${list//,/ }; do
     fi
     rm -f /tmp/serve.log
     echo "@@END $name rc=$rc"
-    if [ -s /tmp/vm-skip ]; then
-        line="SKIP ${secs}s $(head -1 /tmp/vm-skip)"
-    elif [ "$rc" = 0 ]; then
-        line="PASS ${secs}s"
-    elif [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
-        line="FAIL ${secs}s timed out after ${tmo}s"
-    elif [ -s /tmp/vm-fail ]; then
-        line="FAIL ${secs}s $(head -1 /tmp/vm-fail)"
-    else
-        line="FAIL ${secs}s exited with status $rc"
-    fi
+    line=$(result_line "$rc" "$secs" "$tmo")
     echo "RESULT $name $line" >>"$results"
     [ -f /tmp/vm-info ] && sed "s/^/INFO $name /" /tmp/vm-info >>"$results"
     echo "@@RESULT $name $line"

@@ -1,42 +1,17 @@
-# Helpers for the scenarios in tests/vm/scenarios (sourced by bash in the guest, with -eu -o pipefail).
-# Data disks: DISKS=(/dev/vdb /dev/vdc ...) — /dev/vda is the results disk, never touched here.
-# Conventions: `fail MSG` (exit 1), `skip MSG` (exit 77; also from a subshell, via /tmp/vm-skip),
-# `info MSG` (a figure the host runner prints), `mdp ARGS` (mdpilot, skipping the scenario when the
-# subcommand is still a stub that says "not implemented yet").
+# Helpers for the scenarios in tests/vm/scenarios (sourced by bash in the guest, with -eu -o pipefail),
+# on top of the shared ones (common.sh: log, info, fail, skip, assert_eq, wait_for, DISKS, ...).
+# `mdp ARGS` (mdpilot, skipping the scenario when the subcommand is still a stub that says
+# "not implemented yet").
+GUEST_STATE=/tmp/vm
+source /vm/common.sh
 
 MDP=/usr/bin/mdpilot
-BUS_NAME=org.mdpilot.MdPilot1
-BUS_PATH=/org/mdpilot/MdPilot1
-MANAGER_PATH=$BUS_PATH/Manager
-mapfile -t DISKS < <(ls /dev/vd[b-z] 2>/dev/null)
 
-log() { echo "[$(cut -d' ' -f1 /proc/uptime)] $*"; }
-info() { echo "@@INFO $*"; echo "$*" >>/tmp/vm-info; }
-fail() { echo "FAIL: $*"; [ -s /tmp/vm-fail ] || echo "$*" >/tmp/vm-fail; exit 1; }
-skip() { echo "SKIP: $*"; [ -s /tmp/vm-skip ] || echo "$*" >/tmp/vm-skip; exit 77; }
-need_disks() { [ "${#DISKS[@]}" -ge "$1" ] || fail "needs $1 data disks, the guest has ${#DISKS[@]}"; }
-
-# assert_eq ACTUAL EXPECTED WHAT
-assert_eq() { [ "$1" = "$2" ] || fail "$3: expected '$2', got '$1'"; log "ok: $3 = $2"; }
-# assert CMD...: the command succeeds
-assert() { "$@" || fail "assertion failed: $*"; }
-
-# wait_for SECONDS CMD...: polls CMD every 0.1 s until it succeeds; 1 on timeout.
-wait_for() {
-    local end=$(($(date +%s%N) + $1 * 1000000000))
-    shift
-    until "$@"; do
-        [ "$(date +%s%N)" -lt "$end" ] || return 1
-        sleep 0.1
-    done
-}
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 md_attr() { cat "/sys/block/$1/md/$2"; }           # md_attr md0 sync_action
 md_set() { echo "$3" >"/sys/block/$1/md/$2"; }     # md_set md0 sync_action idle
 set_limits() { echo "$1" >/proc/sys/dev/raid/speed_limit_min; echo "$2" >/proc/sys/dev/raid/speed_limit_max; }
-limit_min() { cat /proc/sys/dev/raid/speed_limit_min; }
-limit_max() { cat /proc/sys/dev/raid/speed_limit_max; }
 sync_is() { [ "$(md_attr "$1" sync_action)" = "$2" ]; }
 
 # md_create NAME LEVEL DISK... : mdadm --create with metadata 1.2, no questions, waits for udev.

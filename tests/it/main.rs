@@ -1,0 +1,47 @@
+//! The one integration-test binary (`cargo test --test integration`): a module per area, the
+//! shared helpers in [`support`]. One link instead of one per file, and one copy of the helpers.
+//!
+//! Tests that need root (loop devices, mounts, device-mapper, switching to nobody) are named
+//! `loop_*` (the module or the function), so the two runs are:
+//!
+//! - `cargo test --test integration -- --skip loop_`: everything that runs unprivileged;
+//! - `cargo test --test integration loop_` (as root): the root tests.
+//!
+//! With `MDPILOT_REQUIRE_ALL=1` (set by `tests/run` and `.ci/run`), a test that would skip (a tool
+//! missing, not root) fails instead; see [`support::skipped`].
+//!
+//! A new area is a new file `tests/it/<area>.rs` and one `mod <area>;` line below.
+
+#[macro_use]
+mod support;
+
+mod check_cli;
+mod dbus_check;
+mod dbus_clients;
+mod dbus_files;
+mod dbus_jobs;
+mod dbus_policy_cli;
+mod dbus_restart;
+mod dbus_service;
+mod dbus_timed;
+mod fuzz_regressions;
+mod health_events_cli;
+mod loop_resume;
+mod loop_wipe;
+mod mdstat_fixtures;
+mod mdstat_forms;
+mod mdstat_props;
+mod metrics_golden;
+mod metrics_rules;
+mod metrics_serve;
+mod policy;
+mod policy_crash;
+mod policy_d_i;
+mod policy_journal;
+mod policy_timed;
+mod serve_resume;
+mod skips;
+mod status_cli;
+mod wipe_cli;
+mod wipe_engine;
+mod wipe_planner;

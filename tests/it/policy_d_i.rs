@@ -1,0 +1,162 @@
+//! The Debian-installer scripts in packaging/udeb/ with the real binary on a temporary root, run by
+//! every POSIX shell found (dash, busybox ash, sh).
+
+use crate::support;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use support::{skipped, stderr, FakeTree, BIN};
+
+const HOOK: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/packaging/udeb/usr/lib/mdpilot/d-i/mdcfg-hook"
+);
+const FINISH: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/packaging/udeb/usr/lib/finish-install.d/15-mdpilot-restore"
+);
+
+fn shells() -> Vec<Vec<String>> {
+    let mut out = Vec::new();
+    for (prog, args) in [("dash", vec![]), ("busybox", vec!["sh"]), ("sh", vec![])] {
+        // Absolute path: the scripts run with a PATH that holds only the test's bin dir.
+        let found = ["/usr/bin", "/bin"]
+            .into_iter()
+            .map(|d| Path::new(d).join(prog))
+            .find(|p| p.exists());
+        if let Some(found) = found {
+            let mut v = vec![found.to_string_lossy().into_owned()];
+            v.extend(args.iter().map(|s| (*s).to_string()));
+            out.push(v);
+        }
+    }
+    if out.is_empty() {
+        skipped("no POSIX shell (dash, busybox, sh) in /usr/bin or /bin");
+    }
+    out
+}
+
+/// A PATH directory with only `grep` and, when `with_mdpilot`, `mdpilot` (no `logger`, except
+/// busybox's built-in applet: the scripts' messages are checked on stderr).
+fn bin_dir(dir: &Path, with_mdpilot: bool) -> PathBuf {
+    let bin = dir.join(if with_mdpilot { "bin" } else { "bin-empty" });
+    std::fs::create_dir_all(&bin).unwrap();
+    let grep = ["/usr/bin/grep", "/bin/grep"]
+        .into_iter()
+        .find(|p| Path::new(p).exists())
+        .expect("grep");
+    let _ = std::os::unix::fs::symlink(grep, bin.join("grep"));
+    if with_mdpilot {
+        let _ = std::os::unix::fs::symlink(BIN, bin.join("mdpilot"));
+    }
+    bin
+}
+
+fn run(shell: &[String], script: &str, t: &FakeTree, path: &Path) -> (i32, String) {
+    let out = Command::new(&shell[0])
+        .args(&shell[1..])
+        .arg(script)
+        .env_clear()
+        .env("PATH", path)
+        .env("MDPILOT_ROOT", t.dir.path())
+        .output()
+        .unwrap();
+    (out.status.code().unwrap_or(-1), stderr(&out))
+}
+
+#[test]
+fn hook_takes_installer_lease_and_finish_restores() {
+    for sh in shells() {
+        let t = FakeTree::new();
+        let bin = bin_dir(t.dir.path(), true);
+        // No arrays yet: the hook does nothing.
+        let (code, _) = run(&sh, HOOK, &t, &bin);
+        assert_eq!(code, 0);
+        assert_eq!(t.gmin(), "1000", "{sh:?}");
+        std::fs::write(
+            t.path("/proc/mdstat"),
+            "Personalities : [raid1]\nmd0 : active raid1 vdb[1] vda[0]\n      \
+             523264 blocks super 1.2 [2/2] [UU]\n\nunused devices: <none>\n",
+        )
+        .unwrap();
+        let (code, err) = run(&sh, HOOK, &t, &bin);
+        assert_eq!(code, 0, "{sh:?}: {err}");
+        assert!(err.contains("yields to the installer"), "{sh:?}: {err}");
+        assert_eq!(t.gmin(), "0", "{sh:?}");
+        // Twice (mdcfg may run again): still the admin's original saved.
+        run(&sh, HOOK, &t, &bin);
+        let (code, err) = run(&sh, FINISH, &t, &bin);
+        assert_eq!(code, 0, "{sh:?}: {err}");
+        assert!(err.contains("restored"), "{sh:?}: {err}");
+        assert_eq!(t.gmin(), "1000", "{sh:?}");
+    }
+}
+
+#[test]
+fn scripts_never_fail_the_install() {
+    for sh in shells() {
+        let t = FakeTree::new();
+        std::fs::write(t.path("/proc/mdstat"), "md0 : active raid1 vda[0]\n").unwrap();
+        // mdpilot missing.
+        let empty = bin_dir(t.dir.path(), false);
+        assert_eq!(run(&sh, HOOK, &t, &empty).0, 0, "{sh:?}");
+        assert_eq!(run(&sh, FINISH, &t, &empty).0, 0, "{sh:?}");
+        // mdpilot failing (no speed limit files).
+        std::fs::remove_file(t.path("/proc/sys/dev/raid/speed_limit_min")).unwrap();
+        let bin = bin_dir(t.dir.path(), true);
+        let (code, err) = run(&sh, HOOK, &t, &bin);
+        assert_eq!(code, 0, "{sh:?}");
+        assert!(err.contains("apply failed; continuing"), "{sh:?}: {err}");
+        std::fs::write(t.state_path(), "corrupt").unwrap();
+        let (code, err) = run(&sh, FINISH, &t, &bin);
+        assert_eq!(code, 0, "{sh:?}");
+        assert!(err.contains("restore failed; continuing"), "{sh:?}: {err}");
+    }
+}
+
+#[test]
+fn finish_logs_when_mdpilot_is_missing() {
+    for sh in shells() {
+        let t = FakeTree::new();
+        let empty = bin_dir(t.dir.path(), false);
+        // A fake logger that records its arguments (busybox may use its own applet instead).
+        let log = t.dir.path().join("logger.out");
+        let logger = empty.join("logger");
+        std::fs::write(
+            &logger,
+            format!("#!/bin/sh\necho \"$*\" >> {}\n", log.display()),
+        )
+        .unwrap();
+        let mut perm = std::fs::metadata(&logger).unwrap().permissions();
+        std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+        std::fs::set_permissions(&logger, perm).unwrap();
+        let (code, err) = run(&sh, FINISH, &t, &empty);
+        assert_eq!(code, 0, "{sh:?}");
+        assert!(
+            err.contains("mdpilot-finish: mdpilot not installed"),
+            "{sh:?}: {err}"
+        );
+        if sh[0].ends_with("dash") {
+            let logged = std::fs::read_to_string(&log).unwrap();
+            assert!(
+                logged.contains("-t mdpilot-finish -- mdpilot not installed"),
+                "{logged}"
+            );
+        }
+    }
+}
+
+#[test]
+fn scripts_parse_as_posix_sh() {
+    for sh in shells() {
+        for script in [HOOK, FINISH] {
+            let st = Command::new(&sh[0])
+                .args(&sh[1..])
+                .arg("-n")
+                .arg(script)
+                .status()
+                .unwrap();
+            assert!(st.success(), "{sh:?} -n {script}");
+        }
+    }
+}
