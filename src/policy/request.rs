@@ -83,8 +83,8 @@ pub enum Owner {
 impl fmt::Display for Owner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Owner::Process { pid, start_time } => write!(f, "pid {pid} (start time {start_time})"),
-            Owner::Pid(p) => write!(f, "pid {p}"),
+            // The start time only pins the pid; people know processes by pid.
+            Owner::Process { pid: p, .. } | Owner::Pid(p) => write!(f, "pid {p}"),
             Owner::BusName(n) => write!(f, "bus name {n}"),
             Owner::None => f.write_str("none (until released)"),
         }
