@@ -6,7 +6,6 @@
 
 use crate::cli::wipe::{cancel_flag, drive, policy_leases};
 use crate::cli::Context;
-use crate::wipe::leases::Owner;
 use crate::wipe::plan::{Data, Method, Options};
 use crate::wipe::{Hooks, Request, WipeError};
 use std::io::Write;
@@ -106,7 +105,7 @@ fn wipe(ctx: &Context, args: &BlockdevWipeArgs) -> Result<(), WipeError> {
         options: Options {
             data,
             block_hint: args.size,
-            owner: Some(Owner::Pid(std::process::id())),
+            owner: Some(crate::policy::process_owner(std::process::id())),
             ..Options::default()
         },
     };

@@ -301,7 +301,12 @@ pub fn run(ctx: &Context, mut cmd: PolicyCommand) -> ExitCode {
                 let until = a
                     .for_s
                     .map(|d| crate::policy::unix_now_s().saturating_add(d));
-                policy.acquire_until(a.request(install_min, install_max), until)
+                let mut req = a.request(install_min, install_max);
+                // Pinned by its start time: a reused pid does not keep the lease.
+                if let Owner::Pid(p) = req.owner {
+                    req.owner = crate::policy::process_owner(p);
+                }
+                policy.acquire_until(req, until)
             }),
             a.json,
         ),

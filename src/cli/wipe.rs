@@ -9,7 +9,7 @@
 use crate::cli::progress::{progress_event, Bar};
 use crate::cli::{fail, Context};
 use crate::units::{bytes_exact, human_rate};
-use crate::wipe::leases::{LeaseProvider, Owner};
+use crate::wipe::leases::LeaseProvider;
 use crate::wipe::plan::{Method, Options, Plan};
 use crate::wipe::{Hooks, JobHandle, Outcome, Progress, Request, WipeError};
 use std::io::{BufRead, IsTerminal, Write};
@@ -219,7 +219,7 @@ fn request(args: &WipeArgs) -> Request {
         options: Options {
             verify: args.verify,
             keep_resync: args.keep_resync,
-            owner: Some(Owner::Pid(std::process::id())),
+            owner: Some(crate::policy::process_owner(std::process::id())),
             prefer_writes: args.force_writes,
             queue_depth: args.queue_depth,
             resume: args.resume,

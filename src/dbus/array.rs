@@ -10,7 +10,7 @@
 //! Members, DeviceNode, NamedDevice, ConsistencyPolicy...). Units are udisks2's too (bytes,
 //! bytes/s, µs). `RequestSyncAction` is udisks2's method of that name.
 
-use super::auth::Request;
+use super::auth::{take_interaction_flags, Request};
 use super::check::CheckProps;
 use super::errors::{Error, Result};
 use super::options::Options;
@@ -265,9 +265,28 @@ pub struct ArrayObject {
     pub shared: Arc<Shared>,
 }
 
-/// The `sync_action` words `RequestSyncAction` accepts (udisks2's set).
+/// The `sync_action` words `RequestSyncAction` accepts (udisks2's set): `check`, `repair`,
+/// `idle`. Not the others md knows: `frozen` would stop every sync of the array with no owner
+/// to undo it (the service journals only its wipes' freezes); `resync` and `recover` md
+/// starts by itself when the array needs them (writing them only restarts one); `reshape`
+/// belongs to mdadm --grow. The word is checked before the caller is authorized, so only one
+/// of these three reaches polkit's details.
 pub const REQUESTABLE_SYNC_ACTIONS: [SyncAction; 3] =
     [SyncAction::Check, SyncAction::Repair, SyncAction::Idle];
+
+/// The requestable [`SyncAction`] `word` names, exactly as md spells it.
+///
+/// Errors: `InvalidArgument` (naming `what` and at most 64 characters of the word).
+pub fn requestable_sync_action(what: &str, word: &str) -> Result<SyncAction> {
+    let action = SyncAction::from(word);
+    if word.len() > 16 || !REQUESTABLE_SYNC_ACTIONS.contains(&action) {
+        return Err(Error::InvalidArgument(format!(
+            "{what}: {} is not check, repair or idle",
+            super::options::shown(word)
+        )));
+    }
+    Ok(action)
+}
 
 /// An md array (kernel Documentation/admin-guide/md.rst), named like udisks2's
 /// org.freedesktop.UDisks2.MDRaid where the meaning is the same. The object path is keyed by the
@@ -293,19 +312,15 @@ impl ArrayObject {
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<()> {
         let name = &self.props.kernel_name;
-        let req = Request::request_sync_action(name, &sync_action);
+        let what = format!("RequestSyncAction {name}");
+        let flags = take_interaction_flags("RequestSyncAction", &mut options)?;
+        parse_sync_action_options(&what, &options)?;
+        let action = requestable_sync_action(&what, &sync_action)?;
+        let req = Request::request_sync_action(name, action.as_str());
         self.shared
             .auth
-            .authorize(conn, &header, &req, Some(&mut options))
+            .authorize_with(conn, &header, &req, flags)
             .await?;
-        let what = format!("RequestSyncAction {name}");
-        parse_sync_action_options(&what, &options)?;
-        let action = SyncAction::from(sync_action.as_str());
-        if !REQUESTABLE_SYNC_ACTIONS.contains(&action) {
-            return Err(Error::InvalidArgument(format!(
-                "{what}: {sync_action:?} is not check, repair or idle"
-            )));
-        }
         crate::sysfs::write_sync_action(&self.shared.root, name, &action).map_err(|e| {
             let msg = format!("{what}: cannot write {sync_action} to md/sync_action: {e}");
             match e.raw_os_error() {
@@ -575,7 +590,7 @@ impl ArrayObject {
 }
 
 /// RequestSyncAction's options: `auth.no_user_interaction` (b) only (udisks2's standard option;
-/// [`super::auth::Authority::authorize`] has taken it out already, so none is left normally).
+/// [`take_interaction_flags`] has taken it out already, so none is left normally).
 ///
 /// Errors: `InvalidArgument` for any other option or a wrong type.
 fn parse_sync_action_options(what: &str, opts: &Options) -> Result<()> {

@@ -74,20 +74,13 @@ impl Request {
         }
     }
 
-    /// `AcquirePriority` with `options`: the devices are the keys of its `arrays` dict
-    /// (whatever the values' type); none: a global change.
-    pub fn acquire_priority(options: &Options) -> Request {
-        let mut arrays: Vec<String> = match options.get("arrays").map(|v| &**v) {
-            Some(Value::Dict(d)) => d
-                .iter()
-                .filter_map(|(k, _)| match k {
-                    Value::Str(s) => Some(s.to_string()),
-                    _ => None,
-                })
-                .collect(),
-            _ => Vec::new(),
-        };
+    /// `AcquirePriority` on `arrays`: the kernel names (`md0`) the validated `arrays` option
+    /// resolved to, so the details hold only canonical values (`/dev/md0, /dev/md1`, sorted,
+    /// at most one per array of the machine); none: a global change.
+    pub fn acquire_priority(arrays: &[String]) -> Request {
+        let mut arrays = arrays.to_vec();
         arrays.sort();
+        arrays.dedup();
         if arrays.is_empty() {
             Request::priority(
                 "AcquirePriority",
@@ -131,7 +124,8 @@ impl Request {
         )
     }
 
-    /// `RequestSyncAction(action)` on `array` (`check`, `repair`, `idle`).
+    /// `RequestSyncAction(action)` on `array` (`check`, `repair`, `idle`: a word the method
+    /// validated, spelled as md spells it).
     pub fn request_sync_action(array: &str, action: &str) -> Request {
         let mut r = Request::priority(
             "RequestSyncAction",
@@ -214,6 +208,7 @@ pub struct Caller {
 pub struct Authority {
     bus: BusChoice,
     system: tokio::sync::Mutex<Option<zbus::Connection>>,
+    questions: std::sync::atomic::AtomicU64,
 }
 
 impl Authority {
@@ -222,6 +217,7 @@ impl Authority {
         Authority {
             bus,
             system: tokio::sync::Mutex::new(None),
+            questions: std::sync::atomic::AtomicU64::new(1),
         }
     }
 
@@ -267,15 +263,33 @@ impl Authority {
             Some(o) => take_interaction_flags(req.method, o)?,
             None => ALLOW_USER_INTERACTION,
         };
+        self.authorize_with(conn, header, req, flags).await
+    }
+
+    /// Authorizes the sender of `header` for `req` with CheckAuthorization `flags` the method
+    /// took out of its options already ([`take_interaction_flags`]), for methods that validate
+    /// their arguments before anything is asked. Returns the caller.
+    ///
+    /// Errors: as [`Authority::check_caller`].
+    pub async fn authorize_with(
+        &self,
+        conn: &zbus::Connection,
+        header: &Header<'_>,
+        req: &Request,
+        flags: u32,
+    ) -> Result<Caller> {
         let caller = self.caller(conn, header).await?;
         self.check_caller(conn, &caller, req, flags).await?;
         Ok(caller)
     }
 
     /// Asks polkit whether `caller` may do `req` (uid 0 passes without asking). `flags` are
-    /// CheckAuthorization's (see [`take_interaction_flags`]).
+    /// CheckAuthorization's (see [`take_interaction_flags`]). Each question carries its own
+    /// cancellation id (`mdpilot-<service pid>-<n>`); when the caller leaves the bus before
+    /// polkit answers, the question is withdrawn (`CancelCheckAuthorization` with that id) and
+    /// the call fails, so nothing is done in the name of a caller that is gone.
     ///
-    /// Errors: `NotAuthorized`.
+    /// Errors: `NotAuthorized`; `Failed` when the caller left the bus while polkit decided.
     pub async fn check_caller(
         &self,
         conn: &zbus::Connection,
@@ -311,7 +325,27 @@ impl Authority {
             d.insert("uid", Value::from(uid as i32));
             ("unix-process", d)
         };
-        match self.polkit_check(conn, subject, req, flags).await {
+        let cancellation_id = format!(
+            "mdpilot-{}-{}",
+            std::process::id(),
+            self.questions
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        );
+        let left = caller_leaves(conn, &caller.sender)
+            .await
+            .map_err(|e| Error::Failed(format!("{method}: cannot watch the caller: {e}")))?;
+        let answer = tokio::select! {
+            a = self.polkit_check(conn, subject, req, flags, &cancellation_id) => a,
+            () = left => {
+                self.cancel_question(conn, &cancellation_id).await;
+                tracing::info!(caller = %caller.sender, "{method}: the caller left the bus during authorization; question {cancellation_id} withdrawn");
+                return Err(Error::Failed(format!(
+                    "{method}: the caller {} left the bus during authorization",
+                    caller.sender
+                )));
+            }
+        };
+        match answer {
             Ok((true, _)) => Ok(()),
             Ok((false, challenge)) => Err(Error::NotAuthorized(format!(
                 "{method}: uid {uid} is not authorized for {action}{}",
@@ -346,13 +380,36 @@ impl Authority {
         Ok(c)
     }
 
-    /// CheckAuthorization; returns (is_authorized, is_challenge).
+    /// `CancelCheckAuthorization(cancellation_id)` on the connection the question was asked on
+    /// (polkit accepts it only from the asker). Failures are logged: the question ends with
+    /// polkit's own timeout then.
+    async fn cancel_question(&self, conn: &zbus::Connection, cancellation_id: &str) {
+        let r = match self.polkit_connection(conn).await {
+            Ok(sys) => sys
+                .call_method(
+                    Some("org.freedesktop.PolicyKit1"),
+                    "/org/freedesktop/PolicyKit1/Authority",
+                    Some("org.freedesktop.PolicyKit1.Authority"),
+                    "CancelCheckAuthorization",
+                    &(cancellation_id,),
+                )
+                .await
+                .map(|_| ()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = r {
+            tracing::warn!("cannot withdraw polkit question {cancellation_id}: {e}");
+        }
+    }
+
+    /// CheckAuthorization with `cancellation_id`; returns (is_authorized, is_challenge).
     async fn polkit_check(
         &self,
         conn: &zbus::Connection,
         subject: (&str, HashMap<&str, Value<'_>>),
         req: &Request,
         flags: u32,
+        cancellation_id: &str,
     ) -> zbus::Result<(bool, bool)> {
         // A prompt waits for a person; without one polkit answers at once.
         let limit = if flags & ALLOW_USER_INTERACTION != 0 {
@@ -368,7 +425,7 @@ impl Authority {
                     "/org/freedesktop/PolicyKit1/Authority",
                     Some("org.freedesktop.PolicyKit1.Authority"),
                     "CheckAuthorization",
-                    &(subject, req.action, req.details(), flags, ""),
+                    &(subject, req.action, req.details(), flags, cancellation_id),
                 )
                 .await;
             if let Err(e) = &reply {
@@ -388,13 +445,50 @@ impl Authority {
     }
 }
 
+/// True when `name` (a unique bus name) has an owner on `conn`'s bus (`NameHasOwner`).
+///
+/// Errors: the bus call failing.
+pub async fn name_has_owner(conn: &zbus::Connection, name: &str) -> zbus::Result<bool> {
+    zbus::fdo::DBusProxy::new(conn)
+        .await?
+        .name_has_owner(zbus::names::BusName::try_from(name)?)
+        .await
+        .map_err(zbus::Error::from)
+}
+
+/// A future that completes when the unique name `sender` leaves `conn`'s bus (at once when it
+/// has already gone). The watch (`NameOwnerChanged` with arg0 = `sender`) is in place before
+/// `NameHasOwner` is asked, so a leave in between is not missed.
+///
+/// Errors: the bus calls failing.
+async fn caller_leaves(
+    conn: &zbus::Connection,
+    sender: &str,
+) -> zbus::Result<impl std::future::Future<Output = ()>> {
+    use futures_util::StreamExt;
+    let proxy = zbus::fdo::DBusProxy::new(conn).await?;
+    let mut changes = proxy
+        .receive_name_owner_changed_with_args(&[(0, sender)])
+        .await?;
+    let gone = !name_has_owner(conn, sender).await?;
+    Ok(async move {
+        if gone {
+            return;
+        }
+        while let Some(sig) = changes.next().await {
+            if sig.args().is_ok_and(|a| a.new_owner().is_none()) {
+                return;
+            }
+        }
+        // The connection to the bus is gone: the service stops on its own (`BusLost`).
+        std::future::pending::<()>().await;
+    })
+}
+
 /// Field 22 of `/proc/PID/stat` (start time in clock ticks since boot), which polkit uses to
-/// pin the process against pid reuse.
+/// pin the process against pid reuse ([`crate::policy::process_start_time`]).
 fn process_start_time(pid: u32) -> Option<u64> {
-    let s = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
-    // The command name (field 2) may contain spaces: count from the last ')'.
-    let rest = &s[s.rfind(')')? + 2..];
-    rest.split_whitespace().nth(19)?.parse().ok()
+    crate::policy::process_start_time(pid)
 }
 
 #[cfg(test)]
@@ -410,7 +504,7 @@ mod tests {
     #[test]
     fn wiping_and_priority_are_separate_actions() {
         for r in [
-            Request::acquire_priority(&Options::new()),
+            Request::acquire_priority(&[]),
             Request::release_priority(),
             Request::set_array_speed_limits("md0"),
             Request::restore_limits(),
@@ -435,12 +529,7 @@ mod tests {
         assert_eq!(d["polkit.gettext_domain"], "mdpilot");
         let d = Request::set_array_speed_limits("md/root").details();
         assert_eq!(d["device"], "/dev/md/root");
-        let arrays = HashMap::from([("md0", (1u64, 0u64)), ("md1", (0, 5))]);
-        let o = Options::from([(
-            "arrays".to_string(),
-            OwnedValue::try_from(Value::from(arrays)).unwrap(),
-        )]);
-        let d = Request::acquire_priority(&o).details();
+        let d = Request::acquire_priority(&["md1".into(), "md0".into(), "md1".into()]).details();
         assert_eq!(d["device"], "/dev/md0, /dev/md1");
         assert!(!Request::restore_limits().details().contains_key("device"));
         let d = Request::request_sync_action("md0", "repair").details();

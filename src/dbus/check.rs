@@ -10,7 +10,7 @@
 //! the properties show. The loop re-reads while any sync runs, so a running check is seen at
 //! the progress interval; an idle service does not wake up for checks.
 
-use super::auth::{Request, PRIORITY_ACTION};
+use super::auth::{take_interaction_flags, Request, PRIORITY_ACTION};
 use super::errors::{Error, Result};
 use super::options::Options;
 use crate::check::run::{record_key, CheckError, Op};
@@ -283,14 +283,15 @@ pub async fn call(
     op: impl FnOnce(&Options, u64) -> Result<Op>,
 ) -> Result<()> {
     let req = request(method, array);
-    let mut options = options;
+    let mut options = options.unwrap_or_default();
+    let flags = take_interaction_flags(method, &mut options)?;
+    let what = format!("{method} {array}");
+    // The options are checked before polkit is asked.
+    let op = op(&options, crate::policy::unix_now_s()).map_err(|e| e.context(&what))?;
     shared
         .auth
-        .authorize(conn, header, &req, options.as_mut())
+        .authorize_with(conn, header, &req, flags)
         .await?;
-    let what = format!("{method} {array}");
-    let op = op(&options.unwrap_or_default(), crate::policy::unix_now_s())
-        .map_err(|e| e.context(&what))?;
     let root = shared.root.clone();
     let name = array.to_string();
     let done = tokio::task::spawn_blocking(move || {

@@ -36,7 +36,6 @@ use super::plan::PlanData;
 use super::props::{changed_props, emit_changed};
 use super::{array_path, ROOT_PATH};
 use crate::model::Array;
-use crate::policy::Owner;
 use crate::service::state::{RunningJob, ServiceLeases, Shared};
 use crate::wipe::plan::StartedBy;
 use crate::wipe::{JobHandle, WipeError};
@@ -382,7 +381,7 @@ pub async fn start_wipe(
             verify,
             keep_resync,
             resume,
-            owner: Some(Owner::Pid(std::process::id())),
+            owner: Some(crate::policy::process_owner(std::process::id())),
             started_by: StartedBy::Service { uid },
             ..crate::wipe::Options::default()
         },

@@ -4,12 +4,23 @@
 //! ([`super::auth::Authority::authorize`]).
 //!
 //! Leases taken with `AcquirePriority` are tied to the caller's unique bus name: the service
-//! watches `NameOwnerChanged` and calls [`Shared::release_owner`] when the name leaves the bus.
+//! watches `NameOwnerChanged` and calls [`Shared::release_owner`] when the name leaves the bus
+//! (from the policy's state, so a lease being taken is not missed). A caller that leaves while
+//! polkit decides gets nothing ([`super::auth::Authority::check_caller`]); one that leaves
+//! between the answer and the lease is caught by `NameHasOwner` after the lease is recorded
+//! ([`drop_if_caller_left`]): either check sees the leave, whatever the order.
+//!
+//! Every argument is validated before the caller is authorized: bounded words, known arrays
+//! only (at most one `arrays` key per array of the machine), known options; the polkit details
+//! hold only the canonical (resolved) values.
 
-use super::auth::Request;
+use super::auth::{name_has_owner, take_interaction_flags, Request};
 use super::errors::{Error, Result};
-use super::options::{check_limits, no_options, parse_acquire, parse_restore, Options};
-use crate::policy::{LeaseKind, LeaseRequest, Limits, Owner};
+use super::options::{
+    check_array_count, check_limits, check_word, no_options, parse_acquire, parse_restore,
+    AcquireOptions, Options,
+};
+use crate::policy::{LeaseKind, LeaseRequest, Limits, Owner, PolicyView};
 use crate::service::state::Shared;
 use std::collections::BTreeMap;
 use zbus::interface;
@@ -96,40 +107,30 @@ impl Manager {
         #[zbus(connection)] conn: &zbus::Connection,
         #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
     ) -> Result<String> {
-        let req = Request::acquire_priority(&options);
-        self.shared
+        let flags = take_interaction_flags("AcquirePriority", &mut options)?;
+        let o = self.acquire_options(&options)?;
+        let arrays: Vec<String> = o.arrays.keys().cloned().collect();
+        let req = Request::acquire_priority(&arrays);
+        let sender = self
+            .shared
             .auth
-            .authorize(conn, &header, &req, Some(&mut options))
-            .await?;
-        let install = {
-            let s = self.shared.policy.settings();
-            (s.install_min, s.install_max)
-        };
-        let mut o = parse_acquire(&options, install)?;
-        let mut arrays = BTreeMap::new();
-        for (word, l) in std::mem::take(&mut o.arrays) {
-            let k = self
-                .shared
-                .resolve_array(&word)
-                .map_err(|e| Error::NoSuchArray(format!("AcquirePriority: {e}")))?;
-            arrays.insert(k, l);
-        }
-        o.arrays = arrays;
-        let sender = header
-            .sender()
-            .map(std::string::ToString::to_string)
-            .ok_or_else(|| Error::InvalidArgument("no sender".into()))?;
+            .authorize_with(conn, &header, &req, flags)
+            .await?
+            .sender;
         self.shared.reap_dead_pids();
         // Without holder and pid the policy records the caller's unique name as the owner; the
-        // service drops the lease when that name leaves the bus (Shared::release_owner).
+        // service drops the lease when that name leaves the bus (Shared::release_owner). A pid
+        // is recorded with its start time, so a reused pid does not keep the lease.
+        let process = |p| crate::policy::process_owner(p);
         let (id, owner) = match (&o.holder, o.pid) {
-            (Some(h), pid) => (h.clone(), pid.map_or(Owner::None, Owner::Pid)),
-            (None, Some(p)) => (self.shared.mint_lease_id(&sender), Owner::Pid(p)),
+            (Some(h), pid) => (h.clone(), pid.map_or(Owner::None, process)),
+            (None, Some(p)) => (self.shared.mint_lease_id(&sender), process(p)),
             (None, None) => (
                 self.shared.mint_lease_id(&sender),
                 Owner::BusName(sender.clone()),
             ),
         };
+        let bus_owned = matches!(owner, Owner::BusName(_));
         let req = LeaseRequest {
             holder: id.clone(),
             kind: o.kind,
@@ -146,6 +147,9 @@ impl Manager {
                     .map(|d| crate::policy::unix_now_s().saturating_add(d)),
             )
             .map_err(|e| Error::from(e).context("AcquirePriority"))?;
+        if bus_owned {
+            drop_if_caller_left(&self.shared, conn, &emitter, &sender, &id).await?;
+        }
         self.shared.publish(&emitter, Some(view)).await;
         Ok(id)
     }
@@ -160,6 +164,7 @@ impl Manager {
         #[zbus(connection)] conn: &zbus::Connection,
         #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
     ) -> Result<()> {
+        check_word("ReleasePriority", "lease id", &lease_id)?;
         let req = Request::release_priority();
         self.shared
             .auth
@@ -200,17 +205,19 @@ impl Manager {
         #[zbus(connection)] conn: &zbus::Connection,
         #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
     ) -> Result<()> {
-        let req = Request::set_array_speed_limits(&array);
-        self.shared
-            .auth
-            .authorize(conn, &header, &req, Some(&mut options))
-            .await?;
+        let flags = take_interaction_flags("SetArraySpeedLimits", &mut options)?;
         no_options("SetArraySpeedLimits", &options)?;
+        check_word("SetArraySpeedLimits", "array", &array)?;
         let limits = check_limits(&format!("SetArraySpeedLimits {array}"), min, max)?;
         let array = self
             .shared
             .resolve_array(&array)
             .map_err(|e| Error::NoSuchArray(format!("SetArraySpeedLimits: {e}")))?;
+        let req = Request::set_array_speed_limits(&array);
+        self.shared
+            .auth
+            .authorize_with(conn, &header, &req, flags)
+            .await?;
         let holder = format!("admin-{array}");
         let view = if limits.min.is_none() && limits.max.is_none() {
             match self.shared.policy.release(&holder) {
@@ -247,12 +254,19 @@ impl Manager {
         #[zbus(connection)] conn: &zbus::Connection,
         #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
     ) -> Result<()> {
+        let flags = take_interaction_flags("RestoreLimits", &mut options)?;
+        let defaults = parse_restore(&options)?;
         let req = Request::restore_limits();
         self.shared
             .auth
-            .authorize(conn, &header, &req, Some(&mut options))
+            .authorize_with(conn, &header, &req, flags)
             .await?;
-        let defaults = parse_restore(&options)?;
+        let view = self
+            .shared
+            .policy
+            .show()
+            .map_err(|e| Error::from(e).context("RestoreLimits"))?;
+        refuse_while_frozen(&self.shared, &view)?;
         let view = self
             .shared
             .policy
@@ -279,4 +293,94 @@ impl Manager {
     ) -> Result<zbus::zvariant::OwnedObjectPath> {
         super::job::start_wipe(&self.shared, conn, &header, device, options).await
     }
+}
+
+impl Manager {
+    /// AcquirePriority's options validated before anything is asked: at most as many `arrays`
+    /// keys as the machine has arrays, bounded words, known options (`parse_acquire`), and
+    /// each array resolved to its kernel name.
+    ///
+    /// Errors: `InvalidArgument`; `NoSuchArray` for an array the machine does not have.
+    fn acquire_options(&self, options: &Options) -> Result<AcquireOptions> {
+        let known = self
+            .shared
+            .model
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .arrays
+            .len();
+        check_array_count("AcquirePriority", options, known)?;
+        let install = {
+            let s = self.shared.policy.settings();
+            (s.install_min, s.install_max)
+        };
+        let mut o = parse_acquire(options, install)?;
+        let mut arrays = BTreeMap::new();
+        for (word, l) in std::mem::take(&mut o.arrays) {
+            let k = self
+                .shared
+                .resolve_array(&word)
+                .map_err(|e| Error::NoSuchArray(format!("AcquirePriority: {e}")))?;
+            arrays.insert(k, l);
+        }
+        o.arrays = arrays;
+        Ok(o)
+    }
+}
+
+/// After a bus-name lease `id` of `sender` is recorded: when `NameHasOwner(sender)` says the
+/// caller has left (it left after polkit answered, and its `NameOwnerChanged` may have been
+/// handled before the lease existed), releases the lease, publishes, and fails the call.
+///
+/// Errors: `Failed` (the caller left; or the bus could not be asked: the lease is released
+/// then too, since nobody could drop it later).
+async fn drop_if_caller_left(
+    shared: &Shared,
+    conn: &zbus::Connection,
+    emitter: &SignalEmitter<'_>,
+    sender: &str,
+    id: &str,
+) -> Result<()> {
+    let why = match name_has_owner(conn, sender).await {
+        Ok(true) => return Ok(()),
+        Ok(false) => format!("the caller {sender} left the bus"),
+        Err(e) => format!("cannot ask the bus whether {sender} is still there: {e}"),
+    };
+    tracing::info!(holder = %id, owner = %sender, "AcquirePriority: {why}; lease {id} released");
+    let view = shared.policy.release(id).ok();
+    shared.publish(emitter, view).await;
+    Err(Error::Failed(format!(
+        "AcquirePriority: {why}; lease {id} released"
+    )))
+}
+
+/// RestoreLimits would undo the freezes running wipe jobs hold (journaled changes): refuse
+/// while there is one, naming the arrays and the jobs.
+///
+/// Errors: `Busy`.
+fn refuse_while_frozen(shared: &Shared, view: &PolicyView) -> Result<()> {
+    if view.changes.is_empty() {
+        return Ok(());
+    }
+    let arrays: Vec<String> = view
+        .changes
+        .iter()
+        .map(|c| format!("{} ({} by {})", c.array.name, c.attr, c.owner))
+        .collect();
+    let jobs: Vec<String> = shared
+        .jobs
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .map(|(n, j)| format!("job {n} on {}", j.device.display()))
+        .collect();
+    Err(Error::Busy(format!(
+        "RestoreLimits: a wipe holds {} (running: {}); cancel the job first",
+        arrays.join(", "),
+        if jobs.is_empty() {
+            "no job of this service".to_string()
+        } else {
+            jobs.join(", ")
+        }
+    )))
 }

@@ -13,6 +13,65 @@ use zbus::zvariant::{OwnedValue, Value};
 /// `a{sv}` options of a method.
 pub type Options = HashMap<String, OwnedValue>;
 
+/// The longest word a caller may send where the service expects a name (an array as users
+/// type it, a lease id, a holder, a kind, a `sync_action` word), in bytes. Longer ones are
+/// `InvalidArgument` before anything else is done with them (polkit is never asked).
+pub const MAX_WORD_BYTES: usize = 256;
+
+/// The most `arrays` keys one call may carry, whatever the machine has; the service also
+/// refuses more keys than it knows arrays ([`check_array_count`]).
+pub const MAX_ARRAY_KEYS: usize = 1024;
+
+/// Service-owned holder prefixes a caller may not use as `holder`: `dbus-` (lease ids minted
+/// for bus clients), `admin-` (SetArraySpeedLimits), `check-` (a check's throttle),
+/// `wipe:` and `freeze:` (wipe jobs).
+pub const RESERVED_HOLDER_PREFIXES: [&str; 5] = ["dbus-", "admin-", "check-", "wipe:", "freeze:"];
+
+/// `s` as an error message may show it: at most 64 characters, `...` when cut.
+pub fn shown(s: &str) -> String {
+    match s.char_indices().nth(64) {
+        Some((i, _)) => format!("{:?}...", &s[..i]),
+        None => format!("{s:?}"),
+    }
+}
+
+/// Refuses a `what` word longer than [`MAX_WORD_BYTES`] or holding control characters.
+///
+/// Errors: `InvalidArgument` naming `method` and `what` (not echoing the whole word).
+pub fn check_word(method: &str, what: &str, word: &str) -> Result<()> {
+    if word.len() > MAX_WORD_BYTES || word.chars().any(char::is_control) {
+        return Err(Error::InvalidArgument(format!(
+            "{method}: {what} {} is not a name (at most {MAX_WORD_BYTES} bytes, no control characters)",
+            shown(word)
+        )));
+    }
+    Ok(())
+}
+
+/// The number of keys in the `arrays` option (0 when absent or not a dict), counted without
+/// copying the dict.
+pub fn array_key_count(opts: &Options) -> usize {
+    match opts.get("arrays").map(|v| &**v) {
+        Some(Value::Dict(d)) => d.iter().count(),
+        _ => 0,
+    }
+}
+
+/// Refuses an `arrays` option with more keys than the machine has arrays (`known`), or
+/// more than [`MAX_ARRAY_KEYS`]: such a call cannot be valid, and its keys would otherwise
+/// be resolved and shown to polkit one by one.
+///
+/// Errors: `InvalidArgument`.
+pub fn check_array_count(method: &str, opts: &Options, known: usize) -> Result<()> {
+    let n = array_key_count(opts);
+    if n > known.min(MAX_ARRAY_KEYS) {
+        return Err(Error::InvalidArgument(format!(
+            "{method}: arrays names {n} arrays; this machine has {known}"
+        )));
+    }
+    Ok(())
+}
+
 /// Rejects every option: `method` takes none yet.
 ///
 /// Errors: `InvalidArgument` naming the first option.
@@ -149,7 +208,8 @@ pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<Acqu
             "min" | "max" | "arrays" | "kind" | "holder" | "pid" | "duration"
         ) {
             return Err(Error::InvalidArgument(format!(
-                "AcquirePriority: unknown option {k:?} (known: {KNOWN})"
+                "AcquirePriority: unknown option {} (known: {KNOWN})",
+                shown(k)
             )));
         }
     }
@@ -167,10 +227,12 @@ pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<Acqu
         Some("wipe-job") => LeaseKind::WipeJob,
         Some(other) => {
             return Err(Error::InvalidArgument(format!(
-                "AcquirePriority: kind {other:?} is not client, installer, admin or wipe-job"
+                "AcquirePriority: kind {} is not client, installer, admin or wipe-job",
+                shown(other)
             )))
         }
     };
+    check_array_count("AcquirePriority", opts, MAX_ARRAY_KEYS)?;
     let mut arrays = BTreeMap::new();
     if let Some(v) = opts.get("arrays") {
         let m: HashMap<String, Options> = v
@@ -184,10 +246,12 @@ pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<Acqu
                 ))
             })?;
         for (a, l) in m {
+            check_word("AcquirePriority", "array", &a)?;
             let what = format!("AcquirePriority {a}");
             if let Some(k) = l.keys().find(|k| !matches!(k.as_str(), "min" | "max")) {
                 return Err(Error::InvalidArgument(format!(
-                    "{what}: unknown per-array option {k:?} (known: min, max)"
+                    "{what}: unknown per-array option {} (known: min, max)",
+                    shown(k)
                 )));
             }
             let l = check_present(
@@ -212,10 +276,8 @@ pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<Acqu
         };
     }
     let holder = opt_str(opts, "holder")?;
-    if holder.as_deref() == Some("") {
-        return Err(Error::InvalidArgument(
-            "AcquirePriority: holder is empty".into(),
-        ));
+    if let Some(h) = &holder {
+        check_holder(h)?;
     }
     let pid = match opts.get("pid").map(|v| &**v) {
         None => None,
@@ -246,6 +308,31 @@ pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<Acqu
         pid,
         duration_s,
     })
+}
+
+/// A caller's `holder`: 1-128 printable characters (the policy's rule), not starting with
+/// one of the service's [`RESERVED_HOLDER_PREFIXES`].
+///
+/// Errors: `InvalidArgument`.
+pub fn check_holder(h: &str) -> Result<()> {
+    if h.is_empty() {
+        return Err(Error::InvalidArgument(
+            "AcquirePriority: holder is empty".into(),
+        ));
+    }
+    if h.len() > 128 || h.chars().any(char::is_control) {
+        return Err(Error::InvalidArgument(format!(
+            "AcquirePriority: holder {} is not 1-128 printable characters",
+            shown(h)
+        )));
+    }
+    if let Some(p) = RESERVED_HOLDER_PREFIXES.iter().find(|p| h.starts_with(**p)) {
+        return Err(Error::InvalidArgument(format!(
+            "AcquirePriority: holder {} uses the prefix {p:?}, which the service keeps for its own leases",
+            shown(h)
+        )));
+    }
+    Ok(())
 }
 
 /// StartWipe's options: `method` (s: zero (default), random, discard, zeroout, signatures),
@@ -454,6 +541,44 @@ mod tests {
                 "{bad:?}"
             );
         }
+    }
+
+    #[test]
+    fn caller_words_are_bounded_and_holders_namespaced() {
+        for h in [
+            "check-md0",
+            "admin-md0",
+            "dbus-1.5-1",
+            "wipe:/dev/sda",
+            "freeze:md0",
+        ] {
+            let e = parse_acquire(&opts(&[("holder", Value::from(h))]), INSTALL).unwrap_err();
+            assert!(
+                matches!(&e, Error::InvalidArgument(m) if m.contains("keeps for its own")),
+                "{h}: {e:?}"
+            );
+        }
+        parse_acquire(&opts(&[("holder", Value::from("installer"))]), INSTALL).unwrap();
+        let long = "x".repeat(10_000);
+        let e = parse_acquire(&opts(&[("kind", Value::from(long.clone()))]), INSTALL).unwrap_err();
+        let Error::InvalidArgument(m) = e else {
+            panic!()
+        };
+        assert!(m.len() < 200, "the word is not echoed whole: {}", m.len());
+        assert!(check_word("M", "array", &long).is_err());
+        assert!(check_word("M", "array", "/dev/md/root").is_ok());
+        assert!(check_word("M", "array", "md0\u{7}").is_err());
+        let o = opts(&[(
+            "arrays",
+            per_array(&[("md0", &[("max", 1)]), ("md1", &[("max", 1)])]),
+        )]);
+        assert_eq!(array_key_count(&o), 2);
+        check_array_count("M", &o, 2).unwrap();
+        assert!(matches!(
+            check_array_count("M", &o, 1),
+            Err(Error::InvalidArgument(_))
+        ));
+        assert_eq!(shown("abc"), "\"abc\"");
     }
 
     #[test]

@@ -103,7 +103,7 @@ impl LeaseEntry {
     pub fn from_view(l: &LeaseView) -> LeaseEntry {
         let (owner_kind, owner) = match &l.owner {
             Owner::BusName(n) => ("bus-name", n.clone()),
-            Owner::Pid(p) => ("pid", p.to_string()),
+            Owner::Process { pid, .. } | Owner::Pid(pid) => ("pid", pid.to_string()),
             Owner::None => ("holder", l.holder.clone()),
         };
         LeaseEntry {

@@ -193,14 +193,44 @@ pub struct ArrayView {
 
 pub use crate::host::pid_alive;
 
-/// The liveness test the CLI uses for `reap`: pids are checked with [`pid_alive`]; bus names
-/// are kept (only the service can see the bus, and it reaps them); `Owner::None` lives until
-/// released.
-pub fn cli_alive(owner: &Owner) -> bool {
-    match owner {
-        Owner::Pid(p) => pid_alive(*p),
-        Owner::BusName(_) | Owner::None => true,
+/// Field 22 of `/proc/PID/stat`: the start time of process `pid` in clock ticks since boot
+/// (`proc(5)`, read with `procfs`); `None` when there is no such process or it cannot be read.
+/// With the pid it names one process for the life of the machine (polkit pins its subjects
+/// the same way). Like [`pid_alive`], this asks the running kernel, not a `Root`.
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    let pid = i32::try_from(pid).ok().filter(|p| *p > 0)?;
+    let stat = procfs::process::Process::new(pid).ok()?.stat().ok()?;
+    Some(stat.starttime)
+}
+
+/// The owner to record for process `pid`: [`Owner::Process`] with its start time, or a bare
+/// [`Owner::Pid`] when the start time cannot be read (no such process, `/proc` hidden).
+pub fn process_owner(pid: u32) -> Owner {
+    match process_start_time(pid) {
+        Some(start_time) => Owner::Process { pid, start_time },
+        None => Owner::Pid(pid),
     }
+}
+
+/// Whether the process a process owner names still runs; `None` for bus-name and `None`
+/// owners. [`Owner::Process`]: [`pid_alive`] and the start time still matches (a different
+/// start time is a reused pid: dead; an unreadable one, with the pid alive, counts as alive,
+/// as a bare pid would). [`Owner::Pid`] (older state files): [`pid_alive`] alone.
+pub fn process_alive(owner: &Owner) -> Option<bool> {
+    match owner {
+        Owner::Process { pid, start_time } => Some(
+            pid_alive(*pid) && !matches!(process_start_time(*pid), Some(t) if t != *start_time),
+        ),
+        Owner::Pid(p) => Some(pid_alive(*p)),
+        Owner::BusName(_) | Owner::None => None,
+    }
+}
+
+/// The liveness test the CLI uses for `reap`: process owners are checked with
+/// [`process_alive`] (pid and start time); bus names are kept (only the service can see the
+/// bus, and it reaps them); `Owner::None` lives until released.
+pub fn cli_alive(owner: &Owner) -> bool {
+    process_alive(owner).unwrap_or(true)
 }
 
 /// serde adapter: a [`SpeedLimit`] in the policy's form `{kibs = N, system = bool}` (state file

@@ -51,13 +51,28 @@ impl fmt::Display for LeaseKind {
     }
 }
 
-/// What keeps a lease alive. A lease whose owner is dead is dropped by `reap`.
+/// What keeps a lease (or a journaled change) alive. A lease whose owner is dead is dropped by
+/// `reap`.
 ///
-/// Serialized as `"none"`, `{pid = 123}` or `{bus-name = ":1.42"}`.
+/// Serialized as `"none"`, `{process = {pid = 123, start-time = 4567}}`, `{pid = 123}` or
+/// `{bus-name = ":1.42"}`. New records of a process are [`Owner::Process`] (see
+/// `policy::process_owner`); [`Owner::Pid`] is what state files written before start times
+/// hold, and what is recorded when `/proc/PID/stat` cannot be read.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Owner {
-    /// A process: alive while `kill(pid, 0)` does not fail with ESRCH.
+    /// A process pinned against pid reuse: alive while `kill(pid, 0)` does not fail with ESRCH
+    /// AND field 22 of `/proc/PID/stat` (start time, clock ticks since boot) is `start_time`.
+    #[serde(rename_all = "kebab-case")]
+    Process {
+        /// The process id.
+        pid: u32,
+        /// Its start time, clock ticks since boot (`/proc/PID/stat` field 22, `proc(5)`).
+        start_time: u64,
+    },
+    /// A bare process id (older state files; or the start time was unreadable): alive while
+    /// `kill(pid, 0)` does not fail with ESRCH, as before start times were recorded; a reused
+    /// pid keeps it alive.
     Pid(u32),
     /// A D-Bus peer: alive while it is on the bus (only the service can tell).
     BusName(String),
@@ -68,9 +83,20 @@ pub enum Owner {
 impl fmt::Display for Owner {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Owner::Pid(p) => write!(f, "pid {p}"),
+            // The start time only pins the pid; people know processes by pid.
+            Owner::Process { pid: p, .. } | Owner::Pid(p) => write!(f, "pid {p}"),
             Owner::BusName(n) => write!(f, "bus name {n}"),
             Owner::None => f.write_str("none (until released)"),
+        }
+    }
+}
+
+impl Owner {
+    /// The process id of a process owner ([`Owner::Process`] or [`Owner::Pid`]), else `None`.
+    pub fn pid(&self) -> Option<u32> {
+        match self {
+            Owner::Process { pid, .. } | Owner::Pid(pid) => Some(*pid),
+            Owner::BusName(_) | Owner::None => None,
         }
     }
 }
@@ -272,7 +298,7 @@ pub fn validate(req: &LeaseRequest) -> Result<(), CoreError> {
     if req.holder.is_empty() || req.holder.len() > 128 || req.holder.chars().any(char::is_control) {
         return Err(CoreError::InvalidHolder(req.holder.clone()));
     }
-    if let Owner::Pid(p) = req.owner {
+    if let Some(p) = req.owner.pid() {
         if p == 0 || p > i32::MAX as u32 {
             return Err(CoreError::InvalidPid(p));
         }

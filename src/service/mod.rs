@@ -259,8 +259,8 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     // dead now (a clean stop released them; only a crash leaves them); pids are checked.
     let reaped = shared.policy.reap(&|o: &Owner| match o {
         Owner::BusName(_) => false,
-        Owner::Pid(p) => crate::host::pid_alive(*p),
-        Owner::None => true,
+        // pid and start time: a reused pid does not keep a freeze or a lease.
+        o => crate::policy::cli_alive(o),
     });
     if let Err(e) = reaped {
         tracing::warn!("cannot reap stale leases: {e}");
@@ -316,7 +316,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     let me = std::process::id();
     if let Err(e) = shared.policy.reap(&|o: &Owner| match o {
         Owner::BusName(_) => false,
-        Owner::Pid(p) => *p != me,
+        Owner::Process { pid: p, .. } | Owner::Pid(p) => *p != me,
         Owner::None => true,
     }) {
         tracing::error!("cannot release the service's leases on shutdown: {e}");
@@ -437,10 +437,7 @@ impl Loop {
             Ok(st) => st
                 .leases
                 .values()
-                .filter_map(|l| match l.owner {
-                    Owner::Pid(p) if p != me => Some(p),
-                    _ => None,
-                })
+                .filter_map(|l| l.owner.pid().filter(|p| *p != me))
                 .collect(),
             Err(_) => BTreeSet::new(),
         }
@@ -452,8 +449,8 @@ impl Loop {
             tracing::info!("pid {p} exited: releasing its leases");
         }
         let r = self.shared.policy.reap(&|o: &Owner| match o {
-            Owner::Pid(p) => !exited.contains(p) && crate::host::pid_alive(*p),
-            Owner::BusName(_) | Owner::None => true,
+            Owner::Process { pid: p, .. } | Owner::Pid(p) if exited.contains(p) => false,
+            o => crate::policy::cli_alive(o),
         });
         match r {
             Ok(v) => self.shared.publish(emitter, Some(v)).await,

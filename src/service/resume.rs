@@ -15,7 +15,6 @@
 //! [`crate::policy::Policy::hold`]), so the array's resync never runs in between.
 
 use super::state::Shared;
-use crate::policy::Owner;
 use crate::wipe::checkpoint;
 use crate::wipe::plan::{Method, Options, StartedBy};
 use crate::wipe::{JobHandle, Phase, Request};
@@ -66,7 +65,7 @@ pub async fn resume_jobs(shared: &Arc<Shared>, conn: &zbus::Connection, enabled:
             method: ck.method().unwrap_or(Method::Zero),
             options: Options {
                 resume: true,
-                owner: Some(Owner::Pid(std::process::id())),
+                owner: Some(crate::policy::process_owner(std::process::id())),
                 started_by: ck.started_by,
                 ..Options::default()
             },

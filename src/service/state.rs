@@ -5,7 +5,8 @@
 //!   properties ([`ManagerProps`], derived from the policy's [`PolicyView`]).
 //! - Lease owners: the policy is the one record. A lease taken by a bus client carries
 //!   [`Owner::BusName`] with the client's unique name; when that name leaves the bus,
-//!   [`Shared::release_owner`] drops the leases the published view shows for it. Lease ids of
+//!   [`Shared::release_owner`] drops the leases the policy's state holds for it (not the
+//!   published view, which lags behind a lease being taken). Lease ids of
 //!   such leases are minted here ([`Shared::mint_lease_id`]).
 //! - Wipe jobs still running ([`RunningJob`], one per device), their numbers, and the leases
 //!   they take through the service's policy ([`ServiceLeases`]).
@@ -142,13 +143,22 @@ impl Shared {
     }
 
     /// Releases every lease owned by the bus client `name` ([`Owner::BusName`]; it left the
-    /// bus). Returns how many.
+    /// bus), as the policy's state file records them. Returns how many.
     pub async fn release_owner(&self, emitter: &SignalEmitter<'_>, name: &str) -> usize {
-        let ids = self
-            .props
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .leases_of_bus_name(name);
+        let owner = Owner::BusName(name.to_string());
+        let ids: Vec<String> = match crate::policy::state::read(&self.policy.settings().state_path)
+        {
+            Ok(st) => st
+                .leases
+                .iter()
+                .filter(|(_, l)| l.owner == owner)
+                .map(|(id, _)| id.clone())
+                .collect(),
+            Err(e) => {
+                tracing::warn!(owner = %name, "cannot read the policy state to release {name}'s leases: {e}");
+                return 0;
+            }
+        };
         let mut last = None;
         for id in &ids {
             match self.policy.release(id) {
@@ -169,10 +179,8 @@ impl Shared {
     /// AcquirePriority, like the CLI's reap; exits are normally seen sooner, through the loop's
     /// pidfd watch ([`super::pidwatch`]). Failures are logged.
     pub fn reap_dead_pids(&self) {
-        if let Err(e) = self.policy.reap(&|o: &Owner| match o {
-            Owner::Pid(p) => crate::policy::pid_alive(*p),
-            Owner::BusName(_) | Owner::None => true,
-        }) {
+        // pid and start time (a reused pid is dead); bus names are released on leaving.
+        if let Err(e) = self.policy.reap(&crate::policy::cli_alive) {
             tracing::warn!("cannot reap leases of exited processes: {e}");
         }
     }

@@ -109,7 +109,10 @@ impl LeaseProvider for Policy {
     /// Journaled: the freeze is recorded in the state file (owner: this process) before
     /// `frozen` is written, so a killed job's freeze is undone by the next mdpilot command.
     fn freeze(&self, _root: &Root, array: &str) -> Result<bool, WipeError> {
-        let change = Change::freeze(self.array_ref(array), Owner::Pid(std::process::id()));
+        let change = Change::freeze(
+            self.array_ref(array),
+            crate::policy::process_owner(std::process::id()),
+        );
         self.hold(change)
             .map_err(|e| journal_err(array, "frozen", &e))
     }
