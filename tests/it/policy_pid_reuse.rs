@@ -3,7 +3,7 @@
 //! and journaled freezes alike; records without a start time (older state files) keep the bare
 //! pid rule.
 
-mod support;
+use crate::support;
 
 use mdpilot::policy::journal::{ArrayRef, Change};
 use mdpilot::policy::{cli_alive, process_owner, process_start_time, state, Owner};

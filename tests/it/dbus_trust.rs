@@ -3,8 +3,7 @@
 //! anything else) before it is validated. The real `mdpilot serve` on a private bus, the fake
 //! polkit answering after a delay.
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use mdpilot::policy::journal::{ArrayRef, Change};
 use std::collections::HashMap;
@@ -35,13 +34,13 @@ fn spawn_helper_as_nobody(helper: &str, bus: &Bus) -> tokio::process::Child {
         .expect("setpriv")
 }
 
-/// Runs inside `a_caller_that_leaves_during_authorization_holds_no_lease` as nobody: asks for
+/// Runs inside `loop_a_caller_that_leaves_during_authorization_holds_no_lease` as nobody: asks for
 /// `max 0` (globally and on md0) and is killed while polkit decides.
 #[tokio::test]
-#[ignore = "helper: run by a_caller_that_leaves_during_authorization_holds_no_lease"]
+#[ignore = "helper: run by loop_a_caller_that_leaves_during_authorization_holds_no_lease"]
 async fn leaving_client_helper() {
     let Some(c) =
-        helper_connection("a_caller_that_leaves_during_authorization_holds_no_lease").await
+        helper_connection("loop_a_caller_that_leaves_during_authorization_holds_no_lease").await
     else {
         return;
     };
@@ -52,7 +51,7 @@ async fn leaving_client_helper() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_caller_that_leaves_during_authorization_holds_no_lease() {
+async fn loop_a_caller_that_leaves_during_authorization_holds_no_lease() {
     need_root!("to switch to nobody");
     let Some(bus) = Bus::start() else { return };
     let victim = Arc::new(AtomicU32::new(0));
@@ -81,7 +80,7 @@ async fn a_caller_that_leaves_during_authorization_holds_no_lease() {
     let gmax = svc.sim_path("proc/sys/dev/raid/speed_limit_max");
     let amax = svc.sim_path("sys/block/md0/md/sync_speed_max");
     let (gmax0, amax0) = (read_trim(&gmax), read_trim(&amax));
-    let mut child = spawn_helper_as_nobody("leaving_client_helper", &bus);
+    let mut child = spawn_helper_as_nobody("dbus_trust::leaving_client_helper", &bus);
     victim.store(child.id().unwrap(), Ordering::SeqCst);
     let st = tokio::time::timeout(Duration::from_secs(20), child.wait())
         .await
@@ -111,12 +110,12 @@ async fn a_caller_that_leaves_during_authorization_holds_no_lease() {
     assert_eq!((read_trim(&gmax), read_trim(&amax)), (gmax0, amax0));
 }
 
-/// Runs inside `huge_or_unknown_arguments_are_refused_before_polkit_is_asked` as nobody.
+/// Runs inside `loop_huge_or_unknown_arguments_are_refused_before_polkit_is_asked` as nobody.
 #[tokio::test]
-#[ignore = "helper: run by huge_or_unknown_arguments_are_refused_before_polkit_is_asked"]
+#[ignore = "helper: run by loop_huge_or_unknown_arguments_are_refused_before_polkit_is_asked"]
 async fn hostile_arguments_helper() {
     let Some(c) =
-        helper_connection("huge_or_unknown_arguments_are_refused_before_polkit_is_asked").await
+        helper_connection("loop_huge_or_unknown_arguments_are_refused_before_polkit_is_asked").await
     else {
         return;
     };
@@ -172,7 +171,7 @@ async fn hostile_arguments_helper() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn huge_or_unknown_arguments_are_refused_before_polkit_is_asked() {
+async fn loop_huge_or_unknown_arguments_are_refused_before_polkit_is_asked() {
     need_root!("to switch to nobody");
     let Some(bus) = Bus::start() else { return };
     let polkit = FakePolkit::serve(&bus, true).await;
@@ -183,7 +182,7 @@ async fn huge_or_unknown_arguments_are_refused_before_polkit_is_asked() {
     )
     .await;
     let out = support::bus::run_helper_as_nobody(
-        "hostile_arguments_helper",
+        "dbus_trust::hostile_arguments_helper",
         &[("MDPILOT_TEST_BUS", &bus.address)],
     )
     .await;
