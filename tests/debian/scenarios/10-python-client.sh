@@ -1,4 +1,4 @@
-# Issue 11: the GLib client of tests/dbus_clients.rs (examples/installer_client.py, python3-gi,
+# The GLib client of tests/dbus_clients.rs (examples/installer_client.py, python3-gi,
 # no mdpilot code) on the system bus against the packaged service and a real raid1 made with
 # mdadm: it lists the arrays, takes the install lease, zeroes a loop device with a wipe job
 # followed through PropertiesChanged, releases the lease and exits 0; nothing is left (no

@@ -1,4 +1,4 @@
-# Issue 12: `systemctl restart mdpilot` during a live named installer lease keeps
+# `systemctl restart mdpilot` during a live named installer lease keeps
 # speed_limit_min at 0 throughout (the old process leaves named leases in /run/mdpilot's state
 # and the new one keeps applying them); the lease is still on the bus and releasing it restores
 # the original; `systemctl stop` after the release leaves the originals.
