@@ -113,6 +113,19 @@ pub enum WipeError {
         /// The device's size (bytes the job writes).
         device_bytes: u64,
     },
+    /// The checkpoint of a service job (D-Bus `StartWipe`) could not be saved before the first
+    /// write: a job the next service start could not resume is not started; nothing was
+    /// written. (A CLI job goes on with a warning: its user sees it on the terminal.)
+    #[error("{device}: cannot save the checkpoint {}: refusing to start a wipe that could not resume", path.display())]
+    Checkpoint {
+        /// The device.
+        device: PathBuf,
+        /// The checkpoint file (`/var/lib/mdpilot/wipe/<id>.json` under the root).
+        path: PathBuf,
+        /// The OS error (EROFS when `/var/lib/mdpilot` is read-only).
+        #[source]
+        source: io::Error,
+    },
     /// A bad option combination (e.g. `--verify` with a streamed `-f` source); nothing was
     /// written.
     #[error("{0}")]

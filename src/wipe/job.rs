@@ -17,7 +17,7 @@ use super::error::WipeError;
 use super::handover;
 use super::leases::{LeaseProvider, NoLeases};
 use super::offload;
-use super::plan::{Data, Method, Op, Plan, ResyncAction};
+use super::plan::{Data, Method, Op, Plan, ResyncAction, StartedBy};
 use super::progress::{notify, CompleteFn, Outcome, Phase, Progress, ProgressFn, Shared};
 use super::sink::{BlockDevice, Sink};
 use super::source::Sources;
@@ -249,7 +249,13 @@ impl Job {
             },
             ResyncAction::Leave => None,
         };
-        let (ckpt, skip_allowed) = self.checkpointer(&plan, &*sink);
+        let (ckpt, skip_allowed) = match self.checkpointer(&plan, &*sink) {
+            Ok(c) => c,
+            Err(e) => {
+                self.undo_start(&held, resync.as_deref());
+                return Err(e);
+            }
+        };
         let on_progress = Mutex::new(self.on_progress.take());
         let mut result = run_phases(&plan, &*sink, shared, &sources, &on_progress, ckpt.as_ref());
         if let Err(WipeError::Unsupported {
@@ -327,13 +333,14 @@ impl Job {
     /// The plan's checkpointer (saved once now, before the first write), and whether the
     /// resync may be skipped at the end: always for a fresh job; for a resumed freeze-and-skip
     /// job only if the resync position recorded by the first run is still the array's (no one
-    /// unfroze it in between). A checkpoint that cannot be saved is logged: the wipe goes on,
-    /// only a resume would start again at 0.
+    /// unfroze it in between). A checkpoint that cannot be saved ends a service job here, before
+    /// the first write ([`WipeError::Checkpoint`]: its client and the next service start count
+    /// on resuming it); a CLI job goes on with a warning (only a resume would start again at 0).
     fn checkpointer<'s>(
         &self,
         plan: &Plan,
         sink: &'s dyn Sink,
-    ) -> (Option<Checkpointer<'s>>, bool) {
+    ) -> Result<(Option<Checkpointer<'s>>, bool), WipeError> {
         let mark_now = match &plan.resync {
             ResyncAction::FreezeAndSkip { array } => Some((
                 array.clone(),
@@ -342,7 +349,7 @@ impl Job {
             ResyncAction::Leave => None,
         };
         let Some(cp) = &plan.checkpoint else {
-            return (None, true);
+            return Ok((None, true));
         };
         let skip_allowed = match (&cp.resync_mark, &mark_now) {
             (Some(old), Some((_, now))) => old == now,
@@ -373,10 +380,29 @@ impl Job {
             started_by: cp.started_by,
         };
         let c = Checkpointer::new(cp.path.clone(), sink, ck);
-        if let Err(e) = c.save_now() {
-            tracing::warn!("{}: cannot save the checkpoint: {e}", cp.path.display());
+        match c.save_now() {
+            Ok(()) => {}
+            Err(source) if matches!(cp.started_by, StartedBy::Service { .. }) => {
+                return Err(WipeError::Checkpoint {
+                    device: plan.device.clone(),
+                    path: cp.path.clone(),
+                    source,
+                });
+            }
+            Err(e) => tracing::warn!("{}: cannot save the checkpoint: {e}", cp.path.display()),
         }
-        (Some(c), skip_allowed)
+        Ok((Some(c), skip_allowed))
+    }
+
+    /// Undoes the start when the job ends before its first write: unfreezes `array`'s resync
+    /// (without marking it in sync) and releases the `held` leases.
+    fn undo_start(&self, held: &[String], array: Option<&str>) {
+        if let Some(a) = array {
+            if let Err(u) = self.leases.unfreeze(&self.root, a, false) {
+                tracing::error!("{u}");
+            }
+        }
+        self.release(held);
     }
 
     fn release(&self, held: &[String]) {

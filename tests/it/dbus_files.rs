@@ -29,6 +29,20 @@ fn systemd_unit_is_notify_owns_the_name_and_can_write_the_knobs() {
     for p in ["/proc/sys/dev/raid", "/sys/block", "/run/mdpilot"] {
         assert!(rw.contains(p), "ReadWritePaths lacks {p}: {rw}");
     }
+    // ProtectSystem=strict makes /var read-only: the check records and the wipe checkpoints
+    // need the state directory, private (checkpoints hold random keys).
+    assert_eq!(get("ProtectSystem"), Some("strict"));
+    assert_eq!(get("StateDirectory"), Some("mdpilot"));
+    assert_eq!(get("StateDirectoryMode"), Some("0700"));
+    for dir in [
+        mdpilot::config::DEFAULT_CHECK_STATE_PATH,
+        mdpilot::wipe::checkpoint::DIR,
+    ] {
+        assert!(
+            dir.starts_with("/var/lib/mdpilot/"),
+            "{dir} is outside StateDirectory=mdpilot (read-only under ProtectSystem=strict)"
+        );
+    }
     // The unit verifies where systemd-analyze exists (a skip line without it).
     if !crate::support::have("systemd-analyze", "systemd") {
         return;

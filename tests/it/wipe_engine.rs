@@ -4,7 +4,9 @@
 use crate::support;
 
 use mdpilot::wipe::leases::{LeaseKind, LeaseRequest, Limits, Owner, RecordingLeases};
-use mdpilot::wipe::plan::{Data, Method, Op, OpenFlags, Plan, Range, ResyncAction};
+use mdpilot::wipe::plan::{
+    CheckpointPlan, Data, Method, Op, OpenFlags, Plan, Range, ResyncAction, StartedBy,
+};
 use mdpilot::wipe::sink::{FileSink, MemSink, Sink};
 use mdpilot::wipe::stream::{self, Seed};
 use mdpilot::wipe::{verify_plan, Job, Phase, WipeError};
@@ -680,4 +682,67 @@ fn start_stops_before_approval_when_the_probe_fails() {
     });
     assert!(matches!(r, Err(WipeError::Probe { .. })), "{:?}", r.err());
     assert!(!asked, "approve must not see a plan that was never made");
+}
+
+/// A plan whose checkpoint file cannot be written: its directory would be below a regular file
+/// (ENOTDIR even for root, as EROFS is under a read-only /var/lib/mdpilot).
+fn plan_with_unwritable_checkpoint(
+    started_by: StartedBy,
+) -> (tempfile::TempDir, Plan, std::path::PathBuf) {
+    let d = tempfile::tempdir().unwrap();
+    std::fs::write(d.path().join("file"), b"").unwrap();
+    let path = d.path().join("file/wipe/test.json");
+    let mut p = plan(4 * BLOCK, Op::Write(Data::Zero));
+    p.checkpoint = Some(CheckpointPlan {
+        path: path.clone(),
+        full_ranges: p.ranges.clone(),
+        resumed_bytes: 0,
+        resync_mark: None,
+        started_by,
+    });
+    (d, p, path)
+}
+
+#[test]
+fn service_wipe_whose_checkpoint_cannot_be_saved_fails_before_writing() {
+    let (d, md) = md_root("md9", "resync");
+    let (_ck, mut p, path) = plan_with_unwritable_checkpoint(StartedBy::Service { uid: 0 });
+    p.leases = vec![lease()];
+    p.resync = ResyncAction::FreezeAndSkip {
+        array: "md9".into(),
+    };
+    let leases = Arc::new(RecordingLeases::default());
+    let sink = Arc::new(MemSink::new((4 * BLOCK) as usize, 1));
+    let e = Job::new(p, Root::new(d.path()))
+        .with_sink(sink.clone())
+        .with_leases(leases.clone())
+        .run(&AtomicBool::new(false))
+        .unwrap_err();
+    assert!(matches!(e, WipeError::Checkpoint { .. }), "{e:?}");
+    let msg = e.to_string();
+    assert!(
+        msg.contains("/dev/test") && msg.contains(&path.display().to_string()),
+        "{msg}"
+    );
+    assert!(msg.contains("could not resume"), "{msg}");
+    // Nothing written, the lease released, the resync unfrozen and not marked clean.
+    assert!(sink.contents().iter().all(|&b| b == 1));
+    assert_eq!(
+        *leases.calls.lock().unwrap(),
+        vec!["acquire:wipe:/dev/test", "release:wipe:/dev/test"]
+    );
+    assert_eq!(read(&md.join("sync_action")), "idle");
+    assert_eq!(read(&md.join("resync_start")), "1024");
+}
+
+#[test]
+fn cli_wipe_whose_checkpoint_cannot_be_saved_goes_on() {
+    let (_ck, p, _path) = plan_with_unwritable_checkpoint(StartedBy::Cli);
+    let sink = Arc::new(MemSink::new((4 * BLOCK) as usize, 1));
+    let o = Job::new(p, root())
+        .with_sink(sink.clone())
+        .run(&AtomicBool::new(false))
+        .unwrap();
+    assert_eq!(o.bytes, 4 * BLOCK);
+    assert!(sink.contents().iter().all(|&b| b == 0));
 }

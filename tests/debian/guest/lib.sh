@@ -18,3 +18,23 @@ md_create() {
         --size="${MD_SIZE:-65536}" "$@" || fail "mdadm --create /dev/$name failed"
     udevadm settle --timeout=20 || true
 }
+ARRAY=org.mdpilot.MdPilot1.Array
+JOB=org.mdpilot.MdPilot1.Job
+# array_path mdN: the Array object's path (API 1.0: keyed by the array UUID's 32 hex digits).
+array_path() { echo "$BUS_PATH/arrays/$(tr -d -- '-:\n' <"/sys/block/$1/md/uuid" | tr 'A-F' 'a-f')"; }
+# aprop mdN PROPERTY: an Array property as busctl prints it (`t 0`, `s "raid1"`).
+aprop() { busctl --system get-property "$BUS_NAME" "$(array_path "$1")" "$ARRAY" "$2"; }
+# jprop JOBPATH PROPERTY: a Job property as busctl prints it.
+jprop() { busctl --system get-property "$BUS_NAME" "$1" "$JOB" "$2"; }
+# restart_unit: systemctl restart, then wait until the name is back on the bus.
+restart_unit() {
+    systemctl restart mdpilot.service || { systemctl status mdpilot.service --no-pager || true; fail "systemctl restart failed"; }
+    wait_for 20 name_on_bus || fail "$BUS_NAME not on the bus after the restart"
+}
+# unit_journal: the records of the unit's current main process, one JSON object a line.
+unit_journal() {
+    journalctl --sync 2>/dev/null || true
+    journalctl _SYSTEMD_UNIT=mdpilot.service _PID="$(main_pid)" --no-pager -o json
+}
+# idle mdN: md/sync_action is idle (no resync, recovery or check runs).
+idle() { [ "$(cat "/sys/block/$1/md/sync_action")" = idle ]; }

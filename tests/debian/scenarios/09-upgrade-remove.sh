@@ -1,5 +1,6 @@
 # Maintainer scripts: an upgrade (dpkg -i again) try-restarts a running service and leaves a
-# stopped one stopped; dpkg -r stops it; purge removes the enablement.
+# stopped one stopped; dpkg -r stops it and keeps the state in /var/lib/mdpilot; purge removes
+# the enablement and the state (StateDirectory=, made by systemd at the first start).
 # vm-timeout: 300
 systemctl start mdpilot.service
 pid0=$(main_pid)
@@ -16,7 +17,9 @@ log "dpkg -r"
 dpkg -r mdpilot >/dev/null || fail "dpkg -r failed"
 assert_eq "$(unit_state)" inactive "service after dpkg -r"
 [ ! -e /usr/bin/mdpilot ] || fail "/usr/bin/mdpilot left after dpkg -r"
+[ -d /var/lib/mdpilot ] || fail "dpkg -r removed /var/lib/mdpilot (only purge should)"
 log "dpkg --purge"
 dpkg --purge mdpilot >/dev/null || fail "dpkg --purge failed"
 [ ! -e /etc/systemd/system/dbus-org.mdpilot.MdPilot1.service ] || fail "alias left after purge"
+[ ! -e /var/lib/mdpilot ] || fail "/var/lib/mdpilot left after purge: $(ls -la /var/lib/mdpilot)"
 dpkg -i "$DEB" >/dev/null || fail "reinstall failed"
