@@ -115,7 +115,8 @@ async fn loop_a_caller_that_leaves_during_authorization_holds_no_lease() {
 #[ignore = "helper: run by loop_huge_or_unknown_arguments_are_refused_before_polkit_is_asked"]
 async fn hostile_arguments_helper() {
     let Some(c) =
-        helper_connection("loop_huge_or_unknown_arguments_are_refused_before_polkit_is_asked").await
+        helper_connection("loop_huge_or_unknown_arguments_are_refused_before_polkit_is_asked")
+            .await
     else {
         return;
     };
