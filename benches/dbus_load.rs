@@ -22,6 +22,13 @@
 //! (`/proc/<pid>/status`) grew at most 2 MiB from the end of the warm-up to the end. Printed:
 //! calls/s and p50/p99/max latency per method, error counts, RSS.
 //!
+//! A second scenario, [`metrics_flood`]: `mdpilot serve --sim --metrics` under the unit's
+//! `LimitNOFILE=1024`, 8 lease clients for `MDPILOT_FLOOD_SECS` (default 20); from the 2nd
+//! second a metrics connection flood of 2000 connections at the same time, held 10 s, then
+//! closed. Printed: lease-call p50/p99/max and failures during the run; it fails when a lease
+//! call fails or no scrape answers 200 after the flood. `MDPILOT_LOAD_SCENARIO=metrics_flood`
+//! runs it alone.
+//!
 //! Under `cargo test --all-targets` (no `--bench` argument) it does nothing.
 
 // A bench uses a part of the integration tests' helpers.
@@ -409,6 +416,125 @@ async fn run() -> Vec<String> {
     failed
 }
 
+/// Sets this process's soft `RLIMIT_NOFILE` (capped by the hard one); returns the hard one.
+fn set_nofile(soft: u64) -> u64 {
+    let mut r = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: getrlimit/setrlimit on a local struct.
+    unsafe { libc::getrlimit(libc::RLIMIT_NOFILE, &mut r) };
+    r.rlim_cur = soft.min(r.rlim_max);
+    // SAFETY: as above.
+    unsafe { libc::setrlimit(libc::RLIMIT_NOFILE, &r) };
+    r.rlim_max
+}
+
+/// One `GET /metrics` with `Connection: close`: true on a 200.
+fn scrape_ok(addr: std::net::SocketAddr) -> bool {
+    use std::io::{Read, Write};
+    let Ok(mut s) = std::net::TcpStream::connect_timeout(&addr, Duration::from_secs(2)) else {
+        return false;
+    };
+    let _ = s.set_read_timeout(Some(Duration::from_secs(5)));
+    let req = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n");
+    let mut raw = Vec::new();
+    s.write_all(req.as_bytes()).is_ok()
+        && s.read_to_end(&mut raw).is_ok()
+        && raw.starts_with(b"HTTP/1.1 200")
+}
+
+/// The metrics connection flood scenario (see the module docs): lease calls keep working
+/// while 2000 connections at the same time are open on the metrics listener.
+async fn metrics_flood() -> Vec<String> {
+    const FLOOD: usize = 2000;
+    const LEASE_CLIENTS: usize = 8;
+    let mut failed = Vec::new();
+    let Some(bus) = Bus::start() else {
+        return failed;
+    };
+    let addr = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|l| l.local_addr())
+        .unwrap();
+    let hard = set_nofile(1024);
+    let svc = Service::start(&bus, &["--sim", "--metrics", &addr.to_string()], &[]).await;
+    set_nofile(hard.min(8192));
+    let dur = Duration::from_secs(secs("MDPILOT_FLOOD_SECS", 20));
+    let start = Instant::now();
+    let clock = Clock {
+        counted_from: start,
+        until: start + dur,
+    };
+    let tasks: Vec<_> = (0..LEASE_CLIENTS)
+        .map(|c| tokio::spawn(lease_client(bus.address.clone(), c, clock)))
+        .collect();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..FLOOD {
+        set.spawn(async move {
+            tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(addr))
+                .await
+                .ok()
+                .and_then(Result::ok)
+        });
+    }
+    let mut open = Vec::new();
+    while let Some(r) = set.join_next().await {
+        open.extend(r.ok().flatten());
+    }
+    let connected = open.len();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    drop(open);
+    let mut st = Stats::default();
+    for t in tasks {
+        st.merge(t.await.unwrap());
+    }
+    let scraped = tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if scrape_ok(addr) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        false
+    })
+    .await
+    .unwrap();
+    println!(
+        "metrics_flood: {LEASE_CLIENTS} lease clients for {} s, {FLOOD} metrics connections at once ({connected} completed the handshake), held 10 s",
+        dur.as_secs()
+    );
+    for (m, v) in &mut st.lat {
+        v.sort_unstable();
+        println!(
+            "  {m:<24} calls={:>7} p50={:>6} us p99={:>7} us max={:>8} us",
+            v.len(),
+            pct(v, 50),
+            pct(v, 99),
+            v[v.len() - 1]
+        );
+    }
+    let errors: u64 = st.errors.values().sum();
+    println!("  lease-call failures: {}", st.unexpected.len());
+    println!(
+        "  scrape after the flood: {}",
+        if scraped { "200" } else { "none" }
+    );
+    if !st.unexpected.is_empty() {
+        failed.push(format!(
+            "metrics flood: {} lease calls failed ({errors} errors): {:?}",
+            st.unexpected.len(),
+            &st.unexpected[..st.unexpected.len().min(5)]
+        ));
+    }
+    if !scraped {
+        failed.push("metrics flood: no scrape answered after the flood".into());
+    }
+    drop(svc);
+    failed
+}
+
 fn main() {
     if !std::env::args().any(|a| a == "--bench") {
         return;
@@ -418,7 +544,14 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    let failed = rt.block_on(run());
+    // MDPILOT_LOAD_SCENARIO=metrics_flood runs that scenario alone.
+    let only_flood = std::env::var("MDPILOT_LOAD_SCENARIO").as_deref() == Ok("metrics_flood");
+    let mut failed = if only_flood {
+        Vec::new()
+    } else {
+        rt.block_on(run())
+    };
+    failed.extend(rt.block_on(metrics_flood()));
     for f in &failed {
         println!("FAILED: {f}");
     }

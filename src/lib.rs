@@ -7,6 +7,7 @@
 //!
 //! Map (one concept per file; arrows point down: `cli`, `dbus` and `service` use the core,
 //! the core — `mdstat`, `model`, `policy::lease`, `wipe::planner` — imports no I/O):
+pub mod atomic; // the one atomic file replacement (O_EXCL temporary, fsync, rename, directory fsync)
 pub mod check; // resumable checks: the record per array UUID, resume points, results (pure); run: the one executor
 pub mod cli; // front ends: status, policy, wipe (+ progress), monitor, blockdev-wipe
 pub mod config; // drop-in TOML configuration from /usr/lib, /run and /etc/mdpilot/config.d

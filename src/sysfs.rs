@@ -299,7 +299,9 @@ pub fn array_created(root: &Root, name: &str) -> Option<i64> {
             &root.sys(format!("class/block/{member}/size")),
             parse_plain_u64,
         );
-        let Some(off) = sectors.and_then(|s| crate::superblock::offset_bytes(&version, s * 512))
+        let Some(off) = sectors
+            .and_then(|s| s.checked_mul(512))
+            .and_then(|b| crate::superblock::offset_bytes(&version, b))
         else {
             continue;
         };

@@ -62,6 +62,25 @@ impl From<&udev::Event> for Event {
     }
 }
 
+impl Event {
+    /// True when this event needs the whole model re-read: `/proc/mdstat` changed, or a udev
+    /// event concerns an md device (`md*`, including `md_d0` and `md127p1`) or a member of a
+    /// known array (`members`: kernel names as in the model, `sda1`, `cciss!c0d0p1` or
+    /// `cciss/c0d0p1`). Other block devices (a USB stick, a loop device of a container) do
+    /// not concern any array: a new member shows up through md's own events first.
+    pub fn needs_full_refresh(&self, members: &std::collections::BTreeSet<String>) -> bool {
+        match self {
+            Event::Mdstat => true,
+            Event::Udev { device, .. } => {
+                device.starts_with("md")
+                    || members.contains(device)
+                    || members.contains(&device.replace('!', "/"))
+            }
+            Event::ArrayAttr { .. } => false,
+        }
+    }
+}
+
 /// Errors starting the watcher.
 #[derive(Debug, thiserror::Error)]
 pub enum WatchError {
@@ -110,7 +129,10 @@ impl Watcher {
                 None
             }
         };
-        let (r, w) = nix::unistd::pipe().map_err(|e| WatchError::Thread(e.into()))?;
+        // O_CLOEXEC: an event program (or its background children) must not inherit the write
+        // end, or dropping the watcher would wait for their exit before the pipe reads EOF.
+        let (r, w) = nix::unistd::pipe2(nix::fcntl::OFlag::O_CLOEXEC)
+            .map_err(|e| WatchError::Thread(e.into()))?;
         let thread = std::thread::Builder::new()
             .name("mdpilot-watch".into())
             .spawn(move || watch_loop(root, mdstat, r, tx))
@@ -329,5 +351,30 @@ mod tests {
         std::fs::create_dir_all(root.sys("block/sda")).unwrap();
         std::fs::create_dir_all(root.sys("block/md9")).unwrap();
         assert_eq!(list_arrays(&root), vec!["md0", "md1"]);
+    }
+
+    #[test]
+    fn only_md_devices_and_members_need_a_full_refresh() {
+        let members: std::collections::BTreeSet<String> = ["sda1", "cciss/c0d0p1"]
+            .iter()
+            .map(|s| (*s).to_string())
+            .collect();
+        let udev = |d: &str| Event::Udev {
+            action: "change".into(),
+            device: d.into(),
+        };
+        assert!(Event::Mdstat.needs_full_refresh(&members));
+        assert!(udev("md0").needs_full_refresh(&members));
+        assert!(udev("md127p1").needs_full_refresh(&members));
+        assert!(udev("sda1").needs_full_refresh(&members));
+        assert!(udev("cciss!c0d0p1").needs_full_refresh(&members));
+        assert!(!udev("sdb").needs_full_refresh(&members));
+        assert!(!udev("loop7").needs_full_refresh(&members));
+        assert!(!udev("sda").needs_full_refresh(&members));
+        let attr = Event::ArrayAttr {
+            array: "md0".into(),
+            attr: "sync_completed".into(),
+        };
+        assert!(!attr.needs_full_refresh(&members));
     }
 }

@@ -205,7 +205,8 @@ pub fn load(path: &Path) -> Result<CheckState, CheckError> {
     }
 }
 
-/// Atomic save: temporary file in the same directory, fsync, rename.
+/// Atomic save through [`crate::atomic::write`] (temporary file, fsync, rename, directory
+/// fsync), mode 0600. The directory is created when missing.
 fn save(path: &Path, st: &CheckState) -> Result<(), CheckError> {
     let bad = |e: std::io::Error| CheckError::State {
         path: path.to_path_buf(),
@@ -213,11 +214,7 @@ fn save(path: &Path, st: &CheckState) -> Result<(), CheckError> {
     };
     let dir = path.parent().unwrap_or(Path::new("/"));
     std::fs::create_dir_all(dir).map_err(bad)?;
-    let mut tmp = tempfile::NamedTempFile::new_in(dir).map_err(bad)?;
-    std::io::Write::write_all(&mut tmp, st.to_toml().as_bytes()).map_err(bad)?;
-    tmp.as_file().sync_all().map_err(bad)?;
-    tmp.persist(path).map_err(|e| bad(e.error))?;
-    Ok(())
+    crate::atomic::write(path, st.to_toml().as_bytes(), 0o600).map_err(bad)
 }
 
 /// Runs `op` on `arrays` (kernel names, `/dev/mdN`, `/dev/md/NAME`, `md/NAME` or metadata

@@ -11,7 +11,6 @@ use crate::host::Root;
 use crate::metrics::Snapshot;
 use crate::model::MdStat;
 use crate::policy::Policy;
-use std::io::Write as _;
 use std::path::Path;
 
 /// The snapshot of `stat` plus the policy view under `root` (`None`, with a warning, when the
@@ -78,41 +77,13 @@ pub fn last_checks(
         .collect()
 }
 
-/// Writes `text` to `path` atomically: `.<name>.tmp.<pid>` in the same directory, fsync,
-/// rename over `path`. The file is created mode 0644 (the collector runs as another user).
-/// Errors: the directory is not writable, the disk is full; the temporary file is removed.
+/// Writes `text` to `path` atomically through [`crate::atomic::write`] (a random `O_EXCL`
+/// temporary in the same directory, fsync, rename, directory fsync: a symlink planted beside
+/// the target is never followed). The file is mode 0644 (the collector runs as another user).
+/// Errors: `InvalidInput` without a file name, the directory is not writable, the disk is full;
+/// the temporary file is removed.
 pub fn write_atomic(path: &Path, text: &str) -> std::io::Result<()> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let dir = match path.parent() {
-        Some(d) if !d.as_os_str().is_empty() => d,
-        _ => Path::new("."),
-    };
-    let name = path.file_name().ok_or_else(|| {
-        std::io::Error::new(
-            std::io::ErrorKind::InvalidInput,
-            "--output needs a file name",
-        )
-    })?;
-    let tmp = dir.join(format!(
-        ".{}.tmp.{}",
-        name.to_string_lossy(),
-        std::process::id()
-    ));
-    let res = (|| {
-        let mut f = std::fs::OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .mode(0o644)
-            .open(&tmp)?;
-        f.write_all(text.as_bytes())?;
-        f.sync_all()?;
-        std::fs::rename(&tmp, path)
-    })();
-    if res.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    res
+    crate::atomic::write(path, text.as_bytes(), 0o644)
 }
 
 #[cfg(test)]

@@ -150,7 +150,10 @@ impl ArrayProps {
             Some(SyncCompleted::Sectors { done, total }) => (done, total),
             Some(_) => (0, 0),
             None => running_sync.map_or((0, 0), |s| {
-                (s.done_kib.unwrap_or(0) * 2, s.total_kib.unwrap_or(0) * 2)
+                (
+                    s.done_kib.unwrap_or(0).saturating_mul(2),
+                    s.total_kib.unwrap_or(0).saturating_mul(2),
+                )
             }),
         };
         let sync_completed = if total > 0 {
@@ -165,9 +168,13 @@ impl ArrayProps {
         } else {
             0
         };
-        let sync_rate = rate_kib * 1024;
+        // Kernel numbers are not trusted to fit: saturate instead of overflowing (debug builds).
+        let sync_rate = rate_kib.saturating_mul(1024);
         let sync_remaining_time = if sync_rate > 0 {
-            ((total - done.min(total)) as u128 * 512 * 1_000_000 / sync_rate as u128) as u64
+            u64::try_from(
+                u128::from(total - done.min(total)) * 512 * 1_000_000 / u128::from(sync_rate),
+            )
+            .unwrap_or(u64::MAX)
         } else {
             0
         };
@@ -205,7 +212,7 @@ impl ArrayProps {
                 .unwrap_or_default(),
             state,
             read_only,
-            size: a.size_kib.unwrap_or(0) * 1024,
+            size: a.size_kib.unwrap_or(0).saturating_mul(1024),
             num_devices,
             members,
             degraded,

@@ -54,7 +54,7 @@ use nix::fcntl::{Flock, FlockArg};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write as _};
+use std::io;
 use std::path::{Path, PathBuf};
 
 /// The state file format version written by this code.
@@ -342,8 +342,9 @@ pub fn sibling(path: &Path, suffix: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// Saves `state` to `path` atomically (temporary file in the same directory, fsync, rename,
-/// fsync of the directory). The directory is created when missing.
+/// Saves `state` to `path` atomically through [`crate::atomic::write`] (random `O_EXCL`
+/// temporary `<state>.tmp-XXXXXX` in the same directory, fsync, rename, fsync of the
+/// directory), mode 0600. The directory is created when missing.
 pub fn save(path: &Path, state: &PolicyState) -> Result<(), StateError> {
     let err = |p: &Path| {
         let p = p.to_path_buf();
@@ -351,23 +352,7 @@ pub fn save(path: &Path, state: &PolicyState) -> Result<(), StateError> {
     };
     let dir = path.parent().unwrap_or(Path::new("/"));
     std::fs::create_dir_all(dir).map_err(err(dir))?;
-    let tmp = sibling(path, &format!(".tmp-{}", std::process::id()));
-    let result = (|| {
-        let mut f = OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp)
-            .map_err(err(&tmp))?;
-        f.write_all(to_toml(state).as_bytes()).map_err(err(&tmp))?;
-        f.sync_all().map_err(err(&tmp))?;
-        std::fs::rename(&tmp, path).map_err(err(path))?;
-        File::open(dir).and_then(|d| d.sync_all()).map_err(err(dir))
-    })();
-    if result.is_err() {
-        let _ = std::fs::remove_file(&tmp);
-    }
-    result
+    crate::atomic::write(path, to_toml(state).as_bytes(), 0o600).map_err(err(path))
 }
 
 /// An exclusive `flock` on `<state>.lock`, held until dropped (the kernel drops it when the
@@ -400,13 +385,13 @@ pub fn lock(state_path: &Path) -> Result<StateLock, StateError> {
     Ok(StateLock { _lock: lock })
 }
 
-/// Removes `<state>.tmp-<pid>` files left by a writer killed mid-save. Only called under the
+/// Removes `<state>.tmp-*` files left by a writer killed mid-save. Only called under the
 /// lock, when no other writer can be saving. Best effort: failures are ignored.
 fn remove_stale_temps(state_path: &Path) {
-    let (Some(dir), Some(name)) = (state_path.parent(), state_path.file_name()) else {
+    let Some(dir) = state_path.parent() else {
         return;
     };
-    let prefix = format!("{}.tmp-", name.to_string_lossy());
+    let prefix = crate::atomic::temp_prefix(state_path);
     if let Ok(entries) = std::fs::read_dir(dir) {
         for e in entries.flatten() {
             if e.file_name().to_string_lossy().starts_with(&prefix) {

@@ -7,37 +7,114 @@
 //! the message. Under systemd, stderr goes to the journal.
 //!
 //! Program (`[events] program`): run as `PROGRAM EVENT /dev/mdN [/dev/MEMBER]`, the argument
-//! order of `mdadm --monitor --program` (mdadm's `alert()`), with `MDPILOT_EVENT_JSON` holding
-//! the event as JSON. One at a time in event order, as mdadm does; a run that takes longer than
-//! [`PROGRAM_TIMEOUT`] is killed. A failing program is logged, never fatal.
+//! order of `mdadm --monitor --program` (mdadm's `alert()`), one at a time in event order as
+//! mdadm does (a hook sees `Fail` before the `DegradedArray` it caused). A failing program is
+//! logged, never fatal. Bounds, since the program runs as root beside the service:
+//! - Environment: cleared; the program sees only `PATH=/usr/sbin:/usr/bin:/sbin:/bin`,
+//!   `LANG=C.UTF-8` and `MDPILOT_EVENT_JSON` (the event as JSON) ([`program_env`]).
+//! - Process group: each run is the leader of its own group. A run longer than
+//!   [`PROGRAM_TIMEOUT`] is killed with its whole group; children a run leaves behind are
+//!   killed with their group at shutdown ([`EventSink::shutdown`]).
+//! - Queue: at most [`QUEUE_LIMIT`] events wait; critical ones go first. When full, a new
+//!   event pushes out the oldest waiting one of lower severity, or is itself dropped; each drop
+//!   is counted ([`EventSink::dropped`]) and logged (at most every 10 s).
 
 use crate::events::{Classifier, Event, Severity};
 use crate::host::Root;
 use crate::model::MdStat;
+use std::collections::{BTreeSet, VecDeque};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
-use tokio::sync::mpsc::UnboundedSender;
 
-/// How long one run of the event program may take before it is killed.
+/// How long one run of the event program may take before its process group is killed.
 pub const PROGRAM_TIMEOUT: Duration = Duration::from_secs(60);
+/// Events waiting for the program, at most.
+pub const QUEUE_LIMIT: usize = 64;
+/// `PATH` of the program.
+pub const PROGRAM_PATH: &str = "/usr/sbin:/usr/bin:/sbin:/bin";
+
+/// The bounded, severity-ordered queue of events waiting for the program. Pure.
+#[derive(Debug, Default)]
+pub struct EventQueue {
+    critical: VecDeque<Event>,
+    other: VecDeque<Event>,
+}
+
+impl EventQueue {
+    /// Queues `e` within `limit` events; returns the event dropped to keep the bound (the
+    /// oldest non-critical one when `e` is critical, else `e` itself), if any.
+    pub fn push(&mut self, e: Event, limit: usize) -> Option<Event> {
+        if self.critical.len() + self.other.len() < limit {
+            self.queue_of(e.severity).push_back(e);
+            return None;
+        }
+        if e.severity == Severity::Critical {
+            if let Some(old) = self.other.pop_front() {
+                self.critical.push_back(e);
+                return Some(old);
+            }
+        }
+        Some(e)
+    }
+
+    /// The next event to run: the oldest critical one, else the oldest other one.
+    pub fn pop(&mut self) -> Option<Event> {
+        self.critical.pop_front().or_else(|| self.other.pop_front())
+    }
+
+    fn queue_of(&mut self, s: Severity) -> &mut VecDeque<Event> {
+        if s == Severity::Critical {
+            &mut self.critical
+        } else {
+            &mut self.other
+        }
+    }
+}
+
+/// What the program task and the sink share.
+#[derive(Default)]
+struct Runner {
+    timeout: Duration,
+    queue: Mutex<EventQueue>,
+    wake: tokio::sync::Notify,
+    dropped: AtomicU64,
+    /// Process groups of runs (running, or with children left behind), killed at shutdown.
+    groups: Mutex<BTreeSet<i32>>,
+    log_limit: Mutex<super::metrics_http::LogLimit>,
+}
 
 /// Classifier plus outputs, owned by the service loop.
 pub struct EventSink {
     classifier: Classifier,
-    program: Option<UnboundedSender<Event>>,
+    program: Option<Arc<Runner>>,
 }
 
 impl EventSink {
     /// A sink; with `program`, a task runs it for each event (needs a tokio runtime).
     pub fn new(program: Option<PathBuf>) -> Self {
+        Self::with_timeout(program, PROGRAM_TIMEOUT)
+    }
+
+    /// [`EventSink::new`] with another limit per run than [`PROGRAM_TIMEOUT`] (tests).
+    pub fn with_timeout(program: Option<PathBuf>, timeout: Duration) -> Self {
         let program = program.map(|p| {
-            let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<Event>();
+            let runner = Arc::new(Runner {
+                timeout,
+                ..Runner::default()
+            });
+            let r = runner.clone();
             tokio::spawn(async move {
-                while let Some(e) = rx.recv().await {
-                    run_program(&p, &e).await;
+                loop {
+                    let next = lock(&r.queue).pop();
+                    match next {
+                        Some(e) => run_program(&p, &e, &r).await,
+                        None => r.wake.notified().await,
+                    }
                 }
             });
-            tx
+            runner
         });
         EventSink {
             classifier: Classifier::new(),
@@ -55,12 +132,69 @@ impl EventSink {
         let events = self.classifier.observe(&views, now);
         for e in &events {
             log(e);
-            if let Some(tx) = &self.program {
-                let _ = tx.send(e.clone());
+            if let Some(r) = &self.program {
+                r.enqueue(e.clone());
             }
         }
         events
     }
+
+    /// Events dropped because the program's queue was full, since start.
+    pub fn dropped(&self) -> u64 {
+        self.program
+            .as_ref()
+            .map_or(0, |r| r.dropped.load(Ordering::Relaxed))
+    }
+
+    /// Kills (SIGKILL) the process group of every run still alive or with children left
+    /// behind. Called on SIGTERM, so no hook outlives the service.
+    pub fn shutdown(&self) {
+        if let Some(r) = &self.program {
+            for pg in std::mem::take(&mut *lock(&r.groups)) {
+                kill_group(pg);
+            }
+        }
+    }
+}
+
+impl Runner {
+    fn enqueue(&self, e: Event) {
+        let dropped = lock(&self.queue).push(e, QUEUE_LIMIT);
+        if let Some(d) = dropped {
+            let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
+            let every = Duration::from_secs(10);
+            if lock(&self.log_limit)
+                .allow(std::time::Instant::now(), every)
+                .is_some()
+            {
+                tracing::warn!(
+                    "event program queue full ({QUEUE_LIMIT}): dropped {} for {} ({n} dropped so far)",
+                    d.kind.name(),
+                    d.array
+                );
+            }
+        }
+        self.wake.notify_one();
+    }
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// SIGKILL to process group `pg`; ESRCH (the group is gone) is fine.
+fn kill_group(pg: i32) {
+    if pg > 1 {
+        let _ = nix::sys::signal::killpg(
+            nix::unistd::Pid::from_raw(pg),
+            nix::sys::signal::Signal::SIGKILL,
+        );
+    }
+}
+
+/// True while some process of group `pg` is alive (`kill(-pg, 0)`).
+fn group_alive(pg: i32) -> bool {
+    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pg), None).is_ok()
 }
 
 fn log(e: &Event) {
@@ -94,12 +228,25 @@ pub fn program_args(e: &Event) -> Vec<String> {
     a
 }
 
-async fn run_program(program: &std::path::Path, e: &Event) {
-    let json = serde_json::to_string(e).unwrap_or_default();
+/// The program's whole environment: `PATH`, `LANG` and `MDPILOT_EVENT_JSON`.
+pub fn program_env(e: &Event) -> Vec<(&'static str, String)> {
+    vec![
+        ("PATH", PROGRAM_PATH.to_string()),
+        ("LANG", "C.UTF-8".to_string()),
+        (
+            "MDPILOT_EVENT_JSON",
+            serde_json::to_string(e).unwrap_or_default(),
+        ),
+    ]
+}
+
+async fn run_program(program: &std::path::Path, e: &Event, runner: &Runner) {
     let child = tokio::process::Command::new(program)
         .args(program_args(e))
-        .env("MDPILOT_EVENT_JSON", json)
+        .env_clear()
+        .envs(program_env(e))
         .stdin(std::process::Stdio::null())
+        .process_group(0)
         .kill_on_drop(true)
         .spawn();
     let mut child = match child {
@@ -109,7 +256,14 @@ async fn run_program(program: &std::path::Path, e: &Event) {
             return;
         }
     };
-    match tokio::time::timeout(PROGRAM_TIMEOUT, child.wait()).await {
+    let pg = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
+    {
+        // Forget the groups that are gone; remember this one until shutdown.
+        let mut groups = lock(&runner.groups);
+        groups.retain(|g| group_alive(*g));
+        groups.insert(pg);
+    }
+    match tokio::time::timeout(runner.timeout, child.wait()).await {
         Ok(Ok(st)) if st.success() => {}
         Ok(Ok(st)) => tracing::warn!(
             "event program {} for {}: {st}",
@@ -118,11 +272,13 @@ async fn run_program(program: &std::path::Path, e: &Event) {
         ),
         Ok(Err(err)) => tracing::warn!("event program {}: {err}", program.display()),
         Err(_) => {
-            let _ = child.kill().await;
+            kill_group(pg);
+            let _ = child.wait().await;
             tracing::warn!(
-                "event program {} for {} took over {PROGRAM_TIMEOUT:?}: killed",
+                "event program {} for {} took over {:?}: killed with its process group",
                 program.display(),
-                e.kind.name()
+                e.kind.name(),
+                runner.timeout
             );
         }
     }
@@ -172,5 +328,94 @@ mod tests {
             std::fs::read_to_string(&out).unwrap(),
             "Fail /dev/md1 /dev/loop4 {\"event\":\"Fail\",\"arr\nDegradedArray /dev/md1 {\"event\":\"DegradedAr\n"
         );
+    }
+
+    fn ev(kind: &str, severity: Severity) -> Event {
+        let mut e = sample_event();
+        e.severity = severity;
+        e.array = kind.to_string();
+        e
+    }
+
+    fn sample_event() -> Event {
+        let root = Root::new("/nonexistent");
+        let mut c = Classifier::new();
+        let _ = c.observe(
+            &crate::cli::monitor::event_views(&root, &crate::mdstat::parse(OK)),
+            0,
+        );
+        let failed = OK
+            .replace("loop4[1]", "loop4[1](F)")
+            .replace("[2/2] [UU]", "[2/1] [U_]");
+        let views = crate::cli::monitor::event_views(&root, &crate::mdstat::parse(&failed));
+        c.observe(&views, 1).remove(0)
+    }
+
+    #[test]
+    fn the_queue_is_bounded_and_runs_critical_events_first() {
+        let mut q = EventQueue::default();
+        for i in 0..3 {
+            assert!(q.push(ev(&format!("info{i}"), Severity::Info), 3).is_none());
+        }
+        // Full: an info event is dropped itself, a critical one pushes out the oldest info.
+        assert_eq!(
+            q.push(ev("info3", Severity::Info), 3).unwrap().array,
+            "info3"
+        );
+        assert_eq!(
+            q.push(ev("crit", Severity::Critical), 3).unwrap().array,
+            "info0"
+        );
+        let order: Vec<String> = std::iter::from_fn(|| q.pop()).map(|e| e.array).collect();
+        assert_eq!(order, ["crit", "info1", "info2"]);
+    }
+
+    #[tokio::test]
+    async fn a_hung_program_is_killed_with_its_children() {
+        let d = tempfile::tempdir().unwrap();
+        let script = d.path().join("hang.sh");
+        let pids = d.path().join("pids");
+        std::fs::write(
+            &script,
+            format!(
+                "#!/bin/sh\nsleep 300 &\necho $! $$ > {p}.tmp && mv {p}.tmp {p}\nsleep 300\n",
+                p = pids.display()
+            ),
+        )
+        .unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let root = Root::new(d.path());
+        let mut sink = EventSink::with_timeout(Some(script), Duration::from_millis(500));
+        sink.feed(&root, &crate::mdstat::parse(OK));
+        let failed = OK
+            .replace("loop4[1]", "loop4[1](F)")
+            .replace("[2/2] [UU]", "[2/1] [U_]");
+        assert!(!sink.feed(&root, &crate::mdstat::parse(&failed)).is_empty());
+        let mut ids: Vec<i32> = Vec::new();
+        for _ in 0..100 {
+            if let Ok(t) = std::fs::read_to_string(&pids) {
+                ids = t
+                    .split_whitespace()
+                    .filter_map(|w| w.parse().ok())
+                    .collect();
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(ids.len(), 2, "the program did not start");
+        let gone = |p: i32| {
+            std::fs::read_to_string(format!("/proc/{p}/stat")).map_or(true, |s| {
+                s.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z'))
+            })
+        };
+        for _ in 0..100 {
+            if ids.iter().all(|p| gone(*p)) {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        assert!(ids.iter().all(|p| gone(*p)), "{ids:?} outlived the timeout");
+        sink.shutdown();
     }
 }

@@ -2,20 +2,39 @@
 //! ([`crate::policy::Policy::next_expiry`]) has come, through the policy (so it restores as any
 //! release does), and publishes the new view on the manager.
 //!
-//! The end is read back from the state file before each sleep, so a lease taken (or replaced)
-//! meanwhile through D-Bus or the CLI is seen within [`RECHECK`]; a lease that ended while the
-//! service was stopped is released at start-up. Releasing up to [`RECHECK`] late is the bound.
+//! The task sleeps until the earliest end of the timed leases (read from the state file,
+//! without the lock), or for ever when there is none, and is woken early by
+//! [`Shared::lease_changed`] (every lease change through the service notifies it). The policy
+//! lock is taken only when a lease has ended, so an idle service never touches it. A lease
+//! that ended while the service was stopped is released at start-up. The release runs on
+//! tokio's blocking pool: the lock and the knob writes never stall the event loop.
 
 use super::state::Shared;
 use std::sync::Arc;
 use std::time::Duration;
 use zbus::object_server::SignalEmitter;
 
-/// The longest sleep between two looks at the state file.
-pub const RECHECK: Duration = Duration::from_secs(5);
+/// What the task does next, given the earliest end `next` (Unix seconds) and `now`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    /// A lease has ended: release it now.
+    Expire,
+    /// Sleep this long (or until woken).
+    Sleep(Duration),
+    /// No timed lease: sleep until woken.
+    Idle,
+}
 
-/// Runs until the task is dropped: sleeps until the next end (at most [`RECHECK`]), then
-/// releases what has ended. A failing release is logged and retried on the next round.
+/// The next [`Step`]. Pure.
+pub fn step(next: Option<u64>, now: u64) -> Step {
+    match next {
+        Some(t) if t <= now => Step::Expire,
+        Some(t) => Step::Sleep(Duration::from_secs(t - now)),
+        None => Step::Idle,
+    }
+}
+
+/// Runs until the task is dropped. A failing release is logged and retried after a second.
 pub async fn run(shared: Arc<Shared>, conn: zbus::Connection) {
     let emitter = match SignalEmitter::new(&conn, crate::dbus::MANAGER_PATH) {
         Ok(e) => e,
@@ -26,15 +45,49 @@ pub async fn run(shared: Arc<Shared>, conn: zbus::Connection) {
     };
     loop {
         let now = crate::policy::unix_now_s();
-        match shared.policy.expire(now) {
-            Ok(Some(view)) => shared.publish(&emitter, Some(view)).await,
-            Ok(None) => {}
-            Err(e) => tracing::warn!("cannot release ended timed leases: {e}"),
-        }
-        let wait = match shared.policy.next_expiry() {
-            Some(t) => Duration::from_secs(t.saturating_sub(crate::policy::unix_now_s())),
-            None => RECHECK,
+        let wait = match step(shared.policy.next_expiry(), now) {
+            Step::Expire => {
+                let s = shared.clone();
+                match tokio::task::spawn_blocking(move || s.policy.expire(now)).await {
+                    Ok(Ok(Some(view))) => {
+                        shared.publish(&emitter, Some(view)).await;
+                        continue;
+                    }
+                    Ok(Ok(None)) => continue,
+                    Ok(Err(e)) => tracing::warn!("cannot release ended timed leases: {e}"),
+                    Err(e) => tracing::warn!("timed leases: {e}"),
+                }
+                Some(Duration::from_secs(1))
+            }
+            Step::Sleep(d) => Some(d),
+            Step::Idle => None,
         };
-        tokio::time::sleep(wait.clamp(Duration::from_millis(100), RECHECK)).await;
+        let sleep = async {
+            match wait {
+                Some(d) => tokio::time::sleep(d).await,
+                None => std::future::pending().await,
+            }
+        };
+        tokio::select! {
+            () = sleep => {}
+            () = shared.lease_changed.notified() => {}
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_task_sleeps_until_the_next_end_and_expires_only_when_due() {
+        assert_eq!(step(None, 100), Step::Idle);
+        assert_eq!(step(Some(160), 100), Step::Sleep(Duration::from_secs(60)));
+        assert_eq!(step(Some(100), 100), Step::Expire);
+        assert_eq!(step(Some(5), 100), Step::Expire);
+        assert_eq!(
+            step(Some(u64::MAX), 0),
+            Step::Sleep(Duration::from_secs(u64::MAX))
+        );
     }
 }

@@ -9,7 +9,15 @@
 //!
 //! The response is OpenMetrics when the `Accept` header names `application/openmetrics-text`
 //! (Prometheus does by default), else the text format 0.0.4. `HEAD` is answered like `GET`
-//! without a body; other paths are 404, other methods 405. A client has 10 s to send its headers.
+//! without a body; other paths are 404, other methods 405.
+//!
+//! Bounds (the listener shares the service's descriptors and its one thread): at most
+//! [`MAX_CONNECTIONS`] connections are served at once; further ones wait in the kernel's listen
+//! backlog, costing the service no descriptor, until one closes. A client has
+//! [`HEADER_TIMEOUT`] to send its headers (also between keep-alive requests), at most
+//! [`MAX_HEADERS`] headers in [`MAX_HEADER_BYTES`], and a connection lives at most
+//! [`CONNECTION_LIFETIME`]. Accept errors (EMFILE under a flood) are logged at most once per
+//! [`ACCEPT_LOG_INTERVAL`], with the number left out.
 
 use crate::metrics::{render, Format, Snapshot, WipeSample};
 use crate::policy::PolicyView;
@@ -96,6 +104,49 @@ pub fn snapshot(shared: &Shared, state: &MetricsState) -> Snapshot {
     }
 }
 
+/// Connections served at once; the rest wait in the listen backlog (a Prometheus server
+/// scrapes over one connection, so 32 leaves room for several scrapers and `curl`).
+pub const MAX_CONNECTIONS: usize = 32;
+/// Connections the kernel keeps waiting for an accept (capped by `net.core.somaxconn`):
+/// under a flood they wait there, costing the service no descriptor, instead of retrying SYNs.
+pub const BACKLOG: u32 = 1024;
+/// How long a client may take to send a request's headers, and to start the next request on
+/// a kept-alive connection.
+pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
+/// The longest a connection is kept, however active (a scraper reconnects).
+pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(120);
+/// Headers per request (a scrape sends about five).
+pub const MAX_HEADERS: usize = 32;
+/// Bytes of request line plus headers (a larger head is answered 431 and closed).
+pub const MAX_HEADER_BYTES: usize = 8192;
+/// At most one accept-error record per interval.
+pub const ACCEPT_LOG_INTERVAL: Duration = Duration::from_secs(10);
+
+/// A log rate limit: [`LogLimit::allow`] says whether to log now and how many records were
+/// left out since the last one. Pure (the caller passes the time).
+#[derive(Debug, Default)]
+pub struct LogLimit {
+    last: Option<std::time::Instant>,
+    suppressed: u64,
+}
+
+impl LogLimit {
+    /// `Some(n)` when a record may be written at `now` (`n` records were left out before it),
+    /// `None` when this one is left out (less than `every` since the last written one).
+    pub fn allow(&mut self, now: std::time::Instant, every: Duration) -> Option<u64> {
+        match self.last {
+            Some(t) if now.saturating_duration_since(t) < every => {
+                self.suppressed += 1;
+                None
+            }
+            _ => {
+                self.last = Some(now);
+                Some(std::mem::take(&mut self.suppressed))
+            }
+        }
+    }
+}
+
 /// The listener could not be bound.
 #[derive(Debug, thiserror::Error)]
 #[error("cannot listen for metrics on {addr}")]
@@ -115,41 +166,82 @@ pub async fn start(
     shared: Arc<Shared>,
     state: Arc<MetricsState>,
 ) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), BindError> {
-    let listener = tokio::net::TcpListener::bind(addr)
-        .await
-        .map_err(|source| BindError { addr, source })?;
+    let listener = listen(addr).map_err(|source| BindError { addr, source })?;
     let bound = listener
         .local_addr()
         .map_err(|source| BindError { addr, source })?;
     tracing::info!("serving metrics on http://{bound}/metrics");
-    let task = tokio::spawn(async move {
-        loop {
-            let (stream, _) = match listener.accept().await {
-                Ok(s) => s,
-                Err(e) => {
-                    // EMFILE and friends: back off instead of spinning.
-                    tracing::warn!("metrics: accept failed: {e}");
-                    tokio::time::sleep(Duration::from_millis(100)).await;
-                    continue;
-                }
-            };
-            let (shared, state) = (shared.clone(), state.clone());
-            tokio::spawn(async move {
-                let svc = hyper::service::service_fn(move |req| {
-                    let (shared, state) = (shared.clone(), state.clone());
-                    async move { Ok::<_, Infallible>(respond(&req, || snapshot(&shared, &state))) }
-                });
-                let conn = hyper::server::conn::http1::Builder::new()
-                    .timer(hyper_util::rt::TokioTimer::new())
-                    .header_read_timeout(Duration::from_secs(10))
-                    .serve_connection(hyper_util::rt::TokioIo::new(stream), svc);
-                if let Err(e) = conn.await {
-                    tracing::debug!("metrics connection: {e}");
-                }
-            });
-        }
-    });
+    let task = tokio::spawn(accept_loop(listener, shared, state));
     Ok((bound, task))
+}
+
+/// Binds `addr` (`SO_REUSEADDR`, as std does) with a [`BACKLOG`] of pending connections.
+fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+    let socket = if addr.is_ipv4() {
+        tokio::net::TcpSocket::new_v4()?
+    } else {
+        tokio::net::TcpSocket::new_v6()?
+    };
+    socket.set_reuseaddr(true)?;
+    socket.bind(addr)?;
+    socket.listen(BACKLOG)
+}
+
+/// Accepts while fewer than [`MAX_CONNECTIONS`] are open; each connection is served in its
+/// own task holding one permit.
+async fn accept_loop(
+    listener: tokio::net::TcpListener,
+    shared: Arc<Shared>,
+    state: Arc<MetricsState>,
+) {
+    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+    let mut errors = LogLimit::default();
+    loop {
+        // Wait for a free slot before accepting: the rest stay in the kernel's backlog.
+        let Ok(permit) = permits.clone().acquire_owned().await else {
+            return;
+        };
+        let stream = match listener.accept().await {
+            Ok((s, _)) => s,
+            Err(e) => {
+                if let Some(left_out) = errors.allow(std::time::Instant::now(), ACCEPT_LOG_INTERVAL)
+                {
+                    tracing::warn!("metrics: accept failed: {e} ({left_out} more left out)");
+                }
+                // EMFILE and friends: back off instead of spinning.
+                tokio::time::sleep(Duration::from_millis(100)).await;
+                continue;
+            }
+        };
+        let (shared, state) = (shared.clone(), state.clone());
+        tokio::spawn(async move {
+            serve_connection(stream, shared, state).await;
+            drop(permit);
+        });
+    }
+}
+
+/// Serves one connection with the header limits and timeouts above.
+async fn serve_connection(
+    stream: tokio::net::TcpStream,
+    shared: Arc<Shared>,
+    state: Arc<MetricsState>,
+) {
+    let svc = hyper::service::service_fn(move |req| {
+        let (shared, state) = (shared.clone(), state.clone());
+        async move { Ok::<_, Infallible>(respond(&req, || snapshot(&shared, &state))) }
+    });
+    let conn = hyper::server::conn::http1::Builder::new()
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(HEADER_TIMEOUT)
+        .max_headers(MAX_HEADERS)
+        .max_header_size(MAX_HEADER_BYTES)
+        .serve_connection(hyper_util::rt::TokioIo::new(stream), svc);
+    match tokio::time::timeout(CONNECTION_LIFETIME, conn).await {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => tracing::debug!("metrics connection: {e}"),
+        Err(_) => tracing::debug!("metrics connection: open over {CONNECTION_LIFETIME:?}, closed"),
+    }
 }
 
 /// The response to `req`; `snap` is called only for a scrape. Pure apart from `snap`.
@@ -195,4 +287,23 @@ pub fn respond(req: &Request<Incoming>, snap: impl FnOnce() -> Snapshot) -> Resp
         h.insert(hyper::header::CONTENT_LENGTH, len.into());
     }
     r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::time::Instant;
+
+    #[test]
+    fn accept_errors_are_logged_once_per_interval_with_the_count_left_out() {
+        let mut l = LogLimit::default();
+        let t = Instant::now();
+        let every = Duration::from_secs(10);
+        assert_eq!(l.allow(t, every), Some(0));
+        for i in 1..=1000 {
+            assert_eq!(l.allow(t + Duration::from_millis(i), every), None);
+        }
+        assert_eq!(l.allow(t + every, every), Some(1000));
+        assert_eq!(l.allow(t + every, every), None);
+    }
 }

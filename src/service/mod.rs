@@ -303,6 +303,8 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         metrics,
     };
     let result = lp.run(rx, &mut owners, signals).await;
+    // No event program (or a child it left behind) outlives the service.
+    lp.events.shutdown();
     expiry_task.abort();
     schedule_task.abort();
 
@@ -475,9 +477,13 @@ impl Loop {
 
     /// Re-reads what `batch` concerns, then publishes the differences.
     async fn handle(&mut self, batch: &[Event], manager_emitter: &SignalEmitter<'_>) {
-        let full = batch
+        let members: BTreeSet<String> = self
+            .model
+            .arrays
             .iter()
-            .any(|e| matches!(e, Event::Mdstat | Event::Udev { .. }));
+            .flat_map(|a| a.members.iter().map(|m| m.name.clone()))
+            .collect();
+        let full = batch.iter().any(|e| e.needs_full_refresh(&members));
         if let Some(poke) = &self.sim {
             // The simulator's limit files are regular files: give them the kernel's read-back
             // form before reading (a limit change always arrives here as a refresh).
@@ -517,6 +523,9 @@ impl Loop {
             .unwrap_or_else(std::sync::PoisonError::into_inner) = self.model.clone();
         self.publish_arrays().await;
         if full {
+            // The CLI may have changed the state file itself: the timed-lease task re-reads
+            // the next end (without the lock).
+            self.shared.lease_changed.notify_one();
             // Global limits are re-read with the model; the manager shows them.
             let view = self.shared.policy.show().ok();
             self.metrics.set_policy(view.clone());

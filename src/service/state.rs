@@ -58,6 +58,9 @@ pub struct Shared {
     job_counter: AtomicU64,
     /// How often job progress is published (`progress_interval_ms`).
     pub progress_interval: Duration,
+    /// Notified on every lease change through the service ([`Shared::publish`], the wipe
+    /// jobs' leases): wakes the timed-lease task ([`super::expiry`]) to re-read the next end.
+    pub lease_changed: tokio::sync::Notify,
 }
 
 impl Shared {
@@ -86,6 +89,7 @@ impl Shared {
             jobs: Mutex::new(BTreeMap::new()),
             job_counter: AtomicU64::new(1),
             progress_interval,
+            lease_changed: tokio::sync::Notify::new(),
         }
     }
 
@@ -120,6 +124,8 @@ impl Shared {
     /// After a limit change: publishes the manager's properties from `view` (or
     /// `policy.show()`) and asks the loop to re-read the arrays.
     pub async fn publish(&self, emitter: &SignalEmitter<'_>, view: Option<PolicyView>) {
+        // A stored permit when the task is busy: the change is never missed.
+        self.lease_changed.notify_one();
         let view = match view {
             Some(v) => v,
             None => match self.policy.show() {
@@ -249,11 +255,13 @@ pub struct ServiceLeases(pub Arc<Shared>);
 impl LeaseProvider for ServiceLeases {
     fn acquire(&self, req: LeaseRequest) -> std::result::Result<(), LeaseError> {
         let r = LeaseProvider::acquire(&self.0.policy, req);
+        self.0.lease_changed.notify_one();
         let _ = self.0.refresh.send(Event::Mdstat);
         r
     }
     fn release(&self, holder: &str) -> std::result::Result<(), LeaseError> {
         let r = LeaseProvider::release(&self.0.policy, holder);
+        self.0.lease_changed.notify_one();
         let _ = self.0.refresh.send(Event::Mdstat);
         r
     }
