@@ -3,8 +3,7 @@
 //! that never answers. Each test runs the real binary against a temporary root or a private
 //! bus; nothing touches the host.
 
-#[macro_use]
-mod support;
+use crate::support;
 
 use std::os::unix::fs::{MetadataExt, PermissionsExt};
 use std::process::Command;
