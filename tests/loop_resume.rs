@@ -283,6 +283,7 @@ fn loop_member_offload_zeroes_each_member_region_only() {
     let array = Arc::new(MemSink::new((8 * MIB) as usize, 0xcc));
     let plan = Plan {
         device: "/dev/md-test".into(),
+        dev: (0, 0),
         name: "md-test".into(),
         size_bytes: 8 * MIB,
         method: Method::Zero,
@@ -311,6 +312,8 @@ fn loop_member_offload_zeroes_each_member_region_only() {
             .map(|m| MemberRegion {
                 name: m.name(),
                 path: m.path.clone(),
+                dev: Some(m.devnum()),
+                size_bytes: 16 * MIB,
                 offset_bytes: 2 * MIB,
                 len_bytes: 8 * MIB,
             })
