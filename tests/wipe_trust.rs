@@ -241,3 +241,99 @@ fn loop_a_job_whose_node_now_names_another_device_writes_nothing() {
     assert!(now.read_all().iter().all(|&b| b == 0xbb), "untouched");
     assert!(probed.read_all().iter().all(|&b| b == 0xaa), "untouched");
 }
+
+/// A checkpoint of a zero wipe of `dev`, half durable, by `by`, in `dir` (the device itself was
+/// never written: its content is whatever the test put there). With `weak`, the identity is the
+/// kernel name only (`name:loopN`, what a disk without a UUID, by-id link or backing file gets).
+fn half_done_checkpoint(
+    root: &Root,
+    dir: &Path,
+    dev: &LoopDev,
+    by: mdpilot::wipe::plan::StartedBy,
+    weak: bool,
+) -> std::path::PathBuf {
+    use mdpilot::wipe::checkpoint::{self, Checkpoint};
+    let req = Request {
+        device: dev.path.clone(),
+        method: Method::Zero,
+        options: Options {
+            checkpoint_dir: Some(dir.to_path_buf()),
+            ..Options::default()
+        },
+    };
+    let plan = mdpilot::wipe::plan_for(root, &req).unwrap();
+    let mut identity = plan.identity.clone();
+    if weak {
+        identity.stable_id = format!("name:{}", plan.name);
+    }
+    let path = checkpoint::path_for(dir, &identity.stable_id);
+    let ck = Checkpoint {
+        version: 1,
+        device: plan.device.clone(),
+        name: plan.name.clone(),
+        identity,
+        method: "zero".into(),
+        seed_hex: None,
+        verify: false,
+        ranges: plan.ranges.clone(),
+        durable_offset: plan.size_bytes / 2,
+        resync: None,
+        started_by: by,
+    };
+    checkpoint::save(&path, &ck).unwrap();
+    path
+}
+
+#[test]
+fn loop_a_manual_resume_onto_a_device_that_does_not_hold_the_wipes_data_is_refused() {
+    need_root!();
+    let state = tempfile::tempdir().unwrap();
+    // Another disk under the name: nothing of the first run's zeroes is on it.
+    let d = LoopDev::filled(16 * MIB, 0xbb);
+    let by = mdpilot::wipe::plan::StartedBy::Cli;
+    half_done_checkpoint(&Root::system(), state.path(), &d, by, false);
+    let req = Request {
+        device: d.path.clone(),
+        method: Method::Zero,
+        options: Options {
+            resume: true,
+            checkpoint_dir: Some(state.path().to_path_buf()),
+            ..Options::default()
+        },
+    };
+    let plan = mdpilot::wipe::plan_for(&Root::system(), &req).unwrap();
+    let e = Job::new(plan, Root::system())
+        .run(&AtomicBool::new(false))
+        .unwrap_err();
+    assert!(
+        matches!(e, WipeError::ResumeMismatch { offset: 0, .. }),
+        "{e:?}"
+    );
+    let msg = e.to_string();
+    assert!(msg.contains(&d.name()) && msg.contains("offset 0"), "{msg}");
+    assert!(d.read_all().iter().all(|&b| b == 0xbb), "nothing written");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loop_the_service_never_resumes_a_checkpoint_known_only_by_kernel_name() {
+    need_root!();
+    let Some(bus) = Bus::start() else { return };
+    let root = job_root();
+    let dir = root
+        .path()
+        .join(mdpilot::wipe::checkpoint::DIR.trim_start_matches('/'));
+    // The checkpoint was of "loopN"; after a reboot loopN is another, equal-sized image.
+    let d = LoopDev::filled(16 * MIB, 0xbb);
+    let by = mdpilot::wipe::plan::StartedBy::Service { uid: 0 };
+    let path = half_done_checkpoint(&Root::new(root.path()), &dir, &d, by, true);
+    let _svc = Service::on_root(&bus, root.path(), &[]).await;
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    assert!(
+        d.read_all().iter().all(|&b| b == 0xbb),
+        "the service wrote it"
+    );
+    assert!(
+        path.exists(),
+        "the checkpoint stays for `mdpilot wipe --resume`"
+    );
+}

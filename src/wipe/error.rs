@@ -98,6 +98,19 @@ pub enum WipeError {
         /// Byte offset of the first differing byte.
         offset: u64,
     },
+    /// A resumed job read back the part its interrupted run made durable and found something
+    /// other than the wipe's data: perhaps another disk under the same name; nothing written.
+    #[error(
+        "{device}: refusing to resume: the part written before the interruption does not read \
+         back as this wipe's data (first difference at offset {offset} bytes; another disk \
+         under this name?); nothing was written; `--restart` starts again at 0"
+    )]
+    ResumeMismatch {
+        /// The device.
+        device: PathBuf,
+        /// Byte offset of the first differing byte among the samples.
+        offset: u64,
+    },
     /// Writing `md/sync_action` or `md/resync_start` failed.
     #[error("{path}: cannot write {value:?}")]
     Resync {

@@ -22,7 +22,7 @@ use super::progress::{notify, CompleteFn, Outcome, Phase, Progress, ProgressFn, 
 use super::sink::{BlockDevice, Sink};
 use super::source::Sources;
 use super::target::{check_opened, Bound};
-use super::verify::verify;
+use super::verify::{check_resumed, verify};
 use super::workers::{wipe_all, Pool};
 use crate::host::Root;
 use std::fs::OpenOptions;
@@ -225,6 +225,8 @@ impl Job {
             Some(s) => (s, self.plan.clone()),
             None => open_device(&self.plan)?,
         };
+        // A resumed job first reads back some of what it says is already there.
+        check_resumed(&plan, &*sink)?;
         let sources = Sources::open(&plan.op)?;
         let mut held = Vec::new();
         for l in &plan.leases {
