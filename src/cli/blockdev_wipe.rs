@@ -29,12 +29,34 @@ pub struct BlockdevWipeArgs {
     /// before the device does. Default: zeroes.
     #[arg(short = 'f', value_name = "FILE")]
     pub file: Option<PathBuf>,
-    /// Block size in bytes the caller asks for; accepted, but the planner may use a larger
-    /// aligned size (at least 4 MiB, full stripes) — the result on disk is the same.
-    #[arg(short = 's', value_name = "NUM")]
+    /// Block size in bytes the caller asks for (512 B to 64 MiB, a multiple of 512;
+    /// partman-crypto passes 512 KiB); accepted, but the planner may use a larger aligned size
+    /// (at least 4 MiB, full stripes) — the result on disk is the same.
+    #[arg(short = 's', value_name = "NUM", value_parser = parse_block_size)]
     pub size: Option<u64>,
     /// Block device to wipe.
     pub device: PathBuf,
+}
+
+/// The bounds of `-s`, bytes: [`MIN_BLOCK`] ..= [`MAX_BLOCK`], a multiple of [`MIN_BLOCK`].
+pub const MIN_BLOCK: u64 = 512;
+/// See [`MIN_BLOCK`] (64 MiB: the block buffers are `queue_depth` blocks of this size).
+pub const MAX_BLOCK: u64 = 64 << 20;
+
+/// Parses `-s NUM` (bytes) within [`MIN_BLOCK`] ..= [`MAX_BLOCK`], a multiple of 512.
+///
+/// Errors: the sentence clap prints as a usage error (exit status 1).
+pub fn parse_block_size(s: &str) -> Result<u64, String> {
+    let n: u64 = s
+        .parse()
+        .map_err(|e| format!("not a number of bytes: {e}"))?;
+    if !(MIN_BLOCK..=MAX_BLOCK).contains(&n) || n % MIN_BLOCK != 0 {
+        return Err(format!(
+            "the block size must be a multiple of {MIN_BLOCK} bytes from {MIN_BLOCK} to {MAX_BLOCK} \
+             (64 MiB); partman-crypto passes 524288"
+        ));
+    }
+    Ok(n)
 }
 
 /// Largest regular file `-f` loads into memory to repeat; larger ones are repeated by `pread`

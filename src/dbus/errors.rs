@@ -144,7 +144,9 @@ impl From<WipeError> for Error {
             WipeError::Refused { .. } => Error::Busy(msg),
             WipeError::Unsupported { .. } => Error::NotSupported(msg),
             WipeError::Cancelled { .. } => Error::Cancelled(msg),
-            WipeError::Probe { .. } | WipeError::Usage(_) => Error::InvalidArgument(msg),
+            WipeError::Probe { .. } | WipeError::Usage(_) | WipeError::Untrusted { .. } => {
+                Error::InvalidArgument(msg)
+            }
             _ => Error::Failed(msg),
         }
     }

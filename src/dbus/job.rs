@@ -346,11 +346,16 @@ pub fn array_object_paths<'a>(
         .collect()
 }
 
-/// `Manager.StartWipe`: authorizes the caller (polkit action `org.mdpilot.MdPilot1.wipe`,
-/// details naming the device), probes and plans, starts the job and serves its object.
-/// Returns the object path.
+/// `Manager.StartWipe`: resolves the device path once under the trust rules
+/// ([`crate::wipe::target::resolve_trusted`]: a block device under `/dev`, reached only
+/// through directories no one but root can change and everyone can search), then authorizes
+/// the caller (polkit action `org.mdpilot.MdPilot1.wipe`, details naming the resolved node),
+/// probes and plans that node (it must still be the resolved device number and size), starts
+/// the job and serves its object. Returns the object path.
 ///
-/// Errors: `NotAuthorized`; `InvalidArgument` (options, not a block device); `NotSupported`
+/// Errors: `InvalidArgument` before polkit is asked (an untrusted path); `NotAuthorized`;
+/// `InvalidArgument` (options, no such block device); `Failed` when the node changed since it was
+/// resolved; `NotSupported`
 /// (the device cannot do the method, e.g. discard); `Busy` (refused: mounted, swap, holders,
 /// backs `/`, or a job already runs on the device); `Failed` (anything else), each naming the
 /// device and the reason.
@@ -361,26 +366,38 @@ pub async fn start_wipe(
     device: String,
     mut options: Options,
 ) -> Result<OwnedObjectPath> {
-    // The prompt names the node the links lead to (/dev/sdb, not /dev/disk/by-id/...).
-    let shown =
-        std::fs::canonicalize(&device).map_or_else(|_| device.clone(), |p| p.display().to_string());
+    if device.is_empty() {
+        return Err(Error::InvalidArgument("StartWipe: empty device".into()));
+    }
+    // Resolved once, before polkit is asked, under the trust rules (a node under /dev through
+    // directories only root can change): the prompt names the node the links lead to (/dev/sdb,
+    // not /dev/disk/by-id/...), and the job opens that node and checks it is still that device.
+    // A path that names no block device is refused only after polkit (the details show it as
+    // given: it leads nowhere, there is nothing to hide), so that callers who may not wipe
+    // learn nothing about which nodes exist.
+    let resolved = match crate::wipe::target::resolve_trusted(&shared.root, device.as_ref()) {
+        Err(e @ WipeError::Untrusted { .. }) => return Err(Error::from(e).context("StartWipe")),
+        r => r,
+    };
+    let shown = resolved
+        .as_ref()
+        .map_or_else(|_| device.clone(), |(n, _)| n.display().to_string());
     let req = Request::start_wipe(&shown);
     let uid = shared
         .auth
         .authorize(conn, header, &req, Some(&mut options))
         .await?
         .uid;
-    if device.is_empty() {
-        return Err(Error::InvalidArgument("StartWipe: empty device".into()));
-    }
+    let (node, bound) = resolved.map_err(|e| Error::from(e).context("StartWipe"))?;
     let (method, verify, keep_resync, resume) = parse_start_wipe(&options)?;
     let req = crate::wipe::Request {
-        device: device.into(),
+        device: node,
         method,
         options: crate::wipe::Options {
             verify,
             keep_resync,
             resume,
+            bound: Some(bound),
             owner: Some(crate::policy::process_owner(std::process::id())),
             started_by: StartedBy::Service { uid },
             ..crate::wipe::Options::default()

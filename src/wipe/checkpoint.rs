@@ -118,6 +118,18 @@ pub fn durable_bytes(ranges: &[Range], off: u64) -> u64 {
         .sum()
 }
 
+/// The parts of `ranges` below device offset `off` (pure): what a checkpoint says is durable.
+pub fn durable_ranges(ranges: &[Range], off: u64) -> Vec<Range> {
+    ranges
+        .iter()
+        .filter(|r| r.offset < off)
+        .map(|r| Range {
+            offset: r.offset,
+            len: (r.offset + r.len).min(off) - r.offset,
+        })
+        .collect()
+}
+
 /// What is left of `ranges` at and above device offset `off` (pure).
 pub fn remaining(ranges: &[Range], off: u64) -> Vec<Range> {
     ranges
@@ -183,9 +195,19 @@ pub fn list(dir: &Path) -> Vec<(PathBuf, Checkpoint)> {
 /// this same file ([`path_for`]), i.e. it is the device the checkpoint describes. Size, block
 /// size, method and ranges are checked later by [`super::planner::resume`].
 ///
-/// Errors: why not, as a sentence (no such device, cannot probe it, another device there now).
+/// What the service's auto-resume goes by: a checkpoint whose identity [`is_weak`] is never
+/// located (no person confirms the disk at start-up).
+///
+/// Errors: why not, as a sentence (a weak identity, no such device, cannot probe it, another
+/// device there now).
 pub fn locate(root: &Root, dir: &Path, path: &Path, ck: &Checkpoint) -> Result<PathBuf, String> {
     let id = &ck.identity.stable_id;
+    if is_weak(id) {
+        return Err(format!(
+            "its device is known only by its kernel name ({id}), which may name another disk              after a reboot (virtio disks without a serial, xvd*, nbd*, rbd* are renumbered):              not resumed automatically; `mdpilot wipe {} --resume` continues it once a person              has confirmed the disk",
+            ck.device.display()
+        ));
+    }
     let dev = if let Some(link) = id.strip_prefix("by-id:") {
         root.dev(format!("disk/by-id/{link}"))
     } else if let Some(n) = id.strip_prefix("dm-name:") {
@@ -208,6 +230,12 @@ pub fn locate(root: &Root, dir: &Path, path: &Path, ck: &Checkpoint) -> Result<P
         ));
     }
     Ok(dev)
+}
+
+/// True for a stable id that names only the kernel name (`name:<kernel name>`, see
+/// [`super::probe::Probe::stable_id`]): after a reboot it may be another disk.
+pub fn is_weak(stable_id: &str) -> bool {
+    stable_id.starts_with("name:")
 }
 
 /// Saves `ck` at `path` durably: a temporary file (0600) written and fsynced, renamed over
@@ -373,6 +401,32 @@ impl<'a> Checkpointer<'a> {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_checkpoint_known_only_by_kernel_name_is_never_located_for_auto_resume() {
+        let d = tempfile::tempdir().unwrap();
+        let ck = Checkpoint {
+            version: 1,
+            device: "/dev/vdb".into(),
+            name: "vdb".into(),
+            identity: Identity {
+                stable_id: "name:vdb".into(),
+                size_bytes: 1 << 30,
+                logical_block_size: 512,
+            },
+            method: "zero".into(),
+            seed_hex: None,
+            verify: false,
+            ranges: vec![],
+            durable_offset: 0,
+            resync: None,
+            started_by: StartedBy::Service { uid: 0 },
+        };
+        let p = path_for(d.path(), "name:vdb");
+        let e = locate(&Root::new(d.path()), d.path(), &p, &ck).unwrap_err();
+        assert!(e.contains("kernel name") && e.contains("--resume"), "{e}");
+        assert!(is_weak("name:vdb") && !is_weak("by-id:virtio-x") && !is_weak("loop:/f"));
+    }
+
     use super::*;
     use crate::wipe::sink::MemSink;
 

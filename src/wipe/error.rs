@@ -15,6 +15,25 @@ pub enum WipeError {
         /// Why (mounted, swap, holders, backs `/`, ...).
         reason: String,
     },
+    /// The path a caller gave is not trusted to name the device it leads to (not under `/dev`,
+    /// through a directory others can change or not everyone can search, not a block device);
+    /// nothing was probed or written. The reason never names a link's target.
+    #[error("{device}: refusing the path: {reason}")]
+    Untrusted {
+        /// The path as given.
+        device: PathBuf,
+        /// Why.
+        reason: String,
+    },
+    /// The device opened (or probed) is not the one that was probed (or approved): another
+    /// device number or size at that node; nothing was written.
+    #[error("{device}: not the device that was approved: {reason}; nothing was written")]
+    Changed {
+        /// The node opened.
+        device: PathBuf,
+        /// The numbers or sizes that differ.
+        reason: String,
+    },
     /// Reading a fact about the device failed (stat, sysfs, `/proc`, an ioctl).
     #[error("{device}: {what}")]
     Probe {
@@ -77,6 +96,19 @@ pub enum WipeError {
         /// The device.
         device: PathBuf,
         /// Byte offset of the first differing byte.
+        offset: u64,
+    },
+    /// A resumed job read back the part its interrupted run made durable and found something
+    /// other than the wipe's data: perhaps another disk under the same name; nothing written.
+    #[error(
+        "{device}: refusing to resume: the part written before the interruption does not read \
+         back as this wipe's data (first difference at offset {offset} bytes; another disk \
+         under this name?); nothing was written; `--restart` starts again at 0"
+    )]
+    ResumeMismatch {
+        /// The device.
+        device: PathBuf,
+        /// Byte offset of the first differing byte among the samples.
         offset: u64,
     },
     /// Writing `md/sync_action` or `md/resync_start` failed.

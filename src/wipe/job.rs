@@ -21,7 +21,8 @@ use super::plan::{Data, Method, Op, Plan, ResyncAction, StartedBy};
 use super::progress::{notify, CompleteFn, Outcome, Phase, Progress, ProgressFn, Shared};
 use super::sink::{BlockDevice, Sink};
 use super::source::Sources;
-use super::verify::verify;
+use super::target::{check_opened, Bound};
+use super::verify::{check_resumed, verify};
 use super::workers::{wipe_all, Pool};
 use crate::host::Root;
 use std::fs::OpenOptions;
@@ -224,6 +225,8 @@ impl Job {
             Some(s) => (s, self.plan.clone()),
             None => open_device(&self.plan)?,
         };
+        // A resumed job first reads back some of what it says is already there.
+        check_resumed(&plan, &*sink)?;
         let sources = Sources::open(&plan.op)?;
         let mut held = Vec::new();
         for l in &plan.leases {
@@ -415,7 +418,8 @@ impl Job {
 }
 
 /// Opens the plan's device with its flags; falls back to buffered writes when O_DIRECT is
-/// refused (EINVAL).
+/// refused (EINVAL). The open device must be the probed one (`plan.dev`, `plan.size_bytes`):
+/// [`WipeError::Changed`] otherwise, before anything is written.
 fn open_device(plan: &Plan) -> Result<(Arc<dyn Sink>, Plan), WipeError> {
     let open = |p: &Plan| {
         let mut flags = libc::O_CLOEXEC;
@@ -431,20 +435,29 @@ fn open_device(plan: &Plan) -> Result<(Arc<dyn Sink>, Plan), WipeError> {
             .custom_flags(flags)
             .open(&p.device)
     };
+    // The node may have been replaced since the probe: the open file must be the probed device.
+    let want = Bound {
+        dev: plan.dev,
+        size_bytes: plan.size_bytes,
+    };
     match open(plan) {
-        Ok(file) => Ok((
-            Arc::new(BlockDevice {
-                file,
-                direct: plan.open.direct,
-            }),
-            plan.clone(),
-        )),
+        Ok(file) => {
+            check_opened(&plan.device, &file, want)?;
+            Ok((
+                Arc::new(BlockDevice {
+                    file,
+                    direct: plan.open.direct,
+                }),
+                plan.clone(),
+            ))
+        }
         Err(e) if e.raw_os_error() == Some(libc::EINVAL) && plan.open.direct => {
             let p = plan.buffered_fallback();
             let file = open(&p).map_err(|source| WipeError::Open {
                 path: p.device.clone(),
                 source,
             })?;
+            check_opened(&p.device, &file, want)?;
             Ok((
                 Arc::new(BlockDevice {
                     file,

@@ -10,7 +10,8 @@
 //! then BLKFLSBUF on the array so md's cached pages of the old content are dropped. The job has
 //! frozen the resync and holds the array open `O_EXCL` throughout; it skips the resync after.
 //!
-//! Members are opened `O_WRONLY` without `O_EXCL`: md itself holds them exclusively.
+//! Members are opened `O_WRONLY` without `O_EXCL`: md itself holds them exclusively. Each open
+//! member must still be the probed one (device number, size), else nothing is written to it.
 
 use super::error::WipeError;
 use super::ioctl;
@@ -18,6 +19,7 @@ use super::plan::{MemberRegion, Plan};
 use super::planner::RANGE_STEP;
 use super::progress::{notify, ProgressFn, Shared};
 use super::sink::Sink;
+use super::target;
 use std::fs::OpenOptions;
 use std::os::unix::fs::OpenOptionsExt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -34,14 +36,20 @@ pub(super) fn run(
     shared: &Shared,
     on_progress: &Mutex<Option<ProgressFn>>,
 ) -> Result<(), WipeError> {
+    // Every member is opened and checked before the first is written.
+    let files = plan
+        .offload
+        .iter()
+        .map(open_member)
+        .collect::<Result<Vec<_>, _>>()?;
     let member_total: u64 = plan.offload.iter().map(|r| r.len_bytes).sum::<u64>().max(1);
     let zeroed = AtomicU64::new(0);
     let first_err: Mutex<Option<WipeError>> = Mutex::new(None);
     std::thread::scope(|s| {
-        for r in &plan.offload {
+        for (r, f) in plan.offload.iter().zip(&files) {
             let (zeroed, first_err) = (&zeroed, &first_err);
             s.spawn(move || {
-                if let Err(e) = zero_member(r, shared, &|n| {
+                if let Err(e) = zero_member(r, f, shared, &|n| {
                     let z = zeroed.fetch_add(n, Ordering::SeqCst) + n;
                     let done = (z as u128 * shared.total as u128 / member_total as u128) as u64;
                     shared.done.store(done.min(shared.total), Ordering::SeqCst);
@@ -76,8 +84,43 @@ pub(super) fn run(
         .map_err(|e| WipeError::io(&plan.device, "drop cache", 0, e))
 }
 
-/// Zeroes one member's data region; `step(n)` after each `n` bytes.
-fn zero_member(r: &MemberRegion, shared: &Shared, step: &dyn Fn(u64)) -> Result<(), WipeError> {
+/// Refuses a member whose open node is not the probed member (another device number, or a
+/// size other than the probed one when sysfs gave one, or too small for the data region).
+///
+/// Errors: [`WipeError::Changed`], [`WipeError::Probe`] (fstat, BLKGETSIZE64).
+fn check_member(r: &MemberRegion, f: &std::fs::File) -> Result<(), WipeError> {
+    let found = target::opened(f).map_err(|source| WipeError::Probe {
+        device: r.path.clone(),
+        what: "cannot fstat the opened member".into(),
+        source,
+    })?;
+    let Some(dev) = r.dev else {
+        return Err(WipeError::Changed {
+            device: r.path.clone(),
+            reason: "sysfs gave no device number for this member when probed".into(),
+        });
+    };
+    let size_bytes = if r.size_bytes == 0 {
+        found.size_bytes
+    } else {
+        r.size_bytes
+    };
+    target::check_same(&r.path, target::Bound { dev, size_bytes }, found)?;
+    if found.size_bytes < r.offset_bytes + r.len_bytes {
+        return Err(WipeError::Changed {
+            device: r.path.clone(),
+            reason: format!(
+                "{} bytes, smaller than its data region's end at {} bytes",
+                found.size_bytes,
+                r.offset_bytes + r.len_bytes
+            ),
+        });
+    }
+    Ok(())
+}
+
+/// Opens one member for writing and checks it is the probed one ([`check_member`]).
+fn open_member(r: &MemberRegion) -> Result<std::fs::File, WipeError> {
     let f = OpenOptions::new()
         .write(true)
         .custom_flags(libc::O_CLOEXEC)
@@ -86,6 +129,17 @@ fn zero_member(r: &MemberRegion, shared: &Shared, step: &dyn Fn(u64)) -> Result<
             path: r.path.clone(),
             source,
         })?;
+    check_member(r, &f)?;
+    Ok(f)
+}
+
+/// Zeroes one member's data region on its open file `f`; `step(n)` after each `n` bytes.
+fn zero_member(
+    r: &MemberRegion,
+    f: &std::fs::File,
+    shared: &Shared,
+    step: &dyn Fn(u64),
+) -> Result<(), WipeError> {
     let mut off = r.offset_bytes;
     let end = r.offset_bytes + r.len_bytes;
     while off < end {
@@ -93,7 +147,7 @@ fn zero_member(r: &MemberRegion, shared: &Shared, step: &dyn Fn(u64)) -> Result<
             return Ok(());
         }
         let n = RANGE_STEP.min(end - off);
-        ioctl::zeroout(&f, off, n).map_err(|e| WipeError::io(&r.path, "member zeroout", off, e))?;
+        ioctl::zeroout(f, off, n).map_err(|e| WipeError::io(&r.path, "member zeroout", off, e))?;
         off += n;
         step(n);
     }

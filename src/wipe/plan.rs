@@ -197,6 +197,9 @@ pub struct Options {
     pub queue_depth: Option<usize>,
     /// `--resume`: continue the device's checkpoint (its method, key and ranges).
     pub resume: bool,
+    /// The device the front end showed for approval ([`super::target::resolve_trusted`]):
+    /// [`super::plan_for`] refuses a probe of another device number or size.
+    pub bound: Option<super::target::Bound>,
     /// Refuse a fresh start over the device's checkpoint of an interrupted wipe (`mdpilot
     /// wipe` sets it unless `--restart`); when false a fresh job replaces the checkpoint (the
     /// installer's `blockdev-wipe`, which cannot say `--restart`).
@@ -229,6 +232,9 @@ pub enum StartedBy {
 pub struct Plan {
     /// The resolved device.
     pub device: PathBuf,
+    /// Its device number when probed `(major, minor)`: the open device's `st_rdev` must be this
+    /// (and its size `size_bytes`) before anything is written ([`super::target::check_opened`]).
+    pub dev: super::probe::DevNum,
     /// Kernel name (`loop0`).
     pub name: String,
     /// Device size, bytes.
@@ -311,6 +317,11 @@ pub struct MemberRegion {
     pub name: String,
     /// Its device node.
     pub path: PathBuf,
+    /// Its device number when probed (`/sys/class/block/<name>/dev`); `None` when sysfs did not
+    /// say (then the member is refused at open).
+    pub dev: Option<super::probe::DevNum>,
+    /// Its size when probed, bytes (`size` in 512-byte sectors).
+    pub size_bytes: u64,
     /// Start of the data region on the member, bytes (`offset` sectors * 512).
     pub offset_bytes: u64,
     /// Length of the data region, bytes (`size` KiB * 1024).

@@ -428,6 +428,7 @@ pub fn plan(p: &Probe, method: Method, opts: &Options) -> Result<Plan, WipeError
     };
     Ok(Plan {
         device: p.path.clone(),
+        dev: p.dev,
         name: p.name.clone(),
         size_bytes: p.size_bytes,
         method,
@@ -570,6 +571,8 @@ pub fn offload(
         out.push(super::plan::MemberRegion {
             name: m.name.clone(),
             path: m.path.clone(),
+            dev: m.dev,
+            size_bytes: m.size_bytes,
             offset_bytes: m.offset_sectors * 512,
             len_bytes: m.size_kib * 1024,
         });

@@ -98,6 +98,10 @@ pub struct MemberFacts {
     pub name: String,
     /// The device node (`/dev/vdb` under the root).
     pub path: PathBuf,
+    /// Device number (`/sys/class/block/<name>/dev`); `None` where sysfs does not say.
+    pub dev: Option<DevNum>,
+    /// Size in bytes (`/sys/class/block/<name>/size`, 512-byte sectors); 0 where missing.
+    pub size_bytes: u64,
     /// `dev-*/offset`: start of the data region on the member, 512-byte sectors.
     pub offset_sectors: u64,
     /// `dev-*/size`: length of the data region used, KiB.
@@ -498,9 +502,12 @@ fn md_detail(root: &Root, sysdir: &Path) -> MdDetail {
             let dev = f.strip_prefix("dev-")?.to_string();
             let d = md.join(&f);
             let name = dev.replace('!', "/");
-            let q = queue_of(&class_dir(root, &name));
+            let cdir = class_dir(root, &name);
+            let q = queue_of(&cdir);
             Some(MemberFacts {
                 path: root.dev(&name),
+                dev: read_str(&cdir, "dev").and_then(|s| parse_devnum(&s)),
+                size_bytes: read_u64(&cdir, "size") * 512,
                 offset_sectors: read_u64(&d, "offset"),
                 size_kib: read_u64(&d, "size"),
                 state: read_str(&d, "state")

@@ -60,6 +60,8 @@ pub fn resume(
     let done = ck.durable_bytes();
     if plan.offload.is_empty() {
         plan.ranges = checkpoint::remaining(&full, ck.durable_offset);
+        // O_RDWR: the job reads back samples of the durable part before it writes.
+        plan.open.read |= done > 0;
     } else {
         plan.reasons
             .push("resume: member offload zeroes the whole array again (it takes seconds)".into());

@@ -4,7 +4,7 @@
 
 use super::buffer::AlignedBuf;
 use super::error::WipeError;
-use super::plan::{Data, Op, Plan};
+use super::plan::{Data, Op, Plan, Range};
 use super::progress::{ProgressFn, Shared};
 use super::sink::Sink;
 use super::source::{expected, Sources};
@@ -89,4 +89,108 @@ fn verify_worker(pool: &Pool<'_>, sources: &Sources, mismatch: &AtomicU64) {
 pub fn verify_plan(plan: &Plan, sink: &dyn Sink) -> Result<(), WipeError> {
     let shared = Shared::new(plan.total_bytes(), Arc::new(AtomicBool::new(false)));
     verify(plan, sink, &shared, &Mutex::new(None))
+}
+
+/// Blocks read back before a resumed job writes ([`check_resumed`]).
+const RESUME_SAMPLES: u64 = 16;
+/// Bytes per sample (a page; a multiple of every logical block size).
+const SAMPLE_BYTES: u64 = 4096;
+
+/// Before a resumed job writes: reads [`RESUME_SAMPLES`] blocks spread over what the
+/// interrupted run made durable (the first and the last block below the durable offset among
+/// them) and compares them with the wipe's data (zeroes, or the random stream at those offsets
+/// under the checkpoint's key). A fresh job, a member offload (redone whole) and `discard`
+/// (device-defined contents) are not checked.
+///
+/// Errors: [`WipeError::ResumeMismatch`] naming the device and the first differing offset
+/// (another disk at this name?), [`WipeError::Io`] (`read`); nothing has been written.
+pub(super) fn check_resumed(plan: &Plan, sink: &dyn Sink) -> Result<(), WipeError> {
+    let Some(cp) = plan.checkpoint.as_ref().filter(|c| c.resumed_bytes > 0) else {
+        return Ok(());
+    };
+    if !plan.offload.is_empty()
+        || !matches!(
+            plan.op,
+            Op::Write(Data::Zero | Data::Random(_)) | Op::ZeroOut
+        )
+    {
+        return Ok(());
+    }
+    let start = plan.ranges.first().map_or(u64::MAX, |r| r.offset);
+    let written = super::checkpoint::durable_ranges(&cp.full_ranges, start);
+    let sources = Sources::none();
+    let mut got = AlignedBuf::zeroed(SAMPLE_BYTES as usize);
+    let mut want = AlignedBuf::zeroed(SAMPLE_BYTES as usize);
+    for off in sample_offsets(&written, plan.identity.logical_block_size.max(512)) {
+        let len = sample_len(&written, off) as usize;
+        let (g, w) = (&mut got[..len], &mut want[..len]);
+        sink.read_at(g, off)
+            .map_err(|e| WipeError::io(&plan.device, "read", off, e))?;
+        expected(&plan.op, &sources, off, w)
+            .map_err(|e| WipeError::io(&plan.device, "read", off, e))?;
+        if let Some(i) = g.iter().zip(w.iter()).position(|(a, b)| a != b) {
+            return Err(WipeError::ResumeMismatch {
+                device: plan.device.clone(),
+                offset: off + i as u64,
+            });
+        }
+    }
+    Ok(())
+}
+
+/// Sample offsets over `written` (sorted ranges), `lbs`-aligned: evenly spread, plus the last
+/// block (pure).
+fn sample_offsets(written: &[Range], lbs: u64) -> Vec<u64> {
+    let total: u64 = written.iter().map(|r| r.len).sum();
+    if total == 0 {
+        return Vec::new();
+    }
+    let at = |mut k: u64| {
+        for r in written {
+            if k < r.len {
+                return r.offset + k / lbs * lbs;
+            }
+            k -= r.len;
+        }
+        0
+    };
+    let mut v: Vec<u64> = (0..RESUME_SAMPLES)
+        .map(|i| at(total / RESUME_SAMPLES * i))
+        .collect();
+    v.push(at(total - SAMPLE_BYTES.min(total)));
+    v.sort_unstable();
+    v.dedup();
+    v
+}
+
+/// Bytes to read at `off`: [`SAMPLE_BYTES`], or less where its range ends.
+fn sample_len(written: &[Range], off: u64) -> u64 {
+    written
+        .iter()
+        .find(|r| off >= r.offset && off < r.offset + r.len)
+        .map_or(0, |r| (r.offset + r.len - off).min(SAMPLE_BYTES))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn samples_cover_the_first_and_last_written_block() {
+        let w = [
+            Range {
+                offset: 0,
+                len: 1 << 20,
+            },
+            Range {
+                offset: 2 << 20,
+                len: 1 << 20,
+            },
+        ];
+        let s = sample_offsets(&w, 512);
+        assert_eq!(s[0], 0);
+        assert_eq!(*s.last().unwrap(), (3 << 20) - 4096);
+        assert!(s.iter().all(|o| o % 512 == 0 && sample_len(&w, *o) > 0));
+        assert!(sample_offsets(&[], 512).is_empty());
+    }
 }

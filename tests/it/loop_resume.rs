@@ -249,6 +249,16 @@ fn loop_zero_wipe_resumes_from_the_checkpoint_offset() {
         started_by: Default::default(),
     };
     checkpoint::save(&plan.checkpoint.as_ref().unwrap().path, &ck).unwrap();
+    // What the first run made durable: zeroes below the checkpoint (read back before resuming).
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&d.path)
+            .unwrap();
+        f.write_all_at(&vec![0u8; (40 * MIB) as usize], 0).unwrap();
+        f.sync_all().unwrap();
+    }
     let mut req = req;
     req.options.resume = true;
     let plan = mdpilot::wipe::plan_for(&Root::system(), &req).unwrap();
@@ -263,9 +273,8 @@ fn loop_zero_wipe_resumes_from_the_checkpoint_offset() {
         .unwrap();
     assert_eq!((o.bytes, o.resumed_bytes), (24 * MIB, 40 * MIB));
     let data = d.read_all();
-    // Below the checkpoint the job trusted the first run: the old bytes are still there.
-    assert!(data[..(40 * MIB) as usize].iter().all(|&b| b == 0x77));
-    assert!(data[(40 * MIB) as usize..].iter().all(|&b| b == 0));
+    // Below the checkpoint the job read samples back and kept the first run's bytes.
+    assert!(data.iter().all(|&b| b == 0));
     assert!(checkpoint::list(state.path()).is_empty());
 }
 
@@ -282,6 +291,7 @@ fn loop_member_offload_zeroes_each_member_region_only() {
     let array = Arc::new(MemSink::new((8 * MIB) as usize, 0xcc));
     let plan = Plan {
         device: "/dev/md-test".into(),
+        dev: (0, 0),
         name: "md-test".into(),
         size_bytes: 8 * MIB,
         method: Method::Zero,
@@ -310,6 +320,8 @@ fn loop_member_offload_zeroes_each_member_region_only() {
             .map(|m| MemberRegion {
                 name: m.name(),
                 path: m.path.clone(),
+                dev: Some(m.devnum()),
+                size_bytes: 16 * MIB,
                 offset_bytes: 2 * MIB,
                 len_bytes: 8 * MIB,
             })

@@ -48,3 +48,4 @@ mod status_cli;
 mod wipe_cli;
 mod wipe_engine;
 mod wipe_planner;
+mod wipe_trust;

@@ -123,3 +123,17 @@ fn progress_bar_draws_no_done_frame_before_the_final_full_bar() {
     assert_eq!(BarFields::of(&progress(Phase::Done, 0, 0, 0.0)), None);
     assert_eq!(BarFields::of(&progress(Phase::Done, 1 << 30, 0, 5.0)), None);
 }
+
+#[test]
+fn blockdev_wipe_block_size_out_of_bounds_exits_1_without_a_panic() {
+    for s in ["18446744073709551615", "0", "511", "1000", "134217728"] {
+        let (code, _, err) = run(&["blockdev-wipe", "-s", s, "/dev/null"]);
+        assert_eq!(code, Some(1), "-s {s}: {err}");
+        assert!(err.contains("multiple of 512"), "-s {s}: {err}");
+        assert!(!err.contains("panicked"), "-s {s}: {err}");
+    }
+    // partman-crypto's 512 KiB passes the bound (then /dev/null is refused: not a block device).
+    let (code, _, err) = run(&["blockdev-wipe", "-s", "524288", "/dev/null"]);
+    assert_eq!(code, Some(1));
+    assert!(!err.contains("block size"), "{err}");
+}

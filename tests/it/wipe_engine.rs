@@ -22,6 +22,7 @@ const BLOCK: u64 = 64 * 1024;
 fn plan(size: u64, op: Op) -> Plan {
     Plan {
         device: PathBuf::from("/dev/test"),
+        dev: (0, 0),
         name: "test".into(),
         size_bytes: size,
         method: Method::Zero,

@@ -503,6 +503,8 @@ fn offloadable(level: &str, action: &str) -> Probe {
             .map(|n| MemberFacts {
                 name: (*n).to_string(),
                 path: PathBuf::from(format!("/dev/{n}")),
+                dev: Some((252, 16)),
+                size_bytes: 2 << 30,
                 offset_sectors: 2048,
                 size_kib: 1 << 20,
                 state: vec!["in_sync".into()],

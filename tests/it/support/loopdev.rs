@@ -150,6 +150,13 @@ impl LoopDev {
         std::fs::read(&self.path).unwrap()
     }
 
+    /// The device number `(major, minor)` (`st_rdev` of the node).
+    pub fn devnum(&self) -> (u32, u32) {
+        use std::os::unix::fs::MetadataExt;
+        let r = std::fs::metadata(&self.path).unwrap().rdev();
+        (libc::major(r), libc::minor(r))
+    }
+
     /// The kernel name (`loop7`).
     pub fn name(&self) -> String {
         self.path
