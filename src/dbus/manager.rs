@@ -68,7 +68,9 @@ impl Manager {
     /// (s: the unique bus name, the pid, or the holder id), min and max (t, KiB/s, global
     /// speed_limit_min/max; present only when the lease sets them, 0 included), arrays
     /// (a{sa{sv}}: kernel name -> {min t, max t}, each only when set), expires (t, µs since the
-    /// epoch; reserved for timed leases, which do not exist yet: never present in 1.0).
+    /// epoch: when a timed lease, AcquirePriority's duration, ends by itself), taken (t, µs since
+    /// the epoch: when the lease was first taken, kept when it is replaced; absent for leases
+    /// recorded before the service kept it).
     #[zbus(property)]
     fn leases(&self) -> Vec<LeaseDict> {
         self.shared.props().lease_dicts()
