@@ -264,6 +264,25 @@ impl Manager {
         Ok(())
     }
 
+    /// Block devices a wipe would accept or refuse, probed without writing: one (device s:
+    /// /dev/<kernel name>, accepted b, reason s) per disk and partition under /sys/block that
+    /// has a /dev node and a size above 0, sorted by name (optical and floppy drives are left
+    /// out: opening them can move a tray). reason is what StartWipe would answer (mounted,
+    /// swap, held by an array or a mapping, backing /, a job already on it, not a block
+    /// device); "" when accepted. Each device is planned as a zero wipe: a method the device
+    /// cannot do (discard) may still be NotSupported at StartWipe. Reads only, like the
+    /// properties: open to every caller. Options: auth.no_user_interaction (b), ignored;
+    /// nothing else yet. Errors: InvalidArgument (an option); Failed.
+    #[zbus(out_args("candidates"))]
+    async fn wipe_candidates(&self, mut options: Options) -> Result<Vec<(String, bool, String)>> {
+        options.remove("auth.no_user_interaction");
+        no_options("WipeCandidates", &options)?;
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || wipe_candidates(&shared))
+            .await
+            .map_err(|e| Error::Failed(format!("WipeCandidates: {e}")))
+    }
+
     /// Starts wiping a block device; returns the job object
     /// /org/mdpilot/MdPilot1/jobs/<n> (interface org.mdpilot.MdPilot1.Job). Options: method (s:
     /// zero (default), random, discard, zeroout, signatures), verify (b), keep-resync (b),
@@ -281,4 +300,32 @@ impl Manager {
     ) -> Result<zbus::zvariant::OwnedObjectPath> {
         super::job::start_wipe(&self.shared, conn, &header, device, options).await
     }
+}
+
+/// [`crate::wipe::candidates::list`], with the devices a job
+/// of this service is wiping refused as `StartWipe` would: `(device, accepted, reason)`.
+fn wipe_candidates(shared: &Shared) -> Vec<(String, bool, String)> {
+    let busy: Vec<std::path::PathBuf> = shared
+        .jobs
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .values()
+        .filter(|j| !j.handle.is_finished())
+        .map(|j| j.device.clone())
+        .collect();
+    crate::wipe::candidates::list(&shared.root)
+        .into_iter()
+        .map(|c| {
+            let name = c.device.trim_start_matches("/dev/");
+            let real = std::fs::canonicalize(shared.root.dev(name)).ok();
+            match real.filter(|r| busy.contains(r)) {
+                Some(r) => (
+                    c.device,
+                    false,
+                    format!("WipeCandidates: a job is already wiping {}", r.display()),
+                ),
+                None => (c.device, c.accepted, c.reason),
+            }
+        })
+        .collect()
 }
