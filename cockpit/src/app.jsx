@@ -82,6 +82,7 @@ export function App() {
                         {arrays.length === 0 && <p>No md arrays.</p>}
                         <div className="mdp-cards" id="mdp-arrays">
                             {arrays.map(a => <ArrayCard key={a.path} array={a} client={client}
+                                                        version={state.versions[a.path]}
                                                         history={state.history[a.path] || []}
                                                         leases={state.manager.Leases || []}
                                                         canChange={canChange} />)}

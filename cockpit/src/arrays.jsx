@@ -150,8 +150,14 @@ function Checks({ a, client, canChange }) {
     );
 }
 
-/** The card of one array proxy `array` (properties as dbus/org.mdpilot.MdPilot1.Array.xml). */
-export function ArrayCard({ array: a, client, history, leases, canChange }) {
+/**
+ * The card of one array proxy `array` (properties as dbus/org.mdpilot.MdPilot1.Array.xml),
+ * rendered again only when `version` (the array changed), the leases or the access change.
+ */
+export const ArrayCard = React.memo(ArrayCardBody, (x, y) =>
+    x.version === y.version && x.leases === y.leases && x.canChange === y.canChange && x.client === y.client);
+
+function ArrayCardBody({ array: a, client, history, leases, canChange }) {
     const h = fmt.health(a);
     const [color, word] = HEALTH_LABEL[h.health];
     const plainLeases = (leases || []).map(fmt.lease);

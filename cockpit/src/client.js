@@ -17,13 +17,16 @@ export const HISTORY_MS = 5 * 60 * 1000;
 
 /**
  * Connects and calls `onChange(state)` after every change. state: {owner (true, false or null
- * while unknown), manager (proxy or null), arrays (proxies by path), jobs (proxies by path),
+ * while unknown), manager (proxy or null), arrays (proxies by path), versions (a counter per
+ * array path, bumped at each change of that array), jobs (proxies by path),
  * history ({path: [[ms, bytes/s], ...]}), completed ({jobPath: [success, message]})}.
  * Returns {client, close}.
  */
 export function connect(onChange) {
     const client = cockpit.dbus(BUS_NAME, { bus: "system", superuser: "try" });
-    const state = { owner: null, manager: null, arrays: {}, jobs: {}, history: {}, completed: {}, closed: null };
+    const state = {
+        owner: null, manager: null, arrays: {}, versions: {}, jobs: {}, history: {}, completed: {}, closed: null,
+    };
     let scheduled = false;
     // Coalesce a burst of signals (64 arrays stepping at once) into one render.
     const notify = () => {
@@ -32,6 +35,8 @@ export function connect(onChange) {
         Promise.resolve().then(() => { scheduled = false; onChange({ ...state }) });
     };
     const record = (path, proxy) => {
+        // Proxies are updated in place: a version per array lets unchanged cards skip rendering.
+        state.versions[path] = (state.versions[path] || 0) + 1;
         if (!proxy.valid) return;
         const h = state.history[path] || (state.history[path] = []);
         const now = Date.now();
