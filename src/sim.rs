@@ -12,7 +12,14 @@
 //!
 //! Env: `MDPILOT_SIM_TICK_MS` (default 1000) sets the step; `MDPILOT_SIM_TRACE=FILE` appends
 //! `<CLOCK_MONOTONIC ns> <array> <sync_completed sectors>` per step (used by the latency bench);
-//! `MDPILOT_SIM_ARRAYS=N` (N > 2) adds idle raid1 arrays `md2`..`md{N-1}` (the metrics bench).
+//! `MDPILOT_SIM_ARRAYS=N` (N > 2) adds idle raid1 arrays `md2`..`md{N-1}` (the metrics bench);
+//! `MDPILOT_SIM_DEVICES=/dev/loop3,/dev/loop4@/srv` shows real block devices (loop devices a test
+//! attached) in the tree as wipe candidates, `@MOUNTPOINT` ones as mounted there
+//! ([`Sim::add_devices`]).
+//!
+//! A member fails as with `mdadm --fail`: write `faulty` to `md/dev-<member>/state`, then send
+//! the service SIGUSR1 ([`Sim::watch_control_signal`]): the simulator marks the member faulty,
+//! counts it in `md/degraded` and `/proc/mdstat` (`(F)`, `[2/1] [U_]`).
 
 use crate::host::{read_optional, Root};
 use crate::model::SpeedLimit;
@@ -53,6 +60,8 @@ pub struct SimArray {
     /// `md/sync_min`'s mtime when the running check started (md refuses writes to it while a
     /// sync runs: a change seen when it stops was written after the stop).
     pub sync_min_at_start: Option<std::time::SystemTime>,
+    /// Members marked faulty (`faulty` written to `md/dev-<member>/state`), in slot order.
+    pub faulty: Vec<String>,
 }
 
 impl SimArray {
@@ -153,19 +162,25 @@ pub fn render_mdstat(arrays: &[SimArray]) -> String {
     for a in arrays {
         s.push_str(&format!("{} : active {}", a.name, a.level));
         for (i, m) in a.members.iter().enumerate().rev() {
-            s.push_str(&format!(" {m}[{i}]"));
+            let f = if a.faulty.contains(m) { "(F)" } else { "" };
+            s.push_str(&format!(" {m}[{i}]{f}"));
         }
         s.push('\n');
         let n = a.members.len();
-        let u = "U".repeat(n);
+        let up = n - a.faulty.len().min(n);
+        let u: String = a
+            .members
+            .iter()
+            .map(|m| if a.faulty.contains(m) { '_' } else { 'U' })
+            .collect();
         if a.level == "raid1" {
             s.push_str(&format!(
-                "      {} blocks super 1.2 [{n}/{n}] [{u}]\n",
+                "      {} blocks super 1.2 [{n}/{up}] [{u}]\n",
                 a.size_kib()
             ));
         } else {
             s.push_str(&format!(
-                "      {} blocks super 1.2 level 5, {}k chunk, algorithm 2 [{n}/{n}] [{u}]\n",
+                "      {} blocks super 1.2 level 5, {}k chunk, algorithm 2 [{n}/{up}] [{u}]\n",
                 a.size_kib(),
                 a.chunk_bytes / 1024
             ));
@@ -196,6 +211,8 @@ pub struct Sim {
     dir: tempfile::TempDir,
     root: Root,
     arrays: Vec<SimArray>,
+    /// SIGUSR1: look at the tree again ([`Sim::watch_control_signal`]).
+    control: Option<tokio::signal::unix::Signal>,
 }
 
 /// Writes `text` to `path` atomically (a hidden temporary file in the same directory, renamed
@@ -231,6 +248,7 @@ impl Sim {
                 sync_done_sectors: None,
                 sync_rate_kib_s: 0,
                 sync_min_at_start: None,
+                faulty: Vec::new(),
             },
             SimArray {
                 name: "md1".into(),
@@ -245,6 +263,7 @@ impl Sim {
                 sync_done_sectors: Some(0),
                 sync_rate_kib_s: 0,
                 sync_min_at_start: None,
+                faulty: Vec::new(),
             },
         ];
         // MDPILOT_SIM_ARRAYS=N (benches): idle raid1 arrays md2..md{N-1} after the two above.
@@ -266,20 +285,83 @@ impl Sim {
                 sync_done_sectors: None,
                 sync_rate_kib_s: 0,
                 sync_min_at_start: None,
+                faulty: Vec::new(),
             });
         }
         write(root.proc("sys/dev/raid/speed_limit_min"), "1000\n")?;
         write(root.proc("sys/dev/raid/speed_limit_max"), "200000\n")?;
         std::fs::create_dir_all(root.run("mdpilot"))?;
         std::fs::create_dir_all(root.dev("md"))?;
-        let sim = Sim { dir, root, arrays };
+        let sim = Sim {
+            dir,
+            root,
+            arrays,
+            control: None,
+        };
         for (minor, a) in sim.arrays.iter().enumerate() {
             sim.write_identity(a, minor)?;
             sim.write_static(a)?;
             sim.write_dynamic(a, true)?;
         }
         write(sim.root.proc("mdstat"), &render_mdstat(&sim.arrays))?;
+        if let Ok(spec) = std::env::var("MDPILOT_SIM_DEVICES") {
+            sim.add_devices(&spec)?;
+        }
         Ok(sim)
+    }
+
+    /// Shows real block devices in the tree, so `Manager.WipeCandidates` and `StartWipe` work on
+    /// them under `--sim`: `spec` is `PATH[@MOUNTPOINT],...` (e.g. `/dev/loop3,/dev/loop4@/srv`).
+    /// Each gets `/sys/block/<name>/size` (512-byte sectors, from BLKGETSIZE64) and a
+    /// `/dev/<name>` link to the real node; one with `@MOUNTPOINT` is listed in the tree's
+    /// `/proc/self/mountinfo` as mounted there (by its real major:minor), so the service
+    /// refuses it as it would a mounted device. Errors: a path that is no block device, or the
+    /// tree cannot be written.
+    pub fn add_devices(&self, spec: &str) -> std::io::Result<()> {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt};
+        let mut mountinfo = String::new();
+        for (i, entry) in spec.split(',').filter(|e| !e.is_empty()).enumerate() {
+            let (path, mount) = entry.split_once('@').unwrap_or((entry, ""));
+            let real = std::fs::canonicalize(path)?;
+            let meta = std::fs::metadata(&real)?;
+            if !meta.file_type().is_block_device() {
+                return Err(std::io::Error::other(format!(
+                    "MDPILOT_SIM_DEVICES: {path} is not a block device"
+                )));
+            }
+            let name = real
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default();
+            let bytes = crate::wipe::ioctl::size_bytes(&std::fs::File::open(&real)?)?;
+            write(
+                self.root.sys(format!("block/{name}/size")),
+                &format!("{}\n", bytes / 512),
+            )?;
+            let link = self.root.dev(&name);
+            if std::fs::symlink_metadata(&link).is_err() {
+                std::os::unix::fs::symlink(&real, link)?;
+            }
+            if !mount.is_empty() {
+                let (major, minor) = (libc::major(meta.rdev()), libc::minor(meta.rdev()));
+                mountinfo.push_str(&format!(
+                    "{} 1 {major}:{minor} / {mount} rw,relatime - ext4 {} rw\n",
+                    100 + i,
+                    real.display()
+                ));
+            }
+        }
+        write(self.root.proc("self/mountinfo"), &mountinfo)
+    }
+
+    /// Makes SIGUSR1 wake the simulator to look at its tree again (a member's `faulty`, a
+    /// `sync_action` word) while it would otherwise wait: what a test sends after writing to the
+    /// tree. Call it from the service's runtime before the service owns its name, so no signal
+    /// arrives before the handler. Errors: the handler cannot be installed.
+    pub fn watch_control_signal(&mut self) -> std::io::Result<()> {
+        use tokio::signal::unix::{signal, SignalKind};
+        self.control = Some(signal(SignalKind::user_defined1())?);
+        Ok(())
     }
 
     /// The root of the simulated tree (pass it to everything that reads the kernel).
@@ -401,7 +483,8 @@ impl Sim {
 
     /// Acts on words written to `md/sync_action` since the last look, as md does (md.rst):
     /// `check`, `repair` or `resync` on an idle array start that sync from 0; `idle` or `frozen`
-    /// stop the running one. Returns the events for the arrays that changed.
+    /// stop the running one; a member whose `md/dev-*/state` says `faulty` fails
+    /// ([`Sim::absorb_faults`]). Returns the events for the arrays that changed.
     pub fn absorb_writes(&mut self) -> std::io::Result<Vec<Event>> {
         let mut events = Vec::new();
         let mut arrays = std::mem::take(&mut self.arrays);
@@ -439,6 +522,11 @@ impl Sim {
                     res = self.write_dynamic(a, true);
                 }
             }
+            match self.absorb_faults(a) {
+                Ok(true) => events.push(Event::Mdstat),
+                Ok(false) => {}
+                Err(e) => res = res.and(Err(e)),
+            }
         }
         self.arrays = arrays;
         res?;
@@ -446,6 +534,27 @@ impl Sim {
             write(self.root.proc("mdstat"), &render_mdstat(&self.arrays))?;
         }
         Ok(events)
+    }
+
+    /// Marks members whose `md/dev-<member>/state` says `faulty` (what `mdadm --fail` writes)
+    /// as failed: `md/degraded` counts them. Returns whether a member failed since the last
+    /// look. Errors: the tree cannot be written.
+    fn absorb_faults(&self, a: &mut SimArray) -> std::io::Result<bool> {
+        let mut failed = false;
+        for m in a.members.clone() {
+            let state = read_optional(&self.md(a, &format!("dev-{m}/state")))
+                .ok()
+                .flatten()
+                .unwrap_or_default();
+            if state.split(',').any(|w| w.trim() == "faulty") && !a.faulty.contains(&m) {
+                a.faulty.push(m);
+                failed = true;
+            }
+        }
+        if failed {
+            write(self.md(a, "degraded"), &format!("{}\n", a.faulty.len()))?;
+        }
+        Ok(failed)
     }
 
     /// Advances every running sync by `elapsed`, rewrites the tree and returns the events the
@@ -509,8 +618,11 @@ impl Sim {
         });
         let tick = Duration::from_millis(tick.max(1));
         loop {
-            if !self.syncing() && poke.recv().await.is_none() {
-                return self;
+            if !self.syncing() {
+                tokio::select! {
+                    p = poke.recv() => if p.is_none() { return self },
+                    () = control(&mut self.control) => {}
+                }
             }
             match self.absorb_writes() {
                 Ok(events) => {
@@ -531,6 +643,17 @@ impl Sim {
         }
     }
 
+    /// [`Sim::absorb_writes`] and sends its events; false when `tx` is closed.
+    fn absorb_and_send(&mut self, tx: &UnboundedSender<Event>) -> bool {
+        match self.absorb_writes() {
+            Ok(events) => events.into_iter().all(|e| tx.send(e).is_ok()),
+            Err(e) => {
+                tracing::error!("simulator cannot write its tree: {e}");
+                true
+            }
+        }
+    }
+
     /// Steps the running syncs every `tick` until none runs (true) or `tx` closes (false). A
     /// poke in between makes it absorb writes to `md/sync_action` first.
     async fn run_syncs(
@@ -547,6 +670,12 @@ impl Sim {
         while self.syncing() {
             tokio::select! {
                 _ = interval.tick() => {}
+                () = control(&mut self.control) => {
+                    if !self.absorb_and_send(tx) {
+                        return false;
+                    }
+                    continue;
+                }
                 p = poke.recv() => {
                     if p.is_some() {
                         match self.absorb_writes() {
@@ -584,6 +713,16 @@ impl Sim {
             last = now;
         }
         true
+    }
+}
+
+/// Waits for the next SIGUSR1 when the simulator watches for it, else forever.
+async fn control(sig: &mut Option<tokio::signal::unix::Signal>) {
+    match sig {
+        Some(s) => {
+            s.recv().await;
+        }
+        None => std::future::pending().await,
     }
 }
 
@@ -710,6 +849,20 @@ mod tests {
             (md("sync_action").as_str(), md("sync_min").as_str()),
             ("idle", "0")
         );
+    }
+
+    #[test]
+    fn a_member_written_faulty_fails_and_degrades_the_array() {
+        let mut sim = Sim::create().unwrap();
+        let root = sim.root().clone();
+        std::fs::write(root.sys("block/md0/md/dev-sdb1/state"), "faulty\n").unwrap();
+        assert_eq!(sim.absorb_writes().unwrap(), [Event::Mdstat]);
+        let d = std::fs::read_to_string(root.sys("block/md0/md/degraded")).unwrap();
+        assert_eq!(d, "1\n");
+        let m = std::fs::read_to_string(root.proc("mdstat")).unwrap();
+        assert!(m.contains("md0 : active raid1 sdb1[1](F) sda1[0]"), "{m}");
+        assert!(m.contains("[2/1] [U_]"), "{m}");
+        assert!(sim.absorb_writes().unwrap().is_empty(), "failed once");
     }
 
     #[test]

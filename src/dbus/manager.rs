@@ -41,7 +41,7 @@ pub struct Manager {
 /// StartWipe org.mdpilot.MdPilot1.wipe); options take auth.no_user_interaction (b).
 #[interface(name = "org.mdpilot.MdPilot1.Manager")]
 impl Manager {
-    /// Version of this D-Bus API: "1.0" (major changes break clients; minor ones add).
+    /// Version of this D-Bus API: "1.1" (major changes break clients; minor ones add).
     #[zbus(property(emits_changed_signal = "const"))]
     fn version(&self) -> String {
         super::API_VERSION.to_string()
@@ -79,7 +79,9 @@ impl Manager {
     /// (s: the unique bus name, the pid, or the holder id), min and max (t, KiB/s, global
     /// speed_limit_min/max; present only when the lease sets them, 0 included), arrays
     /// (a{sa{sv}}: kernel name -> {min t, max t}, each only when set), expires (t, µs since the
-    /// epoch; reserved for timed leases, which do not exist yet: never present in 1.0).
+    /// epoch: when a timed lease, AcquirePriority's duration, ends by itself), taken (t, µs since
+    /// the epoch: when the lease was first taken, kept when it is replaced; absent for leases
+    /// recorded before the service kept it).
     #[zbus(property)]
     fn leases(&self) -> Vec<LeaseDict> {
         self.shared.props().lease_dicts()
@@ -276,6 +278,25 @@ impl Manager {
         Ok(())
     }
 
+    /// Block devices a wipe would accept or refuse, probed without writing: one (device s:
+    /// /dev/<kernel name>, accepted b, reason s) per disk and partition under /sys/block that
+    /// has a /dev node and a size above 0, sorted by name (optical and floppy drives are left
+    /// out: opening them can move a tray). reason is what StartWipe would answer (mounted,
+    /// swap, held by an array or a mapping, backing /, a job already on it, not a block
+    /// device); "" when accepted. Each device is planned as a zero wipe: a method the device
+    /// cannot do (discard) may still be NotSupported at StartWipe. Reads only, like the
+    /// properties: open to every caller. Options: auth.no_user_interaction (b), ignored;
+    /// nothing else yet. Errors: InvalidArgument (an option); Failed.
+    #[zbus(out_args("candidates"))]
+    async fn wipe_candidates(&self, mut options: Options) -> Result<Vec<(String, bool, String)>> {
+        options.remove("auth.no_user_interaction");
+        no_options("WipeCandidates", &options)?;
+        let shared = self.shared.clone();
+        tokio::task::spawn_blocking(move || wipe_candidates(&shared))
+            .await
+            .map_err(|e| Error::Failed(format!("WipeCandidates: {e}")))
+    }
+
     /// Starts wiping a block device; returns the job object
     /// /org/mdpilot/MdPilot1/jobs/<n> (interface org.mdpilot.MdPilot1.Job). Options: method (s:
     /// zero (default), random, discard, zeroout, signatures), verify (b), keep-resync (b),
@@ -383,4 +404,32 @@ fn refuse_while_frozen(shared: &Shared, view: &PolicyView) -> Result<()> {
             jobs.join(", ")
         }
     )))
+}
+
+/// [`crate::wipe::candidates::list`], with the devices a job
+/// of this service is wiping refused as `StartWipe` would: `(device, accepted, reason)`.
+fn wipe_candidates(shared: &Shared) -> Vec<(String, bool, String)> {
+    let busy: Vec<std::path::PathBuf> = shared
+        .jobs
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .values()
+        .filter(|j| !j.handle.is_finished())
+        .map(|j| j.device.clone())
+        .collect();
+    crate::wipe::candidates::list(&shared.root)
+        .into_iter()
+        .map(|c| {
+            let name = c.device.trim_start_matches("/dev/");
+            let real = std::fs::canonicalize(shared.root.dev(name)).ok();
+            match real.filter(|r| busy.contains(r)) {
+                Some(r) => (
+                    c.device,
+                    false,
+                    format!("WipeCandidates: a job is already wiping {}", r.display()),
+                ),
+                None => (c.device, c.accepted, c.reason),
+            }
+        })
+        .collect()
 }

@@ -79,9 +79,14 @@ pub struct LeaseEntry {
     pub max: Option<u64>,
     /// Per-array `(sync_speed_min, sync_speed_max)` by kernel name.
     pub arrays: BTreeMap<String, (Option<u64>, Option<u64>)>,
-    /// µs since the epoch when the lease ends by itself. Reserved for timed leases: the policy
-    /// has none yet, so this is always `None` (the key is absent).
+    /// µs since the epoch when a timed lease (`AcquirePriority`'s `duration`, `policy apply
+    /// --for`) ends by itself (the policy's `expires_unix_s` × 10⁶); `None` (key absent) for
+    /// leases without an end.
     pub expires: Option<u64>,
+    /// µs since the epoch when the lease was first taken (the policy's `taken_unix_s` × 10⁶;
+    /// replacing a lease keeps it); `None` (key absent) for leases recorded before the policy
+    /// kept the time.
+    pub taken: Option<u64>,
 }
 
 /// `LeaseKind` as the bus spells it (`DbusClient` is `client`, the word `kind` takes).
@@ -118,13 +123,15 @@ impl LeaseEntry {
                 .iter()
                 .map(|(k, v)| (k.clone(), (v.min, v.max)))
                 .collect(),
-            expires: None,
+            expires: l.expires_unix_s.map(|s| s.saturating_mul(1_000_000)),
+            taken: l.taken_unix_s.map(|s| s.saturating_mul(1_000_000)),
         }
     }
 
     /// The `a{sv}` form: `id` s, `kind` s, `owner-kind` s, `owner` s always; `min` t and `max` t
     /// only when set; `arrays` a{sa{sv}} (per array `min`/`max` t only when set) only when the
-    /// lease has per-array limits; `expires` t only for a lease with an expiry.
+    /// lease has per-array limits; `expires` t only for a lease with an expiry; `taken` t only
+    /// when the policy knows when the lease was taken.
     pub fn to_dict(&self) -> LeaseDict {
         let mut d = LeaseDict::new();
         put(&mut d, "id", Value::from(self.id.as_str()));
@@ -156,6 +163,9 @@ impl LeaseEntry {
         }
         if let Some(v) = self.expires {
             put(&mut d, "expires", Value::U64(v));
+        }
+        if let Some(v) = self.taken {
+            put(&mut d, "taken", Value::U64(v));
         }
         d
     }
@@ -189,6 +199,7 @@ impl LeaseEntry {
             max: t("max"),
             arrays,
             expires: t("expires"),
+            taken: t("taken"),
         }
     }
 }

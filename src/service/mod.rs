@@ -154,7 +154,8 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         int: signal(SignalKind::interrupt()).map_err(ServeError::Signals)?,
     };
     let sim = if args.sim {
-        let s = crate::sim::Sim::create().map_err(ServeError::Sim)?;
+        let mut s = crate::sim::Sim::create().map_err(ServeError::Sim)?;
+        s.watch_control_signal().map_err(ServeError::Sim)?;
         eprintln!("mdpilot: simulated tree in {}", s.path().display());
         Some(s)
     } else {

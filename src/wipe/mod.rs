@@ -24,11 +24,13 @@
 //! - [`handover`]: BLKRRPART and a udev `change` event after the wipe.
 //! - [`leases`]: the [`leases::LeaseProvider`] trait the job takes its policy leases through.
 //! - [`error`]: [`WipeError`], one variant per way a job does not start, stops or fails.
+//! - [`candidates`]: every block device with [`plan_for`]'s verdict (`Manager.WipeCandidates`).
 //!
 //! The front ends are `crate::cli::wipe` (`mdpilot wipe`), `crate::cli::blockdev_wipe` (the
 //! installer's drop-in) and the D-Bus `Manager.StartWipe`.
 
 pub mod buffer;
+pub mod candidates;
 pub mod checkpoint;
 pub mod error;
 pub mod handover;

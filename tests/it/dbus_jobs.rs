@@ -433,3 +433,83 @@ async fn loop_job_objects_come_and_go_through_the_object_manager() {
     let r = try_get(&e.c, job.as_str(), job_iface(), "Progress").await;
     assert_ne!(error_name(r), "success", "the job object should be gone");
 }
+
+/// `WipeCandidates` under `--sim` with two loop devices shown to it (`MDPILOT_SIM_DEVICES`), one
+/// of them listed as mounted: the free one is accepted, the mounted one refused with the
+/// service's words, and once a job wipes the free one it is refused too (nothing written by the
+/// probe: the device still holds its fill).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loop_wipe_candidates_accept_a_free_device_and_say_why_others_are_refused() {
+    need_root!();
+    let Some(bus) = Bus::start() else { return };
+    // Large enough for a random wipe to outlast a second listing; a marked first MiB shows the
+    // probe wrote nothing.
+    let free = LoopDev::new(1024 * MIB);
+    let head = || {
+        use std::io::Read;
+        let mut b = vec![0u8; MIB as usize];
+        std::fs::File::open(&free.path)
+            .unwrap()
+            .read_exact(&mut b)
+            .unwrap();
+        b
+    };
+    std::fs::write(&free.file, vec![0xa5u8; MIB as usize]).unwrap();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&free.file)
+        .unwrap()
+        .set_len(1024 * MIB)
+        .unwrap();
+    let used = LoopDev::new(8 * MIB);
+    let spec = format!("{},{}@/srv/sim", free.path.display(), used.path.display());
+    let _svc = Service::sim(&bus, &[("MDPILOT_SIM_DEVICES", &spec)]).await;
+    let c = bus.connect().await;
+    let list = || async {
+        call(
+            &c,
+            MANAGER_PATH,
+            MANAGER_IFACE,
+            "WipeCandidates",
+            &(opts(&[]),),
+        )
+        .await
+        .unwrap()
+        .body()
+        .deserialize::<Vec<(String, bool, String)>>()
+        .unwrap()
+    };
+    let l = list().await;
+    let find = |l: &[(String, bool, String)], d: &LoopDev| {
+        let want = format!("/dev/{}", d.name());
+        l.iter().find(|c| c.0 == want).cloned().unwrap()
+    };
+    assert_eq!(
+        find(&l, &free),
+        (format!("/dev/{}", free.name()), true, String::new())
+    );
+    let (_, ok, why) = find(&l, &used);
+    assert!(
+        !ok && why.contains("mounted") && why.contains("/srv/sim"),
+        "{why}"
+    );
+    assert!(head().iter().all(|b| *b == 0xa5), "the probe wrote");
+    let bad = call(
+        &c,
+        MANAGER_PATH,
+        MANAGER_IFACE,
+        "WipeCandidates",
+        &(opts(&[("force", Value::from(true))]),),
+    )
+    .await;
+    assert_eq!(
+        error_name(bad),
+        "org.mdpilot.MdPilot1.Error.InvalidArgument"
+    );
+    let job = start_wipe(&c, &free.path, opts(&[("method", Value::from("random"))]))
+        .await
+        .unwrap();
+    let (_, ok, why) = find(&list().await, &free);
+    assert!(!ok && why.contains("already wiping"), "{why}");
+    cancel(&c, job.as_str()).await.unwrap();
+}
