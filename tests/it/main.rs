@@ -45,6 +45,7 @@ mod serve_resume;
 mod service_trust;
 mod skips;
 mod status_cli;
+mod wipe_checkpoint;
 mod wipe_cli;
 mod wipe_engine;
 mod wipe_planner;
