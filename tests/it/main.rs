@@ -42,6 +42,7 @@ mod policy_journal;
 mod policy_pid_reuse;
 mod policy_timed;
 mod serve_resume;
+mod serve_startup;
 mod service_trust;
 mod skips;
 mod status_cli;
