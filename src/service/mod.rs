@@ -13,7 +13,8 @@
 //! model with the published one and emits PropertiesChanged / InterfacesAdded / InterfacesRemoved
 //! for the differences only. While a sync runs, a timer re-reads progress every
 //! `progress_interval_ms`; with no sync running there is no timer. A client leaving the bus
-//! (`NameOwnerChanged` with an empty new owner) loses its leases.
+//! (`NameOwnerChanged` with an empty new owner) loses its leases. Under a unit with
+//! `WatchdogSec=` (`$WATCHDOG_USEC`) the loop sends `WATCHDOG=1` at half that interval.
 //! Each model also goes through [`events::EventSink`]: mdadm-style events to the log and the
 //! configured `[events] program`.
 //!
@@ -49,7 +50,7 @@ use crate::policy::{Owner, Policy};
 use crate::sysfs;
 use crate::watch::{Event, Watcher};
 use futures_util::StreamExt;
-use instance::{lock_instance, notify};
+use instance::{lock_instance, notify, watchdog_from_env, watchdog_ping};
 use state::Shared;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;
@@ -301,6 +302,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         progress,
         events,
         metrics,
+        watchdog: watchdog_from_env(),
     };
     let result = lp.run(rx, &mut owners, signals).await;
     // No event program (or a child it left behind) outlives the service.
@@ -426,6 +428,9 @@ struct Loop {
     progress: Duration,
     events: events::EventSink,
     metrics: Arc<metrics_http::MetricsState>,
+    /// Half of systemd's `WatchdogSec=` (`$WATCHDOG_USEC`): how often the loop sends
+    /// `WATCHDOG=1`; `None` without a watchdog.
+    watchdog: Option<Duration>,
 }
 
 impl Loop {
@@ -437,6 +442,15 @@ impl Loop {
     ) -> Result<(), ServeError> {
         let Signals { mut term, mut int } = signals;
         let mut ticker = self.ticker(None);
+        // Sent from this loop, between batches: a loop wedged in a step is what the watchdog
+        // is for (systemd kills and restarts the service after WatchdogSec=).
+        let mut watchdog = self.watchdog.map(|every| {
+            tracing::info!("systemd watchdog: WATCHDOG=1 every {every:?}");
+            let mut t = tokio::time::interval(every);
+            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            t
+        });
+        let mut watchdog_warned = false;
         // `pid` lease owners: the set is re-read from the state file after every batch of
         // events (every lease change publishes one: AcquirePriority, and the CLI's
         // `policy apply --pid`, which goes through the service while it runs), so an idle
@@ -483,6 +497,12 @@ impl Loop {
                     self.handle(&batch, &manager_emitter).await;
                     ticker = self.ticker(ticker);
                 }
+                _ = async {
+                    match watchdog.as_mut() {
+                        Some(t) => { t.tick().await; }
+                        None => std::future::pending::<()>().await,
+                    }
+                } => watchdog_ping(&mut watchdog_warned),
                 pid = pids.exited() => {
                     self.reap_exited(&manager_emitter, &[pid]).await;
                 }

@@ -43,6 +43,7 @@ mod policy_pid_reuse;
 mod policy_timed;
 mod serve_resume;
 mod serve_startup;
+mod serve_watchdog;
 mod service_trust;
 mod skips;
 mod status_cli;
