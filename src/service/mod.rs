@@ -2,14 +2,19 @@
 //!
 //! Start-up: take the single-instance lock (`/run/mdpilot/serve.lock` under the root), read the
 //! arrays, start the [`crate::watch::Watcher`] (and the simulator with `--sim`), serve every object
-//! on the bus, then request `org.mdpilot.MdPilot1` and tell systemd READY.
+//! on the bus, then request `org.mdpilot.MdPilot1` and tell systemd READY. SIGTERM/SIGINT are
+//! handled from the first moment: a stop while connecting exits 0 at once (nothing changed
+//! yet), a stop after it goes through the shutdown below. A bus that accepts the connection but
+//! never completes it (authentication, `Hello`) is given up after 30 s
+//! ([`ServeError::BusTimeout`], exit 1), so systemd's `Restart=` can try again.
 //!
 //! Loop: watcher/simulator events are drained in batches; each batch re-reads only what it
 //! concerns (mdstat/udev → everything; a sysfs attribute → that array's sysfs), diffs the new
 //! model with the published one and emits PropertiesChanged / InterfacesAdded / InterfacesRemoved
 //! for the differences only. While a sync runs, a timer re-reads progress every
 //! `progress_interval_ms`; with no sync running there is no timer. A client leaving the bus
-//! (`NameOwnerChanged` with an empty new owner) loses its leases.
+//! (`NameOwnerChanged` with an empty new owner) loses its leases. Under a unit with
+//! `WatchdogSec=` (`$WATCHDOG_USEC`) the loop sends `WATCHDOG=1` at half that interval.
 //! Each model also goes through [`events::EventSink`]: mdadm-style events to the log and the
 //! configured `[events] program`.
 //!
@@ -45,7 +50,7 @@ use crate::policy::{Owner, Policy};
 use crate::sysfs;
 use crate::watch::{Event, Watcher};
 use futures_util::StreamExt;
-use instance::{lock_instance, notify};
+use instance::{lock_instance, notify, watchdog_from_env, watchdog_ping};
 use state::Shared;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;
@@ -66,6 +71,11 @@ pub struct ServeArgs {
     /// Serve Prometheus metrics on http://ADDR:PORT/metrics (overrides `metrics.listen`).
     #[arg(long, value_name = "ADDR:PORT")]
     pub metrics: Option<std::net::SocketAddr>,
+    /// How long start-up waits for the bus to complete the connection (authentication and
+    /// `Hello`), milliseconds; then it gives up with [`ServeError::BusTimeout`]. Hidden: 30 s
+    /// suits every real bus; tests shorten it.
+    #[arg(long, hide = true, value_name = "MS", default_value_t = 30_000)]
+    pub bus_timeout_ms: u64,
 }
 
 /// Why the service could not start (or stopped abnormally).
@@ -95,6 +105,14 @@ pub enum ServeError {
         #[source]
         source: Box<zbus::Error>,
     },
+    /// The bus accepted the connection but did not complete it (authentication and `Hello`)
+    /// within the connect timeout (`--bus-timeout-ms`, 30 s).
+    #[error(
+        "D-Bus: the bus did not answer within {} s (authentication and Hello); is dbus-daemon \
+         running and responsive?",
+        .0.as_secs_f64()
+    )]
+    BusTimeout(Duration),
     /// The connection to the bus ended while serving.
     #[error("lost the connection to the bus")]
     BusLost,
@@ -149,7 +167,7 @@ fn collect(root: &Root) -> Option<MdStat> {
 async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     // Handlers first: a SIGTERM during start-up must still go through the orderly shutdown.
     use tokio::signal::unix::{signal, SignalKind};
-    let signals = Signals {
+    let mut signals = Signals {
         term: signal(SignalKind::terminate()).map_err(ServeError::Signals)?,
         int: signal(SignalKind::interrupt()).map_err(ServeError::Signals)?,
     };
@@ -241,43 +259,26 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
             .map_err(bus_err("serve array"))?;
         published.insert(path, props);
     }
-    let conn = builder
-        .build()
+    // Nothing is changed before the connection: a stop here only drops the listener, the
+    // lock and the simulated tree.
+    let limit = Duration::from_millis(args.bus_timeout_ms);
+    let connect = tokio::time::timeout(limit, builder.build());
+    let Some(conn) = signals
+        .unless_stopped("connecting to the bus", connect)
         .await
+    else {
+        return Ok(());
+    };
+    let conn = conn
+        .map_err(|_| ServeError::BusTimeout(limit))?
         .map_err(bus_err("cannot connect to the bus"))?;
-
-    let dbus = zbus::fdo::DBusProxy::new(&conn)
-        .await
-        .map_err(bus_err("org.freedesktop.DBus"))?;
-    let mut owners = dbus
-        .receive_name_owner_changed()
-        .await
-        .map_err(bus_err("watch NameOwnerChanged"))?;
-    // Interrupted jobs of a previous run continue first: each takes over its run's freeze.
-    resume::resume_jobs(&shared, &conn, config.wipe.auto_resume).await;
-    // Leases and journaled changes (freezes) of a previous run whose owners are gone: a
-    // bus-name lease was tied to the connection to the previous instance, so every one is
-    // dead now (a clean stop released them; only a crash leaves them); pids are checked.
-    let reaped = shared.policy.reap(&|o: &Owner| match o {
-        Owner::BusName(_) => false,
-        // pid and start time: a reused pid does not keep a freeze or a lease.
-        o => crate::policy::cli_alive(o),
-    });
-    if let Err(e) = reaped {
-        tracing::warn!("cannot reap stale leases: {e}");
-    }
-
-    use zbus::fdo::RequestNameFlags as F;
-    let reply = conn
-        .request_name_with_flags(BUS_NAME, F::DoNotQueue.into())
-        .await;
-    match reply {
-        Ok(
-            zbus::fdo::RequestNameReply::PrimaryOwner | zbus::fdo::RequestNameReply::AlreadyOwner,
-        ) => {}
-        Ok(_) | Err(zbus::Error::NameTaken) => return Err(ServeError::NameTaken),
-        Err(e) => return Err(bus_err("request the name")(e)),
-    }
+    let setup = take_over(&shared, &conn, config.wipe.auto_resume);
+    let Some(owners) = signals.unless_stopped("starting", setup).await else {
+        // Resumed jobs may hold freezes and leases by now: the orderly shutdown undoes them.
+        shutdown(&shared, &conn).await;
+        return Ok(());
+    };
+    let mut owners = owners?;
     notify(&[
         sd_notify::NotifyState::Ready,
         sd_notify::NotifyState::Status("watching md arrays"),
@@ -302,6 +303,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         progress,
         events,
         metrics,
+        watchdog: watchdog_from_env(),
     };
     let result = lp.run(rx, &mut owners, signals).await;
     // No event program (or a child it left behind) outlives the service.
@@ -309,9 +311,65 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     expiry_task.abort();
     schedule_task.abort();
 
+    shutdown(&shared, &conn).await;
+    if let Some(t) = sim_task {
+        t.abort();
+        // The simulated tree (a TempDir) is deleted when the task's Sim drops.
+        let _ = t.await;
+    }
+    if let Some(t) = metrics_task {
+        t.abort();
+    }
+    result
+}
+
+/// After the connection, before READY: watch clients leaving, continue the previous run's
+/// interrupted jobs ([`resume`]), reap its dead leases and freezes, then request the name.
+/// Returns the `NameOwnerChanged` stream the loop follows.
+///
+/// Errors: [`ServeError::Bus`] (a call failed), [`ServeError::NameTaken`].
+async fn take_over(
+    shared: &Arc<Shared>,
+    conn: &zbus::Connection,
+    auto_resume: bool,
+) -> Result<zbus::fdo::NameOwnerChangedStream, ServeError> {
+    let dbus = zbus::fdo::DBusProxy::new(conn)
+        .await
+        .map_err(bus_err("org.freedesktop.DBus"))?;
+    let owners = dbus
+        .receive_name_owner_changed()
+        .await
+        .map_err(bus_err("watch NameOwnerChanged"))?;
+    // Interrupted jobs of a previous run continue first: each takes over its run's freeze.
+    resume::resume_jobs(shared, conn, auto_resume).await;
+    // Leases and journaled changes (freezes) of a previous run whose owners are gone: a
+    // bus-name lease was tied to the connection to the previous instance, so every one is
+    // dead now (a clean stop released them; only a crash leaves them); pids are checked.
+    let reaped = shared.policy.reap(&|o: &Owner| match o {
+        Owner::BusName(_) => false,
+        // pid and start time: a reused pid does not keep a freeze or a lease.
+        o => crate::policy::cli_alive(o),
+    });
+    if let Err(e) = reaped {
+        tracing::warn!("cannot reap stale leases: {e}");
+    }
+    use zbus::fdo::RequestNameFlags as F;
+    let reply = conn
+        .request_name_with_flags(BUS_NAME, F::DoNotQueue.into())
+        .await;
+    match reply {
+        Ok(
+            zbus::fdo::RequestNameReply::PrimaryOwner | zbus::fdo::RequestNameReply::AlreadyOwner,
+        ) => Ok(owners),
+        Ok(_) | Err(zbus::Error::NameTaken) => Err(ServeError::NameTaken),
+        Err(e) => Err(bus_err("request the name")(e)),
+    }
+}
+
+/// The orderly stop once connected: STOPPING, then jobs first (the engine unfreezes their
+/// resync and releases their leases), then what this instance owns, then the name.
+async fn shutdown(shared: &Arc<Shared>, conn: &zbus::Connection) {
     notify(&[sd_notify::NotifyState::Stopping]);
-    // Shutdown goes through here, never through a bare exit: jobs first (the engine unfreezes
-    // their resync and releases their leases), then limits, then the name.
     shared.cancel_jobs(Duration::from_secs(30)).await;
     // Restart is not stop: only what this instance owns goes (bus-name leases, the leases and
     // freezes of its own jobs, owned by its pid). Named (`--holder`) and other `pid` leases
@@ -327,20 +385,35 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     if let Err(e) = conn.release_name(BUS_NAME).await {
         tracing::warn!("cannot release {BUS_NAME}: {e}");
     }
-    if let Some(t) = sim_task {
-        t.abort();
-        // The simulated tree (a TempDir) is deleted when the task's Sim drops.
-        let _ = t.await;
-    }
-    if let Some(t) = metrics_task {
-        t.abort();
-    }
-    result
 }
 
+/// SIGTERM and SIGINT, installed first thing in [`serve`] so that a stop during start-up is
+/// seen at once, not after it.
 struct Signals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
+}
+
+impl Signals {
+    /// Runs `fut` unless SIGTERM or SIGINT arrives first: `None` then (logged, naming `what`
+    /// start-up was doing; `fut` is dropped).
+    async fn unless_stopped<T>(
+        &mut self,
+        what: &str,
+        fut: impl std::future::Future<Output = T>,
+    ) -> Option<T> {
+        tokio::select! {
+            r = fut => Some(r),
+            _ = self.term.recv() => {
+                tracing::info!("SIGTERM while {what}: stopping");
+                None
+            }
+            _ = self.int.recv() => {
+                tracing::info!("SIGINT while {what}: stopping");
+                None
+            }
+        }
+    }
 }
 
 struct Loop {
@@ -356,6 +429,9 @@ struct Loop {
     progress: Duration,
     events: events::EventSink,
     metrics: Arc<metrics_http::MetricsState>,
+    /// Half of systemd's `WatchdogSec=` (`$WATCHDOG_USEC`): how often the loop sends
+    /// `WATCHDOG=1`; `None` without a watchdog.
+    watchdog: Option<Duration>,
 }
 
 impl Loop {
@@ -367,6 +443,15 @@ impl Loop {
     ) -> Result<(), ServeError> {
         let Signals { mut term, mut int } = signals;
         let mut ticker = self.ticker(None);
+        // Sent from this loop, between batches: a loop wedged in a step is what the watchdog
+        // is for (systemd kills and restarts the service after WatchdogSec=).
+        let mut watchdog = self.watchdog.map(|every| {
+            tracing::info!("systemd watchdog: WATCHDOG=1 every {every:?}");
+            let mut t = tokio::time::interval(every);
+            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            t
+        });
+        let mut watchdog_warned = false;
         // `pid` lease owners: the set is re-read from the state file after every batch of
         // events (every lease change publishes one: AcquirePriority, and the CLI's
         // `policy apply --pid`, which goes through the service while it runs), so an idle
@@ -413,6 +498,12 @@ impl Loop {
                     self.handle(&batch, &manager_emitter).await;
                     ticker = self.ticker(ticker);
                 }
+                _ = async {
+                    match watchdog.as_mut() {
+                        Some(t) => { t.tick().await; }
+                        None => std::future::pending::<()>().await,
+                    }
+                } => watchdog_ping(&mut watchdog_warned),
                 pid = pids.exited() => {
                     self.reap_exited(&manager_emitter, &[pid]).await;
                 }

@@ -7,7 +7,9 @@
 //! Only checkpoints whose `started_by` is the service are taken; a CLI wipe's checkpoint is the
 //! CLI user's to continue with `mdpilot wipe DEVICE --resume`. A checkpoint whose device is gone
 //! or no longer matches (another device at that node, another size, block size or ranges) is
-//! logged at warn and left in place: nothing is written, nothing deleted. Config switch:
+//! logged at warn and left in place: nothing is written, nothing deleted. A corrupt checkpoint
+//! (not JSON, or not one this version reads) is kept aside as `NAME.corrupt-<unix seconds>`
+//! with one warning ([`checkpoint::list`]) and not resumed. Config switch:
 //! `[wipe] auto_resume` (default true).
 //!
 //! Order: after the objects are served, before the previous run's dead leases and journaled

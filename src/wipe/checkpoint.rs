@@ -17,6 +17,8 @@
 //! work a resume repeats to 1 GiB), always after `fdatasync` on the device returned for the
 //! bytes it describes; saved by write-to-temp, fsync, rename, fsync of the directory. Removed
 //! when the job completes or is cancelled; kept when it fails (a resume may continue).
+//! A file that does not parse is kept aside as `NAME.corrupt-<unix seconds>` and read as no
+//! checkpoint ([`load_or_set_aside`]), as the policy state does with a corrupt state file.
 
 use super::plan::{Identity, Method, Range, ResyncMark, StartedBy};
 use super::sink::Sink;
@@ -161,7 +163,8 @@ pub fn path_for(dir: &Path, stable_id: &str) -> PathBuf {
     dir.join(format!("{safe}.json"))
 }
 
-/// Reads the checkpoint at `path`; `Ok(None)` when there is none.
+/// Reads the checkpoint at `path`; `Ok(None)` when there is none. Changes nothing (see
+/// [`load_or_set_aside`] for what the front ends use).
 ///
 /// Errors: the OS error, or `InvalidData` for a file that is not a checkpoint.
 pub fn load(path: &Path) -> io::Result<Option<Checkpoint>> {
@@ -174,14 +177,79 @@ pub fn load(path: &Path) -> io::Result<Option<Checkpoint>> {
     }
 }
 
-/// Every readable checkpoint in `dir` with its path (unreadable files skipped).
+/// Reads the checkpoint at `path` like [`load`], but a file that is not a checkpoint (torn,
+/// edited, another version's) is kept aside ([`set_aside`]: renamed to
+/// `NAME.corrupt-<unix seconds>` in the same directory, a warning naming both paths) and read as
+/// no checkpoint: a corrupt file must not block every wipe of its device, and its bytes stay
+/// for a person to look at. `Ok(None)` when there is none (or it was set aside).
+///
+/// Errors: the OS error of the read, or of the rename (`InvalidData`, naming both paths: the
+/// corrupt file is still in place).
+pub fn load_or_set_aside(path: &Path) -> io::Result<Option<Checkpoint>> {
+    match load(path) {
+        Err(e) if e.kind() == io::ErrorKind::InvalidData => {
+            set_aside(path, &e.to_string())?;
+            Ok(None)
+        }
+        other => other,
+    }
+}
+
+/// Renames the corrupt checkpoint at `path` to `NAME.corrupt-<unix seconds>` (`.N` appended
+/// when that exists: never over an earlier one) in its directory, fsyncs the directory, and
+/// logs a warning naming both paths and `reason` (what the parser said). Returns the new path.
+///
+/// Errors: `InvalidData` naming both paths and the OS error when the rename fails.
+pub fn set_aside(path: &Path, reason: &str) -> io::Result<PathBuf> {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let aside = |suffix: String| path.with_file_name(format!("{name}.corrupt-{secs}{suffix}"));
+    let mut moved_to = aside(String::new());
+    let mut n = 1;
+    while moved_to.exists() {
+        moved_to = aside(format!(".{n}"));
+        n += 1;
+    }
+    if let Err(e) = fs::rename(path, &moved_to) {
+        return Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "checkpoint {} is corrupt ({reason}) and could not be moved to {}: {e}",
+                path.display(),
+                moved_to.display()
+            ),
+        ));
+    }
+    if let Some(d) = path.parent() {
+        let _ = fs::File::open(d).and_then(|d| d.sync_all());
+    }
+    tracing::warn!(
+        "wipe checkpoint {} is corrupt ({reason}): moved it to {}; going on as if there were \
+         no checkpoint",
+        path.display(),
+        moved_to.display()
+    );
+    Ok(moved_to)
+}
+
+/// Every readable checkpoint in `dir` with its path, sorted by path. A corrupt file is set
+/// aside ([`load_or_set_aside`], one warning); a file that cannot be read is skipped with a
+/// warning.
 pub fn list(dir: &Path) -> Vec<(PathBuf, Checkpoint)> {
     let mut v: Vec<_> = fs::read_dir(dir)
         .map(|rd| {
             rd.filter_map(std::result::Result::ok)
                 .map(|e| e.path())
                 .filter(|p| p.extension().is_some_and(|x| x == "json"))
-                .filter_map(|p| load(&p).ok().flatten().map(|c| (p, c)))
+                .filter_map(|p| match load_or_set_aside(&p) {
+                    Ok(c) => c.map(|c| (p, c)),
+                    Err(e) => {
+                        tracing::warn!("{}: checkpoint skipped: {e}", p.display());
+                        None
+                    }
+                })
                 .collect()
         })
         .unwrap_or_default();
@@ -539,5 +607,26 @@ mod tests {
         remove(&p).unwrap();
         assert!(load(&p).unwrap().is_none());
         remove(&p).unwrap();
+    }
+
+    #[test]
+    fn a_corrupt_checkpoint_is_set_aside_and_reads_as_none() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("loop_x.json");
+        fs::write(&p, b"{ not json \xff").unwrap();
+        assert_eq!(load(&p).unwrap_err().kind(), io::ErrorKind::InvalidData);
+        assert!(load_or_set_aside(&p).unwrap().is_none());
+        assert!(!p.exists());
+        fs::write(&p, b"garbage").unwrap();
+        assert!(list(d.path()).is_empty());
+        let mut names: Vec<String> = fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+            .collect();
+        names.sort();
+        assert_eq!(names.len(), 2, "{names:?}");
+        assert!(names[0].starts_with("loop_x.json.corrupt-"), "{names:?}");
+        assert!(names[1].starts_with("loop_x.json.corrupt-"), "{names:?}");
+        assert_eq!(fs::read(d.path().join(&names[1])).unwrap(), b"garbage");
     }
 }

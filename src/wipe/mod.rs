@@ -105,7 +105,9 @@ impl Hooks {
 /// the options carry one), then [`planner::plan`]; with `resume`, the device's checkpoint
 /// ([`checkpoint`]) gives the method, the key and where to continue ([`planner::resume`]).
 /// Jobs whose data a checkpoint can reproduce (not `blockdev-wipe -f`) get a checkpoint path in
-/// `options.checkpoint_dir` (default [`checkpoint::DIR`] under the root). Writes nothing.
+/// `options.checkpoint_dir` (default [`checkpoint::DIR`] under the root). Writes nothing to the
+/// device; a corrupt checkpoint of it is set aside ([`checkpoint::load_or_set_aside`], a
+/// warning) and the plan made as if there were none.
 ///
 /// Errors: [`WipeError::Random`] (getrandom failed), the probe's ([`WipeError::Probe`]),
 /// [`WipeError::Changed`] (not the bound device),
@@ -138,7 +140,7 @@ pub fn plan_for(root: &Root, req: &Request) -> Result<Plan, WipeError> {
         WipeError::Usage(format!("{dev}: checkpoint {} unreadable: {e}", p.display()))
     };
     let found = if keeps {
-        checkpoint::load(&path).map_err(|e| unreadable(&path, e))?
+        checkpoint::load_or_set_aside(&path).map_err(|e| unreadable(&path, e))?
     } else {
         None
     };

@@ -23,6 +23,17 @@ fn systemd_unit_is_notify_owns_the_name_and_can_write_the_knobs() {
     assert_eq!(get("Type"), Some("notify"));
     assert_eq!(get("BusName"), Some(mdpilot::dbus::BUS_NAME));
     assert_eq!(get("KillSignal"), Some("SIGTERM"));
+    // The loop's keep-alives (half the interval) and a restart when they stop coming.
+    assert_eq!(get("WatchdogSec"), Some("60"));
+    assert_eq!(get("Restart"), Some("on-failure"));
+    assert_eq!(get("NotifyAccess"), Some("main"));
+    assert!(
+        unit.lines()
+            .take_while(|l| !l.starts_with("WatchdogSec="))
+            .last()
+            .is_some_and(|l| l.starts_with('#')),
+        "WatchdogSec= carries its reason in a comment"
+    );
     // /proc/sys and /sys must stay writable: ProtectKernelTunables=yes would forbid it.
     assert_ne!(get("ProtectKernelTunables"), Some("yes"));
     let rw = get("ReadWritePaths").unwrap_or("");
