@@ -344,7 +344,9 @@ pub fn sibling(path: &Path, suffix: &str) -> PathBuf {
 
 /// Saves `state` to `path` atomically through [`crate::atomic::write`] (random `O_EXCL`
 /// temporary `<state>.tmp-XXXXXX` in the same directory, fsync, rename, fsync of the
-/// directory), mode 0600. The directory is created when missing.
+/// directory), mode 0644 as before: the saved originals and the leases are no secret, and
+/// `policy show` run by any user reads them (the service's own directory is 0700 under the
+/// unit's `UMask=0077` anyway). The directory is created when missing.
 pub fn save(path: &Path, state: &PolicyState) -> Result<(), StateError> {
     let err = |p: &Path| {
         let p = p.to_path_buf();
@@ -352,7 +354,7 @@ pub fn save(path: &Path, state: &PolicyState) -> Result<(), StateError> {
     };
     let dir = path.parent().unwrap_or(Path::new("/"));
     std::fs::create_dir_all(dir).map_err(err(dir))?;
-    crate::atomic::write(path, to_toml(state).as_bytes(), 0o600).map_err(err(path))
+    crate::atomic::write(path, to_toml(state).as_bytes(), 0o644).map_err(err(path))
 }
 
 /// An exclusive `flock` on `<state>.lock`, held until dropped (the kernel drops it when the

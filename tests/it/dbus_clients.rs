@@ -58,8 +58,11 @@ async fn loop_installer_client_in_python_gi_wipes_and_leaves_nothing() {
         skip!("python3-gi not installed (apt-get install python3-gi gir1.2-glib-2.0)")
     };
     let Some(bus) = Bus::start() else { return };
-    let _svc = Service::sim(&bus, &[]).await;
     let dev = LoopDev::filled(64 * MIB, 0x5a);
+    // Under --sim only the devices MDPILOT_SIM_DEVICES offers can be wiped (a fake tree never
+    // opens a host node it does not hold).
+    let offered = dev.path.display().to_string();
+    let _svc = Service::sim(&bus, &[("MDPILOT_SIM_DEVICES", offered.as_str())]).await;
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/installer_client.py");
     let out = tokio::process::Command::new(py)
         .arg(&script)

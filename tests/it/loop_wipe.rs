@@ -163,6 +163,9 @@ fn loop_refuses_device_held_by_dm() {
         return;
     }
     let d = LoopDev::new(64 * MIB);
+    if !support::loopdev::dm_in_kernel() {
+        return support::kernel_lacks("device-mapper", "VM scenario 13-fault-target-vanishes");
+    }
     let Some(dm) = DmLinear::new(&d.path, 64 * MIB / 512) else {
         skip!("device-mapper unavailable (modprobe dm_mod)");
     };
@@ -696,6 +699,9 @@ fn loop_a_dropped_dm_guard_removes_its_table_and_frees_the_loop_device() {
     }
     let d = LoopDev::new(64 * MIB);
     let file = d.file.clone();
+    if !support::loopdev::dm_in_kernel() {
+        return support::kernel_lacks("device-mapper", "VM scenario 13-fault-target-vanishes");
+    }
     let Some(dm) = DmLinear::new(&d.path, 64 * MIB / 512) else {
         skip!("device-mapper unavailable (modprobe dm_mod)");
     };

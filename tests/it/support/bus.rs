@@ -73,7 +73,8 @@ impl Bus {
     /// A bus whose default policy is the system bus's (deny owning and calling), plus the
     /// shipped `dist/usr/share/dbus-1/system.d/org.mdpilot.MdPilot1.conf`.
     pub fn start_system_like() -> Option<Bus> {
-        let shipped = Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("dbus/{BUS_NAME}.conf"));
+        let shipped = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join(format!("dist/usr/share/dbus-1/system.d/{BUS_NAME}.conf"));
         Bus::start_with(
             "system",
             &format!(

@@ -297,3 +297,18 @@ impl Drop for DmLinear {
         }
     }
 }
+
+/// Whether this kernel has a device-mapper driver: `dmsetup version` reaches it (prints its
+/// `Driver version`). False where the kernel has none (dm_mod neither built in nor loadable).
+pub fn dm_in_kernel() -> bool {
+    let _ = std::process::Command::new("modprobe")
+        .arg("dm_mod")
+        .stderr(std::process::Stdio::null())
+        .status();
+    std::process::Command::new("dmsetup")
+        .arg("version")
+        .output()
+        .is_ok_and(|o| {
+            o.status.success() && String::from_utf8_lossy(&o.stdout).contains("Driver version")
+        })
+}

@@ -68,20 +68,42 @@ pub fn require_all() -> bool {
 }
 
 /// Prints `skipped: <test>: <reason>` on stderr: the one wording of every skip; also appended to
-/// the file `MDPILOT_SKIP_LOG` names, when set (`tests/run` counts the lines there). The test is the libtest thread's name (the test's path); the caller
-/// returns by itself (see [`skip!`]) or goes on with the part that can run.
+/// the file `MDPILOT_SKIP_LOG` names, when set (`tests/run` counts the lines there). The test is
+/// the libtest thread's name (the test's path); the caller returns by itself (see [`skip!`]) or
+/// goes on with the part that can run.
 ///
 /// Panics instead under [`require_all`]: there a skip is a failure.
 pub fn skipped(reason: impl std::fmt::Display) {
-    let thread = std::thread::current();
-    let test = match thread.name() {
-        Some(n) if n != "main" => n,
-        _ => "this test",
-    };
     assert!(
         !require_all(),
-        "{test} cannot run here: {reason} (MDPILOT_REQUIRE_ALL=1: a skip is a failure)"
+        "{} cannot run here: {reason} (MDPILOT_REQUIRE_ALL=1: a skip is a failure)",
+        current_test()
     );
+    log_skip(&reason.to_string());
+}
+
+/// A skip for a kernel feature this machine's kernel lacks (device-mapper, say): no package can
+/// add it, so it is never a failure, not even under [`require_all`]; it is printed and counted
+/// as every skip is ([`skipped`]), and `covered_by` names where the behaviour is proven instead
+/// (a VM scenario with a real kernel).
+pub fn kernel_lacks(feature: &str, covered_by: &str) {
+    log_skip(&format!(
+        "this kernel has no {feature} (covered by {covered_by})"
+    ));
+}
+
+/// The running test's name (libtest names each test's thread after the test's path).
+fn current_test() -> String {
+    let thread = std::thread::current();
+    match thread.name() {
+        Some(n) if n != "main" => n.to_string(),
+        _ => "this test".to_string(),
+    }
+}
+
+/// Prints and logs one skip line (see [`skipped`]).
+fn log_skip(reason: &str) {
+    let test = current_test();
     eprintln!("skipped: {test}: {reason}");
     // libtest captures a passing test's stderr: tests/run counts the skips from this file.
     if let Some(log) = std::env::var_os("MDPILOT_SKIP_LOG") {
