@@ -51,12 +51,13 @@ pub fn list(root: &Root) -> Vec<Candidate> {
 
 /// Plans a `zero` wipe of `/dev/<name>` under `root`: accepted, or the error's chain.
 fn probe_one(root: &Root, name: &str) -> Candidate {
+    // The path as a caller names it: the planner takes it inside `root` itself.
+    let device = format!("/dev/{name}");
     let req = Request {
-        device: root.dev(name),
+        device: device.clone().into(),
         method: Method::Zero,
         options: Options::default(),
     };
-    let device = format!("/dev/{name}");
     match plan_for(root, &req) {
         Ok(_) => Candidate {
             device,
