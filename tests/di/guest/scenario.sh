@@ -89,7 +89,13 @@ md_opt=/lib/partman/choose_partition/25md/do_option
 sed '/^do_initial_setup$/,$d' "$md_opt" >/tmp/md-functions.sh
 . /tmp/md-functions.sh
 make_choices
-[ -n "$descriptions" ] || fail "partman-md offers no free space"
+if [ -z "$descriptions" ]; then
+    res "DEBUG devices: $(ls /var/lib/partman/devices 2>&1 | tr '\n' ' ')"
+    res "DEBUG allowed: $(md_list_allowed 2>&1 | tr '\n\t' '  ')"
+    res "DEBUG list-devices: $(list-devices disk 2>&1 | tr '\n' ' ')"
+    grep -i 'partman\|parted' /var/log/syslog | tail -15 | while read -r l; do res "DEBUG $l"; done
+    fail "partman-md offers no free space"
+fi
 log "partman-md offers: $descriptions"
 answer partman-md/raiddevs "$descriptions"
 do_initial_setup
