@@ -62,15 +62,6 @@ for d in /dev/vda /dev/vdb; do parted -s "$d" mklabel gpt || fail "mklabel $d"; 
 res "MEM_TOTAL_KIB $(awk '/^MemTotal/ { print $2 }' /proc/meminfo)"
 
 # ---------------------------------------------------------------- partman's start
-# The answers a preseed file would give (partman-md's questions are asked at critical priority).
-answer() { db_set "$1" "$2"; db_fset "$1" seen true; }
-answer partman-md/confirm true
-answer partman-md/confirm_nooverwrite true
-answer partman-md/device_remove_md true
-answer partman-md/createmain RAID1
-answer partman-md/raiddevcount 2
-answer partman-md/raidsparecount 0
-
 res "LIMITS_BEFORE $(limits)"
 # /bin/partman's init loop: every init.d script in order (parted_server, the device tree,
 # 49md, 52crypto, and with mdpilot-udeb its hook).
@@ -80,6 +71,17 @@ for s in /lib/partman/init.d/*; do
     "$s" || fail "partman init.d $s"
 done
 res "LIMITS_PARTMAN_START $(limits)"
+# The answers a preseed file would give (partman-md's questions are asked at critical priority).
+# Set after init.d: its 25md-devices re-registers partman-md/confirm*, which drops an earlier
+# answer and its seen flag.
+answer() { db_set "$1" "$2"; db_fset "$1" seen true; }
+answer partman-md/confirm true
+answer partman-md/confirm_nooverwrite true
+answer partman-md/device_remove_md true
+answer partman-md/createmain RAID1
+answer partman-md/raiddevcount 2
+answer partman-md/raidsparecount 0
+
 
 # ---------------------------------------------------------------- partman-md: create the RAID1
 # `25md/do_option` is a menu loop whose answers never change once preseeded; its functions
