@@ -105,12 +105,16 @@ make_choices
 num_parts="$(count_choices "$descriptions")"
 t0=$(now_ms)
 md_create_array RAID1 || fail "md_create_array RAID1"
-stop_parted_server 2>/dev/null || :
 t_created=$(now_ms)
+res "LIMITS_AFTER_CREATE $(limits)"
 md=$(sed -n 's/^\(md[0-9]*\) : active.*/\1/p' /proc/mdstat | head -1)
 [ -n "$md" ] || fail "no array after md_create_array"
 res "ARRAY $md $(cat /sys/block/$md/md/level) $(cat /sys/block/$md/md/raid_disks)"
-res "LIMITS_AFTER_CREATE $(limits)"
+# The end of partman-md's menu ("Finish"): its own last lines, `stop_parted_server` and
+# partman-base's `restart_partman`, which runs partman's init.d again.
+stop_parted_server
+restart_partman
+res "LIMITS_AFTER_MD_MENU $(limits)"
 res "ARRAY_SIZE_KIB $(($(cat /sys/block/$md/size) / 2))"
 res "SYNC_ACTION_AFTER_CREATE $(cat /sys/block/$md/md/sync_action)"
 
@@ -159,7 +163,9 @@ limit_s=${DI_REDUNDANT_WAIT_S:-120}
 redundant=""
 while :; do
     act=$(cat /sys/block/$md/md/sync_action)
-    if [ "$act" = idle ] && ! grep -q 'resync\|recovery' /proc/mdstat; then
+    # Redundant: no resync running or pending (`resync_start` none: every stripe in sync).
+    if [ "$act" = idle ] && [ "$(cat /sys/block/$md/md/resync_start)" = none ] &&
+        ! grep -q 'resync\|recovery' /proc/mdstat; then
         redundant=$(now_ms)
         break
     fi
