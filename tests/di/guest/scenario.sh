@@ -39,9 +39,13 @@ res "SIZE_GIB $size"
 # `udpkg --unpack`, then the templates (what udpkg's configure step loads): configuring would
 # run the postinsts, and partman-base's postinst is partman itself, the interactive menu.
 for u in /di-test/udebs/*.udeb; do
-    case $u in *mdpilot-udeb*) [ "$mode" = stock ] && continue ;; esac
+    case $u in *mdpilot-udeb*) continue ;; esac
     udpkg --unpack "$u" >/dev/null 2>&1 || fail "udpkg --unpack $u"
 done
+# mdpilot-udeb as docs/installer.md has the admin install it: `udpkg -i` from early_command.
+if [ "$mode" != stock ]; then
+    udpkg -i /di-test/udebs/mdpilot-udeb_*.udeb >/dev/null 2>&1 || fail "udpkg -i mdpilot-udeb"
+fi
 for t in /var/lib/dpkg/info/*.templates; do
     debconf-loadtemplate debian "$t" 2>/dev/null || :
 done
@@ -81,6 +85,17 @@ answer partman-md/device_remove_md true
 answer partman-md/createmain RAID1
 answer partman-md/raiddevcount 2
 answer partman-md/raidsparecount 0
+# partman's confirm_changes resets its confirm* question after each answer, and md_create_array
+# empties partman-md/raiddevs before asking: a preseed file's value would be gone the second
+# time. The answers are given again as each question is asked (the confmodule's db_input,
+# `_db_cmd "INPUT $@"`, wrapped), as a preseeding admin would have them.
+db_input() {
+    case $2 in
+        partman-md/confirm*) answer "$2" true ;;
+        partman-md/raiddevs) answer "$2" "$descriptions" ;;
+    esac
+    _db_cmd "INPUT $*"
+}
 
 
 # ---------------------------------------------------------------- partman-md: create the RAID1
@@ -99,7 +114,6 @@ if [ -z "$descriptions" ]; then
     fail "partman-md offers no free space"
 fi
 log "partman-md offers: $descriptions"
-answer partman-md/raiddevs "$descriptions"
 do_initial_setup
 make_choices
 num_parts="$(count_choices "$descriptions")"
