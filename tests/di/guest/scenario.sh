@@ -18,7 +18,13 @@ res() { echo "$*" >"$RES"; }
 log() { echo "di-test: $*" >&2; logger -t di-test -- "$*" 2>/dev/null || :; }
 now_ms() { awk '{ printf "%d\n", $1 * 1000 }' /proc/uptime; }
 limits() { echo "$(cat /proc/sys/dev/raid/speed_limit_min)/$(cat /proc/sys/dev/raid/speed_limit_max)"; }
-fail() { res "FAIL $*"; res END; finish_vm; }
+fail() {
+    res "FAIL $*"
+    grep 'partman\|mdadm\|md:\|parted' /var/log/syslog 2>/dev/null | tail -25 |
+        while read -r l; do res "DEBUG $l"; done
+    res END
+    finish_vm
+}
 finish_vm() { sync; echo o >/proc/sysrq-trigger; sleep 60; }
 
 mode=stock
@@ -85,17 +91,6 @@ answer partman-md/device_remove_md true
 answer partman-md/createmain RAID1
 answer partman-md/raiddevcount 2
 answer partman-md/raidsparecount 0
-# partman's confirm_changes resets its confirm* question after each answer, and md_create_array
-# empties partman-md/raiddevs before asking: a preseed file's value would be gone the second
-# time. The answers are given again as each question is asked (the confmodule's db_input,
-# `_db_cmd "INPUT $@"`, wrapped), as a preseeding admin would have them.
-db_input() {
-    case $2 in
-        partman-md/confirm*) answer "$2" true ;;
-        partman-md/raiddevs) answer "$2" "$descriptions" ;;
-    esac
-    _db_cmd "INPUT $*"
-}
 
 
 # ---------------------------------------------------------------- partman-md: create the RAID1
@@ -105,6 +100,18 @@ db_input() {
 md_opt=/lib/partman/choose_partition/25md/do_option
 sed '/^do_initial_setup$/,$d' "$md_opt" >/tmp/md-functions.sh
 . /tmp/md-functions.sh
+# partman's confirm_changes resets its confirm* question after each answer, and md_create_array
+# empties partman-md/raiddevs before asking: a preseed file's value would be gone the second
+# time. The answers are given again as each question is asked (the confmodule's db_input,
+# `_db_cmd "INPUT $@"`, wrapped), as a preseeding admin would have them. Defined after
+# partman's libraries, which source the confmodule again.
+db_input() {
+    case $2 in
+        partman-md/confirm*) answer "$2" true ;;
+        partman-md/raiddevs) answer "$2" "$descriptions" ;;
+    esac
+    _db_cmd "INPUT $*"
+}
 make_choices
 if [ -z "$descriptions" ]; then
     res "DEBUG devices: $(ls /var/lib/partman/devices 2>&1 | tr '\n' ' ')"
@@ -114,11 +121,19 @@ if [ -z "$descriptions" ]; then
     fail "partman-md offers no free space"
 fi
 log "partman-md offers: $descriptions"
+res "DEBUG descriptions=[$descriptions]"
 do_initial_setup
 make_choices
 num_parts="$(count_choices "$descriptions")"
 t0=$(now_ms)
-md_create_array RAID1 || fail "md_create_array RAID1"
+if ! md_create_array RAID1; then
+    db_get partman-md/raiddevs
+    res "DEBUG raiddevs=[$RET]"
+    res "DEBUG pathmap=[$(echo "$pathmap" | tr '\n\t' '|;')]"
+    for d in /var/lib/partman/devices/*; do res "DEBUG $d: $(ls "$d" | tr '\n' ' ')"; done
+    res "DEBUG $(parted -s /dev/vda unit s print 2>&1 | tail -3 | tr '\n' '|')"
+    fail "md_create_array RAID1"
+fi
 t_created=$(now_ms)
 res "LIMITS_AFTER_CREATE $(limits)"
 md=$(sed -n 's/^\(md[0-9]*\) : active.*/\1/p' /proc/mdstat | head -1)
