@@ -6,10 +6,11 @@
 # apt directory with `bookworm main/debian-installer` for the udebs.
 
 # The installer's udebs the scenario runs (kernel ABI of the netboot image: 6.1.0-50).
-DI_UDEBS="partman-base partman-md partman-crypto partman-auto partman-auto-crypto di-utils di-utils-mapdevfs
+DI_UDEBS="partman-base partman-md partman-crypto partman-auto partman-auto-crypto di-utils
 md-modules-6.1.0-50-amd64-di crypto-dm-modules-6.1.0-50-amd64-di scsi-modules-6.1.0-50-amd64-di"
 # Missing as udebs on the mirror (404): mdadm-udeb, parted-udeb/libparted2-udeb (parted_server's
 # library), cryptsetup-udeb. Their regular packages' files go into the second initrd.
+# di-utils-mapdevfs (404 too) is stood in for by guest/standins/mapdevfs.
 DI_DEBS="mdadm libparted2 libparted-fs-resize0 libdevmapper1.02.1 parted"
 
 apt_q() { apt-get -q -o APT::Sandbox::User=root "$@"; }
