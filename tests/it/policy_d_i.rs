@@ -1,5 +1,6 @@
-//! The Debian-installer scripts in packaging/udeb/ with the real binary on a temporary root, run by
-//! every POSIX shell found (dash, busybox ash, sh).
+//! The Debian-installer scripts in packaging/udeb/ (the mdcfg hook, partman's init.d hook,
+//! finish-install) with the real binary on a temporary root, run by every POSIX shell found
+//! (dash, busybox ash, sh).
 
 use crate::support;
 
@@ -14,6 +15,11 @@ const HOOK: &str = concat!(
 const FINISH: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/packaging/udeb/usr/lib/finish-install.d/15-mdpilot-restore"
+);
+
+const PARTMAN_HOOK: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/packaging/udeb/lib/partman/init.d/05mdpilot"
 );
 
 fn shells() -> Vec<Vec<String>> {
@@ -146,10 +152,82 @@ fn finish_logs_when_mdpilot_is_missing() {
     }
 }
 
+/// Runs `script` as partman or finish-install would, with the system's tools on PATH, mdpilot
+/// as `MDPILOT` and partman-crypto's wiper at `<tree>/bin/blockdev-wipe` (absent here).
+fn run_partman(shell: &[String], script: &str, t: &FakeTree, arg: Option<&str>) -> (i32, String) {
+    let out = Command::new(&shell[0])
+        .args(&shell[1..])
+        .arg(script)
+        .args(arg)
+        .env_clear()
+        .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
+        .env("MDPILOT", BIN)
+        .env("MDPILOT_WIPER", t.path("/bin/blockdev-wipe"))
+        .env("MDPILOT_PARTMAN_HOOK", PARTMAN_HOOK)
+        .env("MDPILOT_ROOT", t.dir.path())
+        .output()
+        .unwrap();
+    (out.status.code().unwrap_or(-1), stderr(&out))
+}
+
+/// partman-md's `speed_limit_max := speed_limit_min` just before `mdadm --create`.
+fn partman_md_write(t: &FakeTree) {
+    let min = t.gmin();
+    t.set("/proc/sys/dev/raid/speed_limit_max", &format!("{min}\n"));
+}
+
+#[test]
+fn partman_hook_puts_back_partman_md_max_write_and_finish_restores_both_limits() {
+    for sh in shells() {
+        let t = FakeTree::new();
+        std::fs::create_dir_all(t.path("/run")).unwrap();
+        // partman's first start: the install policy, max as it was.
+        let (code, err) = run_partman(&sh, PARTMAN_HOOK, &t, None);
+        assert_eq!(code, 0, "{sh:?}: {err}");
+        assert_eq!(
+            (t.gmin(), t.gmax()),
+            ("0".into(), "200000".into()),
+            "{sh:?}: {err}"
+        );
+        // partman-md creates an array (max := min = 0), its menu ends with restart_partman.
+        partman_md_write(&t);
+        let (code, err) = run_partman(&sh, PARTMAN_HOOK, &t, None);
+        assert_eq!(code, 0, "{sh:?}: {err}");
+        assert_eq!(
+            (t.gmin(), t.gmax()),
+            ("0".into(), "200000".into()),
+            "{sh:?}: {err}"
+        );
+        // Again, and finish-install with no partman start in between ("Go Back").
+        partman_md_write(&t);
+        let (code, err) = run_partman(&sh, FINISH, &t, None);
+        assert_eq!(code, 0, "{sh:?}: {err}");
+        assert_eq!(
+            (t.gmin(), t.gmax()),
+            ("1000".into(), "200000".into()),
+            "{sh:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn partman_hook_leaves_a_max_that_is_not_partman_md_write() {
+    for sh in shells() {
+        let t = FakeTree::new();
+        std::fs::create_dir_all(t.path("/run")).unwrap();
+        run_partman(&sh, PARTMAN_HOOK, &t, None);
+        // The admin sets a max by hand (not equal to min): the hook does not undo it.
+        t.set("/proc/sys/dev/raid/speed_limit_max", "50000\n");
+        let (code, err) = run_partman(&sh, PARTMAN_HOOK, &t, Some("--undo-partman-md"));
+        assert_eq!(code, 0, "{sh:?}: {err}");
+        assert_eq!(t.gmax(), "50000", "{sh:?}: {err}");
+    }
+}
+
 #[test]
 fn scripts_parse_as_posix_sh() {
     for sh in shells() {
-        for script in [HOOK, FINISH] {
+        for script in [HOOK, FINISH, PARTMAN_HOOK] {
             let st = Command::new(&sh[0])
                 .args(&sh[1..])
                 .arg("-n")

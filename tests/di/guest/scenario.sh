@@ -1,0 +1,217 @@
+#!/bin/sh
+# The test bed's scenario inside the stock Debian 12 installer, started by the preseeded
+# `preseed/early_command` (so it runs under the installer's cdebconf, text frontend).
+#
+# What runs is the installer's own code: udpkg installs the udebs, partman's init.d scripts
+# start parted_server and build /var/lib/partman, partman-md's `25md/do_option` functions create
+# the RAID1 (with its `speed_limit_max := speed_limit_min` write just before `mdadm --create`),
+# and partman-crypto's `crypto_wipe_device` erases the array with `crypto_do_wipe`'s
+# db_progress loop and `/bin/blockdev-wipe`. What this script adds: the answers (db_set +
+# seen, as a preseed file would), the blank GPT labels, the clock, and the results.
+#
+# Kernel command line: di.mode=stock|udeb|patched  di.size=GIB
+# Results: `KEY value` lines on /dev/ttyS1 (the host's results file), ending with `END`.
+# POSIX sh (the installer's busybox ash).
+
+RES=/dev/ttyS1
+res() { echo "$*" >"$RES"; }
+log() { echo "di-test: $*" >&2; logger -t di-test -- "$*" 2>/dev/null || :; }
+now_ms() { awk '{ printf "%d\n", $1 * 1000 }' /proc/uptime; }
+limits() { echo "$(cat /proc/sys/dev/raid/speed_limit_min)/$(cat /proc/sys/dev/raid/speed_limit_max)"; }
+fail() {
+    res "FAIL $*"
+    grep 'partman\|mdadm\|md:\|parted' /var/log/syslog 2>/dev/null | tail -25 |
+        while read -r l; do res "DEBUG $l"; done
+    res END
+    finish_vm
+}
+finish_vm() { sync; echo o >/proc/sysrq-trigger; sleep 60; }
+
+mode=stock
+size=1
+for a in $(cat /proc/cmdline); do
+    case $a in
+        di.mode=*) mode=${a#di.mode=} ;;
+        di.size=*) size=${a#di.size=} ;;
+        di.wait=*) DI_REDUNDANT_WAIT_S=${a#di.wait=} ;;
+    esac
+done
+res "MODE $mode"
+res "SIZE_GIB $size"
+
+. /usr/share/debconf/confmodule
+
+# ---------------------------------------------------------------- udebs, with the installer's udpkg
+# `udpkg --unpack`, then the templates (what udpkg's configure step loads): configuring would
+# run the postinsts, and partman-base's postinst is partman itself, the interactive menu.
+for u in /di-test/udebs/*.udeb; do
+    case $u in *mdpilot-udeb*) continue ;; esac
+    udpkg --unpack "$u" >/dev/null 2>&1 || fail "udpkg --unpack $u"
+done
+# mdpilot-udeb as docs/installer.md has the admin install it: `udpkg -i` from early_command.
+if [ "$mode" != stock ]; then
+    udpkg -i /di-test/udebs/mdpilot-udeb_*.udeb >/dev/null 2>&1 || fail "udpkg -i mdpilot-udeb"
+fi
+for t in /var/lib/dpkg/info/*.templates; do
+    debconf-loadtemplate debian "$t" 2>/dev/null || :
+done
+if [ "$mode" = patched ]; then
+    # The maintainers' patches of packaging/d-i-patches, applied by the host to the udebs'
+    # scripts, replace the unpacked files.
+    cp -a /di-test/patched/. / || fail "patched scripts"
+fi
+depmod -a
+for m in virtio_blk md_mod raid1 dm_mod dm_crypt; do modprobe "$m" 2>/dev/null || log "modprobe $m failed"; done
+i=0
+while [ ! -b /dev/vda ] || [ ! -b /dev/vdb ]; do
+    i=$((i + 1)); [ $i -gt 50 ] && fail "no /dev/vda and /dev/vdb"
+    sleep 0.2
+done
+# Blank disks with an empty GPT label (what partman-partitioning would write on request).
+for d in /dev/vda /dev/vdb; do parted -s "$d" mklabel gpt || fail "mklabel $d"; done
+res "MEM_TOTAL_KIB $(awk '/^MemTotal/ { print $2 }' /proc/meminfo)"
+
+# ---------------------------------------------------------------- partman's start
+res "LIMITS_BEFORE $(limits)"
+# /bin/partman's init loop: every init.d script in order (parted_server, the device tree,
+# 49md, 52crypto, and with mdpilot-udeb its hook).
+mkdir -p /var/lib/partman
+for s in /lib/partman/init.d/*; do
+    [ -x "$s" ] || continue
+    "$s" || fail "partman init.d $s"
+done
+res "LIMITS_PARTMAN_START $(limits)"
+# The answers a preseed file would give (partman-md's questions are asked at critical priority).
+# Set after init.d: its 25md-devices re-registers partman-md/confirm*, which drops an earlier
+# answer and its seen flag.
+answer() { db_set "$1" "$2"; db_fset "$1" seen true; }
+answer partman-md/confirm true
+answer partman-md/confirm_nooverwrite true
+answer partman-md/device_remove_md true
+answer partman-md/createmain RAID1
+answer partman-md/raiddevcount 2
+answer partman-md/raidsparecount 0
+
+
+# ---------------------------------------------------------------- partman-md: create the RAID1
+# `25md/do_option` is a menu loop whose answers never change once preseeded; its functions
+# are taken as they are (everything before its main program, the first bare
+# `do_initial_setup` line) and run once, as one "create" pass of the menu would.
+md_opt=/lib/partman/choose_partition/25md/do_option
+sed '/^do_initial_setup$/,$d' "$md_opt" >/tmp/md-functions.sh
+. /tmp/md-functions.sh
+# partman's confirm_changes resets its confirm* question after each answer, and md_create_array
+# empties partman-md/raiddevs before asking: a preseed file's value would be gone the second
+# time. The answers are given again as each question is asked (the confmodule's db_input,
+# `_db_cmd "INPUT $@"`, wrapped), as a preseeding admin would have them. Defined after
+# partman's libraries, which source the confmodule again.
+db_input() {
+    case $2 in
+        partman-md/confirm*) answer "$2" true ;;
+        partman-md/raiddevs) answer "$2" "$descriptions" ;;
+    esac
+    _db_cmd "INPUT $*"
+}
+make_choices
+if [ -z "$descriptions" ]; then
+    res "DEBUG devices: $(ls /var/lib/partman/devices 2>&1 | tr '\n' ' ')"
+    res "DEBUG allowed: $(md_list_allowed 2>&1 | tr '\n\t' '  ')"
+    res "DEBUG list-devices: $(list-devices disk 2>&1 | tr '\n' ' ')"
+    grep -i 'partman\|parted' /var/log/syslog | tail -15 | while read -r l; do res "DEBUG $l"; done
+    fail "partman-md offers no free space"
+fi
+log "partman-md offers: $descriptions"
+res "DEBUG descriptions=[$descriptions]"
+do_initial_setup
+make_choices
+num_parts="$(count_choices "$descriptions")"
+t0=$(now_ms)
+if ! md_create_array RAID1; then
+    db_get partman-md/raiddevs
+    res "DEBUG raiddevs=[$RET]"
+    res "DEBUG pathmap=[$(echo "$pathmap" | tr '\n\t' '|;')]"
+    for d in /var/lib/partman/devices/*; do res "DEBUG $d: $(ls "$d" | tr '\n' ' ')"; done
+    res "DEBUG $(parted -s /dev/vda unit s print 2>&1 | tail -3 | tr '\n' '|')"
+    fail "md_create_array RAID1"
+fi
+t_created=$(now_ms)
+res "LIMITS_AFTER_CREATE $(limits)"
+md=$(sed -n 's/^\(md[0-9]*\) : active.*/\1/p' /proc/mdstat | head -1)
+[ -n "$md" ] || fail "no array after md_create_array"
+res "ARRAY $md $(cat /sys/block/$md/md/level) $(cat /sys/block/$md/md/raid_disks)"
+# The end of partman-md's menu ("Finish"): its own last lines, `stop_parted_server` and
+# partman-base's `restart_partman`, which runs partman's init.d again.
+stop_parted_server
+restart_partman
+res "LIMITS_AFTER_MD_MENU $(limits)"
+res "ARRAY_SIZE_KIB $(($(cat /sys/block/$md/size) / 2))"
+res "SYNC_ACTION_AFTER_CREATE $(cat /sys/block/$md/md/sync_action)"
+
+# ---------------------------------------------------------------- partman-crypto: erase it
+. /lib/partman/lib/crypto-base.sh
+part=/var/lib/partman/di-test-part
+mkdir -p "$part"
+# Count the progress steps the installer's db_progress loop sees: partman-crypto reads the
+# wiper's lines from a fifo; the steps are counted by wrapping db_progress (the confmodule's
+# shell function, `_db_cmd "PROGRESS $@"`) with one that counts STEPs and returns its status,
+# so a cancel (30) still reaches crypto_do_wipe.
+steps=0
+db_progress() {
+    [ "$1" = STEP ] && steps=$((steps + 1))
+    _db_cmd "PROGRESS $*"
+}
+# Peak memory of the writer: VmHWM of the blockdev-wipe process, sampled until it exits.
+( peak=0
+  while :; do
+      pid=$(pidof blockdev-wipe mdpilot 2>/dev/null | awk '{ print $1 }')
+      if [ -n "$pid" ]; then
+          h=$(awk '/^VmHWM/ { print $2 }' /proc/$pid/status 2>/dev/null)
+          [ -n "$h" ] && [ "$h" -gt "$peak" ] && peak=$h && echo "$peak" >/tmp/wiper-peak
+      fi
+      [ -e /tmp/wipe-done ] && break
+      sleep 0.1
+  done ) &
+sampler=$!
+t_wipe0=$(now_ms)
+crypto_wipe_device "/dev/$md" "$part" no
+wipe_rc=$?
+t_wipe1=$(now_ms)
+touch /tmp/wipe-done
+wait $sampler
+res "WIPE_RC $wipe_rc"
+res "WIPE_MS $((t_wipe1 - t_wipe0))"
+res "PROGRESS_STEPS $steps"
+res "WIPER_PEAK_KIB $(cat /tmp/wiper-peak 2>/dev/null || echo 0)"
+res "WIPER $(ls -l /bin/blockdev-wipe | sed 's/.* \/bin/\/bin/')"
+res "LIMITS_AFTER_ERASE $(limits)"
+res "SYNC_AFTER_ERASE $(cat /sys/block/$md/md/sync_action) $(cat /sys/block/$md/md/sync_completed)"
+
+# ---------------------------------------------------------------- redundant: resync done or skipped
+# Bounded wait: the stock route can take hours at the floor; the host reports "not within".
+limit_s=${DI_REDUNDANT_WAIT_S:-120}
+redundant=""
+while :; do
+    act=$(cat /sys/block/$md/md/sync_action)
+    # Redundant: no resync running or pending (`resync_start` none: every stripe in sync).
+    if [ "$act" = idle ] && [ "$(cat /sys/block/$md/md/resync_start)" = none ] &&
+        ! grep -q 'resync\|recovery' /proc/mdstat; then
+        redundant=$(now_ms)
+        break
+    fi
+    [ $(( ($(now_ms) - t_wipe0) / 1000 )) -ge "$limit_s" ] && break
+    sleep 0.5
+done
+if [ -n "$redundant" ]; then
+    res "REDUNDANT_MS $((redundant - t_wipe0))"
+else
+    res "REDUNDANT_MS none-within-${limit_s}s $(grep -o '\[.*\].*' /proc/mdstat | head -1)"
+fi
+
+# ---------------------------------------------------------------- finish-install
+for s in /usr/lib/finish-install.d/*mdpilot*; do
+    [ -x "$s" ] && "$s"
+done
+res "LIMITS_AFTER_FINISH $(limits)"
+mdadm --stop "/dev/$md" >/dev/null 2>&1 || :
+res END
+finish_vm
