@@ -342,11 +342,25 @@ pub fn sibling(path: &Path, suffix: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
+/// This process's umask, from the `Umask:` line of `/proc/self/status` (Linux 4.7 and later):
+/// reading it with umask(2) would change it for a moment under every thread. 0o022 when the
+/// line cannot be read.
+fn umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .unwrap_or(0o022)
+}
+
 /// Saves `state` to `path` atomically through [`crate::atomic::write`] (random `O_EXCL`
 /// temporary `<state>.tmp-XXXXXX` in the same directory, fsync, rename, fsync of the
-/// directory), mode 0644 as before: the saved originals and the leases are no secret, and
-/// `policy show` run by any user reads them (the service's own directory is 0700 under the
-/// unit's `UMask=0077` anyway). The directory is created when missing.
+/// directory), mode 0666 less the process's umask, as a plain create gives: 0644 for the CLI
+/// under the usual 022 (`policy show` run by any user reads it), 0600 for the service under its
+/// unit's `UMask=0077`. The directory is created when missing.
 pub fn save(path: &Path, state: &PolicyState) -> Result<(), StateError> {
     let err = |p: &Path| {
         let p = p.to_path_buf();
@@ -354,7 +368,7 @@ pub fn save(path: &Path, state: &PolicyState) -> Result<(), StateError> {
     };
     let dir = path.parent().unwrap_or(Path::new("/"));
     std::fs::create_dir_all(dir).map_err(err(dir))?;
-    crate::atomic::write(path, to_toml(state).as_bytes(), 0o644).map_err(err(path))
+    crate::atomic::write(path, to_toml(state).as_bytes(), 0o666 & !umask()).map_err(err(path))
 }
 
 /// An exclusive `flock` on `<state>.lock`, held until dropped (the kernel drops it when the
