@@ -1,6 +1,5 @@
-//! The Debian-installer scripts in packaging/udeb/ (the mdcfg hook, partman's init.d hook,
-//! finish-install) with the real binary on a temporary root, run by every POSIX shell found
-//! (dash, busybox ash, sh).
+//! The Debian-installer scripts in packaging/udeb/ (partman's init.d hook, finish-install) with
+//! the real binary on a temporary root, run by every POSIX shell found (dash, busybox ash, sh).
 
 use crate::support;
 
@@ -8,10 +7,6 @@ use std::path::{Path, PathBuf};
 use std::process::Command;
 use support::{skipped, stderr, FakeTree, BIN};
 
-const HOOK: &str = concat!(
-    env!("CARGO_MANIFEST_DIR"),
-    "/packaging/udeb/usr/lib/mdpilot/d-i/mdcfg-hook"
-);
 const FINISH: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/packaging/udeb/usr/lib/finish-install.d/15-mdpilot-restore"
@@ -71,48 +66,22 @@ fn run(shell: &[String], script: &str, t: &FakeTree, path: &Path) -> (i32, Strin
 }
 
 #[test]
-fn hook_takes_installer_lease_and_finish_restores() {
-    for sh in shells() {
-        let t = FakeTree::new();
-        let bin = bin_dir(t.dir.path(), true);
-        // No arrays yet: the hook does nothing.
-        let (code, _) = run(&sh, HOOK, &t, &bin);
-        assert_eq!(code, 0);
-        assert_eq!(t.gmin(), "1000", "{sh:?}");
-        std::fs::write(
-            t.path("/proc/mdstat"),
-            "Personalities : [raid1]\nmd0 : active raid1 vdb[1] vda[0]\n      \
-             523264 blocks super 1.2 [2/2] [UU]\n\nunused devices: <none>\n",
-        )
-        .unwrap();
-        let (code, err) = run(&sh, HOOK, &t, &bin);
-        assert_eq!(code, 0, "{sh:?}: {err}");
-        assert!(err.contains("yields to the installer"), "{sh:?}: {err}");
-        assert_eq!(t.gmin(), "0", "{sh:?}");
-        // Twice (mdcfg may run again): still the admin's original saved.
-        run(&sh, HOOK, &t, &bin);
-        let (code, err) = run(&sh, FINISH, &t, &bin);
-        assert_eq!(code, 0, "{sh:?}: {err}");
-        assert!(err.contains("restored"), "{sh:?}: {err}");
-        assert_eq!(t.gmin(), "1000", "{sh:?}");
-    }
-}
-
-#[test]
 fn scripts_never_fail_the_install() {
     for sh in shells() {
         let t = FakeTree::new();
-        std::fs::write(t.path("/proc/mdstat"), "md0 : active raid1 vda[0]\n").unwrap();
+        std::fs::create_dir_all(t.path("/run")).unwrap();
         // mdpilot missing.
         let empty = bin_dir(t.dir.path(), false);
-        assert_eq!(run(&sh, HOOK, &t, &empty).0, 0, "{sh:?}");
         assert_eq!(run(&sh, FINISH, &t, &empty).0, 0, "{sh:?}");
+        let missing = t.path("/nowhere/mdpilot");
+        let (code, err) = run_partman_with(&sh, PARTMAN_HOOK, &t, None, &missing);
+        assert_eq!(code, 0, "{sh:?}: {err}");
+        assert_eq!((t.gmin(), t.gmax()), ("1000".into(), "200000".into()));
         // mdpilot failing (no speed limit files).
         std::fs::remove_file(t.path("/proc/sys/dev/raid/speed_limit_min")).unwrap();
+        let (code, err) = run_partman(&sh, PARTMAN_HOOK, &t, None);
+        assert_eq!(code, 0, "{sh:?}: {err}");
         let bin = bin_dir(t.dir.path(), true);
-        let (code, err) = run(&sh, HOOK, &t, &bin);
-        assert_eq!(code, 0, "{sh:?}");
-        assert!(err.contains("apply failed; continuing"), "{sh:?}: {err}");
         std::fs::write(t.state_path(), "corrupt").unwrap();
         let (code, err) = run(&sh, FINISH, &t, &bin);
         assert_eq!(code, 0, "{sh:?}");
@@ -155,14 +124,27 @@ fn finish_logs_when_mdpilot_is_missing() {
 /// Runs `script` as partman or finish-install would, with the system's tools on PATH, mdpilot
 /// as `MDPILOT` and partman-crypto's wiper at `<tree>/bin/blockdev-wipe` (absent here).
 fn run_partman(shell: &[String], script: &str, t: &FakeTree, arg: Option<&str>) -> (i32, String) {
+    run_partman_with(shell, script, t, arg, Path::new(BIN))
+}
+
+/// [`run_partman`] with `mdpilot` at `mdpilot`; the installer's partman scripts (which the hook
+/// reads to tell a patched installer) under `<tree>/lib/partman`.
+fn run_partman_with(
+    shell: &[String],
+    script: &str,
+    t: &FakeTree,
+    arg: Option<&str>,
+    mdpilot: &Path,
+) -> (i32, String) {
     let out = Command::new(&shell[0])
         .args(&shell[1..])
         .arg(script)
         .args(arg)
         .env_clear()
         .env("PATH", "/usr/sbin:/usr/bin:/sbin:/bin")
-        .env("MDPILOT", BIN)
+        .env("MDPILOT", mdpilot)
         .env("MDPILOT_WIPER", t.path("/bin/blockdev-wipe"))
+        .env("MDPILOT_PARTMAN_DIR", t.path("/lib/partman"))
         .env("MDPILOT_PARTMAN_HOOK", PARTMAN_HOOK)
         .env("MDPILOT_ROOT", t.dir.path())
         .output()
@@ -224,10 +206,83 @@ fn partman_hook_leaves_a_max_that_is_not_partman_md_write() {
     }
 }
 
+/// Writes `<tree>/lib/partman/FILE` holding `line`, and partman-crypto's wiper (a plain file).
+fn installer_script(t: &FakeTree, file: &str, line: &str) {
+    let p = t.path(&format!("/lib/partman/{file}"));
+    std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+    std::fs::write(p, format!("#!/bin/sh\n{line}\n")).unwrap();
+    std::fs::create_dir_all(t.path("/bin")).unwrap();
+    std::fs::write(t.path("/bin/blockdev-wipe"), "partman-crypto's wiper\n").unwrap();
+}
+
+#[test]
+fn partman_hook_steps_aside_for_a_patched_installer() {
+    let crypto = (
+        "lib/crypto-base.sh",
+        "\t\t/usr/bin/mdpilot blockdev-wipe -s $((512*1024)) $dev > $fifo &",
+    );
+    let md = (
+        "choose_partition/25md/do_option",
+        "\t\t/usr/bin/mdpilot policy apply --holder installer \\",
+    );
+    for sh in shells() {
+        // Both patched: the wiper stays partman-crypto's, the limits are left to partman-md.
+        let t = FakeTree::new();
+        std::fs::create_dir_all(t.path("/run")).unwrap();
+        installer_script(&t, crypto.0, crypto.1);
+        installer_script(&t, md.0, md.1);
+        let (code, err) = run_partman(&sh, PARTMAN_HOOK, &t, None);
+        assert_eq!(code, 0, "{sh:?}: {err}");
+        let wiper = t.path("/bin/blockdev-wipe");
+        assert!(!wiper.is_symlink(), "{sh:?}: the wiper was relinked");
+        assert_eq!(
+            (t.gmin(), t.gmax()),
+            ("1000".into(), "200000".into()),
+            "{sh:?}"
+        );
+        // Only partman-crypto patched: the install policy is still taken.
+        let t = FakeTree::new();
+        std::fs::create_dir_all(t.path("/run")).unwrap();
+        installer_script(&t, crypto.0, crypto.1);
+        installer_script(
+            &t,
+            md.0,
+            "\techo \"$md_min_sync_speed\" > /proc/sys/dev/raid/speed_limit_max",
+        );
+        let (code, err) = run_partman(&sh, PARTMAN_HOOK, &t, None);
+        assert_eq!(code, 0, "{sh:?}: {err}");
+        assert!(!t.path("/bin/blockdev-wipe").is_symlink(), "{sh:?}");
+        assert_eq!(
+            (t.gmin(), t.gmax()),
+            ("0".into(), "200000".into()),
+            "{sh:?}"
+        );
+        // Neither: the wiper is linked to mdpilot.
+        let t = FakeTree::new();
+        std::fs::create_dir_all(t.path("/run")).unwrap();
+        installer_script(
+            &t,
+            md.0,
+            "\techo \"$md_min_sync_speed\" > /proc/sys/dev/raid/speed_limit_max",
+        );
+        let (code, err) = run_partman(&sh, PARTMAN_HOOK, &t, None);
+        assert_eq!(code, 0, "{sh:?}: {err}");
+        assert_eq!(
+            std::fs::read_link(t.path("/bin/blockdev-wipe")).unwrap(),
+            Path::new(BIN),
+            "{sh:?}"
+        );
+        assert!(
+            t.path("/bin/blockdev-wipe.partman-crypto").exists(),
+            "{sh:?}"
+        );
+    }
+}
+
 #[test]
 fn scripts_parse_as_posix_sh() {
     for sh in shells() {
-        for script in [HOOK, FINISH, PARTMAN_HOOK] {
+        for script in [FINISH, PARTMAN_HOOK] {
             let st = Command::new(&sh[0])
                 .args(&sh[1..])
                 .arg("-n")

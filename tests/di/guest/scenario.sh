@@ -18,6 +18,11 @@ res() { echo "$*" >"$RES"; }
 log() { echo "di-test: $*" >&2; logger -t di-test -- "$*" 2>/dev/null || :; }
 now_ms() { awk '{ printf "%d\n", $1 * 1000 }' /proc/uptime; }
 limits() { echo "$(cat /proc/sys/dev/raid/speed_limit_min)/$(cat /proc/sys/dev/raid/speed_limit_max)"; }
+# Sectors of the array's resync done so far (sync_completed "DONE / TOTAL"; "none": 0).
+sync_done() {
+    c=$(cat /sys/block/$md/md/sync_completed)
+    case $c in *' / '*) echo "${c%% /*}" ;; *) echo 0 ;; esac
+}
 fail() {
     res "FAIL $*"
     grep 'partman\|mdadm\|md:\|parted' /var/log/syslog 2>/dev/null | tail -25 |
@@ -153,33 +158,70 @@ part=/var/lib/partman/di-test-part
 mkdir -p "$part"
 # Count the progress steps the installer's db_progress loop sees: partman-crypto reads the
 # wiper's lines from a fifo; the steps are counted by wrapping db_progress (the confmodule's
-# shell function, `_db_cmd "PROGRESS $@"`) with one that counts STEPs and returns its status,
-# so a cancel (30) still reaches crypto_do_wipe.
+# shell function, `_db_cmd "PROGRESS $@"`) with one that counts STEPs and returns its status.
+# With cancel_at N the wrapper answers the Nth STEP with 30, what the frontend returns when the
+# user presses the progress bar's Cancel: crypto_do_wipe then kills the writer (SIGTERM).
 steps=0
+cancel_at=0
 db_progress() {
     [ "$1" = STEP ] && steps=$((steps + 1))
+    if [ "$1" = STEP ] && [ "$cancel_at" -gt 0 ] && [ "$steps" -ge "$cancel_at" ]; then
+        _db_cmd "PROGRESS $*"
+        return 30
+    fi
     _db_cmd "PROGRESS $*"
 }
-# Peak memory of the writer: VmHWM of the blockdev-wipe process, sampled until it exits.
-( peak=0
-  while :; do
-      pid=$(pidof blockdev-wipe mdpilot 2>/dev/null | awk '{ print $1 }')
-      if [ -n "$pid" ]; then
-          h=$(awk '/^VmHWM/ { print $2 }' /proc/$pid/status 2>/dev/null)
-          [ -n "$h" ] && [ "$h" -gt "$peak" ] && peak=$h && echo "$peak" >/tmp/wiper-peak
-      fi
-      [ -e /tmp/wipe-done ] && break
-      sleep 0.1
-  done ) &
-sampler=$!
+# crypto_do_wipe's `wait $pid` (a regular builtin, so a function overrides it): the writer's
+# own exit status, which crypto_do_wipe replaces by 0 after a cancel.
+wait() { command wait "$@"; writer_rc=$?; return $writer_rc; }
+# Peak memory of the writer (VmHWM, sampled until it exits) and which program it was
+# (/bin/blockdev-wipe's link or partman-crypto's binary, or a patched crypto_do_wipe's mdpilot).
+sample_writer() {
+    rm -f /tmp/wipe-done /tmp/wiper-peak /tmp/wiper-exe
+    ( peak=0
+      while :; do
+          pid=$(pidof blockdev-wipe mdpilot 2>/dev/null | awk '{ print $1 }')
+          if [ -n "$pid" ]; then
+              h=$(awk '/^VmHWM/ { print $2 }' /proc/$pid/status 2>/dev/null)
+              [ -n "$h" ] && [ "$h" -gt "$peak" ] && peak=$h && echo "$peak" >/tmp/wiper-peak
+              [ -e /tmp/wiper-exe ] || echo "$(cat /proc/$pid/comm 2>/dev/null) $(readlink /proc/$pid/exe 2>/dev/null)" >/tmp/wiper-exe
+          fi
+          [ -e /tmp/wipe-done ] && break
+          sleep 0.1
+      done ) &
+    sampler=$!
+}
+# erase TAG: partman-crypto's crypto_wipe_device of the array; TAG_RC, TAG_MS, TAG_STEPS, ...
+erase() {
+    steps=0 writer_rc=
+    sample_writer
+    t0=$(now_ms)
+    crypto_wipe_device "/dev/$md" "$part" no
+    rc=$?
+    t1=$(now_ms)
+    touch /tmp/wipe-done
+    command wait $sampler
+    res "${1}_RC $rc"
+    res "${1}_WRITER_RC $writer_rc"
+    res "${1}_MS $((t1 - t0))"
+    res "${1}_STEPS $steps"
+    res "${1}_WRITER_PEAK_KIB $(cat /tmp/wiper-peak 2>/dev/null || echo 0)"
+    res "${1}_WRITER $(cat /tmp/wiper-exe 2>/dev/null)"
+}
+
+# The user cancels an erase of the new array at 1/10 (partman-crypto 121's Cancel): the writer
+# is stopped, the resync not left frozen, the limits as they were, no writer left running.
+res "CANCEL_LIMITS_BEFORE $(limits)"
+cancel_at=100
+erase CANCEL
+cancel_at=0
+res "CANCEL_SYNC_ACTION $(cat /sys/block/$md/md/sync_action)"
+res "CANCEL_LIMITS_AFTER $(limits)"
+res "CANCEL_WRITER_LEFT $(pidof blockdev-wipe mdpilot 2>/dev/null | wc -w)"
+
+# The erase itself, to the end.
 t_wipe0=$(now_ms)
-crypto_wipe_device "/dev/$md" "$part" no
-wipe_rc=$?
-t_wipe1=$(now_ms)
-touch /tmp/wipe-done
-wait $sampler
-res "WIPE_RC $wipe_rc"
-res "WIPE_MS $((t_wipe1 - t_wipe0))"
+erase WIPE
 res "PROGRESS_STEPS $steps"
 res "WIPER_PEAK_KIB $(cat /tmp/wiper-peak 2>/dev/null || echo 0)"
 res "WIPER $(ls -l /bin/blockdev-wipe | sed 's/.* \/bin/\/bin/')"
@@ -187,8 +229,12 @@ res "LIMITS_AFTER_ERASE $(limits)"
 res "SYNC_AFTER_ERASE $(cat /sys/block/$md/md/sync_action) $(cat /sys/block/$md/md/sync_completed)"
 
 # ---------------------------------------------------------------- redundant: resync done or skipped
-# Bounded wait: the stock route can take hours at the floor; the host reports "not within".
+# Bounded wait, DI_REDUNDANT_WAIT_S after the erase's end: the stock route resyncs at the floor
+# (hours). Without the end, the resync's progress over the wait gives its rate (sectors of
+# sync_completed per second) and the host extrapolates.
 limit_s=${DI_REDUNDANT_WAIT_S:-120}
+t_end=$(now_ms)
+done0=$(sync_done)
 redundant=""
 while :; do
     act=$(cat /sys/block/$md/md/sync_action)
@@ -198,13 +244,17 @@ while :; do
         redundant=$(now_ms)
         break
     fi
-    [ $(( ($(now_ms) - t_wipe0) / 1000 )) -ge "$limit_s" ] && break
+    [ $(( ($(now_ms) - t_end) / 1000 )) -ge "$limit_s" ] && break
     sleep 0.5
 done
 if [ -n "$redundant" ]; then
     res "REDUNDANT_MS $((redundant - t_wipe0))"
 else
-    res "REDUNDANT_MS none-within-${limit_s}s $(grep -o '\[.*\].*' /proc/mdstat | head -1)"
+    t_now=$(now_ms)
+    res "REDUNDANT_MS none-after-$(( (t_now - t_wipe0) / 1000 ))s"
+    res "RESYNC_DONE_SECTORS $(sync_done) of $(($(cat /sys/block/$md/size)))"
+    res "RESYNC_RATE_KIBS $(( ($(sync_done) - done0) / 2 * 1000 / (t_now - t_end + 1) ))"
+    res "RESYNC_AT $(grep -o '\(resync\|recovery\) *=.*' /proc/mdstat | head -1)"
 fi
 
 # ---------------------------------------------------------------- finish-install
