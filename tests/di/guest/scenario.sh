@@ -167,6 +167,8 @@ db_progress() {
     [ "$1" = STEP ] && steps=$((steps + 1))
     if [ "$1" = STEP ] && [ "$cancel_at" -gt 0 ] && [ "$steps" -ge "$cancel_at" ]; then
         _db_cmd "PROGRESS $*"
+        # crypto_do_wipe's writer ($pid, its local) still running when Cancel is pressed?
+        kill -0 "$pid" 2>/dev/null && cancel_alive=yes
         return 30
     fi
     _db_cmd "PROGRESS $*"
@@ -209,12 +211,15 @@ erase() {
     res "${1}_WRITER $(cat /tmp/wiper-exe 2>/dev/null)"
 }
 
-# The user cancels an erase of the new array at 1/10 (partman-crypto 121's Cancel): the writer
-# is stopped, the resync not left frozen, the limits as they were, no writer left running.
+# The user cancels an erase of the new array at its first step (partman-crypto 121's Cancel):
+# the writer is stopped, the resync not left frozen, the limits as they were, no writer left
+# running. At the first step: the progress loop (a debconf round trip per line) lags behind a
+# fast writer, whose lines wait in the fifo; at a later step the writer may be done already.
 res "CANCEL_LIMITS_BEFORE $(limits)"
-cancel_at=100
+cancel_at=1 cancel_alive=no
 erase CANCEL
 cancel_at=0
+res "CANCEL_WRITER_ALIVE $cancel_alive"
 res "CANCEL_SYNC_ACTION $(cat /sys/block/$md/md/sync_action)"
 res "CANCEL_LIMITS_AFTER $(limits)"
 res "CANCEL_WRITER_LEFT $(pidof blockdev-wipe mdpilot 2>/dev/null | wc -w)"
