@@ -186,7 +186,9 @@ sample_writer() {
           if [ -n "$pid" ]; then
               h=$(awk '/^VmHWM/ { print $2 }' /proc/$pid/status 2>/dev/null)
               [ -n "$h" ] && [ "$h" -gt "$peak" ] && peak=$h && echo "$peak" >/tmp/wiper-peak
-              [ -e /tmp/wiper-exe ] || echo "$(cat /proc/$pid/comm 2>/dev/null) $(readlink /proc/$pid/exe 2>/dev/null)" >/tmp/wiper-exe
+              # (exe unreadable for a moment around exec and exit: sampled again then)
+              exe=$(readlink /proc/$pid/exe 2>/dev/null)
+              [ -e /tmp/wiper-exe ] || [ -z "$exe" ] || echo "$(cat /proc/$pid/comm 2>/dev/null) $exe" >/tmp/wiper-exe
           fi
           [ -e /tmp/wipe-done ] && break
           sleep 0.1
