@@ -9,7 +9,7 @@
 //! one, raid10 both halves of a mirror pair (assumed the default `near=2` layout: slots 2i and
 //! 2i+1 for an even count, neighbouring slots otherwise; read from the `[UU_U]` pattern).
 
-use crate::model::{Array, HeaderState, MdStat};
+use crate::model::{Array, MdStat};
 
 /// The `--test` verdict for one array or a set, worst last (so `max` combines).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
@@ -37,28 +37,22 @@ impl Health {
 /// of it not parseable).
 pub const EXIT_READ_ERROR: u8 = 4;
 
-/// The verdict for one array from its mdstat stanza (and `md/degraded`, `md/array_state`
-/// where read).
+/// The verdict for one array from the model's facts ([`Array::is_serving`],
+/// [`Array::raid_disks`], [`Array::degraded`], [`Array::level`]: sysfs where read, else mdstat).
 pub fn array_health(a: &Array) -> Health {
-    let sys = a.sysfs.as_ref();
-    let stopped = sys
-        .and_then(|s| s.array_state.as_ref())
-        .is_some_and(|w| matches!(w.as_str(), "inactive" | "clear" | "broken"));
-    if a.state != HeaderState::Active || stopped {
+    if !a.is_serving() {
         return Health::Unusable;
     }
-    let level = a.level.as_deref().unwrap_or("");
-    let (Some(total), Some(active)) = (a.raid_disks, a.active_disks) else {
+    let missing = a.degraded().unwrap_or(0);
+    if missing == 0 {
         // raid0, linear, containers print no counts: running means whole.
         return Health::Ok;
-    };
-    let missing = sys
-        .and_then(|s| s.degraded)
-        .unwrap_or(total.saturating_sub(active));
-    if missing == 0 {
-        return Health::Ok;
     }
-    let survives = match level {
+    let Some(total) = a.raid_disks() else {
+        // Members missing from an array of unknown size: it still serves data.
+        return Health::Degraded;
+    };
+    let survives = match a.level().unwrap_or("") {
         "raid1" => missing < total,
         "raid4" | "raid5" => missing < 2,
         "raid6" => missing < 3,

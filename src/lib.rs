@@ -7,6 +7,7 @@
 //!
 //! Map (one concept per file; arrows point down: `cli`, `dbus` and `service` use the core,
 //! the core — `mdstat`, `model`, `policy::lease`, `wipe::planner` — imports no I/O):
+pub mod alerts; // pure: mdadm-style alerts (Fail, DegradedArray, RebuildNN, CheckFinished...) from snapshots
 pub mod atomic; // the one atomic file replacement (O_EXCL temporary, fsync, rename, directory fsync)
 pub mod check; // resumable checks: the record per array UUID, resume points, results (pure); run: the one executor
 pub mod cli; // front ends: status, policy, wipe (+ progress), monitor, blockdev-wipe
@@ -14,7 +15,6 @@ pub mod config; // drop-in TOML configuration from /usr/lib, /run and /etc/mdpil
 #[cfg(feature = "service")]
 pub mod dbus; // zbus objects (Manager, Array, Job), option parsing, errors, authorization, client proxies
 pub mod error; // the one error-chain printer
-pub mod events; // pure: mdadm-style events (Fail, DegradedArray, RebuildNN, CheckFinished...) from snapshots
 pub mod health; // pure: `status --test` verdicts as `mdadm --detail --test`
 pub mod host; // `Root`: where /proc, /sys, /dev and /run live (tests pass a temporary tree)
 pub mod mdstat; // pure `/proc/mdstat` parser

@@ -357,13 +357,8 @@ fn empty_array(name: &str) -> Array {
 /// Returns whether the personality status was on the header line.
 fn parse_header(rest: &str, a: &mut Array) -> Result<bool, String> {
     let toks: Vec<&str> = rest.split_whitespace().collect();
-    a.state = match toks.first() {
-        Some(&"active") => HeaderState::Active,
-        Some(&"inactive") => HeaderState::Inactive,
-        Some(&"broken") => HeaderState::Broken,
-        Some(other) => return Err(format!("unknown array state `{other}`")),
-        None => return Err("no array state after `:`".into()),
-    };
+    let word = toks.first().ok_or("no array state after `:`")?;
+    a.state = HeaderState::from_word(word).ok_or(format!("unknown array state `{word}`"))?;
     let mut i = 1;
     while let Some(&tok) = toks.get(i) {
         i += 1;

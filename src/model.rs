@@ -85,6 +85,14 @@ macro_rules! closed_words {
                     $($name::$var => $word,)*
                 }
             }
+
+            /// The value `word` names; `None` for any other word.
+            pub fn from_word(word: &str) -> Option<Self> {
+                match word {
+                    $($word => Some($name::$var),)*
+                    _ => None,
+                }
+            }
         }
 
         impl fmt::Display for $name {
@@ -546,6 +554,227 @@ pub struct ArraySysfs {
     pub named_device: Option<String>,
 }
 
+/// Where a derived fact came from: sysfs wins where it is read (see [`Array`]'s facts).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Source {
+    /// A file under `/sys/block/mdN/md/`.
+    Sysfs,
+    /// `/proc/mdstat` (no sysfs file read for this fact).
+    Mdstat,
+}
+
+/// How far the running sync is, from [`Array::sync_progress`].
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct SyncProgress {
+    /// Done, in 512-byte sectors (of each member for raid1/4/5/6, as md counts).
+    pub done_sectors: u64,
+    /// In total, in 512-byte sectors; never 0.
+    pub total_sectors: u64,
+    /// Done in percent, 0.0 ..= 100.0: `done / total` from sysfs; from mdstat the percent as
+    /// printed (md.c `status_resync` computes it from the same counters, truncated to 0.1 %).
+    pub percent: f64,
+    /// `md/sync_completed` or the mdstat progress line.
+    pub source: Source,
+}
+
+impl SyncProgress {
+    /// `done / total`, clamped to 0.0 ..= 1.0 (the kernel's counters may pass the total by a
+    /// few sectors at the end).
+    pub fn fraction(&self) -> f64 {
+        (self.done_sectors as f64 / self.total_sectors as f64).clamp(0.0, 1.0)
+    }
+
+    /// Sectors left, in 512-byte sectors.
+    pub fn remaining_sectors(&self) -> u64 {
+        self.total_sectors.saturating_sub(self.done_sectors)
+    }
+}
+
+/// A sync md runs now (not one queued, frozen or idle), from [`Array::running_sync`].
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct RunningSync {
+    /// In mdstat's vocabulary (`recovery`, not sysfs `recover`; [`SyncAction::running_kind`]).
+    pub kind: SyncKind,
+    /// How far it is; `None` where neither `md/sync_completed` nor mdstat gives numbers.
+    pub progress: Option<SyncProgress>,
+}
+
+/// The facts every view (D-Bus, alerts, metrics, health, `status`) shows, each derived here
+/// once. The rule is sysfs over mdstat: a value read from `/sys/block/mdN/md/*` wins, and
+/// `/proc/mdstat` stands in only where that file was not read (no sysfs, an older kernel, a
+/// test root). Per fact:
+///
+/// | fact | sysfs (wins) | mdstat (else) |
+/// |---|---|---|
+/// | [`array_state`](Array::array_state), [`is_stopped`](Array::is_stopped), [`is_broken`](Array::is_broken), [`is_read_only`](Array::is_read_only) | `md/array_state` | header word and `(read-only)` |
+/// | [`level`](Array::level) | `md/level` | the personality |
+/// | [`raid_disks`](Array::raid_disks) | `md/raid_disks` | `T` of `[T/A]` |
+/// | [`degraded`](Array::degraded) | `md/degraded` | `T − A` of `[T/A]` |
+/// | [`sync_action`](Array::sync_action) | `md/sync_action` | the sync line's word (`recovery` → `recover`), else `idle` |
+/// | [`running_sync`](Array::running_sync) | `md/sync_action` names a sync and `md/sync_completed` reads `A / B` | a sync line with `= N%` |
+/// | [`sync_progress`](Array::sync_progress) | `md/sync_completed` `A / B` | `(done/total)` of the sync line |
+/// | [`sync_speed_kib_s`](Array::sync_speed_kib_s) | `md/sync_speed` | `speed=` |
+/// | [`sync_remaining_s`](Array::sync_remaining_s) | from `sync_completed` and `sync_speed` | `finish=` (wins: the kernel's own estimate) |
+impl Array {
+    /// `md/array_state`, else the nearest state of the mdstat header: `inactive`, `broken`,
+    /// `readonly` for `(read-only)`, `read-auto` for `(auto-read-only)`, else `active`.
+    pub fn array_state(&self) -> ArrayState {
+        if let Some(s) = self.sysfs.as_ref().and_then(|s| s.array_state.clone()) {
+            return s;
+        }
+        match (self.state, self.read_only) {
+            (HeaderState::Inactive, _) => ArrayState::Inactive,
+            (HeaderState::Broken, _) => ArrayState::Broken,
+            (HeaderState::Active, Some(ReadOnly::ReadOnly)) => ArrayState::Readonly,
+            (HeaderState::Active, Some(ReadOnly::AutoReadOnly)) => ArrayState::ReadAuto,
+            (HeaderState::Active, None) => ArrayState::Active,
+        }
+    }
+
+    /// Not started: [`Array::array_state`] is `clear` or `inactive` (no personality runs; the
+    /// members, if any, are only assembled). A broken array is started, see [`Array::is_broken`].
+    pub fn is_stopped(&self) -> bool {
+        self.array_state().is_stopped()
+    }
+
+    /// A raid0/linear array lost a member (Linux 6.12+): [`Array::array_state`] is `broken`.
+    pub fn is_broken(&self) -> bool {
+        self.array_state() == ArrayState::Broken
+    }
+
+    /// Serves data: neither stopped nor broken.
+    pub fn is_serving(&self) -> bool {
+        !self.is_stopped() && !self.is_broken()
+    }
+
+    /// [`Array::array_state`] is `readonly` or `read-auto`.
+    pub fn is_read_only(&self) -> bool {
+        matches!(
+            self.array_state(),
+            ArrayState::Readonly | ArrayState::ReadAuto
+        )
+    }
+
+    /// `md/level` where read and not empty, else the mdstat personality (`raid1`, `linear`);
+    /// `None` for an inactive array or a container.
+    pub fn level(&self) -> Option<&str> {
+        self.sysfs
+            .as_ref()
+            .and_then(|s| s.level.as_deref())
+            .filter(|l| !l.is_empty())
+            .or(self.level.as_deref())
+    }
+
+    /// Member slots: `md/raid_disks`, else `T` of mdstat's `[T/A]`; `None` where neither
+    /// (raid0, linear, containers print no counts).
+    pub fn raid_disks(&self) -> Option<u32> {
+        self.sysfs
+            .as_ref()
+            .and_then(|s| s.raid_disks)
+            .or(self.raid_disks)
+    }
+
+    /// Missing members: `md/degraded`, else `T − A` of mdstat's `[T/A]`; `None` where neither
+    /// is known (raid0, linear, containers and inactive arrays print no counts).
+    pub fn degraded(&self) -> Option<u32> {
+        self.sysfs.as_ref().and_then(|s| s.degraded).or_else(|| {
+            self.raid_disks
+                .zip(self.active_disks)
+                .map(|(t, a)| t.saturating_sub(a))
+        })
+    }
+
+    /// What the sync thread does, in sysfs vocabulary: `md/sync_action`, else the mdstat sync
+    /// line's word, queued or running (`recovery` and md-cluster's `recover` → `recover`), else
+    /// `idle`.
+    pub fn sync_action(&self) -> SyncAction {
+        if let Some(s) = self.sysfs.as_ref().and_then(|s| s.sync_action.clone()) {
+            return s;
+        }
+        match self.sync.as_ref().map(|s| &s.action) {
+            None => SyncAction::Idle,
+            Some(SyncKind::Resync) => SyncAction::Resync,
+            Some(SyncKind::Recovery | SyncKind::Recover) => SyncAction::Recover,
+            Some(SyncKind::Reshape) => SyncAction::Reshape,
+            Some(SyncKind::Check) => SyncAction::Check,
+            Some(SyncKind::Repair) => SyncAction::Repair,
+            Some(SyncKind::Other(w)) => SyncAction::from(w.as_str()),
+        }
+    }
+
+    /// The sync md runs now, `None` when idle, frozen, or only queued (`DELAYED`, `PENDING`,
+    /// `REMOTE`). Where `md/sync_action` is read it must name a sync ([`SyncAction::running_kind`]
+    /// gives the kind); where `md/sync_completed` is read it must read `A / B` (`none` and
+    /// `delayed` are no running sync). Otherwise the mdstat sync line decides: running when it
+    /// prints `= N%`, its word the kind.
+    pub fn running_sync(&self) -> Option<RunningSync> {
+        let sys = self.sysfs.as_ref();
+        let printed = self.sync.as_ref().filter(|s| s.state == SyncState::Running);
+        let kind = match sys.and_then(|s| s.sync_action.as_ref()) {
+            Some(a) => a.running_kind()?,
+            None => self.sync.as_ref()?.action.clone(),
+        };
+        let progress = match sys.and_then(|s| s.sync_completed) {
+            Some(SyncCompleted::Sectors { done, total }) => (total > 0).then(|| SyncProgress {
+                done_sectors: done,
+                total_sectors: total,
+                percent: (done as f64 * 100.0 / total as f64).clamp(0.0, 100.0),
+                source: Source::Sysfs,
+            }),
+            Some(SyncCompleted::None | SyncCompleted::Delayed) => return None,
+            None => {
+                let s = printed?;
+                match (s.done_kib, s.total_kib) {
+                    (Some(d), Some(t)) if t > 0 => Some(SyncProgress {
+                        done_sectors: d.saturating_mul(2),
+                        total_sectors: t.saturating_mul(2),
+                        percent: s.percent.unwrap_or(0.0).clamp(0.0, 100.0),
+                        source: Source::Mdstat,
+                    }),
+                    _ => None,
+                }
+            }
+        };
+        Some(RunningSync { kind, progress })
+    }
+
+    /// How far the running sync is ([`Array::running_sync`]): `md/sync_completed`'s `A / B`,
+    /// else the mdstat line's `(done/total)` KiB × 2; `None` while none runs or the total is 0.
+    pub fn sync_progress(&self) -> Option<SyncProgress> {
+        self.running_sync()?.progress
+    }
+
+    /// The running sync's recent speed in KiB/s: `md/sync_speed`, else mdstat's `speed=`;
+    /// `None` while no sync runs ([`Array::running_sync`]).
+    pub fn sync_speed_kib_s(&self) -> Option<u64> {
+        self.running_sync()?;
+        self.sysfs
+            .as_ref()
+            .and_then(|s| s.sync_speed_kib_s)
+            .or_else(|| self.printed_sync().and_then(|s| s.speed_kib_s))
+    }
+
+    /// Estimated seconds left of the running sync: mdstat's `finish=` (the kernel's own
+    /// estimate, minutes × 60) where printed, else the sectors left of
+    /// [`Array::sync_progress`] at [`Array::sync_speed_kib_s`]; `None` while no sync runs or
+    /// neither is known (a speed of 0).
+    pub fn sync_remaining_s(&self) -> Option<f64> {
+        let run = self.running_sync()?;
+        if let Some(m) = self.printed_sync().and_then(|s| s.finish_min) {
+            return Some(m * 60.0);
+        }
+        let left_kib = run.progress?.remaining_sectors() as f64 / 2.0;
+        let v = self.sync_speed_kib_s().filter(|&v| v > 0)?;
+        Some(left_kib / v as f64)
+    }
+
+    /// The mdstat sync line when it shows a running sync.
+    fn printed_sync(&self) -> Option<&SyncStatus> {
+        self.sync.as_ref().filter(|s| s.state == SyncState::Running)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -580,6 +809,51 @@ mod tests {
         );
         let old: SpeedLimit = serde_json::from_str(r#"{"kibs":3}"#).unwrap();
         assert_eq!(old, SpeedLimit::local(3));
+    }
+
+    #[test]
+    fn sysfs_wins_over_mdstat_fact_by_fact() {
+        let text = "md0 : active raid1 sdb1[1] sda1[0]\n      1048576 blocks super 1.2 [2/1] [U_]\n      [=>...................]  recovery =  8.5% (89128/1048576) finish=1.5min speed=10000K/sec\n\nunused devices: <none>\n";
+        let mut a = crate::mdstat::parse(text).arrays.remove(0);
+        // mdstat alone: its counts, its word in sysfs vocabulary, its printed percent.
+        assert_eq!(a.degraded(), Some(1));
+        assert_eq!(a.sync_action(), SyncAction::Recover);
+        let p = a.sync_progress().unwrap();
+        assert_eq!(
+            (p.done_sectors, p.total_sectors, p.percent),
+            (178_256, 2_097_152, 8.5)
+        );
+        assert_eq!(p.source, Source::Mdstat);
+        assert_eq!(a.sync_remaining_s(), Some(90.0));
+        assert!(!a.is_stopped() && a.is_serving());
+        // sysfs read: each file wins where present.
+        a.sysfs = Some(ArraySysfs {
+            degraded: Some(0),
+            sync_action: Some(SyncAction::Recover),
+            sync_completed: Some(SyncCompleted::Sectors {
+                done: 1_048_576,
+                total: 2_097_152,
+            }),
+            ..Default::default()
+        });
+        assert_eq!(a.degraded(), Some(0));
+        let r = a.running_sync().unwrap();
+        assert_eq!(r.kind, SyncKind::Recovery);
+        assert_eq!(r.progress.unwrap().percent, 50.0);
+        assert_eq!(a.sync_speed_kib_s(), Some(10_000));
+        // A queued or idle sync in sysfs is no running sync, whatever mdstat printed.
+        let sys = a.sysfs.as_mut().unwrap();
+        sys.sync_completed = Some(SyncCompleted::Delayed);
+        assert_eq!(a.running_sync(), None);
+        assert_eq!((a.sync_speed_kib_s(), a.sync_remaining_s()), (None, None));
+        let sys = a.sysfs.as_mut().unwrap();
+        sys.sync_completed = None;
+        sys.sync_action = Some(SyncAction::Idle);
+        assert_eq!(a.running_sync(), None);
+        a.sysfs.as_mut().unwrap().array_state = Some(ArrayState::Inactive);
+        assert!(a.is_stopped() && !a.is_serving());
+        a.sysfs.as_mut().unwrap().array_state = Some(ArrayState::Broken);
+        assert!(!a.is_stopped() && a.is_broken() && !a.is_serving());
     }
 
     #[test]

@@ -1,6 +1,6 @@
 //! `mdpilot monitor [--json] [--bus BUS]`: follows the service's D-Bus signals live, one line per
 //! change. `mdpilot monitor --events [--json] [--oneshot]`: mdadm-style events instead (see
-//! [`crate::events`]), read from the kernel directly like `mdadm --monitor` (no service needed).
+//! [`crate::alerts`]), read from the kernel directly like `mdadm --monitor` (no service needed).
 //!
 //! At start it prints the current objects (from `GetManagedObjects`) as `added` lines, then one
 //! line per `PropertiesChanged`, `InterfacesAdded` and `InterfacesRemoved` from
@@ -12,9 +12,9 @@
 //! an array's `KernelName` for an array object (its path holds the UUID), learnt from the
 //! `added` lines.
 
+use crate::alerts::{ArrayView, Classifier};
 use crate::cli::Context;
 use crate::dbus::{BusChoice, BUS_NAME, MANAGER_PATH, ROOT_PATH};
-use crate::events::{ArrayView, Classifier};
 use crate::host::Root;
 use crate::model::MdStat;
 use futures_util::StreamExt;
@@ -46,10 +46,10 @@ pub struct MonitorArgs {
     pub oneshot: bool,
 }
 
-/// The classifier's input for every array of `stat`: [`crate::events::views_from_model`] plus
+/// The classifier's input for every array of `stat`: [`crate::alerts::views_from_model`] plus
 /// `md/sync_min` (512-byte sectors), which tells a paused check from a finished one.
 pub fn event_views(root: &Root, stat: &MdStat) -> Vec<ArrayView> {
-    let mut views = crate::events::views_from_model(stat);
+    let mut views = crate::alerts::views_from_model(stat);
     for v in &mut views {
         let path = root.sys(format!("block/{}/md/sync_min", v.name));
         v.sync_min_sectors = std::fs::read_to_string(path)

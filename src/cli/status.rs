@@ -6,7 +6,7 @@
 
 use crate::cli::{fail, Context};
 use crate::host::Root;
-use crate::model::{Array, HeaderState, MdStat, MemberFlag, SyncKind, SyncState, SyncStatus};
+use crate::model::{Array, MdStat, MemberFlag, SyncAction, SyncKind, SyncState};
 use crate::policy::PolicyWarning;
 use crate::sysfs::collect;
 use std::collections::BTreeMap;
@@ -186,10 +186,10 @@ fn frozen_warnings(ctx: &Context, stat: &MdStat) -> Vec<String> {
             ))
         })
         .collect();
-    if !now
-        .values()
-        .any(|a| a.attrs.values().any(|v| v == "frozen"))
-    {
+    let frozen = |a: &Array| {
+        a.sysfs.as_ref().and_then(|s| s.sync_action.as_ref()) == Some(&SyncAction::Frozen)
+    };
+    if !stat.arrays.iter().any(frozen) {
         return Vec::new();
     }
     let changes = crate::config::Config::load(&ctx.root)
@@ -225,76 +225,25 @@ pub fn render_text(stat: &MdStat) -> String {
     out
 }
 
+/// One `{label:>16} : {value}` row.
+fn row(out: &mut String, label: &str, value: &str) {
+    let _ = writeln!(out, "{label:>16} : {value}");
+}
+
+/// One array's block: the rows, then the member table.
 fn render_array(out: &mut String, a: &Array) {
     let sys = a.sysfs.as_ref();
     let _ = writeln!(out, "/dev/{}:", a.name);
-    let row = |out: &mut String, label: &str, value: &str| {
-        let _ = writeln!(out, "{label:>16} : {value}");
-    };
-    let level = a
-        .level
-        .as_deref()
-        .or(sys.and_then(|s| s.level.as_deref()))
-        .unwrap_or("none (container or not started)");
-    row(out, "Raid Level", level);
-    let mut state = a.state.as_str().to_string();
-    if let Some(ro) = a.read_only {
-        let _ = write!(state, ", {ro}");
-    }
-    if let (Some(t), Some(act)) = (a.raid_disks, a.active_disks) {
-        if act < t {
-            state.push_str(", degraded");
-        }
-    }
-    if let Some(s) = &a.sync {
-        let _ = write!(state, ", {}", sync_state_word(s));
-    }
-    if let Some(st) = sys.and_then(|s| s.array_state.as_ref()) {
-        let _ = write!(state, " (sysfs: {st})");
-    }
-    row(out, "State", &state);
-    if let Some(kib) = a.size_kib {
-        row(
-            out,
-            "Array Size",
-            &format!("{} ({kib} KiB)", human_kib(kib)),
-        );
-    }
-    if let Some(kib) = sys.and_then(|s| s.component_size_kib) {
-        row(
-            out,
-            "Used Dev Size",
-            &format!("{} ({kib} KiB)", human_kib(kib)),
-        );
-    }
     row(
         out,
-        "Metadata",
-        a.metadata.as_deref().unwrap_or("0.90 or none"),
+        "Raid Level",
+        a.level().unwrap_or("none (container or not started)"),
     );
-    if let Some(chunk) = sys.and_then(|s| s.chunk_size_bytes).filter(|&c| c > 0) {
-        row(out, "Chunk Size", &human_bytes(chunk));
-    }
-    if let Some(uuid) = sys.and_then(|s| s.uuid.as_deref()) {
-        row(out, "UUID", uuid);
-    }
-    if let Some(t) = a.raid_disks {
-        row(out, "Raid Devices", &t.to_string());
-    }
-    if let Some(act) = a.active_disks {
-        let status = a.member_status.as_deref().unwrap_or("");
-        row(out, "Active Devices", &format!("{act} [{status}]"));
-    }
-    let count = |f: MemberFlag| a.members.iter().filter(|m| m.flags.contains(&f)).count();
-    let (failed, spare) = (count(MemberFlag::Faulty), count(MemberFlag::Spare));
-    if failed > 0 {
-        row(out, "Failed Devices", &failed.to_string());
-    }
-    if spare > 0 {
-        row(out, "Spare Devices", &spare.to_string());
-    }
-    if let Some(s) = &a.sync {
-        row(out, &sync_label(s), &sync_text(s));
+    row(out, "State", &state_text(a));
+    size_rows(out, a);
+    count_rows(out, a);
+    if let Some((label, text)) = sync_row(a) {
+        row(out, &label, &text);
     }
     if let Some(m) = sys.and_then(|s| s.mismatch_cnt).filter(|&m| m > 0) {
         row(out, "Mismatch Count", &format!("{m} sectors"));
@@ -326,10 +275,84 @@ fn render_array(out: &mut String, a: &Array) {
             ),
         );
     }
+    member_rows(out, a);
+}
+
+/// `active, auto-read-only, degraded, resyncing (sysfs: clean)`: the mdstat header word, its
+/// read-only marker, [`Array::degraded`], the sync line, then `md/array_state` where read.
+fn state_text(a: &Array) -> String {
+    let mut state = a.state.as_str().to_string();
+    if let Some(ro) = a.read_only {
+        let _ = write!(state, ", {ro}");
+    }
+    if a.degraded().is_some_and(|d| d > 0) {
+        state.push_str(", degraded");
+    }
+    if let Some(w) = sync_state_word(a) {
+        let _ = write!(state, ", {w}");
+    }
+    if let Some(st) = a.sysfs.as_ref().and_then(|s| s.array_state.as_ref()) {
+        let _ = write!(state, " (sysfs: {st})");
+    }
+    state
+}
+
+/// Array Size, Used Dev Size, Metadata, Chunk Size, UUID.
+fn size_rows(out: &mut String, a: &Array) {
+    let sys = a.sysfs.as_ref();
+    if let Some(kib) = a.size_kib {
+        row(
+            out,
+            "Array Size",
+            &format!("{} ({kib} KiB)", human_kib(kib)),
+        );
+    }
+    if let Some(kib) = sys.and_then(|s| s.component_size_kib) {
+        row(
+            out,
+            "Used Dev Size",
+            &format!("{} ({kib} KiB)", human_kib(kib)),
+        );
+    }
+    row(
+        out,
+        "Metadata",
+        a.metadata.as_deref().unwrap_or("0.90 or none"),
+    );
+    if let Some(chunk) = sys.and_then(|s| s.chunk_size_bytes).filter(|&c| c > 0) {
+        row(out, "Chunk Size", &human_bytes(chunk));
+    }
+    if let Some(uuid) = sys.and_then(|s| s.uuid.as_deref()) {
+        row(out, "UUID", uuid);
+    }
+}
+
+/// Raid Devices, Active Devices, Failed Devices, Spare Devices (mdstat's counts and flags).
+fn count_rows(out: &mut String, a: &Array) {
+    if let Some(t) = a.raid_disks {
+        row(out, "Raid Devices", &t.to_string());
+    }
+    if let Some(act) = a.active_disks {
+        let status = a.member_status.as_deref().unwrap_or("");
+        row(out, "Active Devices", &format!("{act} [{status}]"));
+    }
+    let count = |f: MemberFlag| a.members.iter().filter(|m| m.flags.contains(&f)).count();
+    let (failed, spare) = (count(MemberFlag::Faulty), count(MemberFlag::Spare));
+    if failed > 0 {
+        row(out, "Failed Devices", &failed.to_string());
+    }
+    if spare > 0 {
+        row(out, "Spare Devices", &spare.to_string());
+    }
+}
+
+/// The member table: slot, role (`md/dev-*/slot`), name, flag words and sysfs state.
+fn member_rows(out: &mut String, a: &Array) {
     if a.members.is_empty() {
         out.push_str("    (no member devices)\n");
         return;
     }
+    let sys = a.sysfs.as_ref();
     let width = a
         .members
         .iter()
@@ -354,8 +377,8 @@ fn render_array(out: &mut String, a: &Array) {
             .iter()
             .any(|f| matches!(f, MemberFlag::Faulty | MemberFlag::Spare))
         {
-            // Members of an inactive or broken array are assembled, not in service.
-            let role = if a.state == HeaderState::Active {
+            // Members of a stopped or broken array are assembled, not in service.
+            let role = if a.is_serving() {
                 "active"
             } else {
                 "assembled"
@@ -379,52 +402,83 @@ fn render_array(out: &mut String, a: &Array) {
     }
 }
 
-fn sync_state_word(s: &SyncStatus) -> String {
-    let verb = match &s.action {
+/// The verb of a running sync (`resyncing`).
+fn sync_verb(kind: &SyncKind) -> &str {
+    match kind {
         SyncKind::Resync => "resyncing",
         SyncKind::Recovery | SyncKind::Recover => "recovering",
         SyncKind::Reshape => "reshaping",
         SyncKind::Check => "checking",
         SyncKind::Repair => "repairing",
         SyncKind::Other(other) => other,
-    };
-    match s.state {
-        SyncState::Running => verb.to_string(),
-        SyncState::Delayed => format!("{} delayed", s.action),
-        SyncState::Pending => format!("{} pending", s.action),
-        SyncState::Remote => format!("{} on another node", s.action),
     }
 }
 
-fn sync_label(s: &SyncStatus) -> String {
-    let mut word = s.action.to_string();
+/// The sync in the State row: the running one's verb ([`Array::running_sync`]), else what the
+/// mdstat sync line says is queued (`resync delayed`), else the line's word and
+/// `md/sync_action` (`resync idle`: sysfs says the printed sync does not run).
+fn sync_state_word(a: &Array) -> Option<String> {
+    if let Some(r) = a.running_sync() {
+        return Some(sync_verb(&r.kind).to_string());
+    }
+    let s = a.sync.as_ref()?;
+    Some(match s.state {
+        SyncState::Running => format!("{} {}", s.action, a.sync_action()),
+        SyncState::Delayed => format!("{} delayed", s.action),
+        SyncState::Pending => format!("{} pending", s.action),
+        SyncState::Remote => format!("{} on another node", s.action),
+    })
+}
+
+/// `Resync Status`.
+fn sync_label(kind: &SyncKind) -> String {
+    let mut word = kind.to_string();
     if let Some(c) = word.get_mut(..1) {
         c.make_ascii_uppercase();
     }
     format!("{word} Status")
 }
 
-/// `[=====>..............]  27.3% (142848/523264 KiB) at 53.6 MiB/s, ETA 2m 06s`.
-fn sync_text(s: &SyncStatus) -> String {
-    match s.state {
+/// The sync row, label and text: the running sync ([`Array::running_sync`]), else the queued
+/// one of the mdstat line; `None` when neither.
+fn sync_row(a: &Array) -> Option<(String, String)> {
+    if let Some(r) = a.running_sync() {
+        return Some((sync_label(&r.kind), running_text(a)));
+    }
+    let s = a.sync.as_ref()?;
+    let text = match s.state {
         SyncState::Delayed => "delayed: waits for another array on the same disks".into(),
         SyncState::Pending => "pending: starts on the first write (auto-read-only)".into(),
         SyncState::Remote => "done by another cluster node".into(),
-        SyncState::Running => {
-            let pct = s.percent.unwrap_or(0.0);
-            let mut t = format!("{} {pct:5.1}%", progress_bar(pct, 20));
-            if let (Some(d), Some(total)) = (s.done_kib, s.total_kib) {
-                let _ = write!(t, " ({d}/{total} KiB)");
-            }
-            if let Some(v) = s.speed_kib_s {
-                let _ = write!(t, " at {}/s", human_kib(v));
-            }
-            if let Some(m) = s.finish_min {
-                let _ = write!(t, ", ETA {}", human_minutes(m));
-            }
-            t
-        }
+        SyncState::Running => format!("not running (md/sync_action {})", a.sync_action()),
+    };
+    Some((sync_label(&s.action), text))
+}
+
+/// `[=====>..............]  27.3% (142848/523264 KiB) at 53.6 MiB/s, ETA 2m 06s`: the
+/// model's running sync ([`Array::sync_progress`], [`Array::sync_speed_kib_s`],
+/// [`Array::sync_remaining_s`]: sysfs over mdstat).
+fn running_text(a: &Array) -> String {
+    let progress = a.sync_progress();
+    let pct = progress.map_or(0.0, |p| p.percent);
+    let mut t = format!("{} {pct:5.1}%", progress_bar(pct, 20));
+    if let Some(p) = progress {
+        let (d, total) = (p.done_sectors / 2, p.total_sectors / 2);
+        let _ = write!(t, " ({d}/{total} KiB)");
     }
+    if let Some(v) = a.sync_speed_kib_s() {
+        let _ = write!(t, " at {}/s", human_kib(v));
+    }
+    if let Some(secs) = a.sync_remaining_s() {
+        let secs = if secs.is_finite() && secs > 0.0 {
+            secs.round() as u64
+        } else {
+            0
+        };
+        let eta = crate::units::duration(secs, crate::units::DurationStyle::Spaced);
+        let _ = write!(t, ", ETA {eta}");
+    }
+    t
 }
 
 /// A text progress bar `[====>.....]` of `width` cells for `percent` (0..=100, clamped).

@@ -14,7 +14,7 @@ use super::auth::{take_interaction_flags, Request};
 use super::check::CheckProps;
 use super::errors::{Error, Result};
 use super::options::Options;
-use crate::model::{Array, HeaderState, MemberFlag, SyncAction, SyncCompleted, SyncState};
+use crate::model::{Array, SpeedLimit, SyncAction};
 use crate::service::state::Shared;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -41,9 +41,10 @@ pub struct ArrayProps {
     pub named_device: String,
     /// `md/level` (or the mdstat personality).
     pub level: String,
-    /// `md/array_state` (`clean`, `active`, `read-auto`...) or the mdstat state word.
+    /// [`Array::array_state`]: `md/array_state` (`clean`, `active`, `read-auto`...), else the
+    /// nearest state of the mdstat header.
     pub state: String,
-    /// Read-only or auto-read-only.
+    /// Read-only or auto-read-only ([`Array::is_read_only`]).
     pub read_only: bool,
     /// Array size in bytes (mdstat blocks × 1024).
     pub size: u64,
@@ -51,19 +52,21 @@ pub struct ArrayProps {
     pub num_devices: u32,
     /// Members.
     pub members: Vec<MemberInfo>,
-    /// `md/degraded`: missing devices.
+    /// [`Array::degraded`]: `md/degraded`, else T − A of mdstat's `[T/A]`; 0 where unknown.
     pub degraded: u32,
-    /// `md/sync_action` (`idle`, `resync`, `recover`, `check`, `repair`, `reshape`, `frozen`).
+    /// [`Array::sync_action`] (`idle`, `resync`, `recover`, `check`, `repair`, `reshape`,
+    /// `frozen`): `md/sync_action`, else the mdstat sync line's word in sysfs vocabulary.
     pub sync_action: String,
-    /// Fraction done, 0..1 (0 when no sync).
+    /// Fraction done, 0..1 ([`Array::sync_progress`]; 0 when no sync runs).
     pub sync_completed: f64,
     /// `md/sync_completed` done part, 512-byte sectors.
     pub sync_completed_sectors: u64,
     /// `md/sync_completed` total part, 512-byte sectors.
     pub sync_total_sectors: u64,
-    /// `md/sync_speed` × 1024: bytes/s.
+    /// [`Array::sync_speed_kib_s`] × 1024: bytes/s; 0 when no sync runs.
     pub sync_rate: u64,
-    /// Estimated µs left (remaining bytes / SyncRate); 0 when unknown.
+    /// Estimated µs left ([`Array::sync_remaining_s`]: mdstat's `finish=`, else the remaining
+    /// sectors at the sync speed); 0 when unknown.
     pub sync_remaining_time: u64,
     /// `md/sync_speed_min`: (KiB/s, "local" | "system").
     pub sync_speed_min: (u64, String),
@@ -79,121 +82,95 @@ pub struct ArrayProps {
     pub metadata_version: String,
     /// `md/mismatch_cnt` in sectors.
     pub mismatch_count: u64,
-    /// The array is started.
+    /// The array is started: not [`Array::is_stopped`].
     pub running: bool,
     /// The check properties, from the check record and the schedule, not the model
     /// ([`super::check::CheckView::props`]).
     pub check: CheckProps,
 }
 
-fn flag_word(f: &MemberFlag) -> &'static str {
-    match f {
-        MemberFlag::WriteMostly => "write_mostly",
-        MemberFlag::Journal => "journal",
-        MemberFlag::Faulty => "faulty",
-        MemberFlag::Spare => "spare",
-        MemberFlag::Replacement => "replacement",
+/// The sync properties of [`ArrayProps`]: `(SyncCompletedSectors, SyncTotalSectors,
+/// SyncCompleted, SyncRate, SyncRemainingTime)`, all 0 while no sync runs.
+fn sync_props(a: &Array) -> (u64, u64, f64, u64, u64) {
+    let Some(p) = a.sync_progress() else {
+        return (0, 0, 0.0, 0, 0);
+    };
+    // Kernel numbers are not trusted to fit: saturate instead of overflowing (debug builds).
+    let rate = a.sync_speed_kib_s().unwrap_or(0).saturating_mul(1024);
+    let remaining_us = a.sync_remaining_s().map_or(0, |s| (s * 1e6).round() as u64);
+    (
+        p.done_sectors,
+        p.total_sectors,
+        p.fraction(),
+        rate,
+        remaining_us,
+    )
+}
+
+/// `Members`: `md/dev-*` where read, else the mdstat member list (flag words, `in_sync` for
+/// none).
+fn members(a: &Array) -> Vec<MemberInfo> {
+    match a
+        .sysfs
+        .as_ref()
+        .map(|s| &s.members)
+        .filter(|m| !m.is_empty())
+    {
+        Some(ms) => ms
+            .iter()
+            .map(|m| {
+                (
+                    m.name.clone(),
+                    m.slot.map_or(-1, |s| s as i32),
+                    m.state.clone(),
+                    m.errors.unwrap_or(0),
+                )
+            })
+            .collect(),
+        None => a
+            .members
+            .iter()
+            .map(|m| {
+                let mut st: Vec<String> = m.flags.iter().map(|f| f.as_str().to_string()).collect();
+                if st.is_empty() {
+                    st.push("in_sync".into());
+                }
+                (m.name.clone(), m.slot as i32, st, 0)
+            })
+            .collect(),
     }
 }
 
+/// `BitmapLocation`: udisks2 publishes md/bitmap/location; without sysfs, /proc/mdstat tells
+/// none and file apart but not an internal bitmap's offset (then empty: unknown).
+fn bitmap_location(a: &Array) -> Vec<u8> {
+    let sys = a.sysfs.as_ref().and_then(|s| s.bitmap_location.as_ref());
+    match (sys, &a.bitmap) {
+        (Some(l), _) => l.clone(),
+        (None, None) => "none".to_string(),
+        (None, Some(b)) if b.file.is_some() => "file".to_string(),
+        (None, Some(_)) => String::new(),
+    }
+    .into_bytes()
+}
+
+/// `SyncSpeedMin`, `SyncSpeedMax`: (KiB/s, "local" | "system"), (0, "") where unknown.
+fn limit(l: Option<SpeedLimit>) -> (u64, String) {
+    l.map_or((0, String::new()), |l| {
+        (
+            l.kib_s,
+            if l.system { "system" } else { "local" }.to_string(),
+        )
+    })
+}
+
 impl ArrayProps {
-    /// Maps the model to properties; sysfs values win over mdstat where both exist.
+    /// Maps the model to properties: the array's facts are the model's ([`Array::degraded`],
+    /// [`Array::sync_action`], [`Array::sync_progress`], [`Array::is_stopped`]...: sysfs over
+    /// mdstat); the other values are sysfs where read, else mdstat's.
     pub fn from_model(a: &Array) -> ArrayProps {
         let sys = a.sysfs.clone().unwrap_or_default();
-        let state_word = match a.state {
-            HeaderState::Active => "active",
-            HeaderState::Inactive => "inactive",
-            HeaderState::Broken => "broken",
-        };
-        let state = sys
-            .array_state
-            .as_ref()
-            .map_or_else(|| state_word.into(), std::string::ToString::to_string);
-        let read_only = a.read_only.is_some() || matches!(state.as_str(), "readonly" | "read-auto");
-        let num_devices = sys.raid_disks.or(a.raid_disks).unwrap_or(0);
-        let members = if !sys.members.is_empty() {
-            sys.members
-                .iter()
-                .map(|m| {
-                    (
-                        m.name.clone(),
-                        m.slot.map_or(-1, |s| s as i32),
-                        m.state.clone(),
-                        m.errors.unwrap_or(0),
-                    )
-                })
-                .collect()
-        } else {
-            a.members
-                .iter()
-                .map(|m| {
-                    let mut st: Vec<String> =
-                        m.flags.iter().map(|f| flag_word(f).to_string()).collect();
-                    if st.is_empty() {
-                        st.push("in_sync".into());
-                    }
-                    (m.name.clone(), m.slot as i32, st, 0)
-                })
-                .collect()
-        };
-        let degraded = sys
-            .degraded
-            .unwrap_or_else(|| num_devices.saturating_sub(a.active_disks.unwrap_or(num_devices)));
-        let running_sync = a.sync.as_ref().filter(|s| s.state == SyncState::Running);
-        let sync_action = sys
-            .sync_action
-            .as_ref()
-            .map(std::string::ToString::to_string)
-            .or_else(|| a.sync.as_ref().map(|s| s.action.to_string()))
-            .unwrap_or_else(|| "idle".into());
-        let (done, total) = match sys.sync_completed {
-            Some(SyncCompleted::Sectors { done, total }) => (done, total),
-            Some(_) => (0, 0),
-            None => running_sync.map_or((0, 0), |s| {
-                (
-                    s.done_kib.unwrap_or(0).saturating_mul(2),
-                    s.total_kib.unwrap_or(0).saturating_mul(2),
-                )
-            }),
-        };
-        let sync_completed = if total > 0 {
-            done as f64 / total as f64
-        } else {
-            0.0
-        };
-        let rate_kib = if total > 0 {
-            sys.sync_speed_kib_s
-                .or_else(|| running_sync.and_then(|s| s.speed_kib_s))
-                .unwrap_or(0)
-        } else {
-            0
-        };
-        // Kernel numbers are not trusted to fit: saturate instead of overflowing (debug builds).
-        let sync_rate = rate_kib.saturating_mul(1024);
-        let sync_remaining_time = if sync_rate > 0 {
-            u64::try_from(
-                u128::from(total - done.min(total)) * 512 * 1_000_000 / u128::from(sync_rate),
-            )
-            .unwrap_or(u64::MAX)
-        } else {
-            0
-        };
-        let limit = |l: Option<crate::model::SpeedLimit>| {
-            l.map_or((0, String::new()), |l| {
-                (
-                    l.kib_s,
-                    if l.system { "system" } else { "local" }.to_string(),
-                )
-            })
-        };
-        // udisks2 publishes md/bitmap/location; without sysfs, /proc/mdstat tells none and
-        // file apart but not an internal bitmap's offset (then empty: unknown).
-        let bitmap_location = match (&sys.bitmap_location, &a.bitmap) {
-            (Some(l), _) => l.clone(),
-            (None, None) => "none".to_string(),
-            (None, Some(b)) if b.file.is_some() => "file".to_string(),
-            (None, Some(_)) => String::new(),
-        };
+        let (done, total, sync_completed, sync_rate, sync_remaining_time) = sync_props(a);
         let uuid = sys
             .mdadm_uuid
             .clone()
@@ -205,18 +182,14 @@ impl ArrayProps {
             uuid,
             device_node: format!("/dev/{}", a.name),
             named_device: sys.named_device.clone().unwrap_or_default(),
-            level: sys
-                .level
-                .clone()
-                .or_else(|| a.level.clone())
-                .unwrap_or_default(),
-            state,
-            read_only,
+            level: a.level().unwrap_or_default().to_string(),
+            state: a.array_state().to_string(),
+            read_only: a.is_read_only(),
             size: a.size_kib.unwrap_or(0).saturating_mul(1024),
-            num_devices,
-            members,
-            degraded,
-            sync_action,
+            num_devices: a.raid_disks().unwrap_or(0),
+            members: members(a),
+            degraded: a.degraded().unwrap_or(0),
+            sync_action: a.sync_action().to_string(),
             sync_completed,
             sync_completed_sectors: done,
             sync_total_sectors: total,
@@ -225,7 +198,7 @@ impl ArrayProps {
             sync_speed_min: limit(sys.sync_speed_min),
             sync_speed_max: limit(sys.sync_speed_max),
             chunk_size: sys.chunk_size_bytes.unwrap_or(0),
-            bitmap_location: bitmap_location.into_bytes(),
+            bitmap_location: bitmap_location(a),
             consistency_policy: sys.consistency_policy.clone().unwrap_or_default(),
             metadata_version: sys
                 .metadata_version
@@ -233,14 +206,18 @@ impl ArrayProps {
                 .or_else(|| a.metadata.clone())
                 .unwrap_or_default(),
             mismatch_count: sys.mismatch_cnt.unwrap_or(0),
-            running: a.state == HeaderState::Active,
+            running: !a.is_stopped(),
             check: CheckProps::default(),
         }
     }
 
     /// True while a sync makes progress (the service runs its progress timer then).
     pub fn syncing(&self) -> bool {
-        !matches!(self.sync_action.as_str(), "idle" | "frozen" | "") || self.sync_total_sectors > 0
+        let idle = matches!(
+            SyncAction::from(self.sync_action.as_str()),
+            SyncAction::Idle | SyncAction::Frozen
+        );
+        !(idle || self.sync_action.is_empty()) || self.sync_total_sectors > 0
     }
 
     /// The properties whose values differ between `old` and `new`, by D-Bus name.

@@ -4,58 +4,7 @@
 use super::families::{
     esc, int, Builder, Labels, Value, ARRAY_STATES, CONSISTENCY_POLICIES, SYNC_ACTIONS,
 };
-use crate::model::{
-    Array, ArrayState, HeaderState, MemberFlag, ReadOnly, SyncAction, SyncCompleted, SyncKind,
-    SyncState,
-};
-
-/// `md/array_state`, or the nearest state from the `/proc/mdstat` header.
-fn array_state(a: &Array) -> ArrayState {
-    if let Some(s) = a.sysfs.as_ref().and_then(|s| s.array_state.clone()) {
-        return s;
-    }
-    match (a.state, a.read_only) {
-        (HeaderState::Inactive, _) => ArrayState::Inactive,
-        (HeaderState::Broken, _) => ArrayState::Broken,
-        (HeaderState::Active, Some(ReadOnly::ReadOnly)) => ArrayState::Readonly,
-        (HeaderState::Active, Some(ReadOnly::AutoReadOnly)) => ArrayState::ReadAuto,
-        (HeaderState::Active, None) => ArrayState::Active,
-    }
-}
-
-/// `md/sync_action`, or the nearest action from the mdstat sync line (`idle` without one).
-fn sync_action(a: &Array) -> SyncAction {
-    if let Some(s) = a.sysfs.as_ref().and_then(|s| s.sync_action.clone()) {
-        return s;
-    }
-    match a.sync.as_ref().map(|s| &s.action) {
-        None => SyncAction::Idle,
-        Some(SyncKind::Resync) => SyncAction::Resync,
-        Some(SyncKind::Recovery | SyncKind::Recover) => SyncAction::Recover,
-        Some(SyncKind::Reshape) => SyncAction::Reshape,
-        Some(SyncKind::Check) => SyncAction::Check,
-        Some(SyncKind::Repair) => SyncAction::Repair,
-        Some(SyncKind::Other(w)) => SyncAction::from(w.as_str()),
-    }
-}
-
-/// (done, total) of the running sync in KiB: `md/sync_completed` (sectors / 2), else the
-/// mdstat progress line.
-fn sync_progress_kib(a: &Array) -> Option<(f64, f64)> {
-    if let Some(c) = a.sysfs.as_ref().and_then(|s| s.sync_completed) {
-        return match c {
-            SyncCompleted::Sectors { done, total } if total > 0 => {
-                Some((done as f64 / 2.0, total as f64 / 2.0))
-            }
-            _ => None,
-        };
-    }
-    let s = a.sync.as_ref().filter(|s| s.state == SyncState::Running)?;
-    match (s.done_kib, s.total_kib) {
-        (Some(d), Some(t)) if t > 0 => Some((d as f64, t as f64)),
-        _ => None,
-    }
-}
+use crate::model::{Array, ArrayState, HeaderState, MemberFlag, SyncAction};
 
 /// One series per word of `known` (1 for `cur`, 0 for the others) in the family `fam` with the
 /// label `key`, plus a series for `cur` when it is not in `known`.
@@ -90,11 +39,7 @@ pub fn array(b: &mut Builder, a: &Array) {
     let sys = a.sysfs.as_ref();
     let name = esc(&a.name);
     let arr = || -> Labels { vec![("array", name.clone())] };
-    let level = a
-        .level
-        .as_deref()
-        .or(sys.and_then(|s| s.level.as_deref()))
-        .unwrap_or("");
+    let level = a.level().unwrap_or("");
     let metadata = sys
         .and_then(|s| s.metadata_version.as_deref())
         .or(a.metadata.as_deref())
@@ -118,7 +63,7 @@ pub fn array(b: &mut Builder, a: &Array) {
         &name,
         "state",
         ARRAY_STATES.iter().map(ArrayState::as_str),
-        array_state(a).as_str(),
+        a.array_state().as_str(),
     );
     if let Some(kib) = a.size_kib {
         b.add(
@@ -127,16 +72,10 @@ pub fn array(b: &mut Builder, a: &Array) {
             int(kib.saturating_mul(1024)),
         );
     }
-    let raid_disks = sys.and_then(|s| s.raid_disks).or(a.raid_disks);
-    if let Some(n) = raid_disks {
+    if let Some(n) = a.raid_disks() {
         b.add("mdpilot_array_raid_disks", arr(), int(n.into()));
     }
-    let degraded = sys.and_then(|s| s.degraded).or_else(|| {
-        a.raid_disks
-            .zip(a.active_disks)
-            .map(|(t, act)| t.saturating_sub(act))
-    });
-    if let Some(d) = degraded {
+    if let Some(d) = a.degraded() {
         b.add("mdpilot_array_degraded", arr(), int(d.into()));
     }
     members(b, a, &name);
@@ -156,18 +95,24 @@ pub fn array(b: &mut Builder, a: &Array) {
         &name,
         "action",
         SYNC_ACTIONS.iter().map(SyncAction::as_str),
-        sync_action(a).as_str(),
+        a.sync_action().as_str(),
     );
     sync(b, a, arr);
     if let Some(m) = sys.and_then(|s| s.mismatch_cnt) {
         b.add("mdpilot_array_mismatch_sectors", arr(), int(m));
     }
+    limits(b, a, &name);
+}
+
+/// The array's `md/sync_speed_{min,max}`: bytes/s and whether local.
+fn limits(b: &mut Builder, a: &Array, name: &str) {
+    let sys = a.sysfs.as_ref();
     for (bound, lim) in [
         ("min", sys.and_then(|s| s.sync_speed_min)),
         ("max", sys.and_then(|s| s.sync_speed_max)),
     ] {
         let Some(lim) = lim else { continue };
-        let labels = vec![("array", name.clone()), ("bound", bound.to_string())];
+        let labels = vec![("array", name.to_string()), ("bound", bound.to_string())];
         b.add(
             "mdpilot_array_sync_speed_limit_bytes_per_second",
             labels.clone(),
@@ -220,37 +165,24 @@ fn members(b: &mut Builder, a: &Array, name: &str) {
     }
 }
 
-/// The running sync's ratio, speed and time left (no samples while none runs).
+/// The running sync's ratio, speed and time left ([`Array::sync_progress`],
+/// [`Array::sync_speed_kib_s`], [`Array::sync_remaining_s`]; no samples while none runs).
 fn sync(b: &mut Builder, a: &Array, arr: impl Fn() -> Labels) {
-    let sys = a.sysfs.as_ref();
-    let progress = sync_progress_kib(a);
-    if let Some((done, total)) = progress {
+    if let Some(p) = a.sync_progress() {
         b.add(
             "mdpilot_array_sync_completed_ratio",
             arr(),
-            Value::Float((done / total).clamp(0.0, 1.0)),
+            Value::Float(p.fraction()),
         );
     }
-    let running = a.sync.as_ref().filter(|s| s.state == SyncState::Running);
-    let speed_kib = sys
-        .and_then(|s| s.sync_speed_kib_s)
-        .or(running.and_then(|s| s.speed_kib_s));
-    if let (Some(v), true) = (speed_kib, progress.is_some() || running.is_some()) {
+    if let Some(v) = a.sync_speed_kib_s() {
         b.add(
             "mdpilot_array_sync_speed_bytes_per_second",
             arr(),
             int(v.saturating_mul(1024)),
         );
     }
-    let remaining = running
-        .and_then(|s| s.finish_min)
-        .map(|m| m * 60.0)
-        .or_else(|| {
-            let (done, total) = progress?;
-            let v = speed_kib.filter(|&v| v > 0)?;
-            Some((total - done).max(0.0) / v as f64)
-        });
-    if let (Some(r), true) = (remaining, progress.is_some() || running.is_some()) {
+    if let Some(r) = a.sync_remaining_s() {
         b.add(
             "mdpilot_array_sync_remaining_seconds",
             arr(),
@@ -262,7 +194,7 @@ fn sync(b: &mut Builder, a: &Array, arr: impl Fn() -> Labels) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::model::{ArraySysfs, SyncStatus};
+    use crate::model::{ArraySysfs, SyncKind, SyncState, SyncStatus};
 
     fn array_of(mdstat: &str) -> Array {
         crate::mdstat::parse(mdstat).arrays.remove(0)
@@ -274,8 +206,8 @@ mod tests {
             "md0 : active (auto-read-only) raid1 sdb1[1] sda1[0]\n      \
              1048576 blocks super 1.2 [2/2] [UU]\n\nunused devices: <none>\n",
         );
-        assert_eq!(array_state(&a), ArrayState::ReadAuto);
-        assert_eq!(sync_action(&a), SyncAction::Idle);
+        assert_eq!(a.array_state(), ArrayState::ReadAuto);
+        assert_eq!(a.sync_action(), SyncAction::Idle);
         a.sync = Some(SyncStatus {
             action: SyncKind::Recovery,
             state: SyncState::Delayed,
@@ -285,14 +217,14 @@ mod tests {
             finish_min: None,
             speed_kib_s: None,
         });
-        assert_eq!(sync_action(&a), SyncAction::Recover);
+        assert_eq!(a.sync_action(), SyncAction::Recover);
         a.sysfs = Some(ArraySysfs {
             array_state: Some(ArrayState::Clean),
             sync_action: Some(SyncAction::Frozen),
             ..Default::default()
         });
-        assert_eq!(array_state(&a), ArrayState::Clean);
-        assert_eq!(sync_action(&a), SyncAction::Frozen);
+        assert_eq!(a.array_state(), ArrayState::Clean);
+        assert_eq!(a.sync_action(), SyncAction::Frozen);
     }
 
     #[test]

@@ -1,8 +1,8 @@
-//! The service's side of [`crate::events`]: each new model goes through the classifier; each
+//! The service's side of [`crate::alerts`]: each new model goes through the classifier; each
 //! event is logged with journald-style fields and handed to the configured program.
 //!
 //! Log: one record per event at `error` (critical), `warn` (warning) or `info`, with the fields
-//! `MESSAGE_ID` (fixed per event type, [`crate::events::EventKind::message_id`]), `ARRAY` (`md0`),
+//! `MESSAGE_ID` (fixed per event type, [`crate::alerts::EventKind::message_id`]), `ARRAY` (`md0`),
 //! `DEVICE` (member, empty when none), `MD_EVENT` (`Rebuild40`), `MD_UUID`, and the text line as
 //! the message. Under systemd, stderr goes to the journal.
 //!
@@ -19,7 +19,7 @@
 //!   event pushes out the oldest waiting one of lower severity, or is itself dropped; each drop
 //!   is counted ([`EventSink::dropped`]) and logged (at most every 10 s).
 
-use crate::events::{Classifier, Event, Severity};
+use crate::alerts::{Classifier, Event, Severity};
 use crate::host::Root;
 use crate::model::MdStat;
 use std::collections::{BTreeSet, VecDeque};

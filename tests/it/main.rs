@@ -47,6 +47,7 @@ mod serve_watchdog;
 mod service_trust;
 mod skips;
 mod status_cli;
+mod views_agree;
 mod wipe_checkpoint;
 mod wipe_cli;
 mod wipe_engine;

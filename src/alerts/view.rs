@@ -1,7 +1,7 @@
 //! The classifier's input: one [`ArrayView`] per array per snapshot, and its one converter
 //! from the model ([`views_from_model`]). Pure.
 
-use crate::model::{Array, HeaderState, MdStat, MemberFlag, SyncState};
+use crate::model::{Array, MdStat, MemberFlag, SyncAction, SyncKind};
 use serde::Serialize;
 
 /// What a member does, from `md/dev-*/state` (md.rst) or the mdstat flags.
@@ -40,8 +40,8 @@ pub enum SyncGroup {
 /// A running (not queued) sync.
 #[derive(Debug, Clone, PartialEq, Serialize)]
 pub struct SyncView {
-    /// The word (`resync`, `recovery`, `reshape`, `check`, `repair`).
-    pub action: String,
+    /// The kind, in mdstat's vocabulary (`resync`, `recovery`, `reshape`, `check`, `repair`).
+    pub action: SyncKind,
     /// Done, 0.0 ..= 100.0 percent.
     pub percent: f64,
 }
@@ -49,8 +49,8 @@ pub struct SyncView {
 impl SyncView {
     /// Check/repair or rebuild.
     pub fn group(&self) -> SyncGroup {
-        match self.action.as_str() {
-            "check" | "repair" => SyncGroup::Check,
+        match self.action {
+            SyncKind::Check | SyncKind::Repair => SyncGroup::Check,
             _ => SyncGroup::Rebuild,
         }
     }
@@ -111,9 +111,10 @@ impl ArrayView {
 
 /// The classifier's view of every array of the model (mdstat enriched with sysfs, as
 /// `status::collect` and the service produce it). Member roles come from `md/dev-*/state`
-/// where read, else from the mdstat flags; progress from `md/sync_completed` where read, else
-/// the printed percent. `sync_min_sectors` and `created_unix_s` are not in the model: the
-/// caller sets them where it reads them.
+/// where read, else from the mdstat flags; degraded, the sync and stopped-ness are the model's
+/// facts ([`Array::degraded`], [`Array::running_sync`], [`Array::is_serving`]).
+/// `sync_min_sectors` and `created_unix_s` are not in the model: the caller sets them where it
+/// reads them.
 pub fn views_from_model(stat: &MdStat) -> Vec<ArrayView> {
     stat.arrays.iter().map(view_from_array).collect()
 }
@@ -121,13 +122,39 @@ pub fn views_from_model(stat: &MdStat) -> Vec<ArrayView> {
 /// One array of [`views_from_model`].
 pub fn view_from_array(a: &Array) -> ArrayView {
     let sys = a.sysfs.as_ref();
-    let sys_members = sys.map(|s| &s.members).filter(|m| !m.is_empty());
-    let members: Vec<MemberView> = match sys_members {
+    let sync = a.running_sync().map(|r| SyncView {
+        action: r.kind,
+        percent: r.progress.map_or(0.0, |p| p.percent),
+    });
+    ArrayView {
+        name: a.name.clone(),
+        uuid: sys.and_then(|s| s.uuid.clone()),
+        level: a.level().map(String::from),
+        active: a.is_serving(),
+        raid_disks: a.raid_disks(),
+        degraded: a.degraded().unwrap_or(0),
+        members: members(a),
+        sync,
+        frozen: a.sync_action() == SyncAction::Frozen,
+        mismatch_cnt: sys.and_then(|s| s.mismatch_cnt),
+        sync_min_sectors: None,
+        created_unix_s: None,
+    }
+}
+
+/// Member roles from `md/dev-*/state` where read, else from the mdstat flags.
+fn members(a: &Array) -> Vec<MemberView> {
+    let sys_members = a
+        .sysfs
+        .as_ref()
+        .map(|s| &s.members)
+        .filter(|m| !m.is_empty());
+    match sys_members {
         Some(ms) => ms
             .iter()
             .map(|m| {
                 let has = |w: &str| m.state.iter().any(|s| s == w);
-                let role = if has("faulty") {
+                let role = if has(MemberFlag::Faulty.as_str()) {
                     MemberRole::Faulty
                 } else if has("in_sync") {
                     MemberRole::InSync
@@ -159,51 +186,5 @@ pub fn view_from_array(a: &Array) -> ArrayView {
                 }
             })
             .collect(),
-    };
-    let sync_action = sys
-        .and_then(|s| s.sync_action.as_ref())
-        .map(|w| w.as_str().to_string());
-    let frozen = sync_action.as_deref() == Some("frozen");
-    let sync = a.sync.as_ref().and_then(|s| {
-        if s.state != SyncState::Running {
-            return None;
-        }
-        let from_sysfs = match sys.and_then(|x| x.sync_completed) {
-            Some(crate::model::SyncCompleted::Sectors { done, total }) if total > 0 => {
-                Some(done as f64 * 100.0 / total as f64)
-            }
-            _ => None,
-        };
-        let percent = from_sysfs.or(s.percent).unwrap_or(0.0);
-        let action = match sync_action.as_deref() {
-            Some(w @ ("check" | "repair" | "resync" | "reshape")) => w.to_string(),
-            Some("recover") => "recovery".to_string(),
-            _ => s.action.as_str().to_string(),
-        };
-        Some(SyncView { action, percent })
-    });
-    let degraded =
-        sys.and_then(|s| s.degraded)
-            .unwrap_or_else(|| match (a.raid_disks, a.active_disks) {
-                (Some(t), Some(n)) => t.saturating_sub(n),
-                _ => 0,
-            });
-    let active = a.state == HeaderState::Active
-        && !sys
-            .and_then(|s| s.array_state.as_ref())
-            .is_some_and(|w| matches!(w.as_str(), "clear" | "inactive"));
-    ArrayView {
-        name: a.name.clone(),
-        uuid: sys.and_then(|s| s.uuid.clone()),
-        level: a.level.clone(),
-        active,
-        raid_disks: a.raid_disks,
-        degraded,
-        members,
-        sync,
-        frozen,
-        mismatch_cnt: sys.and_then(|s| s.mismatch_cnt),
-        sync_min_sectors: None,
-        created_unix_s: None,
     }
 }

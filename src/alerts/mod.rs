@@ -41,6 +41,7 @@ pub use view::{
     view_from_array, views_from_model, ArrayView, MemberRole, MemberView, SyncGroup, SyncView,
 };
 
+use crate::model::SyncKind;
 use serde::Serialize;
 use std::collections::BTreeMap;
 
@@ -327,9 +328,9 @@ impl Classifier {
         }
     }
 
-    fn sync_event(&self, kind: EventKind, v: &ArrayView, action: &str) -> Event {
+    fn sync_event(&self, kind: EventKind, v: &ArrayView, action: &SyncKind) -> Event {
         let mut e = self.event(kind, v, None);
-        e.action = Some(action.to_string());
+        e.action = Some(action.as_str().to_string());
         e
     }
 
@@ -403,7 +404,30 @@ impl Classifier {
 
     fn step(&self, mut k: Known, v: &ArrayView, now_s: u64, out: &mut Vec<Event>) -> Known {
         let old = k.view.clone();
-        // Members: mdadm's three transitions.
+        if self.member_changes(&k, &old, v, out) {
+            // A failure during the initial build makes it a plain degraded array.
+            k.fresh = false;
+            k.initial = false;
+        }
+        self.sync_changes(&mut k, &old, v, now_s, out);
+        if k.fresh && v.sync.is_none() && now_s.saturating_sub(k.seen_s) >= FRESH_WINDOW_S {
+            // Built with --assume-clean (no sync came): later syncs are ordinary.
+            k.fresh = false;
+        }
+        self.degraded_and_spares(&mut k, v, false, out);
+        k.view = v.clone();
+        k
+    }
+
+    /// Members: mdadm's three transitions, and members added straight in sync. True when an
+    /// in-sync member failed.
+    fn member_changes(
+        &self,
+        k: &Known,
+        old: &ArrayView,
+        v: &ArrayView,
+        out: &mut Vec<Event>,
+    ) -> bool {
         let mut failed_in_sync = false;
         for m in &old.members {
             let new = v.members.iter().find(|n| n.name == m.name).map(|n| n.role);
@@ -431,12 +455,18 @@ impl Classifier {
                 out.push(self.event(EventKind::SpareActive, v, Some(&m.name)));
             }
         }
-        if failed_in_sync {
-            // A failure during the initial build makes it a plain degraded array.
-            k.fresh = false;
-            k.initial = false;
-        }
-        // Sync: end of the old one, start of a new one, progress steps.
+        failed_in_sync
+    }
+
+    /// Sync: end of the old one, start of a new one, progress steps.
+    fn sync_changes(
+        &self,
+        k: &mut Known,
+        old: &ArrayView,
+        v: &ArrayView,
+        now_s: u64,
+        out: &mut Vec<Event>,
+    ) {
         let same = match (&old.sync, &v.sync) {
             (Some(a), Some(b)) => a.action == b.action && b.percent + 0.001 >= a.percent,
             _ => false,
@@ -480,16 +510,9 @@ impl Classifier {
                 // Steps count from where it starts (a resumed check starts mid-way).
                 out.push(self.sync_event(kind, v, &b.action));
             }
-            (Some(a), Some(b), true) => self.steps(&k, v, b, a.percent, out),
+            (Some(a), Some(b), true) => self.steps(k, v, b, a.percent, out),
             _ => {}
         }
-        if k.fresh && v.sync.is_none() && now_s.saturating_sub(k.seen_s) >= FRESH_WINDOW_S {
-            // Built with --assume-clean (no sync came): later syncs are ordinary.
-            k.fresh = false;
-        }
-        self.degraded_and_spares(&mut k, v, false, out);
-        k.view = v.clone();
-        k
     }
 
     fn steps(&self, k: &Known, v: &ArrayView, s: &SyncView, from: f64, out: &mut Vec<Event>) {
