@@ -111,8 +111,8 @@ impl Watcher {
     /// Errors: `/proc/mdstat` cannot be opened under a test root (on the real system a missing
     /// mdstat is waited for through udev); the thread cannot be started.
     pub fn start(root: Root, tx: UnboundedSender<Event>) -> Result<Watcher, WatchError> {
-        let mdstat_path = root.proc("mdstat");
-        let mdstat = match File::open(&mdstat_path) {
+        let mdstat_path = crate::sysfs::arrays::mdstat_path(&root);
+        let mdstat = match crate::sysfs::arrays::open_mdstat(&root) {
             Ok(f) => Some(f),
             // Without udev nothing would ever tell us md appeared: that is an error then.
             Err(source) if !root.is_system() => {
@@ -171,20 +171,6 @@ fn drain(f: &mut File) -> bool {
     }
 }
 
-/// Arrays present under `/sys/block` (names starting with `md` that have an `md/` directory).
-fn list_arrays(root: &Root) -> Vec<String> {
-    let mut out: Vec<String> = std::fs::read_dir(root.sys("block"))
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("md") && root.sys(format!("block/{n}/md")).is_dir())
-                .collect()
-        })
-        .unwrap_or_default();
-    out.sort();
-    out
-}
-
 struct AttrFd {
     array: String,
     attr: &'static str,
@@ -193,10 +179,9 @@ struct AttrFd {
 
 fn open_attrs(root: &Root) -> Vec<AttrFd> {
     let mut out = Vec::new();
-    for array in list_arrays(root) {
+    for array in crate::sysfs::list_arrays(root) {
         for attr in POLLED_ATTRS {
-            let p = root.sys(format!("block/{array}/md/{attr}"));
-            match File::open(&p) {
+            match crate::sysfs::arrays::open_attr(root, &array, attr) {
                 Ok(mut file) => {
                     let _ = drain(&mut file);
                     out.push(AttrFd {
@@ -206,7 +191,7 @@ fn open_attrs(root: &Root) -> Vec<AttrFd> {
                     });
                 }
                 // Missing attributes are normal (raid0 has no sync_action on old kernels).
-                Err(e) => tracing::debug!("not watching {}: {e}", p.display()),
+                Err(e) => tracing::debug!("not watching {array} md/{attr}: {e}"),
             }
         }
     }
@@ -309,7 +294,7 @@ fn watch_loop(root: Root, mut mdstat: Option<File>, stop_r: OwnedFd, tx: Unbound
             attrs = open_attrs(&root);
             if mdstat.is_none() {
                 // The md module may just have been loaded.
-                mdstat = File::open(root.proc("mdstat")).ok();
+                mdstat = crate::sysfs::arrays::open_mdstat(&root).ok();
                 if let Some(f) = mdstat.as_mut() {
                     let _ = drain(f);
                 }
@@ -340,17 +325,6 @@ mod tests {
             rx.try_recv().is_err(),
             "regular files must not raise POLLPRI"
         );
-    }
-
-    #[test]
-    fn list_arrays_finds_md_dirs_only() {
-        let d = tempfile::tempdir().unwrap();
-        let root = Root::new(d.path());
-        std::fs::create_dir_all(root.sys("block/md1/md")).unwrap();
-        std::fs::create_dir_all(root.sys("block/md0/md")).unwrap();
-        std::fs::create_dir_all(root.sys("block/sda")).unwrap();
-        std::fs::create_dir_all(root.sys("block/md9")).unwrap();
-        assert_eq!(list_arrays(&root), vec!["md0", "md1"]);
     }
 
     #[test]

@@ -161,10 +161,7 @@ pub fn redundant(a: &Array) -> bool {
 /// What the kernel shows of `a` now (the model's sysfs values plus `md/sync_min`, read here).
 pub fn observe(root: &Root, a: &Array) -> Observed {
     let sys = a.sysfs.clone().unwrap_or_default();
-    let sync_min = std::fs::read_to_string(md_path(root, &a.name, "sync_min"))
-        .ok()
-        .and_then(|t| t.trim().parse().ok())
-        .unwrap_or(0);
+    let sync_min = crate::sysfs::read_sync_min(root, &a.name).unwrap_or(0);
     Observed {
         sync_action: sys
             .sync_action
@@ -180,14 +177,16 @@ pub fn observe(root: &Root, a: &Array) -> Observed {
     }
 }
 
-fn md_path(root: &Root, array: &str, attr: &str) -> PathBuf {
-    root.sys(format!("block/{array}/md/{attr}"))
-}
-
+/// Through the one writer ([`crate::sysfs::write_array_attr`]): an array that has just gone is
+/// `CheckError::Write` with `NotFound`, never a file created under `/sys/block/<array>/md/`.
 fn write_attr(root: &Root, array: &str, attr: &str, value: &str) -> Result<(), CheckError> {
-    let path = md_path(root, array, attr);
     tracing::info!(array, attr, value, "write");
-    std::fs::write(&path, format!("{value}\n")).map_err(|source| CheckError::Write { path, source })
+    crate::sysfs::write_array_attr(root, array, attr, &format!("{value}\n")).map_err(|e| {
+        CheckError::Write {
+            path: e.path().to_path_buf(),
+            source: e.into(),
+        }
+    })
 }
 
 /// Reads the record file (none = empty record).
@@ -520,7 +519,8 @@ mod tests {
         );
         let (paused, _) = upkeep_all(&root, &config, &model, end).unwrap();
         assert_eq!(paused, ["md0"]);
-        let t = std::fs::read_to_string(root.sys("block/md0/md/sync_action")).unwrap();
+        let t =
+            std::fs::read_to_string(crate::sysfs::attr_path(&root, "md0", "sync_action")).unwrap();
         assert_eq!(t, "idle\n");
     }
 }

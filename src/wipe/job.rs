@@ -14,11 +14,11 @@
 
 use super::checkpoint::{self, Checkpoint, Checkpointer, ResyncRecord};
 use super::error::WipeError;
-use super::handover;
 use super::leases::{LeaseProvider, NoLeases};
 use super::offload;
 use super::plan::{Data, Method, Op, Plan, ResyncAction, StartedBy};
 use super::progress::{notify, CompleteFn, Outcome, Phase, Progress, ProgressFn, Shared};
+use super::rescan;
 use super::sink::{BlockDevice, Sink};
 use super::source::Sources;
 use super::target::{check_opened, Bound};
@@ -197,7 +197,7 @@ impl Job {
         let mut r = self.run_inner(shared);
         // The device is closed now: udev's re-probe is not blocked by our exclusive open.
         if self.sink.is_none() {
-            match handover::send_change(&self.root, &self.plan.name) {
+            match rescan::send_change(&self.root, &self.plan.name) {
                 Ok(()) => {
                     if let Ok(o) = r.as_mut() {
                         o.uevent_sent = true;
@@ -280,7 +280,7 @@ impl Job {
         }
         self.on_progress = on_progress.into_inner().unwrap_or_else(|e| e.into_inner());
         if let Ok(o) = result.as_mut() {
-            o.partitions_reread = handover::reread(&*sink, &plan.name, plan.reread_partitions);
+            o.partitions_reread = rescan::reread(&*sink, &plan.name, plan.reread_partitions);
             o.resumed_bytes = plan.checkpoint.as_ref().map_or(0, |c| c.resumed_bytes);
             o.offloaded = !plan.offload.is_empty();
         }

@@ -21,7 +21,7 @@
 //! - [`resume`]: the pure step continuing a fresh plan from a checkpoint.
 //! - [`checkpoint`]: the durable checkpoint a job keeps so `--resume` continues it.
 //! - [`offload`]: member offload (a `zero` of an md array done by its members).
-//! - [`handover`]: BLKRRPART and a udev `change` event after the wipe.
+//! - [`rescan`]: BLKRRPART and a udev `change` event after the wipe.
 //! - [`leases`]: the [`leases::LeaseProvider`] trait the job takes its policy leases through.
 //! - [`error`]: [`WipeError`], one variant per way a job does not start, stops or fails.
 //! - [`candidates`]: every block device with [`plan_for`]'s verdict (`Manager.WipeCandidates`).
@@ -33,7 +33,6 @@ pub mod buffer;
 pub mod candidates;
 pub mod checkpoint;
 pub mod error;
-pub mod handover;
 pub mod ioctl;
 pub mod job;
 pub mod leases;
@@ -42,6 +41,7 @@ pub mod plan;
 pub mod planner;
 pub mod probe;
 pub mod progress;
+pub mod rescan;
 pub mod resume;
 pub mod resync;
 pub mod sink;

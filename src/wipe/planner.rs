@@ -550,26 +550,32 @@ pub fn offload(
     }
     let mut out = Vec::new();
     for m in &md.members {
-        if !m.state.iter().any(|w| w == "in_sync")
-            || m.state.iter().any(|w| w == "faulty" || w == "replacement")
+        if !m.sysfs.state.iter().any(|w| w == "in_sync")
+            || m.sysfs
+                .state
+                .iter()
+                .any(|w| w == "faulty" || w == "replacement")
         {
             return Err(Some(format!(
                 "member {} is not in_sync (state {})",
-                m.name,
-                m.state.join(",")
+                m.sysfs.name,
+                m.sysfs.state.join(",")
             )));
         }
         if m.write_zeroes_max_bytes == 0 {
             return Err(Some(format!(
                 "member {} cannot zero itself (write_zeroes_max_bytes 0)",
-                m.name
+                m.sysfs.name
             )));
         }
         if m.size_kib == 0 {
-            return Err(Some(format!("member {} has no data region size", m.name)));
+            return Err(Some(format!(
+                "member {} has no data region size",
+                m.sysfs.name
+            )));
         }
         out.push(super::plan::MemberRegion {
-            name: m.name.clone(),
+            name: m.sysfs.name.clone(),
             path: m.path.clone(),
             dev: m.dev,
             size_bytes: m.size_bytes,
