@@ -602,42 +602,42 @@ pub fn offload(
     if md.members.is_empty() {
         return Err(Some("no members listed".into()));
     }
-    let mut out = Vec::new();
-    for m in &md.members {
-        if !m.sysfs.state.iter().any(|w| w == "in_sync")
-            || m.sysfs
-                .state
-                .iter()
-                .any(|w| w == "faulty" || w == "replacement")
-        {
-            return Err(Some(format!(
-                "member {} is not in_sync (state {})",
-                m.sysfs.name,
-                m.sysfs.state.join(",")
-            )));
-        }
-        if m.write_zeroes_max_bytes == 0 {
-            return Err(Some(format!(
-                "member {} cannot zero itself (write_zeroes_max_bytes 0)",
-                m.sysfs.name
-            )));
-        }
-        if m.size_kib == 0 {
-            return Err(Some(format!(
-                "member {} has no data region size",
-                m.sysfs.name
-            )));
-        }
-        out.push(super::plan::MemberRegion {
-            name: m.sysfs.name.clone(),
-            path: m.path.clone(),
-            dev: m.dev,
-            size_bytes: m.size_bytes,
-            offset_bytes: m.offset_sectors * 512,
-            len_bytes: m.size_kib * 1024,
-        });
+    md.members
+        .iter()
+        .map(member_region)
+        .collect::<Result<_, _>>()
+        .map_err(Some)
+}
+
+/// The data region of member `m` to zero, or why it cannot be offloaded: not `in_sync` (or
+/// faulty, a replacement), no zeroing of its own, no data region size.
+fn member_region(m: &crate::sysfs::MdMember) -> Result<super::plan::MemberRegion, String> {
+    let name = &m.sysfs.name;
+    let state = &m.sysfs.state;
+    if !state.iter().any(|w| w == "in_sync")
+        || state.iter().any(|w| w == "faulty" || w == "replacement")
+    {
+        return Err(format!(
+            "member {name} is not in_sync (state {})",
+            state.join(",")
+        ));
     }
-    Ok(out)
+    if m.write_zeroes_max_bytes == 0 {
+        return Err(format!(
+            "member {name} cannot zero itself (write_zeroes_max_bytes 0)"
+        ));
+    }
+    if m.size_kib == 0 {
+        return Err(format!("member {name} has no data region size"));
+    }
+    Ok(super::plan::MemberRegion {
+        name: name.clone(),
+        path: m.path.clone(),
+        dev: m.dev,
+        size_bytes: m.size_bytes,
+        offset_bytes: m.offset_sectors * 512,
+        len_bytes: m.size_kib * 1024,
+    })
 }
 
 #[cfg(test)]
