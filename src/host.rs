@@ -88,6 +88,20 @@ pub fn read_optional(path: &Path) -> io::Result<Option<String>> {
     }
 }
 
+/// This process's umask, from the `Umask:` line of `/proc/self/status` (Linux 4.7 and later):
+/// reading it with umask(2) would change it for a moment under every thread. 0o022 when the
+/// line cannot be read. Like [`pid_alive`], not under a [`Root`]: it is this process's own.
+pub fn umask() -> u32 {
+    std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| {
+            s.lines()
+                .find_map(|l| l.strip_prefix("Umask:"))
+                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
+        })
+        .unwrap_or(0o022)
+}
+
 /// Liveness of a process, the one check the policy (`Owner::Pid` leases), the CLI and the service
 /// share: `kill(pid, 0)` fails with ESRCH only when no such process exists (EPERM means it
 /// exists but belongs to someone else). Pid 0 and pids above `pid_t` are dead.

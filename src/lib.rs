@@ -8,6 +8,7 @@
 //! Map (one concept per file; arrows point down: `cli`, `dbus` and `service` use the core,
 //! the core — `mdstat`, `model`, `policy::lease`, `wipe::planner` — imports no I/O):
 pub mod alerts; // pure: mdadm-style alerts (Fail, DegradedArray, RebuildNN, CheckFinished...) from snapshots
+pub mod array_names; // the names users type for an array (/dev/md/root, md/root, host:root), resolved to the kernel name
 pub mod atomic; // the one atomic file replacement (O_EXCL temporary, fsync, rename, directory fsync)
 pub mod check; // resumable checks: the record per array UUID, resume points, results (pure); run: the one executor
 pub mod cli; // front ends: status, policy, wipe (+ progress), monitor, blockdev-wipe
@@ -20,7 +21,6 @@ pub mod host; // `Root`: where /proc, /sys, /dev and /run live (tests pass a tem
 pub mod mdstat; // pure `/proc/mdstat` parser
 pub mod metrics; // mdpilot_* Prometheus families rendered from an owned snapshot (text 0.0.4, OpenMetrics)
 pub mod model; // owned domain types (Array, Member, SpeedLimit, SyncAction ...) and their kernel forms
-pub mod names; // the names users type for an array (/dev/md/root, md/root, host:root), resolved to the kernel name
 pub mod policy; // resync priority leases on the md speed limits: state machine, durable state, knob writes
 pub mod schedule; // pure: check windows (OnCalendar subset) and which arrays to check now
 #[cfg(feature = "service")]
@@ -28,8 +28,12 @@ pub mod service; // `mdpilot serve`: the one event loop, shared state, shutdown
 #[cfg(feature = "service")]
 pub mod sim; // simulated kernel tree for `serve --sim` and tests
 pub mod superblock; // pure: an array's creation time from a member's md superblock (v0.90, v1.x)
-pub mod sysfs; // the one reading layer: /sys/block/mdX/md/* and /proc/sys/dev/raid/* as typed values
+pub mod sysfs; // the one kernel-access layer, reads and writes: /sys/block/*, /proc/mdstat, /proc/sys/dev/raid/*
 pub mod units; // human sizes, rates and durations
 #[cfg(feature = "service")]
 pub mod watch; // udev, /proc/mdstat and sysfs notifications as owned events
 pub mod wipe; // wipe jobs: probe, plan, planner, job, workers, sources, verify, resync
+
+/// The old name of [`array_names`], kept so callers on other branches still build.
+#[doc(hidden)]
+pub use array_names as names;

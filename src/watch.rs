@@ -111,8 +111,8 @@ impl Watcher {
     /// Errors: `/proc/mdstat` cannot be opened under a test root (on the real system a missing
     /// mdstat is waited for through udev); the thread cannot be started.
     pub fn start(root: Root, tx: UnboundedSender<Event>) -> Result<Watcher, WatchError> {
-        let mdstat_path = root.proc("mdstat");
-        let mdstat = match File::open(&mdstat_path) {
+        let mdstat_path = crate::sysfs::arrays::mdstat_path(&root);
+        let mdstat = match crate::sysfs::arrays::open_mdstat(&root) {
             Ok(f) => Some(f),
             // Without udev nothing would ever tell us md appeared: that is an error then.
             Err(source) if !root.is_system() => {
@@ -171,20 +171,6 @@ fn drain(f: &mut File) -> bool {
     }
 }
 
-/// Arrays present under `/sys/block` (names starting with `md` that have an `md/` directory).
-fn list_arrays(root: &Root) -> Vec<String> {
-    let mut out: Vec<String> = std::fs::read_dir(root.sys("block"))
-        .map(|rd| {
-            rd.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .filter(|n| n.starts_with("md") && root.sys(format!("block/{n}/md")).is_dir())
-                .collect()
-        })
-        .unwrap_or_default();
-    out.sort();
-    out
-}
-
 struct AttrFd {
     array: String,
     attr: &'static str,
@@ -193,10 +179,9 @@ struct AttrFd {
 
 fn open_attrs(root: &Root) -> Vec<AttrFd> {
     let mut out = Vec::new();
-    for array in list_arrays(root) {
+    for array in crate::sysfs::list_arrays(root) {
         for attr in POLLED_ATTRS {
-            let p = root.sys(format!("block/{array}/md/{attr}"));
-            match File::open(&p) {
+            match crate::sysfs::arrays::open_attr(root, &array, attr) {
                 Ok(mut file) => {
                     let _ = drain(&mut file);
                     out.push(AttrFd {
@@ -206,67 +191,120 @@ fn open_attrs(root: &Root) -> Vec<AttrFd> {
                     });
                 }
                 // Missing attributes are normal (raid0 has no sync_action on old kernels).
-                Err(e) => tracing::debug!("not watching {}: {e}", p.display()),
+                Err(e) => tracing::debug!("not watching {array} md/{attr}: {e}"),
             }
         }
     }
     out
 }
 
-fn watch_loop(root: Root, mut mdstat: Option<File>, stop_r: OwnedFd, tx: UnboundedSender<Event>) {
-    let monitor = if root.is_system() {
-        match udev::MonitorBuilder::new()
-            .and_then(|b| b.match_subsystem("block"))
-            .and_then(udev::MonitorBuilder::listen)
-        {
-            Ok(m) => Some(m),
-            Err(e) => {
-                tracing::warn!("udev monitor unavailable, relying on /proc/mdstat: {e}");
-                None
-            }
+/// The udev monitor of the block subsystem, on the real system only (a test tree gets no
+/// uevents); a failing monitor is logged, not fatal.
+fn udev_monitor(root: &Root) -> Option<udev::MonitorSocket> {
+    if !root.is_system() {
+        return None;
+    }
+    match udev::MonitorBuilder::new()
+        .and_then(|b| b.match_subsystem("block"))
+        .and_then(udev::MonitorBuilder::listen)
+    {
+        Ok(m) => Some(m),
+        Err(e) => {
+            tracing::warn!("udev monitor unavailable, relying on /proc/mdstat: {e}");
+            None
         }
-    } else {
-        None
+    }
+}
+
+/// Waits in poll(2) on the stop pipe, `/proc/mdstat`, the udev monitor and the attributes; the
+/// `revents` of each in that order (attributes from index 3), or `None` when poll failed for
+/// good.
+fn wait(
+    stop_r: &OwnedFd,
+    mdstat: Option<&File>,
+    monitor: Option<&udev::MonitorSocket>,
+    attrs: &[AttrFd],
+) -> Option<Vec<libc::c_short>> {
+    let pfd = |fd: RawFd, events: libc::c_short| libc::pollfd {
+        fd,
+        events,
+        revents: 0,
     };
+    let mut fds: Vec<libc::pollfd> = Vec::with_capacity(3 + attrs.len());
+    fds.push(pfd(stop_r.as_raw_fd(), libc::POLLIN));
+    // A negative fd is ignored by poll(2): no mdstat yet (md module not loaded).
+    fds.push(pfd(mdstat.map_or(-1, AsRawFd::as_raw_fd), libc::POLLPRI));
+    fds.push(pfd(monitor.map_or(-1, AsRawFd::as_raw_fd), libc::POLLIN));
+    for a in attrs {
+        fds.push(pfd(a.file.as_raw_fd(), libc::POLLPRI));
+    }
+    loop {
+        // SAFETY: fds is a valid array of pollfd of the given length for the whole call.
+        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
+        if n >= 0 {
+            return Some(fds.iter().map(|f| f.revents).collect());
+        }
+        let e = std::io::Error::last_os_error();
+        if e.kind() != std::io::ErrorKind::Interrupted {
+            tracing::error!("watcher poll failed, stopping: {e}");
+            return None;
+        }
+    }
+}
+
+/// Sends the events of the ready attributes; `Some(rescan)` (true when one failed to read: a
+/// removed array), `None` when the receiver has gone.
+fn attr_events(
+    attrs: &mut [AttrFd],
+    revents: &[libc::c_short],
+    tx: &UnboundedSender<Event>,
+) -> Option<bool> {
+    let mut rescan = false;
+    for (a, &rev) in attrs.iter_mut().zip(revents) {
+        if rev != 0 {
+            // kernfs reports POLLERR|POLLPRI on every notification, so POLLERR alone says
+            // nothing; a removed array's attribute fails to read: reopen the set then, or
+            // the loop would spin on it.
+            rescan |= !drain(&mut a.file) || rev & libc::POLLNVAL != 0;
+            let ev = Event::ArrayAttr {
+                array: a.array.clone(),
+                attr: a.attr.to_string(),
+            };
+            tx.send(ev).ok()?;
+        }
+    }
+    Some(rescan)
+}
+
+/// Sends the udev monitor's pending events; `Some(rescan)` (true when one was about an md
+/// device), `None` when the receiver has gone.
+fn udev_events(monitor: &udev::MonitorSocket, tx: &UnboundedSender<Event>) -> Option<bool> {
+    let mut rescan = false;
+    for ev in monitor.iter() {
+        let ev = Event::from(&ev);
+        if let Event::Udev { device, .. } = &ev {
+            rescan |= device.starts_with("md");
+        }
+        tx.send(ev).ok()?;
+    }
+    Some(rescan)
+}
+
+fn watch_loop(root: Root, mut mdstat: Option<File>, stop_r: OwnedFd, tx: UnboundedSender<Event>) {
+    let monitor = udev_monitor(&root);
     if let Some(f) = mdstat.as_mut() {
         let _ = drain(f);
     }
     let mut attrs = open_attrs(&root);
     loop {
-        let mut fds: Vec<libc::pollfd> = Vec::with_capacity(3 + attrs.len());
-        let pfd = |fd: RawFd, events: libc::c_short| libc::pollfd {
-            fd,
-            events,
-            revents: 0,
-        };
-        fds.push(pfd(stop_r.as_raw_fd(), libc::POLLIN));
-        // A negative fd is ignored by poll(2): no mdstat yet (md module not loaded).
-        fds.push(pfd(
-            mdstat.as_ref().map_or(-1, std::os::fd::AsRawFd::as_raw_fd),
-            libc::POLLPRI,
-        ));
-        fds.push(pfd(
-            monitor.as_ref().map_or(-1, std::os::fd::AsRawFd::as_raw_fd),
-            libc::POLLIN,
-        ));
-        for a in &attrs {
-            fds.push(pfd(a.file.as_raw_fd(), libc::POLLPRI));
-        }
-        // SAFETY: fds is a valid array of pollfd of the given length for the whole call.
-        let n = unsafe { libc::poll(fds.as_mut_ptr(), fds.len() as libc::nfds_t, -1) };
-        if n < 0 {
-            let e = std::io::Error::last_os_error();
-            if e.kind() == std::io::ErrorKind::Interrupted {
-                continue;
-            }
-            tracing::error!("watcher poll failed, stopping: {e}");
+        let Some(revents) = wait(&stop_r, mdstat.as_ref(), monitor.as_ref(), &attrs) else {
             return;
-        }
-        if fds[0].revents != 0 {
+        };
+        if revents[0] != 0 {
             return;
         }
         let mut rescan = false;
-        if fds[1].revents != 0 {
+        if revents[1] != 0 {
             if let Some(f) = mdstat.as_mut() {
                 let _ = drain(f);
             }
@@ -275,41 +313,21 @@ fn watch_loop(root: Root, mut mdstat: Option<File>, stop_r: OwnedFd, tx: Unbound
                 return;
             }
         }
-        if fds[2].revents != 0 {
-            if let Some(m) = &monitor {
-                for ev in m.iter() {
-                    let ev = Event::from(&ev);
-                    if let Event::Udev { device, .. } = &ev {
-                        rescan |= device.starts_with("md");
-                    }
-                    if tx.send(ev).is_err() {
-                        return;
-                    }
-                }
-            }
+        if let (true, Some(m)) = (revents[2] != 0, &monitor) {
+            let Some(r) = udev_events(m, &tx) else {
+                return;
+            };
+            rescan |= r;
         }
-        for (i, a) in attrs.iter_mut().enumerate() {
-            let rev = fds[3 + i].revents;
-            if rev != 0 {
-                // kernfs reports POLLERR|POLLPRI on every notification, so POLLERR alone says
-                // nothing; a removed array's attribute fails to read: reopen the set then, or
-                // the loop would spin on it.
-                rescan |= !drain(&mut a.file) || rev & libc::POLLNVAL != 0;
-                let ev = Event::ArrayAttr {
-                    array: a.array.clone(),
-                    attr: a.attr.to_string(),
-                };
-                if tx.send(ev).is_err() {
-                    return;
-                }
-            }
-        }
-        if rescan {
+        let Some(r) = attr_events(&mut attrs, &revents[3..], &tx) else {
+            return;
+        };
+        if rescan || r {
             // Arrays may have come or gone: reopen the set (old fds of removed arrays get POLLERR).
             attrs = open_attrs(&root);
             if mdstat.is_none() {
                 // The md module may just have been loaded.
-                mdstat = File::open(root.proc("mdstat")).ok();
+                mdstat = crate::sysfs::arrays::open_mdstat(&root).ok();
                 if let Some(f) = mdstat.as_mut() {
                     let _ = drain(f);
                 }
@@ -340,17 +358,6 @@ mod tests {
             rx.try_recv().is_err(),
             "regular files must not raise POLLPRI"
         );
-    }
-
-    #[test]
-    fn list_arrays_finds_md_dirs_only() {
-        let d = tempfile::tempdir().unwrap();
-        let root = Root::new(d.path());
-        std::fs::create_dir_all(root.sys("block/md1/md")).unwrap();
-        std::fs::create_dir_all(root.sys("block/md0/md")).unwrap();
-        std::fs::create_dir_all(root.sys("block/sda")).unwrap();
-        std::fs::create_dir_all(root.sys("block/md9")).unwrap();
-        assert_eq!(list_arrays(&root), vec!["md0", "md1"]);
     }
 
     #[test]

@@ -161,10 +161,7 @@ pub fn redundant(a: &Array) -> bool {
 /// What the kernel shows of `a` now (the model's sysfs values plus `md/sync_min`, read here).
 pub fn observe(root: &Root, a: &Array) -> Observed {
     let sys = a.sysfs.clone().unwrap_or_default();
-    let sync_min = std::fs::read_to_string(md_path(root, &a.name, "sync_min"))
-        .ok()
-        .and_then(|t| t.trim().parse().ok())
-        .unwrap_or(0);
+    let sync_min = crate::sysfs::read_sync_min(root, &a.name).unwrap_or(0);
     Observed {
         sync_action: sys
             .sync_action
@@ -180,14 +177,16 @@ pub fn observe(root: &Root, a: &Array) -> Observed {
     }
 }
 
-fn md_path(root: &Root, array: &str, attr: &str) -> PathBuf {
-    root.sys(format!("block/{array}/md/{attr}"))
-}
-
+/// Through the one writer ([`crate::sysfs::write_array_attr`]): an array that has just gone is
+/// `CheckError::Write` with `NotFound`, never a file created under `/sys/block/<array>/md/`.
 fn write_attr(root: &Root, array: &str, attr: &str, value: &str) -> Result<(), CheckError> {
-    let path = md_path(root, array, attr);
     tracing::info!(array, attr, value, "write");
-    std::fs::write(&path, format!("{value}\n")).map_err(|source| CheckError::Write { path, source })
+    crate::sysfs::write_array_attr(root, array, attr, &format!("{value}\n")).map_err(|e| {
+        CheckError::Write {
+            path: e.path().to_path_buf(),
+            source: e.into(),
+        }
+    })
 }
 
 /// Reads the record file (none = empty record).
@@ -392,7 +391,6 @@ fn step(
     now: u64,
 ) -> Result<(), CheckError> {
     let o = observe(root, a);
-    let chunk = a.sysfs.as_ref().and_then(|s| s.chunk_size_bytes);
     let rec: &mut ArrayRecord = st.array.entry(record_key(a)).or_default();
     rec.name = a.name.clone();
     let idle = o.sync_action == "idle";
@@ -437,51 +435,75 @@ fn step(
             rec.max = max;
             write_attr(root, &a.name, "sync_action", p.action.as_str())?;
         }
-        Op::Pause => {
-            let seen = match o.sync_action.as_str() {
-                "check" => Some(CheckAction::Check),
-                "repair" => Some(CheckAction::Repair),
-                _ => None,
-            };
-            let Some(action) = rec.running.or(seen) else {
-                return Ok(());
-            };
-            if o.sync_action == action.as_str() {
-                let (done, total) = o.completed.unwrap_or((o.sync_min, 0));
-                rec.position = Some(Position {
-                    action,
-                    sectors: resume_point(done, chunk),
-                    total_sectors: total,
-                    saved_s: now,
-                });
-            }
-            rec.running = None;
-            rec.until_s = None;
-            // The position is on disk before anything else is written.
-            let snapshot = st.clone();
-            save(&root.path(&config.check.state_path), &snapshot)?;
-            write_attr(root, &a.name, "sync_action", "idle")?;
-            unthrottle(policy, &a.name)?;
-        }
-        Op::Cancel => {
-            let checking = matches!(o.sync_action.as_str(), "check" | "repair");
-            if checking {
-                write_attr(root, &a.name, "sync_action", "idle")?;
-            }
-            // md refuses `sync_min` (EBUSY) while another sync runs; that one is not ours,
-            // and `Start` writes 0 again before the next check.
-            if checking || idle {
-                write_attr(root, &a.name, "sync_min", "0")?;
-            }
-            rec.position = None;
-            rec.running = None;
-            rec.until_s = None;
-            rec.max = None;
-            unthrottle(policy, &a.name)?;
-        }
+        Op::Pause => pause(root, policy, config, a, &o, st, now)?,
+        Op::Cancel => cancel(root, policy, a, &o, rec)?,
         Op::Status => {}
     }
     Ok(())
+}
+
+/// `Pause`: the position (rounded down to the chunk) saved to the record file before `idle` is
+/// written, then the throttle released. Nothing when no check or repair runs or was ours.
+fn pause(
+    root: &Root,
+    policy: &Policy,
+    config: &Config,
+    a: &Array,
+    o: &Observed,
+    st: &mut CheckState,
+    now: u64,
+) -> Result<(), CheckError> {
+    let chunk = a.sysfs.as_ref().and_then(|s| s.chunk_size_bytes);
+    let rec: &mut ArrayRecord = st.array.entry(record_key(a)).or_default();
+    let seen = match o.sync_action.as_str() {
+        "check" => Some(CheckAction::Check),
+        "repair" => Some(CheckAction::Repair),
+        _ => None,
+    };
+    let Some(action) = rec.running.or(seen) else {
+        return Ok(());
+    };
+    if o.sync_action == action.as_str() {
+        let (done, total) = o.completed.unwrap_or((o.sync_min, 0));
+        rec.position = Some(Position {
+            action,
+            sectors: resume_point(done, chunk),
+            total_sectors: total,
+            saved_s: now,
+        });
+    }
+    rec.running = None;
+    rec.until_s = None;
+    // The position is on disk before anything else is written.
+    let snapshot = st.clone();
+    save(&root.path(&config.check.state_path), &snapshot)?;
+    write_attr(root, &a.name, "sync_action", "idle")?;
+    Ok(unthrottle(policy, &a.name)?)
+}
+
+/// `Cancel`: a running check or repair stopped, `sync_min` back to 0, the record's position
+/// dropped and the throttle released.
+fn cancel(
+    root: &Root,
+    policy: &Policy,
+    a: &Array,
+    o: &Observed,
+    rec: &mut ArrayRecord,
+) -> Result<(), CheckError> {
+    let checking = matches!(o.sync_action.as_str(), "check" | "repair");
+    if checking {
+        write_attr(root, &a.name, "sync_action", "idle")?;
+    }
+    // md refuses `sync_min` (EBUSY) while another sync runs; that one is not ours,
+    // and `Start` writes 0 again before the next check.
+    if checking || o.sync_action == "idle" {
+        write_attr(root, &a.name, "sync_min", "0")?;
+    }
+    rec.position = None;
+    rec.running = None;
+    rec.until_s = None;
+    rec.max = None;
+    Ok(unthrottle(policy, &a.name)?)
 }
 
 #[cfg(all(test, feature = "service"))]
@@ -520,7 +542,8 @@ mod tests {
         );
         let (paused, _) = upkeep_all(&root, &config, &model, end).unwrap();
         assert_eq!(paused, ["md0"]);
-        let t = std::fs::read_to_string(root.sys("block/md0/md/sync_action")).unwrap();
+        let t =
+            std::fs::read_to_string(crate::sysfs::attr_path(&root, "md0", "sync_action")).unwrap();
         assert_eq!(t, "idle\n");
     }
 }

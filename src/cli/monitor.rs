@@ -51,10 +51,7 @@ pub struct MonitorArgs {
 pub fn event_views(root: &Root, stat: &MdStat) -> Vec<ArrayView> {
     let mut views = crate::alerts::views_from_model(stat);
     for v in &mut views {
-        let path = root.sys(format!("block/{}/md/sync_min", v.name));
-        v.sync_min_sectors = std::fs::read_to_string(path)
-            .ok()
-            .and_then(|t| t.trim().parse().ok());
+        v.sync_min_sectors = crate::sysfs::read_sync_min(root, &v.name);
     }
     views
 }

@@ -306,12 +306,13 @@ impl ArrayObject {
             .authorize_with(conn, &header, &req, flags)
             .await?;
         crate::sysfs::write_sync_action(&self.shared.root, name, &action).map_err(|e| {
-            let msg = format!("{what}: cannot write {sync_action} to md/sync_action: {e}");
-            match e.raw_os_error() {
-                Some(libc::EBUSY | libc::EROFS) => Error::Busy(msg),
-                Some(libc::EINVAL) => Error::InvalidArgument(msg),
-                _ if e.kind() == std::io::ErrorKind::NotFound => Error::NoSuchArray(msg),
-                _ => Error::Failed(msg),
+            use crate::sysfs::WriteError;
+            let msg = format!("{what}: {}", crate::error::error_chain(&e));
+            match e {
+                WriteError::Busy { .. } => Error::Busy(msg),
+                WriteError::Invalid { .. } => Error::InvalidArgument(msg),
+                WriteError::Gone { .. } => Error::NoSuchArray(msg),
+                WriteError::Io { .. } => Error::Failed(msg),
             }
         })?;
         tracing::info!(array = %name, sync_action = %sync_action, "{what}: wrote {sync_action}");

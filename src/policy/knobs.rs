@@ -16,8 +16,7 @@ use crate::host::Root;
 use crate::model::SpeedLimit;
 use crate::sysfs::{self, LimitError, LimitForm};
 use std::collections::BTreeMap;
-use std::fs::OpenOptions;
-use std::io::{self, Write as _};
+use std::io;
 use std::path::PathBuf;
 
 /// Failures reading or writing a knob; each names the file.
@@ -95,7 +94,7 @@ pub trait KnobIo: Send + Sync {
     /// or `resync_start`).
     fn write_attr(&self, array: &str, attr: &str, value: &str) -> Result<(), KnobError> {
         Err(KnobError::Write {
-            path: PathBuf::from(format!("/sys/block/{array}/md/{attr}")),
+            path: PathBuf::from(sysfs::array_attr_kernel_path(array, attr)),
             value: value.to_string(),
             source: io::Error::from(io::ErrorKind::Unsupported),
         })
@@ -180,13 +179,9 @@ impl KnobIo for FsKnobs {
         };
         let text = format!("{value}\n");
         if is_kernel_file(&path) {
-            // One write(2) to procfs/sysfs is one atomic store in the kernel. No O_CREAT: a
-            // missing knob is an error, never a new file.
-            return OpenOptions::new()
-                .write(true)
-                .open(&path)
-                .and_then(|mut f| f.write_all(text.as_bytes()))
-                .map_err(err);
+            // One write(2) to procfs/sysfs is one atomic store in the kernel; the one writer
+            // never creates a file: a missing knob is an error.
+            return sysfs::write_attr(&path, &text).map_err(|e| err(e.into()));
         }
         // A regular file standing in for a knob (test roots, the simulator): replace it by
         // rename so that, like the kernel's store, a crash never leaves it half written.
@@ -204,38 +199,23 @@ impl KnobIo for FsKnobs {
     }
 
     fn arrays(&self) -> Vec<String> {
-        let mut out = Vec::new();
-        if let Ok(dir) = std::fs::read_dir(self.root.sys("block")) {
-            for e in dir.flatten() {
-                let name = e.file_name().to_string_lossy().into_owned();
-                if super::request::valid_array_name(&name)
-                    && e.path().join("md/sync_speed_min").exists()
-                {
-                    out.push(name);
-                }
-            }
-        }
-        out.sort();
-        out
+        sysfs::list_arrays(&self.root)
+            .into_iter()
+            .filter(|a| {
+                super::request::valid_array_name(a)
+                    && sysfs::has_attr(&self.root, a, "sync_speed_min")
+            })
+            .collect()
     }
 
     fn uuid(&self, name: &str) -> Option<String> {
-        let p = self.root.sys("block").join(name).join("md/uuid");
-        crate::host::read_optional(&p)
-            .ok()
-            .flatten()
-            .filter(|u| !u.is_empty())
+        sysfs::read_attr(&self.root, name, "uuid").filter(|u| !u.is_empty())
     }
 
     fn arrays_now(&self, attrs: &[&str]) -> BTreeMap<String, ArrayNow> {
         let mut out = BTreeMap::new();
-        let Ok(dir) = std::fs::read_dir(self.root.sys("block")) else {
-            return out;
-        };
-        for e in dir.flatten() {
-            let name = e.file_name().to_string_lossy().into_owned();
-            let md = e.path().join("md");
-            if !super::request::valid_array_name(&name) || !md.is_dir() {
+        for name in sysfs::list_arrays(&self.root) {
+            if !super::request::valid_array_name(&name) {
                 continue;
             }
             let mut now = ArrayNow {
@@ -243,8 +223,8 @@ impl KnobIo for FsKnobs {
                 ..Default::default()
             };
             for a in attrs {
-                if let Ok(Some(v)) = crate::host::read_optional(&md.join(a)) {
-                    now.attrs.insert((*a).to_string(), v.trim().to_string());
+                if let Some(v) = sysfs::read_attr(&self.root, &name, a) {
+                    now.attrs.insert((*a).to_string(), v);
                 }
             }
             out.insert(name, now);
@@ -252,30 +232,17 @@ impl KnobIo for FsKnobs {
         out
     }
 
+    /// Through [`sysfs::write_array_attr`], the one writer: a missing attribute (array
+    /// stopped) is [`KnobError::Missing`], never a new file.
     fn write_attr(&self, array: &str, attr: &str, value: &str) -> Result<(), KnobError> {
-        let path = self.root.sys("block").join(array).join("md").join(attr);
-        // No O_CREAT: a missing attribute (array stopped) is an error, never a new file.
-        // O_TRUNC as a shell's `echo idle > sync_action` (sysfs ignores it; a test root's
-        // regular file needs it).
-        OpenOptions::new()
-            .write(true)
-            .truncate(true)
-            .open(&path)
-            .and_then(|mut f| f.write_all(value.as_bytes()))
-            .map_err(|source| {
-                if source.kind() == io::ErrorKind::NotFound {
-                    KnobError::Missing {
-                        path: path.clone(),
-                        array: true,
-                    }
-                } else {
-                    KnobError::Write {
-                        path: path.clone(),
-                        value: value.to_string(),
-                        source,
-                    }
-                }
-            })
+        sysfs::write_array_attr(&self.root, array, attr, value).map_err(|e| match e {
+            sysfs::WriteError::Gone { path, .. } => KnobError::Missing { path, array: true },
+            e => KnobError::Write {
+                path: e.path().to_path_buf(),
+                value: value.to_string(),
+                source: e.into(),
+            },
+        })
     }
 }
 

@@ -223,10 +223,11 @@ impl KnobId {
     /// The absolute kernel path (resolve it under a `Root`).
     pub fn kernel_path(&self) -> String {
         match self {
-            KnobId::Global(b) => format!("/proc/sys/dev/raid/speed_limit_{}", b.as_str()),
-            KnobId::Array { array, bound } => {
-                format!("/sys/block/{array}/md/sync_speed_{}", bound.as_str())
-            }
+            KnobId::Global(b) => crate::sysfs::global_limit_kernel_path(b.as_str()),
+            KnobId::Array { array, bound } => crate::sysfs::array_attr_kernel_path(
+                array,
+                &format!("sync_speed_{}", bound.as_str()),
+            ),
         }
     }
 

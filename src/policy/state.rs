@@ -342,20 +342,6 @@ pub fn sibling(path: &Path, suffix: &str) -> PathBuf {
     path.with_file_name(name)
 }
 
-/// This process's umask, from the `Umask:` line of `/proc/self/status` (Linux 4.7 and later):
-/// reading it with umask(2) would change it for a moment under every thread. 0o022 when the
-/// line cannot be read.
-fn umask() -> u32 {
-    std::fs::read_to_string("/proc/self/status")
-        .ok()
-        .and_then(|s| {
-            s.lines()
-                .find_map(|l| l.strip_prefix("Umask:"))
-                .and_then(|v| u32::from_str_radix(v.trim(), 8).ok())
-        })
-        .unwrap_or(0o022)
-}
-
 /// Saves `state` to `path` atomically through [`crate::atomic::write`] (random `O_EXCL`
 /// temporary `<state>.tmp-XXXXXX` in the same directory, fsync, rename, fsync of the
 /// directory), mode 0666 less the process's umask, as a plain create gives: 0644 for the CLI
@@ -368,7 +354,12 @@ pub fn save(path: &Path, state: &PolicyState) -> Result<(), StateError> {
     };
     let dir = path.parent().unwrap_or(Path::new("/"));
     std::fs::create_dir_all(dir).map_err(err(dir))?;
-    crate::atomic::write(path, to_toml(state).as_bytes(), 0o666 & !umask()).map_err(err(path))
+    crate::atomic::write(
+        path,
+        to_toml(state).as_bytes(),
+        0o666 & !crate::host::umask(),
+    )
+    .map_err(err(path))
 }
 
 /// An exclusive `flock` on `<state>.lock`, held until dropped (the kernel drops it when the

@@ -26,15 +26,7 @@ pub fn utc_offset_s(t: i64) -> i64 {
 /// The whole disk under a member (`sda1` → `sda`, `nvme0n1p2` → `nvme0n1`), from sysfs: a
 /// partition's `/sys/class/block/<name>` has a `partition` file and its parent is the disk.
 fn whole_disk(root: &Root, member: &str) -> String {
-    let dir = root.sys(format!("class/block/{member}"));
-    if dir.join("partition").exists() {
-        if let Ok(real) = std::fs::canonicalize(&dir) {
-            if let Some(parent) = real.parent().and_then(|p| p.file_name()) {
-                return parent.to_string_lossy().into_owned();
-            }
-        }
-    }
-    member.to_string()
+    crate::sysfs::block::whole_disk(root, member)
 }
 
 fn candidates(root: &Root, config: &Config) -> Vec<Candidate> {

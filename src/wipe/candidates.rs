@@ -26,26 +26,12 @@ pub struct Candidate {
 /// above 0, but `sr*` and `fd*`, each probed and planned as a `zero` wipe. Never fails: an unreadable `/sys/block`
 /// lists nothing, a device that cannot be probed is refused with the probe's error.
 pub fn list(root: &Root) -> Vec<Candidate> {
-    let mut names = Vec::new();
-    for disk in dir_names(&root.sys("block")) {
-        let dir = root.sys(format!("block/{disk}"));
-        let parts = dir_names(&dir)
-            .into_iter()
-            .filter(|p| dir.join(p).join("partition").exists());
-        names.push((disk.clone(), dir.join("size")));
-        names.extend(parts.map(|p| (p.clone(), dir.join(&p).join("size"))));
-    }
-    names.sort();
-    names
+    crate::sysfs::block::disks_and_partitions(root)
         .into_iter()
         // Opening an optical or floppy drive can move its tray or spin it up.
-        .filter(|(name, _)| !name.starts_with("sr") && !name.starts_with("fd"))
-        .filter(|(name, size)| {
-            let sectors = std::fs::read_to_string(size).unwrap_or_default();
-            sectors.trim().parse::<u64>().unwrap_or(0) > 0
-                && std::fs::symlink_metadata(root.dev(name)).is_ok()
-        })
-        .map(|(name, _)| probe_one(root, &name))
+        .filter(|e| !e.name.starts_with("sr") && !e.name.starts_with("fd"))
+        .filter(|e| e.size_sectors > 0 && std::fs::symlink_metadata(root.dev(&e.name)).is_ok())
+        .map(|e| probe_one(root, &e.name))
         .collect()
 }
 
@@ -70,17 +56,6 @@ fn probe_one(root: &Root, name: &str) -> Candidate {
             reason: crate::error::error_chain(&e),
         },
     }
-}
-
-/// Entry names of `dir` (empty when unreadable).
-fn dir_names(dir: &std::path::Path) -> Vec<String> {
-    std::fs::read_dir(dir)
-        .map(|it| {
-            it.flatten()
-                .map(|e| e.file_name().to_string_lossy().into_owned())
-                .collect()
-        })
-        .unwrap_or_default()
 }
 
 #[cfg(test)]

@@ -14,11 +14,11 @@
 
 use super::checkpoint::{self, Checkpoint, Checkpointer, ResyncRecord};
 use super::error::WipeError;
-use super::handover;
 use super::leases::{LeaseProvider, NoLeases};
 use super::offload;
 use super::plan::{Data, Method, Op, Plan, ResyncAction, StartedBy};
 use super::progress::{notify, CompleteFn, Outcome, Phase, Progress, ProgressFn, Shared};
+use super::rescan;
 use super::sink::{BlockDevice, Sink};
 use super::source::Sources;
 use super::target::{check_opened, Bound};
@@ -197,7 +197,7 @@ impl Job {
         let mut r = self.run_inner(shared);
         // The device is closed now: udev's re-probe is not blocked by our exclusive open.
         if self.sink.is_none() {
-            match handover::send_change(&self.root, &self.plan.name) {
+            match rescan::send_change(&self.root, &self.plan.name) {
                 Ok(()) => {
                     if let Ok(o) = r.as_mut() {
                         o.uevent_sent = true;
@@ -228,6 +228,38 @@ impl Job {
         // A resumed job first reads back some of what it says is already there.
         check_resumed(&plan, &*sink)?;
         let sources = Sources::open(&plan.op)?;
+        let held = self.take_leases(&plan)?;
+        let resync = self.freeze_target(&plan, &held)?;
+        let (ckpt, skip_allowed) = match self.checkpointer(&plan, &*sink) {
+            Ok(c) => c,
+            Err(e) => {
+                self.undo_start(&held, resync.as_deref());
+                return Err(e);
+            }
+        };
+        let result = self.run_with_fallback(&plan, &*sink, shared, &sources, ckpt.as_ref());
+        let result = self.end_resync(&plan, result, resync.as_deref(), skip_allowed);
+        if let (Some(cp), Some(ck)) = (&plan.checkpoint, &ckpt) {
+            match &result {
+                Err(WipeError::Cancelled { .. })
+                    if shared.keep_checkpoint.load(Ordering::SeqCst) =>
+                {
+                    ck.final_save();
+                }
+                Ok(_) | Err(WipeError::Cancelled { .. }) => {
+                    if let Err(e) = checkpoint::remove(&cp.path) {
+                        tracing::warn!("{}: cannot remove: {e}", cp.path.display());
+                    }
+                }
+                Err(_) => ck.final_save(),
+            }
+        }
+        self.release(&held);
+        result
+    }
+
+    /// Acquires the plan's leases in order; on a refusal releases those taken and fails.
+    fn take_leases(&self, plan: &Plan) -> Result<Vec<String>, WipeError> {
         let mut held = Vec::new();
         for l in &plan.leases {
             if let Err(message) = self.leases.acquire(l.clone()) {
@@ -240,27 +272,38 @@ impl Job {
             }
             held.push(l.holder.clone());
         }
-        let resync = match &plan.resync {
-            ResyncAction::FreezeAndSkip { array } => match self.leases.freeze(&self.root, array) {
-                Ok(true) => Some(array.clone()),
-                // Frozen by someone else before us: wipe, but neither skip nor unfreeze.
-                Ok(false) => None,
-                Err(e) => {
-                    self.release(&held);
-                    return Err(e);
-                }
-            },
-            ResyncAction::Leave => None,
+        Ok(held)
+    }
+
+    /// Freezes the target's resync where the plan says so: the array this job froze, `None`
+    /// when there is nothing to freeze or someone else froze it before us (wipe, but neither
+    /// skip nor unfreeze). On failure releases `held`.
+    fn freeze_target(&self, plan: &Plan, held: &[String]) -> Result<Option<String>, WipeError> {
+        let ResyncAction::FreezeAndSkip { array } = &plan.resync else {
+            return Ok(None);
         };
-        let (ckpt, skip_allowed) = match self.checkpointer(&plan, &*sink) {
-            Ok(c) => c,
+        match self.leases.freeze(&self.root, array) {
+            Ok(true) => Ok(Some(array.clone())),
+            Ok(false) => Ok(None),
             Err(e) => {
-                self.undo_start(&held, resync.as_deref());
-                return Err(e);
+                self.release(held);
+                Err(e)
             }
-        };
+        }
+    }
+
+    /// The phases, again by writes when `zero`'s BLKZEROOUT is refused by the driver before the
+    /// first byte; then the partition re-read and the outcome's facts.
+    fn run_with_fallback(
+        &mut self,
+        plan: &Plan,
+        sink: &dyn Sink,
+        shared: &Shared,
+        sources: &Sources,
+        ckpt: Option<&Checkpointer<'_>>,
+    ) -> Result<Outcome, WipeError> {
         let on_progress = Mutex::new(self.on_progress.take());
-        let mut result = run_phases(&plan, &*sink, shared, &sources, &on_progress, ckpt.as_ref());
+        let mut result = run_phases(plan, sink, shared, sources, &on_progress, ckpt);
         if let Err(WipeError::Unsupported {
             op: "zeroout",
             detail,
@@ -275,16 +318,28 @@ impl Job {
                     p2.device.display(),
                     p2.reasons.last().map_or("", |r| r)
                 );
-                result = run_phases(&p2, &*sink, shared, &sources, &on_progress, ckpt.as_ref());
+                result = run_phases(&p2, sink, shared, sources, &on_progress, ckpt);
             }
         }
         self.on_progress = on_progress.into_inner().unwrap_or_else(|e| e.into_inner());
         if let Ok(o) = result.as_mut() {
-            o.partitions_reread = handover::reread(&*sink, &plan.name, plan.reread_partitions);
+            o.partitions_reread = rescan::reread(sink, &plan.name, plan.reread_partitions);
             o.resumed_bytes = plan.checkpoint.as_ref().map_or(0, |c| c.resumed_bytes);
             o.offloaded = !plan.offload.is_empty();
         }
-        let result = match (result, &resync) {
+        result
+    }
+
+    /// Ends the freeze of `resync` (the array this job froze): skipped (`none` ->
+    /// `resync_start`) after a whole wipe when allowed, else unfrozen; never left frozen.
+    fn end_resync(
+        &self,
+        plan: &Plan,
+        result: Result<Outcome, WipeError>,
+        resync: Option<&str>,
+        skip_allowed: bool,
+    ) -> Result<Outcome, WipeError> {
+        match (result, resync) {
             (Ok(mut o), Some(array)) if skip_allowed => {
                 match self.leases.unfreeze(&self.root, array, true) {
                     Ok(()) => {
@@ -313,24 +368,7 @@ impl Job {
                 Err(e)
             }
             (Err(e), None) => Err(e),
-        };
-        if let (Some(cp), Some(ck)) = (&plan.checkpoint, &ckpt) {
-            match &result {
-                Err(WipeError::Cancelled { .. })
-                    if shared.keep_checkpoint.load(Ordering::SeqCst) =>
-                {
-                    ck.final_save();
-                }
-                Ok(_) | Err(WipeError::Cancelled { .. }) => {
-                    if let Err(e) = checkpoint::remove(&cp.path) {
-                        tracing::warn!("{}: cannot remove: {e}", cp.path.display());
-                    }
-                }
-                Err(_) => ck.final_save(),
-            }
         }
-        self.release(&held);
-        result
     }
 
     /// The plan's checkpointer (saved once now, before the first write), and whether the

@@ -21,7 +21,7 @@
 //! - [`resume`]: the pure step continuing a fresh plan from a checkpoint.
 //! - [`checkpoint`]: the durable checkpoint a job keeps so `--resume` continues it.
 //! - [`offload`]: member offload (a `zero` of an md array done by its members).
-//! - [`handover`]: BLKRRPART and a udev `change` event after the wipe.
+//! - [`rescan`]: BLKRRPART and a udev `change` event after the wipe.
 //! - [`leases`]: the [`leases::LeaseProvider`] trait the job takes its policy leases through.
 //! - [`error`]: [`WipeError`], one variant per way a job does not start, stops or fails.
 //! - [`candidates`]: every block device with [`plan_for`]'s verdict (`Manager.WipeCandidates`).
@@ -33,7 +33,6 @@ pub mod buffer;
 pub mod candidates;
 pub mod checkpoint;
 pub mod error;
-pub mod handover;
 pub mod ioctl;
 pub mod job;
 pub mod leases;
@@ -42,6 +41,7 @@ pub mod plan;
 pub mod planner;
 pub mod probe;
 pub mod progress;
+pub mod rescan;
 pub mod resume;
 pub mod resync;
 pub mod sink;
@@ -116,19 +116,7 @@ impl Hooks {
 /// or one in the way of a fresh start with `checkpoint_guard`.
 pub fn plan_for(root: &Root, req: &Request) -> Result<Plan, WipeError> {
     let mut options = req.options.clone();
-    let probe = match options.bound {
-        // The front end resolved the node itself (target::resolve_trusted, inside the root).
-        Some(want) => {
-            let p = probe::probe(root, &req.device)?;
-            let found = target::Bound {
-                dev: p.dev,
-                size_bytes: p.size_bytes,
-            };
-            target::check_same(&p.path, want, found)?;
-            p
-        }
-        None => probe::probe(root, &target::in_root(root, &req.device)?)?,
-    };
+    let probe = probe_request(root, req)?;
     let dir = options
         .checkpoint_dir
         .clone()
@@ -145,45 +133,7 @@ pub fn plan_for(root: &Root, req: &Request) -> Result<Plan, WipeError> {
         None
     };
     if options.resume {
-        let (ck_path, ck) = match found {
-            Some(c) => (path.clone(), c),
-            // A checkpoint of this device name with another identity: refused below, clearly.
-            None => checkpoint::list(&dir)
-                .into_iter()
-                .find(|(_, c)| c.name == probe.name || c.device == probe.path)
-                .ok_or_else(|| {
-                    WipeError::Usage(format!(
-                        "{dev}: no checkpoint to resume ({} does not exist)",
-                        path.display()
-                    ))
-                })?,
-        };
-        let method = ck.method().ok_or_else(|| {
-            WipeError::Usage(format!(
-                "{dev}: checkpoint {} names an unknown method {:?}",
-                ck_path.display(),
-                ck.method
-            ))
-        })?;
-        if method == Method::Random {
-            options.seed = Some(ck.seed().ok_or_else(|| {
-                WipeError::Usage(format!(
-                    "{dev}: checkpoint {} has no valid random key",
-                    ck_path.display()
-                ))
-            })?);
-        }
-        options.verify |= ck.verify;
-        let mut plan = planner::plan(&probe, method, &options)?;
-        plan.checkpoint = Some(plan::CheckpointPlan {
-            path,
-            full_ranges: plan.ranges.clone(),
-            resumed_bytes: 0,
-            resync_mark: None,
-            started_by: options.started_by,
-        });
-        let action = probe.array.as_ref().map(|a| a.sync_action.as_str());
-        return planner::resume(plan, &ck, &ck_path, action);
+        return plan_resume(&probe, options, found, path, &dir);
     }
     if let (Some(ck), true) = (&found, options.checkpoint_guard) {
         return Err(WipeError::Usage(format!(
@@ -210,6 +160,76 @@ pub fn plan_for(root: &Root, req: &Request) -> Result<Plan, WipeError> {
         });
     }
     Ok(plan)
+}
+
+/// The probe of the request's device: the node the front end resolved and bound (checked to be
+/// the same device still), or the path taken inside `root`.
+fn probe_request(root: &Root, req: &Request) -> Result<Probe, WipeError> {
+    match req.options.bound {
+        // The front end resolved the node itself (target::resolve_trusted, inside the root).
+        Some(want) => {
+            let p = probe::probe(root, &req.device)?;
+            let found = target::Bound {
+                dev: p.dev,
+                size_bytes: p.size_bytes,
+            };
+            target::check_same(&p.path, want, found)?;
+            Ok(p)
+        }
+        None => probe::probe(root, &target::in_root(root, &req.device)?),
+    }
+}
+
+/// `--resume`: the method, key and verify flag from the device's checkpoint (`found` at
+/// `path`, else one in `dir` for the same name or node, refused by [`planner::resume`] when its
+/// identity differs), then the plan continued from it.
+fn plan_resume(
+    probe: &Probe,
+    mut options: Options,
+    found: Option<checkpoint::Checkpoint>,
+    path: std::path::PathBuf,
+    dir: &std::path::Path,
+) -> Result<Plan, WipeError> {
+    let dev = probe.path.display().to_string();
+    let (ck_path, ck) = match found {
+        Some(c) => (path.clone(), c),
+        // A checkpoint of this device name with another identity: refused below, clearly.
+        None => checkpoint::list(dir)
+            .into_iter()
+            .find(|(_, c)| c.name == probe.name || c.device == probe.path)
+            .ok_or_else(|| {
+                WipeError::Usage(format!(
+                    "{dev}: no checkpoint to resume ({} does not exist)",
+                    path.display()
+                ))
+            })?,
+    };
+    let method = ck.method().ok_or_else(|| {
+        WipeError::Usage(format!(
+            "{dev}: checkpoint {} names an unknown method {:?}",
+            ck_path.display(),
+            ck.method
+        ))
+    })?;
+    if method == Method::Random {
+        options.seed = Some(ck.seed().ok_or_else(|| {
+            WipeError::Usage(format!(
+                "{dev}: checkpoint {} has no valid random key",
+                ck_path.display()
+            ))
+        })?);
+    }
+    options.verify |= ck.verify;
+    let mut plan = planner::plan(probe, method, &options)?;
+    plan.checkpoint = Some(plan::CheckpointPlan {
+        path,
+        full_ranges: plan.ranges.clone(),
+        resumed_bytes: 0,
+        resync_mark: None,
+        started_by: options.started_by,
+    });
+    let action = probe.array.as_ref().map(|a| a.sync_action.as_str());
+    planner::resume(plan, &ck, &ck_path, action)
 }
 
 /// Starts a wipe: [`plan_for`], then `approve(&plan)` (the front end shows the plan, asks for

@@ -5,6 +5,7 @@
 //! Types only, no decisions and no I/O: the decisions are [`super::planner::plan`]'s.
 
 use super::leases::{LeaseRequest, Limits, Owner};
+pub use super::resync::ResyncMark;
 use super::stream::Seed;
 use crate::units::{bytes_exact, human_bytes};
 use std::path::PathBuf;
@@ -262,7 +263,7 @@ pub struct Plan {
     /// Human-readable reasons, in decision order.
     pub reasons: Vec<String>,
     /// After the wipe, re-read the partition table (BLKRRPART) so the kernel drops partitions
-    /// whose table was wiped ([`super::handover`]).
+    /// whose table was wiped ([`super::rescan`]).
     pub reread_partitions: bool,
     /// Who the device is, for resume checkpoints.
     pub identity: Identity,
@@ -282,17 +283,6 @@ pub struct Identity {
     pub size_bytes: u64,
     /// Logical block size, bytes (BLKSSZGET).
     pub logical_block_size: u64,
-}
-
-/// The resync position of an array as md reports it, recorded right after the job froze the
-/// resync (md.rst `resync_start`, `sync_completed`): a resumed job may skip the resync only if
-/// these did not move while it was interrupted (no one unfroze the array in between).
-#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct ResyncMark {
-    /// `md/resync_start` (`none` or a sector).
-    pub resync_start: String,
-    /// `md/sync_completed` (`none` or `DONE / TOTAL` sectors).
-    pub sync_completed: String,
 }
 
 /// Where a job keeps its checkpoint and what it continues from ([`super::checkpoint`]).

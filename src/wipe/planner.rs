@@ -208,224 +208,16 @@ pub fn plan(p: &Probe, method: Method, opts: &Options) -> Result<Plan, WipeError
     }
     let mut reasons = Vec::new();
     let block = block_size(p, opts.block_hint, &mut reasons);
-    let whole = vec![Range {
-        offset: 0,
-        len: p.size_bytes,
-    }];
-    let zero_data = opts.data.clone().unwrap_or(Data::Zero);
-    let is_md = p.array.is_some();
-    let (op, ranges) = match method {
-        Method::Zero if opts.data.is_some() => {
-            reasons.push(format!("writing {}", zero_data.describe()));
-            (Op::Write(zero_data.clone()), whole)
-        }
-        Method::Zero if opts.prefer_writes => {
-            reasons.push("zero: O_DIRECT writes of an aligned zero buffer, as asked".into());
-            (Op::Write(Data::Zero), whole)
-        }
-        Method::Zero if p.discard_max_bytes > 0 && p.discard_zeroes_data => {
-            reasons.push(format!("zero: BLKDISCARD in steps: {}", discard_note(p)));
-            (Op::Discard, whole)
-        }
-        Method::Zero => {
-            let why = if p.write_zeroes_max_bytes > 0 {
-                format!(
-                    "the device offloads zeroing (write_zeroes_max_bytes {})",
-                    p.write_zeroes_max_bytes
-                )
-            } else if is_md {
-                "md raid1/5/10 report write_zeroes_max_bytes 0: the kernel writes zero pages \
-                 itself with many requests in flight, faster than one O_DIRECT stream"
-                    .to_string()
-            } else {
-                "no offload, but the kernel's zero-page writes (no user buffers, many requests \
-                 in flight) are faster than O_DIRECT writes"
-                    .to_string()
-            };
-            reasons.push(format!("zero: BLKZEROOUT in steps: {why}"));
-            reasons.push(format!("no discard: {}", discard_note(p)));
-            (Op::ZeroOut, whole)
-        }
-        Method::Random => {
-            let seed = opts
-                .seed
-                .clone()
-                .ok_or_else(|| WipeError::Usage("random: no seed given".into()))?;
-            reasons.push(
-                "random: O_DIRECT writes of a ChaCha8 stream keyed from getrandom, generated \
-                 by each writer thread"
-                    .into(),
-            );
-            (Op::Write(Data::Random(seed)), whole)
-        }
-        Method::Zeroout => {
-            reasons.push("zeroout: BLKZEROOUT only, as asked".into());
-            (Op::ZeroOut, whole)
-        }
-        Method::Discard => {
-            if p.discard_max_bytes == 0 {
-                return Err(WipeError::Unsupported {
-                    device: p.path.clone(),
-                    op: "discard",
-                    detail: "queue/discard_max_bytes is 0".into(),
-                });
-            }
-            reasons.push(format!(
-                "discard: BLKDISCARD (discard_max_bytes {}); contents afterwards are device-defined",
-                p.discard_max_bytes
-            ));
-            (Op::Discard, whole)
-        }
-        Method::Signatures => {
-            let r = signature_ranges(p.size_bytes, p.logical_block_size.max(1));
-            reasons.push(
-                "signatures: zeroes over the first and last MiB and the md superblock offsets \
-                 of metadata 0.90, 1.0, 1.1 and 1.2"
-                    .into(),
-            );
-            (Op::Write(zero_data.clone()), r)
-        }
-    };
-    // A discard that zeroes (`zero` on discard_zeroes_data 1) reads back as zeroes: verifiable.
-    if opts.verify && (method == Method::Discard || matches!(op, Op::Write(Data::Stream(_)))) {
-        return Err(WipeError::Usage(format!(
-            "{}: --verify is not possible with {}",
-            p.path.display(),
-            if method == Method::Discard {
-                "discard (contents are device-defined)"
-            } else {
-                "a streamed data source"
-            }
-        )));
-    }
-    let queue_depth = match op {
-        Op::Write(Data::Stream(_)) => 1,
-        _ => opts.queue_depth.unwrap_or(QUEUE_DEPTH).clamp(1, 64),
-    };
-    reasons.push(if matches!(op, Op::Write(_)) || opts.verify {
-        format!(
-            "{queue_depth} requests in flight; memory bounded by {} of buffers",
-            bytes_exact(queue_depth as u64 * block)
-        )
-    } else {
-        format!("{queue_depth} requests in flight; no data buffers (the kernel does the work)")
-    });
+    let (op, ranges) = choose_op(p, method, opts, &mut reasons)?;
+    check_verify(p, method, &op, opts)?;
+    let queue_depth = queue_depth(&op, opts, block, &mut reasons);
     let full = ranges.len() == 1 && ranges[0].len == p.size_bytes;
-
-    let mut resync = ResyncAction::Leave;
-    let mut leases = Vec::new();
-    let holder = format!("wipe:{}", p.path.display());
-    let owner = opts.owner.clone().unwrap_or(Owner::None);
-    if let Some(a) = &p.array {
-        match a.sync_action.as_str() {
-            "resync" => {
-                let writes_all = full && matches!(op, Op::Write(_) | Op::ZeroOut);
-                if opts.keep_resync {
-                    reasons.push(format!(
-                        "{} is resyncing: left alone (--keep-resync)",
-                        a.name
-                    ));
-                } else if writes_all {
-                    reasons.push(format!(
-                        "{} is resyncing and every sector is written: freeze the resync, and \
-                         skip it (resync_start none) once the last block is durable",
-                        a.name
-                    ));
-                    resync = ResyncAction::FreezeAndSkip {
-                        array: a.name.clone(),
-                    };
-                } else {
-                    reasons.push(format!(
-                        "{} is resyncing, but this method does not write every sector: resync \
-                         left alone",
-                        a.name
-                    ));
-                }
-            }
-            "recover" | "reshape" | "check" | "repair" => {
-                reasons.push(format!(
-                    "{} is in {}: action left alone; lease lowers its sync_speed_min to 1 KiB/s \
-                     for the job's life",
-                    a.name, a.sync_action
-                ));
-                let mut arrays = BTreeMap::new();
-                arrays.insert(
-                    a.name.clone(),
-                    Limits {
-                        min: Some(1),
-                        max: None,
-                    },
-                );
-                leases.push(LeaseRequest {
-                    holder: holder.clone(),
-                    kind: LeaseKind::WipeJob,
-                    owner: owner.clone(),
-                    global: Limits::default(),
-                    arrays,
-                });
-            }
-            _ => {}
-        }
-    }
-    if !p.resyncing_neighbours.is_empty() {
-        reasons.push(format!(
-            "shares a disk with resyncing array(s) {}: global lease speed_limit_min 0",
-            p.resyncing_neighbours.join(", ")
-        ));
-        let global = Limits {
-            min: Some(0),
-            max: None,
-        };
-        if let Some(l) = leases.first_mut() {
-            l.global = global;
-        } else {
-            leases.push(LeaseRequest {
-                holder: holder.clone(),
-                kind: LeaseKind::WipeJob,
-                owner,
-                global,
-                arrays: BTreeMap::new(),
-            });
-        }
-    }
+    let (mut resync, leases) = resync_and_leases(p, full, &op, opts, &mut reasons);
     if opts.verify {
         reasons.push("verify: read back with O_DIRECT and compare".into());
     }
     let reread_partitions = reread_partitions(p, &ranges, &mut reasons);
-    let offload = match offload(p, method, opts) {
-        Ok(regions) => {
-            if let (ResyncAction::Leave, Some(a)) = (&resync, &p.array) {
-                resync = ResyncAction::FreezeAndSkip {
-                    array: a.name.clone(),
-                };
-            }
-            reasons.push(format!(
-                "member offload: {} is a {} whose queue reports write_zeroes_max_bytes 0 while \
-                 every member zeroes itself: BLKZEROOUT on each member's data region ({}) in \
-                 parallel, with the resync frozen and the array held open O_EXCL; then \
-                 BLKFLSBUF on the array and the resync skipped (zeroed data regions are a \
-                 consistent array at this level)",
-                p.name,
-                p.array.as_ref().map_or("", |a| a.level.as_str()),
-                regions
-                    .iter()
-                    .map(|r| format!(
-                        "{} {} at {}",
-                        r.name,
-                        bytes_exact(r.len_bytes),
-                        r.offset_bytes
-                    ))
-                    .collect::<Vec<_>>()
-                    .join(", ")
-            ));
-            regions
-        }
-        Err(Some(why)) => {
-            reasons.push(format!("no member offload: {why}"));
-            Vec::new()
-        }
-        Err(None) => Vec::new(),
-    };
+    let offload = offload_regions(p, method, opts, &mut resync, &mut reasons);
     Ok(Plan {
         device: p.path.clone(),
         dev: p.dev,
@@ -455,6 +247,268 @@ pub fn plan(p: &Probe, method: Method, opts: &Options) -> Result<Plan, WipeError
         offload,
         reasons,
     })
+}
+
+/// The operation of `method` on `p` and the ranges it covers (the whole device but for
+/// `signatures`), each choice with its reason.
+fn choose_op(
+    p: &Probe,
+    method: Method,
+    opts: &Options,
+    reasons: &mut Vec<String>,
+) -> Result<(Op, Vec<Range>), WipeError> {
+    let whole = vec![Range {
+        offset: 0,
+        len: p.size_bytes,
+    }];
+    let zero_data = opts.data.clone().unwrap_or(Data::Zero);
+    let op = match method {
+        Method::Zero => zero_op(p, opts, reasons),
+        Method::Random => {
+            let seed = opts
+                .seed
+                .clone()
+                .ok_or_else(|| WipeError::Usage("random: no seed given".into()))?;
+            reasons.push(
+                "random: O_DIRECT writes of a ChaCha8 stream keyed from getrandom, generated \
+                 by each writer thread"
+                    .into(),
+            );
+            Op::Write(Data::Random(seed))
+        }
+        Method::Zeroout => {
+            reasons.push("zeroout: BLKZEROOUT only, as asked".into());
+            Op::ZeroOut
+        }
+        Method::Discard => {
+            if p.discard_max_bytes == 0 {
+                return Err(WipeError::Unsupported {
+                    device: p.path.clone(),
+                    op: "discard",
+                    detail: "queue/discard_max_bytes is 0".into(),
+                });
+            }
+            reasons.push(format!(
+                "discard: BLKDISCARD (discard_max_bytes {}); contents afterwards are device-defined",
+                p.discard_max_bytes
+            ));
+            Op::Discard
+        }
+        Method::Signatures => {
+            let r = signature_ranges(p.size_bytes, p.logical_block_size.max(1));
+            reasons.push(
+                "signatures: zeroes over the first and last MiB and the md superblock offsets \
+                 of metadata 0.90, 1.0, 1.1 and 1.2"
+                    .into(),
+            );
+            return Ok((Op::Write(zero_data), r));
+        }
+    };
+    Ok((op, whole))
+}
+
+/// How `zero` zeroes `p`: the given data, O_DIRECT writes when asked, a discard that reads back
+/// as zeroes, else `BLKZEROOUT`.
+fn zero_op(p: &Probe, opts: &Options, reasons: &mut Vec<String>) -> Op {
+    if let Some(data) = &opts.data {
+        reasons.push(format!("writing {}", data.describe()));
+        return Op::Write(data.clone());
+    }
+    if opts.prefer_writes {
+        reasons.push("zero: O_DIRECT writes of an aligned zero buffer, as asked".into());
+        return Op::Write(Data::Zero);
+    }
+    if p.discard_max_bytes > 0 && p.discard_zeroes_data {
+        reasons.push(format!("zero: BLKDISCARD in steps: {}", discard_note(p)));
+        return Op::Discard;
+    }
+    let why = if p.write_zeroes_max_bytes > 0 {
+        format!(
+            "the device offloads zeroing (write_zeroes_max_bytes {})",
+            p.write_zeroes_max_bytes
+        )
+    } else if p.array.is_some() {
+        "md raid1/5/10 report write_zeroes_max_bytes 0: the kernel writes zero pages \
+         itself with many requests in flight, faster than one O_DIRECT stream"
+            .to_string()
+    } else {
+        "no offload, but the kernel's zero-page writes (no user buffers, many requests \
+         in flight) are faster than O_DIRECT writes"
+            .to_string()
+    };
+    reasons.push(format!("zero: BLKZEROOUT in steps: {why}"));
+    reasons.push(format!("no discard: {}", discard_note(p)));
+    Op::ZeroOut
+}
+
+/// `--verify` needs contents it can predict: not a discard (device-defined), not a stream.
+/// A discard that zeroes (`zero` on discard_zeroes_data 1) reads back as zeroes: verifiable.
+fn check_verify(p: &Probe, method: Method, op: &Op, opts: &Options) -> Result<(), WipeError> {
+    if opts.verify && (method == Method::Discard || matches!(op, Op::Write(Data::Stream(_)))) {
+        return Err(WipeError::Usage(format!(
+            "{}: --verify is not possible with {}",
+            p.path.display(),
+            if method == Method::Discard {
+                "discard (contents are device-defined)"
+            } else {
+                "a streamed data source"
+            }
+        )));
+    }
+    Ok(())
+}
+
+/// Requests in flight: 1 for a stream (read in order), else the asked or default depth.
+fn queue_depth(op: &Op, opts: &Options, block: u64, reasons: &mut Vec<String>) -> usize {
+    let queue_depth = match op {
+        Op::Write(Data::Stream(_)) => 1,
+        _ => opts.queue_depth.unwrap_or(QUEUE_DEPTH).clamp(1, 64),
+    };
+    reasons.push(if matches!(op, Op::Write(_)) || opts.verify {
+        format!(
+            "{queue_depth} requests in flight; memory bounded by {} of buffers",
+            bytes_exact(queue_depth as u64 * block)
+        )
+    } else {
+        format!("{queue_depth} requests in flight; no data buffers (the kernel does the work)")
+    });
+    queue_depth
+}
+
+/// What happens to the target array's sync (freeze and skip a resync that every sector's write
+/// makes moot, a lease on other sync actions) and the global lease for resyncing neighbours.
+fn resync_and_leases(
+    p: &Probe,
+    full: bool,
+    op: &Op,
+    opts: &Options,
+    reasons: &mut Vec<String>,
+) -> (ResyncAction, Vec<LeaseRequest>) {
+    let holder = format!("wipe:{}", p.path.display());
+    let owner = opts.owner.clone().unwrap_or(Owner::None);
+    let lease = |global: Limits, arrays: BTreeMap<String, Limits>| LeaseRequest {
+        holder: holder.clone(),
+        kind: LeaseKind::WipeJob,
+        owner: owner.clone(),
+        global,
+        arrays,
+    };
+    let mut resync = ResyncAction::Leave;
+    let mut leases = Vec::new();
+    if let Some(a) = &p.array {
+        match a.sync_action.as_str() {
+            "resync" => resync = resync_of_target(a, full, op, opts, reasons),
+            "recover" | "reshape" | "check" | "repair" => {
+                reasons.push(format!(
+                    "{} is in {}: action left alone; lease lowers its sync_speed_min to 1 KiB/s \
+                     for the job's life",
+                    a.name, a.sync_action
+                ));
+                let limits = Limits {
+                    min: Some(1),
+                    max: None,
+                };
+                let arrays = BTreeMap::from([(a.name.clone(), limits)]);
+                leases.push(lease(Limits::default(), arrays));
+            }
+            _ => {}
+        }
+    }
+    if !p.resyncing_neighbours.is_empty() {
+        reasons.push(format!(
+            "shares a disk with resyncing array(s) {}: global lease speed_limit_min 0",
+            p.resyncing_neighbours.join(", ")
+        ));
+        let global = Limits {
+            min: Some(0),
+            max: None,
+        };
+        if let Some(l) = leases.first_mut() {
+            l.global = global;
+        } else {
+            leases.push(lease(global, BTreeMap::new()));
+        }
+    }
+    (resync, leases)
+}
+
+/// A resyncing target: frozen and skipped when every sector is written, else left alone.
+fn resync_of_target(
+    a: &super::probe::ArrayFacts,
+    full: bool,
+    op: &Op,
+    opts: &Options,
+    reasons: &mut Vec<String>,
+) -> ResyncAction {
+    let writes_all = full && matches!(op, Op::Write(_) | Op::ZeroOut);
+    if opts.keep_resync {
+        reasons.push(format!(
+            "{} is resyncing: left alone (--keep-resync)",
+            a.name
+        ));
+        ResyncAction::Leave
+    } else if writes_all {
+        reasons.push(format!(
+            "{} is resyncing and every sector is written: freeze the resync, and \
+             skip it (resync_start none) once the last block is durable",
+            a.name
+        ));
+        ResyncAction::FreezeAndSkip {
+            array: a.name.clone(),
+        }
+    } else {
+        reasons.push(format!(
+            "{} is resyncing, but this method does not write every sector: resync \
+             left alone",
+            a.name
+        ));
+        ResyncAction::Leave
+    }
+}
+
+/// The member regions of a member offload ([`offload`]) with its reason, or why not; an
+/// offload freezes and skips the array's resync.
+fn offload_regions(
+    p: &Probe,
+    method: Method,
+    opts: &Options,
+    resync: &mut ResyncAction,
+    reasons: &mut Vec<String>,
+) -> Vec<super::plan::MemberRegion> {
+    match offload(p, method, opts) {
+        Ok(regions) => {
+            if let (ResyncAction::Leave, Some(a)) = (&*resync, &p.array) {
+                *resync = ResyncAction::FreezeAndSkip {
+                    array: a.name.clone(),
+                };
+            }
+            reasons.push(format!(
+                "member offload: {} is a {} whose queue reports write_zeroes_max_bytes 0 while \
+                 every member zeroes itself: BLKZEROOUT on each member's data region ({}) in \
+                 parallel, with the resync frozen and the array held open O_EXCL; then \
+                 BLKFLSBUF on the array and the resync skipped (zeroed data regions are a \
+                 consistent array at this level)",
+                p.name,
+                p.array.as_ref().map_or("", |a| a.level.as_str()),
+                regions
+                    .iter()
+                    .map(|r| format!(
+                        "{} {} at {}",
+                        r.name,
+                        bytes_exact(r.len_bytes),
+                        r.offset_bytes
+                    ))
+                    .collect::<Vec<_>>()
+                    .join(", ")
+            ));
+            regions
+        }
+        Err(Some(why)) => {
+            reasons.push(format!("no member offload: {why}"));
+            Vec::new()
+        }
+        Err(None) => Vec::new(),
+    }
 }
 
 /// md levels where zeroed member data regions are a consistent array: mirrors of zeroes, and
@@ -548,36 +602,42 @@ pub fn offload(
     if md.members.is_empty() {
         return Err(Some("no members listed".into()));
     }
-    let mut out = Vec::new();
-    for m in &md.members {
-        if !m.state.iter().any(|w| w == "in_sync")
-            || m.state.iter().any(|w| w == "faulty" || w == "replacement")
-        {
-            return Err(Some(format!(
-                "member {} is not in_sync (state {})",
-                m.name,
-                m.state.join(",")
-            )));
-        }
-        if m.write_zeroes_max_bytes == 0 {
-            return Err(Some(format!(
-                "member {} cannot zero itself (write_zeroes_max_bytes 0)",
-                m.name
-            )));
-        }
-        if m.size_kib == 0 {
-            return Err(Some(format!("member {} has no data region size", m.name)));
-        }
-        out.push(super::plan::MemberRegion {
-            name: m.name.clone(),
-            path: m.path.clone(),
-            dev: m.dev,
-            size_bytes: m.size_bytes,
-            offset_bytes: m.offset_sectors * 512,
-            len_bytes: m.size_kib * 1024,
-        });
+    md.members
+        .iter()
+        .map(member_region)
+        .collect::<Result<_, _>>()
+        .map_err(Some)
+}
+
+/// The data region of member `m` to zero, or why it cannot be offloaded: not `in_sync` (or
+/// faulty, a replacement), no zeroing of its own, no data region size.
+fn member_region(m: &crate::sysfs::MdMember) -> Result<super::plan::MemberRegion, String> {
+    let name = &m.sysfs.name;
+    let state = &m.sysfs.state;
+    if !state.iter().any(|w| w == "in_sync")
+        || state.iter().any(|w| w == "faulty" || w == "replacement")
+    {
+        return Err(format!(
+            "member {name} is not in_sync (state {})",
+            state.join(",")
+        ));
     }
-    Ok(out)
+    if m.write_zeroes_max_bytes == 0 {
+        return Err(format!(
+            "member {name} cannot zero itself (write_zeroes_max_bytes 0)"
+        ));
+    }
+    if m.size_kib == 0 {
+        return Err(format!("member {name} has no data region size"));
+    }
+    Ok(super::plan::MemberRegion {
+        name: name.clone(),
+        path: m.path.clone(),
+        dev: m.dev,
+        size_bytes: m.size_bytes,
+        offset_bytes: m.offset_sectors * 512,
+        len_bytes: m.size_kib * 1024,
+    })
 }
 
 #[cfg(test)]

@@ -19,44 +19,14 @@ pub fn resume(
     ck_path: &std::path::Path,
     array_action: Option<&str>,
 ) -> Result<Plan, WipeError> {
-    let dev = plan.device.display().to_string();
-    let refuse = |what: String| {
-        Err(WipeError::Usage(format!(
-            "{dev}: refusing to resume from {}: {what}; `--restart` discards it",
+    if let Some(what) = mismatch(&plan, ck) {
+        return Err(WipeError::Usage(format!(
+            "{}: refusing to resume from {}: {what}; `--restart` discards it",
+            plan.device.display(),
             ck_path.display()
-        )))
-    };
-    let (a, b) = (&ck.identity, &plan.identity);
-    if a.stable_id != b.stable_id {
-        return refuse(format!(
-            "it is for device {} ({}), this is {}",
-            a.stable_id,
-            ck.device.display(),
-            b.stable_id
-        ));
-    }
-    if a.size_bytes != b.size_bytes {
-        return refuse(format!(
-            "the device was {} bytes, it is {} bytes now",
-            a.size_bytes, b.size_bytes
-        ));
-    }
-    if a.logical_block_size != b.logical_block_size {
-        return refuse(format!(
-            "the logical block size was {}, it is {} now",
-            a.logical_block_size, b.logical_block_size
-        ));
-    }
-    if ck.method != plan.method.name() {
-        return refuse(format!(
-            "it is a {} wipe, this is {}",
-            ck.method, plan.method
-        ));
+        )));
     }
     let full = plan.ranges.clone();
-    if ck.ranges != full {
-        return refuse("its ranges are not this device's".into());
-    }
     let done = ck.durable_bytes();
     if plan.offload.is_empty() {
         plan.ranges = checkpoint::remaining(&full, ck.durable_offset);
@@ -96,6 +66,42 @@ pub fn resume(
         c.resync_mark = ck.resync.as_ref().map(|r| r.mark.clone());
     }
     Ok(plan)
+}
+
+/// What no longer matches between `ck` and the fresh `plan`: the device's stable identity, size,
+/// logical block size, the method or the ranges; `None` when they match.
+fn mismatch(plan: &Plan, ck: &Checkpoint) -> Option<String> {
+    let (a, b) = (&ck.identity, &plan.identity);
+    if a.stable_id != b.stable_id {
+        return Some(format!(
+            "it is for device {} ({}), this is {}",
+            a.stable_id,
+            ck.device.display(),
+            b.stable_id
+        ));
+    }
+    if a.size_bytes != b.size_bytes {
+        return Some(format!(
+            "the device was {} bytes, it is {} bytes now",
+            a.size_bytes, b.size_bytes
+        ));
+    }
+    if a.logical_block_size != b.logical_block_size {
+        return Some(format!(
+            "the logical block size was {}, it is {} now",
+            a.logical_block_size, b.logical_block_size
+        ));
+    }
+    if ck.method != plan.method.name() {
+        return Some(format!(
+            "it is a {} wipe, this is {}",
+            ck.method, plan.method
+        ));
+    }
+    if ck.ranges != plan.ranges {
+        return Some("its ranges are not this device's".into());
+    }
+    None
 }
 
 /// True when the plan leaves the resync alone on purpose (`--keep-resync` said so).

@@ -6,15 +6,26 @@
 //! checkpoint and the array is never marked clean without being written.
 
 use super::error::WipeError;
-use super::plan::ResyncMark;
 use crate::host::Root;
-use std::path::PathBuf;
+use crate::sysfs;
 
-/// Writes to one array's `md/` directory under a root.
+/// The resync position of an array as md reports it, recorded right after the job froze the
+/// resync (md.rst `resync_start`, `sync_completed`): a resumed job may skip the resync only if
+/// these did not move while it was interrupted (no one unfroze the array in between).
+#[derive(Debug, Clone, Default, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct ResyncMark {
+    /// `md/resync_start` (`none` or a sector).
+    pub resync_start: String,
+    /// `md/sync_completed` (`none` or `DONE / TOTAL` sectors).
+    pub sync_completed: String,
+}
+
+/// Writes to one array's `md/` directory under a root, through the one writer
+/// ([`sysfs::write_array_attr`]: an array that has gone is an error, never a created file).
 #[derive(Debug, Clone)]
 pub struct ResyncControl {
-    dir: PathBuf,
-    /// The array's kernel name, for the log records (journal field ARRAY=).
+    root: Root,
+    /// The array's kernel name (also the journal field ARRAY= of the log records).
     array: String,
 }
 
@@ -22,28 +33,25 @@ impl ResyncControl {
     /// Control of array `name` (`md0`): `/sys/block/<name>/md/` under `root`.
     pub fn new(root: &Root, name: &str) -> Self {
         ResyncControl {
-            dir: root.sys("block").join(name).join("md"),
+            root: root.clone(),
             array: name.to_string(),
         }
     }
 
     fn write(&self, file: &str, value: &str) -> Result<(), WipeError> {
-        let path = self.dir.join(file);
-        std::fs::write(&path, value).map_err(|source| WipeError::Resync {
-            path,
-            value: value.to_string(),
-            source,
+        sysfs::write_array_attr(&self.root, &self.array, file, value).map_err(|e| {
+            WipeError::Resync {
+                path: e.path().to_path_buf(),
+                value: value.to_string(),
+                source: e.into(),
+            }
         })
     }
 
     /// The array's resync position now: `resync_start` and `sync_completed` (empty where
     /// unreadable), for a resumed job's "did anyone unfreeze it in between" check.
     pub fn mark(&self) -> ResyncMark {
-        let read = |f: &str| {
-            std::fs::read_to_string(self.dir.join(f))
-                .map(|s| s.trim().to_string())
-                .unwrap_or_default()
-        };
+        let read = |f: &str| sysfs::read_attr(&self.root, &self.array, f).unwrap_or_default();
         ResyncMark {
             resync_start: read("resync_start"),
             sync_completed: read("sync_completed"),

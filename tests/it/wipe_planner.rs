@@ -489,7 +489,7 @@ fn reread_partitions_on_a_whole_disk_with_partitions_or_a_wiped_first_sector() {
 }
 
 fn offloadable(level: &str, action: &str) -> Probe {
-    use mdpilot::model::ArrayState;
+    use mdpilot::model::{ArrayState, MemberSysfs};
     use mdpilot::wipe::probe::{MdDetail, MemberFacts};
     let mut p = md(level, action, 0);
     p.md = Some(MdDetail {
@@ -501,13 +501,17 @@ fn offloadable(level: &str, action: &str) -> Probe {
         members: ["vdb", "vdc"]
             .iter()
             .map(|n| MemberFacts {
-                name: (*n).to_string(),
+                sysfs: MemberSysfs {
+                    name: (*n).to_string(),
+                    state: vec!["in_sync".into()],
+                    slot: None,
+                    errors: None,
+                },
                 path: PathBuf::from(format!("/dev/{n}")),
                 dev: Some((252, 16)),
                 size_bytes: 2 << 30,
                 offset_sectors: 2048,
                 size_kib: 1 << 20,
-                state: vec!["in_sync".into()],
                 write_zeroes_max_bytes: 1 << 30,
                 discard_max_bytes: 0,
             })
@@ -566,7 +570,7 @@ fn member_offload_refused_with_a_reason_for_each_condition() {
     p.md.as_mut().unwrap().array_state = Some(mdpilot::model::ArrayState::from("write-pending"));
     assert!(why(&p, Method::Zero, &opts()).contains("write-pending"));
     let mut p = base.clone();
-    p.md.as_mut().unwrap().members[0].state = vec!["faulty".into()];
+    p.md.as_mut().unwrap().members[0].sysfs.state = vec!["faulty".into()];
     assert!(why(&p, Method::Zero, &opts()).contains("not in_sync"));
     assert!(why(&offloadable("raid1", "recover"), Method::Zero, &opts()).contains("recover"));
     let keep = Options {

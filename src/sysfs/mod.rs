@@ -1,7 +1,18 @@
-//! The one reading layer of the md model under a [`Root`]: [`collect`] (`/proc/mdstat` parsed and
-//! enriched), an array's sysfs attributes as typed values ([`read_array`]), and the speed limits
-//! ([`read_speed_limits`], and [`read_limit`], the one reader of the `N` / `N (local|system)`
-//! files, which the policy's knobs and the simulator use too).
+//! The one kernel-access layer of mdpilot under a [`Root`], reads and writes: [`collect`]
+//! (`/proc/mdstat` parsed and enriched), an array's sysfs attributes as typed values
+//! ([`read_array`]), the speed limits ([`read_speed_limits`], and [`read_limit`], the one reader
+//! of the `N` / `N (local|system)` files, which the policy's knobs and the simulator use too),
+//! and in the submodules:
+//! - [`arrays`]: the one array list ([`list_arrays`]), single attributes (`sync_min`,
+//!   `resync_start`, `sync_completed` typed) and the kernel paths of attributes for messages;
+//! - [`block`]: block devices (partitions, holders, slaves, queue limits) and an array's members
+//!   with their data regions, for the wipe probe and the check scheduler;
+//! - [`proc`]: `/proc/self/mountinfo` and `/proc/swaps`;
+//! - [`udev`]: the udev database's `MD_NAME`/`MD_UUID` and the `/dev/md/` links of an array;
+//! - [`write`]: the one writer ([`write_attr`]), which never creates a file.
+//!
+//! Outside this layer only `wipe/sink`, `wipe/ioctl` (device I/O), `sim` (the simulated tree) and
+//! `host` (the root, the process's own `/proc/self/status`) name kernel paths.
 //!
 //! Source of truth: the kernel's Documentation/admin-guide/md.rst (`/sys/block/mdN/md/*`,
 //! `dev-*/{state,slot,errors}`), Documentation/ABI/stable/sysfs-block (`queue/*`) and
@@ -18,6 +29,19 @@ use crate::model::{
     SyncCompleted,
 };
 use std::path::{Path, PathBuf};
+
+pub mod arrays;
+pub mod block;
+pub mod proc;
+pub mod udev;
+pub mod write;
+
+pub use arrays::{
+    array_attr_kernel_path, attr_path, global_limit_kernel_path, has_attr, list_arrays, read_attr,
+    read_resync_start, read_sync_completed, read_sync_min, ResyncStart,
+};
+pub use block::{MdDetail, MdMember};
+pub use write::{send_uevent, write_array_attr, write_attr, WriteError};
 
 /// Why `/proc/mdstat` could not be read (see [`collect`]).
 #[derive(Debug, thiserror::Error)]
@@ -51,7 +75,7 @@ pub fn collect(root: &Root) -> Result<MdStat, CollectError> {
 /// Reads and parses `/proc/mdstat` under `root` only: no speed limits, no sysfs (for callers
 /// that poll often and enrich selectively). Errors as [`collect`].
 pub fn read_mdstat(root: &Root) -> Result<MdStat, CollectError> {
-    let path = root.proc("mdstat");
+    let path = arrays::mdstat_path(root);
     let bytes = match std::fs::read(&path) {
         Ok(b) => b,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(CollectError::NoMdstat),
@@ -179,12 +203,12 @@ fn block_dir(root: &Root, name: &str) -> PathBuf {
 /// empty) where its file is missing; never fails (see module doc).
 ///
 /// The name fields (`metadata_name`, `mdadm_uuid`, `named_device`) come from the udev database
-/// and `/dev/md` under `root` ([`crate::names`]); [`read_array_at`] leaves them `None`.
+/// and `/dev/md` under `root` ([`udev`]); [`read_array_at`] leaves them `None`.
 pub fn read_array(root: &Root, name: &str) -> ArraySysfs {
     ArraySysfs {
-        metadata_name: crate::names::metadata_name(root, name),
-        mdadm_uuid: crate::names::array_uuid(root, name),
-        named_device: crate::names::named_device(root, name),
+        metadata_name: udev::metadata_name(root, name),
+        mdadm_uuid: udev::array_uuid(root, name),
+        named_device: udev::named_device(root, name),
         ..read_array_at(&block_dir(root, name))
     }
 }
@@ -265,18 +289,19 @@ pub fn enrich(root: &Root, stat: &mut MdStat) {
 
 /// Writes `action`'s word (`check`, `repair`, `idle`, ...) to `/sys/block/<name>/md/sync_action` under
 /// `root` (kernel Documentation/admin-guide/md.rst: writing an action word starts it, `idle`
-/// stops the running one). The file must exist: a missing array is `NotFound`, never created.
+/// stops the running one), through [`write_attr`]: a missing array is [`WriteError::Gone`],
+/// never a created file.
 ///
-/// Errors: the kernel's (`EBUSY` while another sync runs, `EINVAL` for a word the array's level
-/// cannot do, `EROFS` on a read-only array) or `NotFound`.
-pub fn write_sync_action(root: &Root, name: &str, action: &SyncAction) -> std::io::Result<()> {
-    use std::io::Write;
-    let path = block_dir(root, name).join("md/sync_action");
-    let mut f = std::fs::OpenOptions::new()
-        .write(true)
-        .truncate(true)
-        .open(path)?;
-    f.write_all(format!("{action}\n").as_bytes())
+/// Errors: [`WriteError`]: `Busy` (EBUSY while another sync runs, EROFS on a read-only array),
+/// `Invalid` (EINVAL for a word the array's level cannot do), `Gone`, `Io`.
+pub fn write_sync_action(root: &Root, name: &str, action: &SyncAction) -> Result<(), WriteError> {
+    write_array_attr(root, name, "sync_action", &format!("{action}\n"))
+}
+
+/// `/sys/block/<name>/md/sync_action` of array `name` under `root`; `None` where missing or
+/// empty.
+pub fn read_sync_action(root: &Root, name: &str) -> Option<SyncAction> {
+    read_sync_action_at(&block_dir(root, name))
 }
 
 /// When array `name` was created (Unix seconds): the `ctime` of the first member superblock
@@ -296,7 +321,7 @@ pub fn array_created(root: &Root, name: &str) -> Option<i64> {
         };
         let kernel = member.replace('!', "/");
         let sectors = read_parsed(
-            &root.sys(format!("class/block/{member}/size")),
+            &block::class_dir(root, member).join("size"),
             parse_plain_u64,
         );
         let Some(off) = sectors
@@ -319,7 +344,7 @@ pub fn array_created(root: &Root, name: &str) -> Option<i64> {
     None
 }
 
-fn read_members(md: &Path) -> Vec<MemberSysfs> {
+pub(crate) fn read_members(md: &Path) -> Vec<MemberSysfs> {
     let entries = match std::fs::read_dir(md) {
         Ok(e) => e,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Vec::new(),
@@ -351,7 +376,7 @@ fn read_members(md: &Path) -> Vec<MemberSysfs> {
 
 /// Reads `path` and parses it; `None` when missing, unreadable or unparseable (the latter two
 /// logged).
-fn read_parsed<T>(path: &Path, parse: impl FnOnce(&str) -> Option<T>) -> Option<T> {
+pub(crate) fn read_parsed<T>(path: &Path, parse: impl FnOnce(&str) -> Option<T>) -> Option<T> {
     match read_optional(path) {
         // An inactive array prints empty `level`, `raid_disks`...: nothing to say, not an error.
         Ok(Some(text)) if text.trim().is_empty() => None,

@@ -9,7 +9,6 @@
 
 use super::sink::Sink;
 use crate::host::Root;
-use std::io;
 
 /// What the hand-over did, for the job's [`super::Outcome`].
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
@@ -38,10 +37,11 @@ pub fn reread(sink: &dyn Sink, device: &str, wanted: bool) -> bool {
     }
 }
 
-/// Writes `change` to `/sys/class/block/<name>/uevent` under `root`.
+/// Writes `change` to `/sys/class/block/<name>/uevent` under `root`, through the one writer
+/// ([`crate::sysfs::send_uevent`]: never creates the file).
 ///
-/// Errors: the OS error of the write (ENOENT when the device is gone or the root has no such
+/// Errors: [`crate::sysfs::WriteError`] (`Gone` when the device is gone or the root has no such
 /// file).
-pub fn send_change(root: &Root, name: &str) -> io::Result<()> {
-    std::fs::write(root.sys("class/block").join(name).join("uevent"), "change")
+pub fn send_change(root: &Root, name: &str) -> Result<(), crate::sysfs::WriteError> {
+    crate::sysfs::send_uevent(root, name, "change")
 }

@@ -12,10 +12,10 @@
 //!
 //! [`resolve_array`] accepts any of the first three (and the metadata name's part after `host:`)
 //! wherever a front end takes an array: `mdpilot status ARRAY`, `mdpilot policy --array`, the
-//! D-Bus methods. Everything is read under a [`Root`], so tests use temporary trees.
+//! D-Bus methods. Everything is read under a [`Root`] through the kernel-access layer
+//! ([`crate::sysfs::udev`] reads the udev database and `/dev/md`), so tests use temporary trees.
 
 use crate::host::Root;
-use std::collections::BTreeMap;
 use std::path::Path;
 
 /// Why a name names no array.
@@ -37,102 +37,9 @@ pub enum NameError {
     },
 }
 
-/// The `E:KEY=VALUE` properties of the udev database entry of array `kernel`
-/// (`/run/udev/data/b<major>:<minor>`, major:minor read from `/sys/block/<kernel>/dev`); empty
-/// when either file is missing (no udev, a temporary tree without it).
-pub fn udev_properties(root: &Root, kernel: &str) -> BTreeMap<String, String> {
-    let Ok(dev) = std::fs::read_to_string(root.sys("block").join(kernel).join("dev")) else {
-        return BTreeMap::new();
-    };
-    let db = root.run(format!("udev/data/b{}", dev.trim()));
-    let Ok(text) = std::fs::read_to_string(db) else {
-        return BTreeMap::new();
-    };
-    text.lines()
-        .filter_map(|l| l.strip_prefix("E:"))
-        .filter_map(|l| l.split_once('='))
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
-}
-
-/// The metadata name of array `kernel` (`host:root`; udev's `MD_NAME`, see the module doc), or
-/// `None` where unknown (0.90 metadata, no udev database).
-pub fn metadata_name(root: &Root, kernel: &str) -> Option<String> {
-    udev_properties(root, kernel)
-        .remove("MD_NAME")
-        .filter(|n| !n.is_empty())
-}
-
-/// mdadm's colon form of an array UUID (`xxxxxxxx:xxxxxxxx:xxxxxxxx:xxxxxxxx`, what
-/// `mdadm --detail` prints and udisks2 publishes) from any spelling of its 32 hex digits
-/// (`md/uuid`'s `%pU` form `8-4-4-4-12`, the colon form itself); `None` unless there are exactly
-/// 32 hex digits. For 1.x metadata both forms hold the same bytes in the same order; for 0.90
-/// metadata mdadm prints each 32-bit word in host order, so prefer udev's `MD_UUID` where it
-/// exists ([`array_uuid`]).
-pub fn mdadm_uuid(any: &str) -> Option<String> {
-    let hex: String = any
-        .chars()
-        .filter(|c| *c != '-' && *c != ':')
-        .map(|c| c.to_ascii_lowercase())
-        .collect();
-    if hex.len() != 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
-        return None;
-    }
-    Some(format!(
-        "{}:{}:{}:{}",
-        &hex[0..8],
-        &hex[8..16],
-        &hex[16..24],
-        &hex[24..32]
-    ))
-}
-
-/// The UUID of array `kernel` in mdadm's colon form: udev's `MD_UUID`, else `md/uuid` converted
-/// by [`mdadm_uuid`]; `None` where neither exists (inactive arrays, containers, old kernels).
-pub fn array_uuid(root: &Root, kernel: &str) -> Option<String> {
-    if let Some(u) = udev_properties(root, kernel)
-        .get("MD_UUID")
-        .and_then(|u| mdadm_uuid(u))
-    {
-        return Some(u);
-    }
-    let sys = std::fs::read_to_string(root.sys("block").join(kernel).join("md/uuid")).ok()?;
-    mdadm_uuid(sys.trim())
-}
-
-/// The `/dev/md/` links by the kernel name they point to: `{"md127": ["/dev/md/root"]}` (paths as
-/// seen on the host, not under the root), each list sorted. Links whose target is not a plain
-/// `/dev/<kernel name>` node are ignored; no `/dev/md` directory gives an empty map.
-pub fn md_links(root: &Root) -> BTreeMap<String, Vec<String>> {
-    let mut out: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let Ok(dir) = std::fs::read_dir(root.dev("md")) else {
-        return out;
-    };
-    for e in dir.flatten() {
-        let Ok(target) = std::fs::read_link(e.path()) else {
-            continue;
-        };
-        let (Some(kernel), Some(link)) = (
-            target.file_name().and_then(|n| n.to_str()),
-            e.file_name().to_str().map(String::from),
-        ) else {
-            continue;
-        };
-        out.entry(kernel.to_string())
-            .or_default()
-            .push(format!("/dev/md/{link}"));
-    }
-    for v in out.values_mut() {
-        v.sort();
-    }
-    out
-}
-
-/// The `/dev/md/NAME` link of array `kernel` (the first in sort order when there are several),
-/// or `None`.
-pub fn named_device(root: &Root, kernel: &str) -> Option<String> {
-    md_links(root).remove(kernel)?.into_iter().next()
-}
+pub use crate::sysfs::udev::{
+    array_uuid, md_links, mdadm_uuid, metadata_name, named_device, udev_properties,
+};
 
 /// The kernel name (`md127`) of the array the user typed as `word`, among `known` (the kernel
 /// names of the arrays the caller knows, e.g. those in `/proc/mdstat`). Accepted, in this order:
@@ -180,16 +87,7 @@ pub fn resolve_array(root: &Root, word: &str, known: &[String]) -> Result<String
 /// Kernel names of the arrays with an `md` directory in sysfs (`/sys/block/md*/md`), sorted:
 /// the `known` list for callers without a `/proc/mdstat` read at hand.
 pub fn sysfs_arrays(root: &Root) -> Vec<String> {
-    let mut out: Vec<String> = std::fs::read_dir(root.sys("block"))
-        .map(|d| {
-            d.flatten()
-                .filter(|e| e.path().join("md").is_dir())
-                .filter_map(|e| e.file_name().to_str().map(String::from))
-                .collect()
-        })
-        .unwrap_or_default();
-    out.sort();
-    out
+    crate::sysfs::list_arrays(root)
 }
 
 #[cfg(test)]
