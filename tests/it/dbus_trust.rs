@@ -276,3 +276,54 @@ async fn caller_holders_may_not_use_the_service_prefixes() {
     .await;
     assert_eq!(error_name(r), "success");
 }
+
+/// The hostile holder of the policy lock (a `mdpilot policy` command, or a freeze whose
+/// `sync_action` write md has not answered): an AcquirePriority waits for the lock, and
+/// meanwhile the service still answers everyone else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_call_blocked_on_the_lock_does_not_delay_other_calls() {
+    let Some(bus) = Bus::start() else { return };
+    let _polkit = FakePolkit::serve(&bus, true).await;
+    let svc = Service::start(
+        &bus,
+        &["--sim"],
+        &[("DBUS_SYSTEM_BUS_ADDRESS", bus.address.as_str())],
+    )
+    .await;
+    let state = svc.sim_path("run/mdpilot/policy.toml");
+    let lock = mdpilot::policy::state::lock(&state).unwrap();
+    let impatient = bus.connect().await;
+    let blocked =
+        tokio::spawn(async move { acquire(&impatient, &[("max", Value::U64(7000))]).await });
+    // The call is in the service (it cannot finish while the lock is held) ...
+    let other = bus.connect().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!blocked.is_finished(), "AcquirePriority passed a held lock");
+    // ... and another caller's property Get and method are answered while it waits.
+    // (A bound only so that a service that does block fails the test instead of hanging it.)
+    let v = tokio::time::timeout(
+        Duration::from_secs(10),
+        support::bus::get(
+            &other,
+            support::bus::MANAGER_PATH,
+            support::bus::MANAGER_IFACE,
+            "Version",
+        ),
+    )
+    .await
+    .expect("Version was not answered while AcquirePriority waited for the lock");
+    assert_eq!(String::try_from(v).unwrap(), mdpilot::dbus::API_VERSION);
+    assert!(leases(&other).await.is_empty());
+    assert!(!blocked.is_finished(), "the first call was still blocked");
+    drop(lock);
+    let id = tokio::time::timeout(Duration::from_secs(20), blocked)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(id.starts_with("dbus-"), "{id}");
+    assert_eq!(
+        read_trim(svc.sim_path("proc/sys/dev/raid/speed_limit_max")),
+        "7000"
+    );
+}
