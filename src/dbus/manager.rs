@@ -42,7 +42,7 @@ pub struct Manager {
 /// StartWipe org.mdpilot.MdPilot1.wipe); options take auth.no_user_interaction (b).
 #[interface(name = "org.mdpilot.MdPilot1.Manager")]
 impl Manager {
-    /// Version of this D-Bus API: "1.1" (major changes break clients; minor ones add).
+    /// Version of this D-Bus API: "1.2" (major changes break clients; minor ones add).
     #[zbus(property(emits_changed_signal = "const"))]
     fn version(&self) -> String {
         super::API_VERSION.to_string()
@@ -165,24 +165,22 @@ impl Manager {
         #[zbus(connection)] conn: &zbus::Connection,
         #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
     ) -> Result<()> {
-        check_word("ReleasePriority", "lease id", &lease_id)?;
-        let req = Request::release_priority();
-        self.shared
-            .auth
-            .authorize(conn, &header, &req, None)
-            .await?;
-        let id = lease_id.clone();
-        let view = off_thread(&self.shared, "ReleasePriority", move |s| {
-            let view = s.policy.show()?;
-            if !view.leases.iter().any(|l| l.holder == id) {
-                return Ok(None);
-            }
-            s.policy.release(&id).map(Some)
-        })
-        .await?
-        .ok_or_else(|| Error::InvalidArgument(format!("ReleasePriority: no lease {lease_id:?}")))?;
-        self.shared.publish(&emitter, Some(view)).await;
-        Ok(())
+        self.release(lease_id, Options::new(), &header, conn, &emitter)
+            .await
+    }
+
+    /// ReleasePriority with options (since 1.2): auth.no_user_interaction (b: true = no polkit
+    /// prompt, NotAuthorized at once instead); no other option. Otherwise as ReleasePriority.
+    async fn release_priority_with_options(
+        &self,
+        lease_id: String,
+        options: Options,
+        #[zbus(header)] header: Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+        #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
+    ) -> Result<()> {
+        self.release(lease_id, options, &header, conn, &emitter)
+            .await
     }
 
     /// Sets md/sync_speed_min and md/sync_speed_max of one array (KiB/s; 0 = follow the system),
@@ -298,6 +296,41 @@ impl Manager {
 }
 
 impl Manager {
+    /// ReleasePriority(WithOptions): validates the id and the options, authorizes the
+    /// caller, releases the lease and publishes.
+    ///
+    /// Errors: `InvalidArgument` (a bad id, an option, no such lease); `NotAuthorized`; the
+    /// policy's.
+    async fn release(
+        &self,
+        lease_id: String,
+        mut options: Options,
+        header: &Header<'_>,
+        conn: &zbus::Connection,
+        emitter: &SignalEmitter<'_>,
+    ) -> Result<()> {
+        let flags = take_interaction_flags("ReleasePriority", &mut options)?;
+        no_options("ReleasePriority", &options)?;
+        check_word("ReleasePriority", "lease id", &lease_id)?;
+        let req = Request::release_priority();
+        self.shared
+            .auth
+            .authorize_with(conn, header, &req, flags)
+            .await?;
+        let id = lease_id.clone();
+        let view = off_thread(&self.shared, "ReleasePriority", move |s| {
+            let view = s.policy.show()?;
+            if !view.leases.iter().any(|l| l.holder == id) {
+                return Ok(None);
+            }
+            s.policy.release(&id).map(Some)
+        })
+        .await?
+        .ok_or_else(|| Error::InvalidArgument(format!("ReleasePriority: no lease {lease_id:?}")))?;
+        self.shared.publish(emitter, Some(view)).await;
+        Ok(())
+    }
+
     /// AcquirePriority's options validated before anything is asked: at most as many `arrays`
     /// keys as the machine has arrays, bounded words, known options (`parse_acquire`), and
     /// each array resolved to its kernel name.
