@@ -48,6 +48,9 @@ pub struct Snapshot {
     pub last_checks: std::collections::BTreeMap<String, crate::check::CheckResult>,
     /// Running wipe jobs; `None` when unknown (the CLI), `Some(vec![])` when none run.
     pub wipe_jobs: Option<Vec<WipeSample>>,
+    /// Events the service's event program queue dropped since start
+    /// (`crate::service::events::hook_events_dropped_total`); `None` outside the service.
+    pub hook_events_dropped: Option<u64>,
     /// mdpilot's version (`CARGO_PKG_VERSION`).
     pub version: String,
 }
@@ -131,7 +134,7 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
             .lines()
             .filter(|l| !l.starts_with("# UNIT ") && *l != "# EOF")
             .fold(String::with_capacity(out.len()), |mut s, l| {
-                s.push_str(l);
+                s.push_str(&families::text_0_0_4_line(l));
                 s.push('\n');
                 s
             }),
@@ -205,6 +208,13 @@ fn global(b: &mut Builder, snap: &Snapshot) {
             "mdpilot_policy_install_applied_timestamp_seconds",
             vec![],
             Value::Float(t),
+        );
+    }
+    if let Some(n) = snap.hook_events_dropped {
+        b.add(
+            "mdpilot_hook_events_dropped_total",
+            vec![],
+            Value::Counter(n),
         );
     }
     if let Some(jobs) = &snap.wipe_jobs {

@@ -100,6 +100,7 @@ pub fn snapshot(shared: &Shared, state: &MetricsState) -> Snapshot {
         policy,
         last_checks,
         wipe_jobs: Some(wipe_jobs),
+        hook_events_dropped: Some(super::events::hook_events_dropped_total()),
         version: env!("CARGO_PKG_VERSION").to_string(),
     }
 }
