@@ -59,6 +59,12 @@ pub const LEASE_KINDS: [LeaseKind; 4] = [
     LeaseKind::DbusClient,
 ];
 
+/// Events the service's event sinks dropped because the event program's queue (64 events) was
+/// full, since the process started: the value of `mdpilot_hook_events_dropped_total`, a
+/// counter never reset (a SIGHUP that replaces the sink keeps it). Fed by
+/// `service::events`, read by the service's scrape; always 0 in the CLI.
+pub static HOOK_EVENTS_DROPPED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Every family: (name as exposed, help), in exposition order. `docs/metrics.md` is generated
 /// from this list and [`FAMILY_DOCS`] (`cargo run -p xtask -- metrics-doc`).
 pub const FAMILIES: [(&str, &str); 27] = [

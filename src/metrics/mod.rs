@@ -23,6 +23,7 @@
 mod array;
 mod families;
 
+pub use families::HOOK_EVENTS_DROPPED;
 pub use families::{
     ARRAY_STATES, CONSISTENCY_POLICIES, FAMILIES, FAMILY_DOCS, LEASE_KINDS, MEMBER_STATES,
     SYNC_ACTIONS,
@@ -264,7 +265,12 @@ mod tests {
             "{t}"
         );
         for (name, _) in FAMILIES {
-            assert!(t.contains(&format!("# TYPE {name} gauge\n")), "{name}");
+            let kind = if name.ends_with("_total") {
+                "counter"
+            } else {
+                "gauge"
+            };
+            assert!(t.contains(&format!("# TYPE {name} {kind}\n")), "{name}");
         }
     }
 }

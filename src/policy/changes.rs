@@ -72,7 +72,7 @@ impl Policy {
                 Err(PolicyError::Write {
                     rolled_back: undone.is_ok(),
                     source: undone.err().unwrap_or_else(|| KnobError::Write {
-                        path: format!("/sys/block/{}/md/{}", c.array.name, c.attr).into(),
+                        path: format!("{} {}", c.array.name, c.attr).into(),
                         value: c.written.clone(),
                         source: std::io::Error::other(
                             "the journal entry was dropped by another command during the write",

@@ -73,13 +73,10 @@ impl EventQueue {
     }
 }
 
-/// Events dropped by every sink of this process since start (the
-/// `mdpilot_hook_events_dropped_total` counter; [`EventSink::dropped`] counts one sink's).
-static HOOK_EVENTS_DROPPED: AtomicU64 = AtomicU64::new(0);
+use crate::metrics::HOOK_EVENTS_DROPPED;
 
 /// Events dropped because an event program's queue was full ([`QUEUE_LIMIT`]), by every sink
-/// of this process since start: a counter, never reset (a SIGHUP that replaces the sink keeps
-/// it).
+/// of this process since start ([`HOOK_EVENTS_DROPPED`]).
 pub fn hook_events_dropped_total() -> u64 {
     HOOK_EVENTS_DROPPED.load(Ordering::Relaxed)
 }
