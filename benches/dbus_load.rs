@@ -29,6 +29,13 @@
 //! call fails or no scrape answers 200 after the flood. `MDPILOT_LOAD_SCENARIO=metrics_flood`
 //! runs it alone.
 //!
+//! A third scenario, [`auth_disconnects`]: 50 clients on `serve --sim` with a polkit
+//! stand-in that decides for 2 s; 10 of them (run as nobody) disconnect mid-authorization over
+//! and over, 40 take and release leases. It fails when a call of the 40 fails or a lease is
+//! left; printed: the 40's lease-call p50/p99/max (goal p99 under 50 ms) and the abandoned
+//! authorizations. `MDPILOT_LOAD_SCENARIO=auth_disconnects` runs it alone (`load` runs the
+//! first alone).
+//!
 //! Under `cargo test --all-targets` (no `--bench` argument) it does nothing.
 
 // A bench uses a part of the integration tests' helpers.
@@ -535,7 +542,156 @@ async fn metrics_flood() -> Vec<String> {
     failed
 }
 
+/// How long the fake polkit of [`auth_disconnects`] decides (an admin typing a password).
+const AUTH_DELAY: Duration = Duration::from_secs(2);
+
+/// A child of [`auth_disconnects`], run as nobody with `MDPILOT_LOAD_AUTH_CHILD=<bus address>`:
+/// until `MDPILOT_LOAD_AUTH_UNTIL_MS` (ms from its start), connects, sends `AcquirePriority`
+/// (polkit is asked: nobody is not root), and drops the connection while polkit decides.
+/// Prints how many it left mid-authorization.
+fn auth_child(addr: &str) {
+    let ms: u64 = std::env::var("MDPILOT_LOAD_AUTH_UNTIL_MS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(10_000);
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap();
+    let left = rt.block_on(async {
+        let until = Instant::now() + Duration::from_millis(ms);
+        let mut left = 0u64;
+        while Instant::now() < until {
+            let conn = support::bus::connect_to(addr).await;
+            let call = acquire(&conn, &[("max", Value::U64(0))]);
+            // Gone well before polkit answers.
+            let _ = tokio::time::timeout(AUTH_DELAY / 4, call).await;
+            drop(conn);
+            left += 1;
+        }
+        left
+    });
+    println!("LEFT {left}");
+}
+
+/// The leaving-callers scenario: 50 clients on `mdpilot serve --sim` with a polkit stand-in
+/// that decides for [`AUTH_DELAY`]; 10 of them (children run as nobody, so polkit is asked)
+/// connect, call `AcquirePriority` and disconnect while polkit decides, over and over, for
+/// `MDPILOT_AUTH_SECS` (default 20); the other 40 (root: no polkit) take and release leases.
+/// Fails when a call of the 40 fails or a lease is left afterwards. Printed: the 40's lease
+/// calls p50/p99/max (goal: p99 under 50 ms), how many authorizations were abandoned and how
+/// many questions the service withdrew. Needs root (otherwise "skipped:").
+/// `MDPILOT_LOAD_SCENARIO=auth_disconnects` runs it alone.
+async fn auth_disconnects() -> Vec<String> {
+    const LEAVERS: usize = 10;
+    let mut failed = Vec::new();
+    if !support::is_root() {
+        println!("skipped: auth_disconnects needs root to run the leaving clients as nobody");
+        return failed;
+    }
+    let Some(bus) = Bus::start() else {
+        return failed;
+    };
+    let polkit = support::FakePolkit::serve_with(
+        &bus,
+        support::Behaviour {
+            allow: true,
+            delay: AUTH_DELAY,
+            on_ask: None,
+        },
+    )
+    .await;
+    let svc = Service::start(
+        &bus,
+        &["--sim"],
+        &[("DBUS_SYSTEM_BUS_ADDRESS", bus.address.as_str())],
+    )
+    .await;
+    let dur = Duration::from_secs(secs("MDPILOT_AUTH_SECS", 20));
+    let start = Instant::now();
+    let clock = Clock {
+        counted_from: start + Duration::from_secs(1),
+        until: start + dur,
+    };
+    let leavers: Vec<_> = (0..LEAVERS)
+        .map(|_| {
+            let mut cmd = support::as_nobody(std::env::current_exe().unwrap());
+            cmd.env("MDPILOT_LOAD_AUTH_CHILD", &bus.address)
+                .env("MDPILOT_LOAD_AUTH_UNTIL_MS", dur.as_millis().to_string())
+                .stdout(std::process::Stdio::piped());
+            tokio::process::Command::from(cmd)
+                .kill_on_drop(true)
+                .spawn()
+                .expect("setpriv")
+        })
+        .collect();
+    let tasks: Vec<_> = (0..CLIENTS - LEAVERS)
+        .map(|c| tokio::spawn(lease_client(bus.address.clone(), c, clock)))
+        .collect();
+    let mut st = Stats::default();
+    for t in tasks {
+        st.merge(t.await.unwrap());
+    }
+    let mut abandoned = 0u64;
+    for l in leavers {
+        let out = l.wait_with_output().await.unwrap();
+        let text = String::from_utf8_lossy(&out.stdout);
+        abandoned += text
+            .lines()
+            .filter_map(|l| l.strip_prefix("LEFT ")?.parse::<u64>().ok())
+            .sum::<u64>();
+    }
+    // Every pending question has been answered (late) or withdrawn by now.
+    tokio::time::sleep(AUTH_DELAY + Duration::from_secs(1)).await;
+    let watcher = bus.connect().await;
+    let left = leases(&watcher).await;
+    auth_report(
+        &mut st,
+        abandoned,
+        polkit.asked().len(),
+        polkit.cancelled().len(),
+    );
+    if !st.unexpected.is_empty() {
+        failed.push(format!(
+            "auth_disconnects: {} calls of the 40 failed: {:?}",
+            st.unexpected.len(),
+            &st.unexpected[..st.unexpected.len().min(5)]
+        ));
+    }
+    if !left.is_empty() {
+        failed.push(format!("auth_disconnects: leases left: {left:?}"));
+    }
+    drop(svc);
+    failed
+}
+
+/// Prints [`auth_disconnects`]'s figures.
+fn auth_report(st: &mut Stats, abandoned: u64, asked: usize, withdrawn: usize) {
+    println!(
+        "auth_disconnects: {} lease clients, 10 leaving mid-authorization (polkit decides {} ms)",
+        CLIENTS - 10,
+        AUTH_DELAY.as_millis()
+    );
+    for (m, v) in &mut st.lat {
+        v.sort_unstable();
+        println!(
+            "  {m:<24} calls={:>7} p50={:>6} us p99={:>7} us max={:>8} us",
+            v.len(),
+            pct(v, 50),
+            pct(v, 99),
+            v[v.len() - 1]
+        );
+    }
+    println!("  calls of the 40 failed: {}", st.unexpected.len());
+    println!(
+        "  authorizations abandoned: {abandoned}; polkit asked {asked}, questions withdrawn {withdrawn}"
+    );
+}
+
 fn main() {
+    if let Ok(addr) = std::env::var("MDPILOT_LOAD_AUTH_CHILD") {
+        return auth_child(&addr);
+    }
     if !std::env::args().any(|a| a == "--bench") {
         return;
     }
@@ -544,14 +700,19 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    // MDPILOT_LOAD_SCENARIO=metrics_flood runs that scenario alone.
-    let only_flood = std::env::var("MDPILOT_LOAD_SCENARIO").as_deref() == Ok("metrics_flood");
-    let mut failed = if only_flood {
-        Vec::new()
-    } else {
-        rt.block_on(run())
-    };
-    failed.extend(rt.block_on(metrics_flood()));
+    // MDPILOT_LOAD_SCENARIO=metrics_flood (or auth_disconnects) runs that scenario alone.
+    let only = std::env::var("MDPILOT_LOAD_SCENARIO").ok();
+    let wanted = |name: &str| only.as_deref().map_or(true, |o| o == name);
+    let mut failed = Vec::new();
+    if wanted("load") {
+        failed.extend(rt.block_on(run()));
+    }
+    if wanted("metrics_flood") {
+        failed.extend(rt.block_on(metrics_flood()));
+    }
+    if wanted("auth_disconnects") {
+        failed.extend(rt.block_on(auth_disconnects()));
+    }
     for f in &failed {
         println!("FAILED: {f}");
     }

@@ -185,6 +185,7 @@ fn main() {
         install_applied_at: None,
         last_checks: std::collections::BTreeMap::new(),
         wipe_jobs: Some(vec![]),
+        hook_events_dropped: Some(0),
         version: "bench".into(),
     };
     let mut render = Vec::with_capacity(SCRAPES);

@@ -1,14 +1,14 @@
 //! The command-line front ends: one file per subcommand, the clap definitions (`args`), the global
 //! context and exit helper.
 
-#[cfg(feature = "service")]
-pub mod agent;
 pub mod args;
 pub mod blockdev_wipe;
 pub mod check;
 #[cfg(feature = "service")]
 pub mod monitor;
 pub mod policy;
+#[cfg(feature = "service")]
+pub mod polkit_agent;
 pub mod progress;
 pub mod prometheus;
 pub mod status;

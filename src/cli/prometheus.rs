@@ -40,6 +40,7 @@ pub fn snapshot(root: &Root, stat: MdStat) -> Snapshot {
         policy,
         last_checks,
         wipe_jobs: None,
+        hook_events_dropped: None,
         version: env!("CARGO_PKG_VERSION").to_string(),
     }
 }

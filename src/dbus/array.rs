@@ -350,6 +350,66 @@ impl ArrayObject {
         .await
     }
 
+    /// PauseCheck with options (since 1.2): auth.no_user_interaction (b: true = no polkit
+    /// prompt, NotAuthorized at once instead); no other option. Otherwise as PauseCheck.
+    async fn pause_check_with_options(
+        &self,
+        options: Options,
+        #[zbus(header)] header: Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+    ) -> Result<()> {
+        let name = &self.props.kernel_name;
+        super::check::step_with(
+            &self.shared,
+            conn,
+            &header,
+            name,
+            "PauseCheck",
+            Some(options),
+        )
+        .await
+    }
+
+    /// ResumeCheck with options (since 1.2): auth.no_user_interaction (b); no other option.
+    /// Otherwise as ResumeCheck.
+    async fn resume_check_with_options(
+        &self,
+        options: Options,
+        #[zbus(header)] header: Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+    ) -> Result<()> {
+        let name = &self.props.kernel_name;
+        super::check::step_with(
+            &self.shared,
+            conn,
+            &header,
+            name,
+            "ResumeCheck",
+            Some(options),
+        )
+        .await
+    }
+
+    /// CancelCheck with options (since 1.2): auth.no_user_interaction (b); no other option.
+    /// Otherwise as CancelCheck.
+    async fn cancel_check_with_options(
+        &self,
+        options: Options,
+        #[zbus(header)] header: Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+    ) -> Result<()> {
+        let name = &self.props.kernel_name;
+        super::check::step_with(
+            &self.shared,
+            conn,
+            &header,
+            name,
+            "CancelCheck",
+            Some(options),
+        )
+        .await
+    }
+
     /// Pauses the running check: saves its position (md/sync_completed done, rounded down to
     /// the chunk as md/sync_min requires) durably first, then writes md/sync_action idle and
     /// releases the throttle. Nothing to do when no check runs. Same authorization and

@@ -24,10 +24,12 @@
 use super::errors::{Error, Result};
 use super::options::Options;
 use super::BusChoice;
+use enumflags2::BitFlags;
 use std::collections::HashMap;
 use std::time::Duration;
 use zbus::message::Header;
-use zbus::zvariant::Value;
+use zbus::zvariant::{OwnedValue, Value};
+use zbus_polkit::policykit1::{AuthorityProxy, CheckAuthorizationFlags, Subject};
 
 /// Polkit action for changing resync priority and md speed limits.
 pub const PRIORITY_ACTION: &str = "org.mdpilot.MdPilot1.manage-priority";
@@ -301,30 +303,7 @@ impl Authority {
             return Ok(());
         }
         let (method, uid, action) = (req.method, caller.uid, req.action);
-        let subject: (&str, HashMap<&str, Value<'_>>) = if self.bus == BusChoice::System {
-            let mut d = HashMap::new();
-            d.insert("name", Value::from(caller.sender.as_str()));
-            ("system-bus-name", d)
-        } else {
-            // Not on the system bus: polkit cannot resolve our bus's names; name the process.
-            let pid = zbus::fdo::DBusProxy::new(conn)
-                .await
-                .map_err(|e| Error::Failed(format!("{method}: cannot ask the bus: {e}")))?
-                .get_connection_unix_process_id(
-                    zbus::names::BusName::try_from(caller.sender.as_str())
-                        .map_err(|e| Error::NotAuthorized(format!("{method}: {e}")))?,
-                )
-                .await
-                .map_err(|e| Error::NotAuthorized(format!("{method}: caller pid unknown: {e}")))?;
-            let mut d = HashMap::new();
-            d.insert("pid", Value::from(pid));
-            d.insert(
-                "start-time",
-                Value::from(process_start_time(pid).unwrap_or(0)),
-            );
-            d.insert("uid", Value::from(uid as i32));
-            ("unix-process", d)
-        };
+        let subject = self.subject(conn, caller, method).await?;
         let cancellation_id = format!(
             "mdpilot-{}-{}",
             std::process::id(),
@@ -385,16 +364,10 @@ impl Authority {
     /// polkit's own timeout then.
     async fn cancel_question(&self, conn: &zbus::Connection, cancellation_id: &str) {
         let r = match self.polkit_connection(conn).await {
-            Ok(sys) => sys
-                .call_method(
-                    Some("org.freedesktop.PolicyKit1"),
-                    "/org/freedesktop/PolicyKit1/Authority",
-                    Some("org.freedesktop.PolicyKit1.Authority"),
-                    "CancelCheckAuthorization",
-                    &(cancellation_id,),
-                )
-                .await
-                .map(|_| ()),
+            Ok(sys) => match AuthorityProxy::new(&sys).await {
+                Ok(p) => p.cancel_check_authorization(cancellation_id).await,
+                Err(e) => Err(e),
+            },
             Err(e) => Err(e),
         };
         if let Err(e) = r {
@@ -402,11 +375,60 @@ impl Authority {
         }
     }
 
+    /// The polkit subject of `caller`: on the system bus its unique name
+    /// (`system-bus-name`, which polkit resolves itself); on any other bus polkit cannot see
+    /// our bus's names, so the process: `unix-process` with the pid, the start time and the
+    /// uid the bus daemon gives (`GetConnectionCredentials`). The start time pins the pid
+    /// against reuse; where the bus also hands a pidfd (`ProcessFD`), the process is checked
+    /// to be alive after the start time was read, so the start time is the caller's.
+    ///
+    /// Errors: `NotAuthorized` when the bus does not know the caller, the start time is
+    /// unreadable or the caller's process is gone (never a subject without a start time,
+    /// which polkit would look up itself, racily).
+    async fn subject(
+        &self,
+        conn: &zbus::Connection,
+        caller: &Caller,
+        method: &str,
+    ) -> Result<Subject> {
+        if self.bus == BusChoice::System {
+            let mut d = HashMap::new();
+            d.insert(
+                "name".to_string(),
+                OwnedValue::from(zbus::zvariant::Str::from(caller.sender.clone())),
+            );
+            return Ok(Subject {
+                subject_kind: "system-bus-name".into(),
+                subject_details: d,
+            });
+        }
+        let denied = |what: String| Error::NotAuthorized(format!("{method}: {what}"));
+        let creds = zbus::fdo::DBusProxy::new(conn)
+            .await
+            .map_err(|e| Error::Failed(format!("{method}: cannot ask the bus: {e}")))?
+            .get_connection_credentials(
+                zbus::names::BusName::try_from(caller.sender.as_str())
+                    .map_err(|e| denied(e.to_string()))?,
+            )
+            .await
+            .map_err(|e| denied(format!("caller credentials unknown: {e}")))?;
+        let pid = creds
+            .process_id()
+            .ok_or_else(|| denied("the bus gives no pid of the caller".into()))?;
+        let start = process_start_time(pid)
+            .ok_or_else(|| denied(format!("the caller's process {pid} is gone")))?;
+        if creds.process_fd().is_some_and(process_exited) {
+            return Err(denied(format!("the caller's process {pid} is gone")));
+        }
+        Subject::new_for_owner(pid, Some(start), Some(caller.uid))
+            .map_err(|e| denied(e.to_string()))
+    }
+
     /// CheckAuthorization with `cancellation_id`; returns (is_authorized, is_challenge).
     async fn polkit_check(
         &self,
         conn: &zbus::Connection,
-        subject: (&str, HashMap<&str, Value<'_>>),
+        subject: Subject,
         req: &Request,
         flags: u32,
         cancellation_id: &str,
@@ -417,16 +439,21 @@ impl Authority {
         } else {
             Duration::from_secs(10)
         };
+        let details = req.details();
+        let details: HashMap<&str, &str> = details
+            .iter()
+            .map(|(k, v)| (k.as_str(), v.as_str()))
+            .collect();
+        let flags = if flags & ALLOW_USER_INTERACTION != 0 {
+            CheckAuthorizationFlags::AllowUserInteraction.into()
+        } else {
+            BitFlags::empty()
+        };
         let fut = async {
             let sys = self.polkit_connection(conn).await?;
-            let reply = sys
-                .call_method(
-                    Some("org.freedesktop.PolicyKit1"),
-                    "/org/freedesktop/PolicyKit1/Authority",
-                    Some("org.freedesktop.PolicyKit1.Authority"),
-                    "CheckAuthorization",
-                    &(subject, req.action, req.details(), flags, cancellation_id),
-                )
+            let reply = AuthorityProxy::new(&sys)
+                .await?
+                .check_authorization(&subject, req.action, &details, flags, cancellation_id)
                 .await;
             if let Err(e) = &reply {
                 if !matches!(e, zbus::Error::MethodError(..) | zbus::Error::FDO(_)) {
@@ -434,9 +461,8 @@ impl Authority {
                     *self.system.lock().await = None;
                 }
             }
-            let (authorized, challenge, _details): (bool, bool, HashMap<String, String>) =
-                reply?.body().deserialize()?;
-            Ok((authorized, challenge))
+            let r = reply?;
+            Ok((r.is_authorized, r.is_challenge))
         };
         match tokio::time::timeout(limit, fut).await {
             Ok(r) => r,
@@ -485,6 +511,14 @@ async fn caller_leaves(
     })
 }
 
+/// True when the process of `pidfd` has exited (a pidfd polls readable then, pidfd_open(2)).
+fn process_exited(pidfd: &zbus::zvariant::OwnedFd) -> bool {
+    use nix::poll::{poll, PollFd, PollFlags, PollTimeout};
+    use std::os::fd::AsFd;
+    let mut fds = [PollFd::new(pidfd.as_fd(), PollFlags::POLLIN)];
+    poll(&mut fds, PollTimeout::ZERO).map_or(true, |n| n > 0)
+}
+
 /// Field 22 of `/proc/PID/stat` (start time in clock ticks since boot), which polkit uses to
 /// pin the process against pid reuse ([`crate::policy::process_start_time`]).
 fn process_start_time(pid: u32) -> Option<u64> {
@@ -494,7 +528,6 @@ fn process_start_time(pid: u32) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use zbus::zvariant::OwnedValue;
 
     #[test]
     fn start_time_of_self_is_readable() {

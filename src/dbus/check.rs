@@ -258,12 +258,28 @@ pub async fn step(
     array: &str,
     method: &'static str,
 ) -> Result<()> {
+    step_with(shared, conn, header, array, method, None).await
+}
+
+/// [`step`] with the `a{sv}` options of `PauseCheckWithOptions`, `ResumeCheckWithOptions` and
+/// `CancelCheckWithOptions` (since 1.2): `auth.no_user_interaction` (b) only.
+///
+/// Errors: as [`step`]; `InvalidArgument` for any other option.
+pub async fn step_with(
+    shared: &std::sync::Arc<Shared>,
+    conn: &zbus::Connection,
+    header: &Header<'_>,
+    array: &str,
+    method: &'static str,
+    options: Option<Options>,
+) -> Result<()> {
     let op = match method {
         "PauseCheck" => Op::Pause,
         "ResumeCheck" => Op::Resume { max: None },
         _ => Op::Cancel,
     };
-    call(shared, conn, header, method, array, None, |_, _| Ok(op)).await
+    let check = move |o: &Options, _| super::options::no_options(method, o).map(|()| op);
+    call(shared, conn, header, method, array, options, check).await
 }
 
 /// Runs one check method for the caller of `header` on `array`: authorizes it

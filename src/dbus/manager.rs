@@ -20,9 +20,10 @@ use super::options::{
     check_array_count, check_limits, check_word, no_options, parse_acquire, parse_restore,
     AcquireOptions, Options,
 };
-use crate::policy::{LeaseKind, LeaseRequest, Limits, Owner, PolicyView};
+use crate::policy::{LeaseKind, LeaseRequest, Limits, Owner, PolicyError, PolicyView};
 use crate::service::state::Shared;
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use zbus::interface;
 use zbus::message::Header;
 use zbus::object_server::SignalEmitter;
@@ -41,7 +42,7 @@ pub struct Manager {
 /// StartWipe org.mdpilot.MdPilot1.wipe); options take auth.no_user_interaction (b).
 #[interface(name = "org.mdpilot.MdPilot1.Manager")]
 impl Manager {
-    /// Version of this D-Bus API: "1.1" (major changes break clients; minor ones add).
+    /// Version of this D-Bus API: "1.2" (major changes break clients; minor ones add).
     #[zbus(property(emits_changed_signal = "const"))]
     fn version(&self) -> String {
         super::API_VERSION.to_string()
@@ -119,7 +120,6 @@ impl Manager {
             .authorize_with(conn, &header, &req, flags)
             .await?
             .sender;
-        self.shared.reap_dead_pids();
         // Without holder and pid the policy records the caller's unique name as the owner; the
         // service drops the lease when that name leaves the bus (Shared::release_owner). A pid
         // is recorded with its start time, so a reused pid does not keep the lease.
@@ -140,15 +140,14 @@ impl Manager {
             global: o.global,
             arrays: o.arrays,
         };
-        let view = self
-            .shared
-            .policy
-            .acquire_until(
-                req,
-                o.duration_s
-                    .map(|d| crate::policy::unix_now_s().saturating_add(d)),
-            )
-            .map_err(|e| Error::from(e).context("AcquirePriority"))?;
+        let until = o
+            .duration_s
+            .map(|d| crate::policy::unix_now_s().saturating_add(d));
+        let view = off_thread(&self.shared, "AcquirePriority", move |s| {
+            s.reap_dead_pids();
+            s.policy.acquire_until(req, until)
+        })
+        .await?;
         if bus_owned {
             drop_if_caller_left(&self.shared, conn, &emitter, &sender, &id).await?;
         }
@@ -166,29 +165,22 @@ impl Manager {
         #[zbus(connection)] conn: &zbus::Connection,
         #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
     ) -> Result<()> {
-        check_word("ReleasePriority", "lease id", &lease_id)?;
-        let req = Request::release_priority();
-        self.shared
-            .auth
-            .authorize(conn, &header, &req, None)
-            .await?;
-        let view = self
-            .shared
-            .policy
-            .show()
-            .map_err(|e| Error::from(e).context("ReleasePriority"))?;
-        if !view.leases.iter().any(|l| l.holder == lease_id) {
-            return Err(Error::InvalidArgument(format!(
-                "ReleasePriority: no lease {lease_id:?}"
-            )));
-        }
-        let view = self
-            .shared
-            .policy
-            .release(&lease_id)
-            .map_err(|e| Error::from(e).context("ReleasePriority"))?;
-        self.shared.publish(&emitter, Some(view)).await;
-        Ok(())
+        self.release(lease_id, Options::new(), &header, conn, &emitter)
+            .await
+    }
+
+    /// ReleasePriority with options (since 1.2): auth.no_user_interaction (b: true = no polkit
+    /// prompt, NotAuthorized at once instead); no other option. Otherwise as ReleasePriority.
+    async fn release_priority_with_options(
+        &self,
+        lease_id: String,
+        options: Options,
+        #[zbus(header)] header: Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+        #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
+    ) -> Result<()> {
+        self.release(lease_id, options, &header, conn, &emitter)
+            .await
     }
 
     /// Sets md/sync_speed_min and md/sync_speed_max of one array (KiB/s; 0 = follow the system),
@@ -221,28 +213,20 @@ impl Manager {
             .authorize_with(conn, &header, &req, flags)
             .await?;
         let holder = format!("admin-{array}");
-        let view = if limits.min.is_none() && limits.max.is_none() {
-            match self.shared.policy.release(&holder) {
-                Ok(v) => v,
-                Err(_) => self
-                    .shared
-                    .policy
-                    .show()
-                    .map_err(|e| Error::from(e).context("SetArraySpeedLimits"))?,
+        let what = format!("SetArraySpeedLimits {array}");
+        let view = off_thread(&self.shared, &what, move |s| {
+            if limits.min.is_none() && limits.max.is_none() {
+                return s.policy.release(&holder).or_else(|_| s.policy.show());
             }
-        } else {
-            let req = LeaseRequest {
+            s.policy.acquire(LeaseRequest {
                 holder,
                 kind: LeaseKind::Admin,
                 owner: Owner::None,
                 global: Limits::default(),
-                arrays: BTreeMap::from([(array.clone(), limits)]),
-            };
-            self.shared
-                .policy
-                .acquire(req)
-                .map_err(|e| Error::from(e).context(&format!("SetArraySpeedLimits {array}")))?
-        };
+                arrays: BTreeMap::from([(array, limits)]),
+            })
+        })
+        .await?;
         self.shared.publish(&emitter, Some(view)).await;
         Ok(())
     }
@@ -263,17 +247,12 @@ impl Manager {
             .auth
             .authorize_with(conn, &header, &req, flags)
             .await?;
-        let view = self
-            .shared
-            .policy
-            .show()
-            .map_err(|e| Error::from(e).context("RestoreLimits"))?;
+        let view = off_thread(&self.shared, "RestoreLimits", |s| s.policy.show()).await?;
         refuse_while_frozen(&self.shared, &view)?;
-        let view = self
-            .shared
-            .policy
-            .restore(defaults)
-            .map_err(|e| Error::from(e).context("RestoreLimits"))?;
+        let view = off_thread(&self.shared, "RestoreLimits", move |s| {
+            s.policy.restore(defaults)
+        })
+        .await?;
         self.shared.publish(&emitter, Some(view)).await;
         Ok(())
     }
@@ -317,6 +296,41 @@ impl Manager {
 }
 
 impl Manager {
+    /// ReleasePriority(WithOptions): validates the id and the options, authorizes the
+    /// caller, releases the lease and publishes.
+    ///
+    /// Errors: `InvalidArgument` (a bad id, an option, no such lease); `NotAuthorized`; the
+    /// policy's.
+    async fn release(
+        &self,
+        lease_id: String,
+        mut options: Options,
+        header: &Header<'_>,
+        conn: &zbus::Connection,
+        emitter: &SignalEmitter<'_>,
+    ) -> Result<()> {
+        let flags = take_interaction_flags("ReleasePriority", &mut options)?;
+        no_options("ReleasePriority", &options)?;
+        check_word("ReleasePriority", "lease id", &lease_id)?;
+        let req = Request::release_priority();
+        self.shared
+            .auth
+            .authorize_with(conn, header, &req, flags)
+            .await?;
+        let id = lease_id.clone();
+        let view = off_thread(&self.shared, "ReleasePriority", move |s| {
+            let view = s.policy.show()?;
+            if !view.leases.iter().any(|l| l.holder == id) {
+                return Ok(None);
+            }
+            s.policy.release(&id).map(Some)
+        })
+        .await?
+        .ok_or_else(|| Error::InvalidArgument(format!("ReleasePriority: no lease {lease_id:?}")))?;
+        self.shared.publish(emitter, Some(view)).await;
+        Ok(())
+    }
+
     /// AcquirePriority's options validated before anything is asked: at most as many `arrays`
     /// keys as the machine has arrays, bounded words, known options (`parse_acquire`), and
     /// each array resolved to its kernel name.
@@ -349,6 +363,24 @@ impl Manager {
     }
 }
 
+/// Runs the policy operation `f` on tokio's blocking pool, never on the service's one thread:
+/// the policy lock (`flock`, which a `mdpilot policy` command or a stalled kernel write may
+/// hold) and the knob writes block, and every other D-Bus call (a property `Get`, `Version`)
+/// must still be answered meanwhile. The error names `what` (the method).
+///
+/// Errors: the policy's ([`Error::from`] a [`PolicyError`]); `Failed` when the task panicked.
+async fn off_thread<T: Send + 'static>(
+    shared: &Arc<Shared>,
+    what: &str,
+    f: impl FnOnce(&Shared) -> std::result::Result<T, PolicyError> + Send + 'static,
+) -> Result<T> {
+    let s = shared.clone();
+    tokio::task::spawn_blocking(move || f(&s))
+        .await
+        .map_err(|e| Error::Failed(format!("{what}: {e}")))?
+        .map_err(|e| Error::from(e).context(what))
+}
+
 /// After a bus-name lease `id` of `sender` is recorded: when `NameHasOwner(sender)` says the
 /// caller has left (it left after polkit answered, and its `NameOwnerChanged` may have been
 /// handled before the lease existed), releases the lease, publishes, and fails the call.
@@ -356,7 +388,7 @@ impl Manager {
 /// Errors: `Failed` (the caller left; or the bus could not be asked: the lease is released
 /// then too, since nobody could drop it later).
 async fn drop_if_caller_left(
-    shared: &Shared,
+    shared: &Arc<Shared>,
     conn: &zbus::Connection,
     emitter: &SignalEmitter<'_>,
     sender: &str,
@@ -368,7 +400,12 @@ async fn drop_if_caller_left(
         Err(e) => format!("cannot ask the bus whether {sender} is still there: {e}"),
     };
     tracing::info!(holder = %id, owner = %sender, "AcquirePriority: {why}; lease {id} released");
-    let view = shared.policy.release(id).ok();
+    let holder = id.to_string();
+    let view = off_thread(shared, "AcquirePriority", move |s| {
+        s.policy.release(&holder)
+    })
+    .await
+    .ok();
     shared.publish(emitter, view).await;
     Err(Error::Failed(format!(
         "AcquirePriority: {why}; lease {id} released"

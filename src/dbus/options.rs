@@ -201,18 +201,7 @@ fn opt_str(opts: &Options, key: &str) -> Result<Option<String>> {
 ///
 /// Errors: `InvalidArgument` for unknown options, wrong types, min above max, pid 0.
 pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<AcquireOptions> {
-    const KNOWN: &str = "min, max, arrays, kind, holder, pid, duration";
-    for k in opts.keys() {
-        if !matches!(
-            k.as_str(),
-            "min" | "max" | "arrays" | "kind" | "holder" | "pid" | "duration"
-        ) {
-            return Err(Error::InvalidArgument(format!(
-                "AcquirePriority: unknown option {} (known: {KNOWN})",
-                shown(k)
-            )));
-        }
-    }
+    acquire_keys_known(opts)?;
     let mut global = check_present(
         "AcquirePriority",
         Limits {
@@ -220,55 +209,12 @@ pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<Acqu
             max: opt_u64(opts, "max")?,
         },
     )?;
-    let kind = match opt_str(opts, "kind")?.as_deref() {
-        None | Some("client" | "dbus-client") => LeaseKind::DbusClient,
-        Some("installer") => LeaseKind::Installer,
-        Some("admin") => LeaseKind::Admin,
-        Some("wipe-job") => LeaseKind::WipeJob,
-        Some(other) => {
-            return Err(Error::InvalidArgument(format!(
-                "AcquirePriority: kind {} is not client, installer, admin or wipe-job",
-                shown(other)
-            )))
-        }
-    };
+    let kind = acquire_kind(opts)?;
     check_array_count("AcquirePriority", opts, MAX_ARRAY_KEYS)?;
-    let mut arrays = BTreeMap::new();
-    if let Some(v) = opts.get("arrays") {
-        let m: HashMap<String, Options> = v
-            .try_clone()
-            .ok()
-            .and_then(|v| HashMap::try_from(v).ok())
-            .ok_or_else(|| {
-                Error::InvalidArgument(format!(
-                    "AcquirePriority: arrays must be a{{sa{{sv}}}} ({{array: {{min: t, max: t}}}}), got {}",
-                    v.value_signature()
-                ))
-            })?;
-        for (a, l) in m {
-            check_word("AcquirePriority", "array", &a)?;
-            let what = format!("AcquirePriority {a}");
-            if let Some(k) = l.keys().find(|k| !matches!(k.as_str(), "min" | "max")) {
-                return Err(Error::InvalidArgument(format!(
-                    "{what}: unknown per-array option {} (known: min, max)",
-                    shown(k)
-                )));
-            }
-            let l = check_present(
-                &what,
-                Limits {
-                    min: opt_u64(&l, "min").map_err(|e| e.context(&what))?,
-                    max: opt_u64(&l, "max").map_err(|e| e.context(&what))?,
-                },
-            )?;
-            if l.is_empty() {
-                return Err(Error::InvalidArgument(format!(
-                    "{what}: give a min or a max"
-                )));
-            }
-            arrays.insert(a, l);
-        }
-    }
+    let arrays = match opts.get("arrays") {
+        Some(v) => acquire_arrays(v)?,
+        None => BTreeMap::new(),
+    };
     if global.is_empty() && arrays.is_empty() {
         global = Limits {
             min: Some(install.0),
@@ -279,21 +225,7 @@ pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<Acqu
     if let Some(h) = &holder {
         check_holder(h)?;
     }
-    let pid = match opts.get("pid").map(|v| &**v) {
-        None => None,
-        Some(Value::U32(0)) => {
-            return Err(Error::InvalidArgument(
-                "AcquirePriority: pid 0 is no process".into(),
-            ))
-        }
-        Some(Value::U32(p)) => Some(*p),
-        Some(v) => {
-            return Err(Error::InvalidArgument(format!(
-                "AcquirePriority: pid must be u, got {}",
-                v.value_signature()
-            )))
-        }
-    };
+    let pid = acquire_pid(opts)?;
     let duration_s = opt_u64(opts, "duration")?;
     if duration_s == Some(0) {
         return Err(Error::InvalidArgument(
@@ -308,6 +240,105 @@ pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<Acqu
         pid,
         duration_s,
     })
+}
+
+/// AcquirePriority's option keys: `min`, `max`, `arrays`, `kind`, `holder`, `pid`,
+/// `duration`, nothing else.
+///
+/// Errors: `InvalidArgument` naming the first unknown key (bounded, [`shown`]).
+fn acquire_keys_known(opts: &Options) -> Result<()> {
+    const KNOWN: &str = "min, max, arrays, kind, holder, pid, duration";
+    match opts.keys().find(|k| {
+        !matches!(
+            k.as_str(),
+            "min" | "max" | "arrays" | "kind" | "holder" | "pid" | "duration"
+        )
+    }) {
+        Some(k) => Err(Error::InvalidArgument(format!(
+            "AcquirePriority: unknown option {} (known: {KNOWN})",
+            shown(k)
+        ))),
+        None => Ok(()),
+    }
+}
+
+/// The `kind` option (s): `client` (also `dbus-client`, the default), `installer`, `admin`,
+/// `wipe-job`.
+///
+/// Errors: `InvalidArgument` for another word or type.
+fn acquire_kind(opts: &Options) -> Result<LeaseKind> {
+    Ok(match opt_str(opts, "kind")?.as_deref() {
+        None | Some("client" | "dbus-client") => LeaseKind::DbusClient,
+        Some("installer") => LeaseKind::Installer,
+        Some("admin") => LeaseKind::Admin,
+        Some("wipe-job") => LeaseKind::WipeJob,
+        Some(other) => {
+            return Err(Error::InvalidArgument(format!(
+                "AcquirePriority: kind {} is not client, installer, admin or wipe-job",
+                shown(other)
+            )))
+        }
+    })
+}
+
+/// The `arrays` option (`a{sa{sv}}`: array as the caller named it -> `{min t, max t}`, at
+/// least one of the two), not yet resolved to kernel names.
+///
+/// Errors: `InvalidArgument` (wrong type, a bad array word, an unknown per-array key, neither
+/// min nor max, min above max).
+fn acquire_arrays(v: &Value<'_>) -> Result<BTreeMap<String, Limits>> {
+    let m: HashMap<String, Options> = v
+        .try_clone()
+        .ok()
+        .and_then(|v| HashMap::try_from(v).ok())
+        .ok_or_else(|| {
+            Error::InvalidArgument(format!(
+                "AcquirePriority: arrays must be a{{sa{{sv}}}} ({{array: {{min: t, max: t}}}}), got {}",
+                v.value_signature()
+            ))
+        })?;
+    let mut arrays = BTreeMap::new();
+    for (a, l) in m {
+        check_word("AcquirePriority", "array", &a)?;
+        let what = format!("AcquirePriority {a}");
+        if let Some(k) = l.keys().find(|k| !matches!(k.as_str(), "min" | "max")) {
+            return Err(Error::InvalidArgument(format!(
+                "{what}: unknown per-array option {} (known: min, max)",
+                shown(k)
+            )));
+        }
+        let l = check_present(
+            &what,
+            Limits {
+                min: opt_u64(&l, "min").map_err(|e| e.context(&what))?,
+                max: opt_u64(&l, "max").map_err(|e| e.context(&what))?,
+            },
+        )?;
+        if l.is_empty() {
+            return Err(Error::InvalidArgument(format!(
+                "{what}: give a min or a max"
+            )));
+        }
+        arrays.insert(a, l);
+    }
+    Ok(arrays)
+}
+
+/// The `pid` option (u, not 0); `None` when absent.
+///
+/// Errors: `InvalidArgument` for 0 or another type.
+fn acquire_pid(opts: &Options) -> Result<Option<u32>> {
+    match opts.get("pid").map(|v| &**v) {
+        None => Ok(None),
+        Some(Value::U32(0)) => Err(Error::InvalidArgument(
+            "AcquirePriority: pid 0 is no process".into(),
+        )),
+        Some(Value::U32(p)) => Ok(Some(*p)),
+        Some(v) => Err(Error::InvalidArgument(format!(
+            "AcquirePriority: pid must be u, got {}",
+            v.value_signature()
+        ))),
+    }
 }
 
 /// A caller's `holder`: 1-128 printable characters (the policy's rule), not starting with

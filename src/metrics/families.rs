@@ -5,7 +5,9 @@ use crate::model::{ArrayState, SyncAction};
 use crate::policy::LeaseKind;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
+use prometheus_client::metrics::counter::ConstCounter;
 use prometheus_client::metrics::gauge::ConstGauge;
+use prometheus_client::metrics::MetricType;
 use prometheus_client::registry::{Registry, Unit};
 
 /// Values of `md/array_state` (md.rst), one `mdpilot_array_state` series each; a word outside
@@ -57,15 +59,22 @@ pub const LEASE_KINDS: [LeaseKind; 4] = [
     LeaseKind::DbusClient,
 ];
 
+/// Events the service's event sinks dropped because the event program's queue (64 events) was
+/// full, since the process started: the value of `mdpilot_hook_events_dropped_total`, a
+/// counter never reset (a SIGHUP that replaces the sink keeps it). Fed by
+/// `service::events`, read by the service's scrape; always 0 in the CLI.
+pub static HOOK_EVENTS_DROPPED: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
 /// Every family: (name as exposed, help), in exposition order. `docs/metrics.md` is generated
 /// from this list and [`FAMILY_DOCS`] (`cargo run -p xtask -- metrics-doc`).
-pub const FAMILIES: [(&str, &str); 26] = [
+pub const FAMILIES: [(&str, &str); 27] = [
     ("mdpilot_build_info", "mdpilot version (value 1)."),
     ("mdpilot_mdstat_parse_errors", "Parts of /proc/mdstat that could not be parsed."),
     ("mdpilot_speed_limit_bytes_per_second", "Global resync speed limit, /proc/sys/dev/raid/speed_limit_{min,max} (the kernel unit is KiB/s)."),
     ("mdpilot_speed_limit_original_bytes_per_second", "Original global speed limit saved by mdpilot while its leases change the knob (restored when the last lease goes)."),
     ("mdpilot_policy_leases", "Live resync priority leases by kind of holder."),
     ("mdpilot_policy_install_applied_timestamp_seconds", "When the install policy (an installer lease) was first taken, Unix time; no sample while none applies."),
+    ("mdpilot_hook_events_dropped_total", "Events the service did not hand to the event program because its queue (64 events) was full, since start."),
     ("mdpilot_wipe_jobs_running", "Wipe jobs running in the service."),
     ("mdpilot_wipe_done_bytes", "Bytes durably written by the running wipe jobs."),
     ("mdpilot_wipe_total_bytes", "Bytes the running wipe jobs write in all."),
@@ -91,13 +100,14 @@ pub const FAMILIES: [(&str, &str); 26] = [
 /// The documentation of every family of [`FAMILIES`], in the same order: (name, labels, source
 /// of the value). Labels and sources are Markdown (`docs/metrics.md` is generated from them);
 /// a unit test keeps the names in step with [`FAMILIES`].
-pub const FAMILY_DOCS: [(&str, &str, &str); 26] = [
+pub const FAMILY_DOCS: [(&str, &str, &str); 27] = [
     ("mdpilot_build_info", "`version`", "mdpilot (value 1)"),
     ("mdpilot_mdstat_parse_errors", "", "`/proc/mdstat` parts that could not be parsed"),
     ("mdpilot_speed_limit_bytes_per_second", "`bound` (`min`, `max`)", "`/proc/sys/dev/raid/speed_limit_{min,max}`"),
     ("mdpilot_speed_limit_original_bytes_per_second", "`bound`", "policy state file: the original saved while a lease changes the knob"),
     ("mdpilot_policy_leases", "`kind` (`installer`, `wipe-job`, `admin`, `dbus-client`)", "policy state file: live leases (dead pid owners left out)"),
     ("mdpilot_policy_install_applied_timestamp_seconds", "", "the earliest `[taken]` time of a live installer lease in the policy state file (none while no installer lease applies)"),
+    ("mdpilot_hook_events_dropped_total", "", "the service's event program queue (`[events] program`): events dropped to keep it at 64, or because the program was not configured (0); service only"),
     ("mdpilot_wipe_jobs_running", "", "the service's wipe jobs (service only)"),
     ("mdpilot_wipe_done_bytes", "", "wipe engine progress, summed over running jobs"),
     ("mdpilot_wipe_total_bytes", "", "wipe engine progress, summed over running jobs"),
@@ -120,9 +130,12 @@ pub const FAMILY_DOCS: [(&str, &str, &str); 26] = [
     ("mdpilot_array_sync_speed_limit_local", "`array`, `bound`", "`md/sync_speed_{min,max}`: 1 for `(local)`, 0 for `(system)`"),
 ];
 
-/// One sample's value: gauges are integers or floats.
+/// One sample's value: gauges are integers or floats; counters (families named `*_total`)
+/// are integers.
 #[derive(Debug, Clone, Copy)]
 pub enum Value {
+    /// A counter's value (only in a `*_total` family).
+    Counter(u64),
     /// An integer gauge (counts, bytes, 0/1 states).
     Int(i64),
     /// A float gauge (ratios, seconds, rates).
@@ -162,6 +175,7 @@ fn put(enc: prometheus_client::encoding::MetricEncoder, value: Value) -> std::fm
     match value {
         Value::Int(v) => ConstGauge::new(v).encode(enc),
         Value::Float(v) => ConstGauge::new(v).encode(enc),
+        Value::Counter(v) => ConstCounter::new(v).encode(enc),
     }
 }
 
@@ -170,17 +184,17 @@ impl Collector for Families {
         for fam in &self.0 {
             let (full, help) = FAMILIES[fam.idx];
             let unit = unit_of(full);
-            // prometheus-client appends `_<unit>` to the name it is given.
+            // prometheus-client appends `_<unit>` to the name it is given, and `_total` to a
+            // counter's samples.
+            let (full, kind) = match full.strip_suffix("_total") {
+                Some(n) => (n, MetricType::Counter),
+                None => (full, MetricType::Gauge),
+            };
             let name = match &unit {
                 Some(u) => &full[..full.len() - u.as_str().len() - 1],
                 None => full,
             };
-            let mut metric = encoder.encode_descriptor(
-                name,
-                help,
-                unit.as_ref(),
-                prometheus_client::metrics::MetricType::Gauge,
-            )?;
+            let mut metric = encoder.encode_descriptor(name, help, unit.as_ref(), kind)?;
             match fam.samples.as_slice() {
                 // A family without labels has one sample, written `name value` (not `name{}`).
                 [(labels, value)] if labels.is_empty() => put(metric, *value)?,
@@ -193,6 +207,23 @@ impl Collector for Families {
         }
         Ok(())
     }
+}
+
+/// A line of the OpenMetrics text as the Prometheus text format 0.0.4 spells it: the `# HELP`
+/// and `# TYPE` lines of a counter name the samples' `_total` name there (OpenMetrics names the
+/// family without it); every other line is unchanged.
+pub fn text_0_0_4_line(line: &str) -> std::borrow::Cow<'_, str> {
+    for tag in ["# HELP ", "# TYPE "] {
+        let Some(rest) = line.strip_prefix(tag) else {
+            continue;
+        };
+        let name = rest.split(' ').next().unwrap_or_default();
+        let total = format!("{name}_total");
+        if FAMILIES.iter().any(|(n, _)| *n == total) {
+            return format!("{tag}{total}{}", &rest[name.len()..]).into();
+        }
+    }
+    line.into()
 }
 
 /// Escapes a label value as the exposition formats require (`\`, `"`, newline);

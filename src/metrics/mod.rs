@@ -23,6 +23,7 @@
 mod array;
 mod families;
 
+pub use families::HOOK_EVENTS_DROPPED;
 pub use families::{
     ARRAY_STATES, CONSISTENCY_POLICIES, FAMILIES, FAMILY_DOCS, LEASE_KINDS, MEMBER_STATES,
     SYNC_ACTIONS,
@@ -48,6 +49,9 @@ pub struct Snapshot {
     pub last_checks: std::collections::BTreeMap<String, crate::check::CheckResult>,
     /// Running wipe jobs; `None` when unknown (the CLI), `Some(vec![])` when none run.
     pub wipe_jobs: Option<Vec<WipeSample>>,
+    /// Events the service's event program queue dropped since start
+    /// (`crate::service::events::hook_events_dropped_total`); `None` outside the service.
+    pub hook_events_dropped: Option<u64>,
     /// mdpilot's version (`CARGO_PKG_VERSION`).
     pub version: String,
 }
@@ -131,7 +135,7 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
             .lines()
             .filter(|l| !l.starts_with("# UNIT ") && *l != "# EOF")
             .fold(String::with_capacity(out.len()), |mut s, l| {
-                s.push_str(l);
+                s.push_str(&families::text_0_0_4_line(l));
                 s.push('\n');
                 s
             }),
@@ -207,6 +211,13 @@ fn global(b: &mut Builder, snap: &Snapshot) {
             Value::Float(t),
         );
     }
+    if let Some(n) = snap.hook_events_dropped {
+        b.add(
+            "mdpilot_hook_events_dropped_total",
+            vec![],
+            Value::Counter(n),
+        );
+    }
     if let Some(jobs) = &snap.wipe_jobs {
         b.add("mdpilot_wipe_jobs_running", vec![], int(jobs.len() as u64));
         let done: u64 = jobs.iter().map(|j| j.done_bytes).sum();
@@ -254,7 +265,12 @@ mod tests {
             "{t}"
         );
         for (name, _) in FAMILIES {
-            assert!(t.contains(&format!("# TYPE {name} gauge\n")), "{name}");
+            let kind = if name.ends_with("_total") {
+                "counter"
+            } else {
+                "gauge"
+            };
+            assert!(t.contains(&format!("# TYPE {name} {kind}\n")), "{name}");
         }
     }
 }

@@ -248,8 +248,58 @@ pub fn transition(
     readings: &BTreeMap<KnobId, SpeedLimit>,
 ) -> Result<Transition, CoreError> {
     let targets = targets(&leases);
+    let mid = next_state(old, &leases);
+    let mut t = Transition {
+        end: mid.clone(),
+        mid,
+        writes: Vec::new(),
+        warnings: Vec::new(),
+    };
+    if let Some(moved_to) = &old.originals_unknown {
+        write_unmanaged(&mut t, old, &targets, readings, moved_to)?;
+        return Ok(t.capped());
+    }
+    for knob in knobs_to_read(old, &leases) {
+        let reading = readings.get(&knob).copied();
+        match (targets.get(&knob).copied(), old.knobs.get(&knob)) {
+            (Some(target), managed) => {
+                let r = reading.ok_or_else(|| CoreError::MissingReading(knob.clone()))?;
+                let m = managed_for(&mut t.warnings, &knob, r, managed);
+                write_target(&mut t, knob, target, r, m);
+            }
+            (None, Some(m)) => release_knob(&mut t, knob, m, reading),
+            (None, None) => {}
+        }
+    }
+    if t.end.leases.is_empty() && t.end.knobs.is_empty() && t.end.changes.is_empty() {
+        // The cycle is over: "restore will write back" was true while leased, not any more.
+        t.end.warnings.retain(|w| !w.is_write_back(None));
+    }
+    Ok(t.capped())
+}
+
+impl Transition {
+    /// Appends the new warnings to `end`'s, keeping the newest [`MAX_WARNINGS`].
+    fn capped(mut self) -> Transition {
+        self.end.warnings.extend(self.warnings.iter().cloned());
+        let excess = self.end.warnings.len().saturating_sub(MAX_WARNINGS);
+        self.end.warnings.drain(..excess);
+        self
+    }
+}
+
+/// The state after `old` with the lease set `leases`, before any knob is looked at: no managed
+/// knob yet, the warnings kept (dropped when a new cycle starts), expiries and taken times of
+/// holders that keep a lease (the adapter sets new ones).
+fn next_state(old: &PolicyState, leases: &BTreeMap<String, LeaseRequest>) -> PolicyState {
     let fresh_cycle = old.leases.is_empty() && old.knobs.is_empty() && !leases.is_empty();
-    let mut mid = PolicyState {
+    let kept = |m: &BTreeMap<String, u64>| -> BTreeMap<String, u64> {
+        m.iter()
+            .filter(|(h, _)| leases.contains_key(*h))
+            .map(|(h, t)| (h.clone(), *t))
+            .collect()
+    };
+    PolicyState {
         leases: leases.clone(),
         knobs: BTreeMap::new(),
         warnings: if fresh_cycle {
@@ -259,153 +309,135 @@ pub fn transition(
         },
         originals_unknown: old.originals_unknown.clone(),
         changes: old.changes.clone(),
-        // A holder that lost its lease loses its expiry; the adapter sets new ones.
-        expires: old
-            .expires
-            .iter()
-            .filter(|(h, _)| leases.contains_key(*h))
-            .map(|(h, t)| (h.clone(), *t))
-            .collect(),
-        taken: old
-            .taken
-            .iter()
-            .filter(|(h, _)| leases.contains_key(*h))
-            .map(|(h, t)| (h.clone(), *t))
-            .collect(),
-    };
-    let mut end = mid.clone();
-    let mut writes = Vec::new();
-    let mut warnings = Vec::new();
+        expires: kept(&old.expires),
+        taken: kept(&old.taken),
+    }
+}
 
-    if let Some(moved_to) = &old.originals_unknown {
-        // Nothing is managed: write the targets, capture nothing, restore nothing.
-        for (knob, t) in &targets {
-            let r = *readings
-                .get(knob)
-                .ok_or_else(|| CoreError::MissingReading(knob.clone()))?;
-            let setting = Setting::Kibs(*t);
-            if !setting.matches(&r) {
-                writes.push(Write {
-                    knob: knob.clone(),
-                    setting,
-                    before: r,
-                });
-            }
-        }
-        let old_targets = self::targets(&old.leases);
-        if old_targets.keys().any(|k| !targets.contains_key(k)) {
-            warnings.push(PolicyWarning::OriginalsUnknown {
-                moved_to: moved_to.clone(),
+/// The rule while the originals are unknown (`moved_to`: where the corrupt state went):
+/// targets are written, nothing becomes managed, a knob that loses its last lease is left
+/// with the originals-unknown warning.
+fn write_unmanaged(
+    t: &mut Transition,
+    old: &PolicyState,
+    targets: &BTreeMap<KnobId, u64>,
+    readings: &BTreeMap<KnobId, SpeedLimit>,
+    moved_to: &str,
+) -> Result<(), CoreError> {
+    for (knob, target) in targets {
+        let r = *readings
+            .get(knob)
+            .ok_or_else(|| CoreError::MissingReading(knob.clone()))?;
+        let setting = Setting::Kibs(*target);
+        if !setting.matches(&r) {
+            t.writes.push(Write {
+                knob: knob.clone(),
+                setting,
+                before: r,
             });
         }
-        end.warnings.extend(warnings.iter().cloned());
-        let excess = end.warnings.len().saturating_sub(MAX_WARNINGS);
-        end.warnings.drain(..excess);
-        return Ok(Transition {
-            mid,
-            writes,
-            end,
-            warnings,
+    }
+    if self::targets(&old.leases)
+        .keys()
+        .any(|k| !targets.contains_key(k))
+    {
+        t.warnings.push(PolicyWarning::OriginalsUnknown {
+            moved_to: moved_to.to_string(),
         });
     }
+    Ok(())
+}
 
-    for knob in knobs_to_read(old, &leases) {
-        let reading = readings.get(&knob).copied();
-        match (targets.get(&knob).copied(), old.knobs.get(&knob)) {
-            (Some(t), managed) => {
-                let r = reading.ok_or_else(|| CoreError::MissingReading(knob.clone()))?;
-                let mut m = match managed {
-                    None => Managed {
-                        original: r,
-                        written: None,
-                        pending: None,
-                        uuid: None,
-                    },
-                    Some(old_m) => {
-                        let mut m = Managed {
-                            pending: None,
-                            ..old_m.clone()
-                        };
-                        if old_m.drifted(&r) {
-                            warnings.push(PolicyWarning::Adopted {
-                                knob: knob.clone(),
-                                found: r,
-                            });
-                            m.original = r;
-                        } else if old_m.is_ours(&r) && !r.system {
-                            // The kernel holds a value of ours (perhaps only `pending` after a
-                            // crash): keep it recognisable while the next write is in flight.
-                            m.written = Some(r.kib_s);
-                        }
-                        m
-                    }
-                };
-                let setting = Setting::Kibs(t);
-                if setting.matches(&r) {
-                    m.written = Some(t);
-                    mid.knobs.insert(knob.clone(), m.clone());
-                    end.knobs.insert(knob, m);
-                } else {
-                    let mut m_mid = m.clone();
-                    m_mid.pending = Some(setting);
-                    mid.knobs.insert(knob.clone(), m_mid);
-                    m.written = Some(t);
-                    end.knobs.insert(knob.clone(), m);
-                    writes.push(Write {
-                        knob,
-                        setting,
-                        before: r,
-                    });
-                }
+/// The rule for a targeted knob's record, given its reading `r`: not managed yet, the reading
+/// becomes the original; managed and changed behind our back (neither ours nor the original),
+/// warn and take the other writer's value as the one to restore; managed and ours, keep the
+/// kernel's value recognisable while the next write is in flight.
+fn managed_for(
+    warnings: &mut Vec<PolicyWarning>,
+    knob: &KnobId,
+    r: SpeedLimit,
+    managed: Option<&Managed>,
+) -> Managed {
+    let Some(old_m) = managed else {
+        return Managed {
+            original: r,
+            written: None,
+            pending: None,
+            uuid: None,
+        };
+    };
+    let mut m = Managed {
+        pending: None,
+        ..old_m.clone()
+    };
+    if old_m.drifted(&r) {
+        warnings.push(PolicyWarning::Adopted {
+            knob: knob.clone(),
+            found: r,
+        });
+        m.original = r;
+    } else if old_m.is_ours(&r) && !r.system {
+        // The kernel holds a value of ours (perhaps only `pending` after a crash).
+        m.written = Some(r.kib_s);
+    }
+    m
+}
+
+/// The rule for a targeted knob: write `target` if the reading `r` differs (the `mid` record
+/// knows it as pending), and record it as ours in `end`.
+fn write_target(t: &mut Transition, knob: KnobId, target: u64, r: SpeedLimit, mut m: Managed) {
+    let setting = Setting::Kibs(target);
+    if setting.matches(&r) {
+        m.written = Some(target);
+        t.mid.knobs.insert(knob.clone(), m.clone());
+        t.end.knobs.insert(knob, m);
+        return;
+    }
+    let mut m_mid = m.clone();
+    m_mid.pending = Some(setting);
+    t.mid.knobs.insert(knob.clone(), m_mid);
+    m.written = Some(target);
+    t.end.knobs.insert(knob.clone(), m);
+    t.writes.push(Write {
+        knob,
+        setting,
+        before: r,
+    });
+}
+
+/// The rule for a managed knob no longer targeted: reading ours, write the original back;
+/// already the original, nothing; another writer's value, leave it and warn; no reading
+/// (the array is gone), warn.
+fn release_knob(t: &mut Transition, knob: KnobId, m: &Managed, reading: Option<SpeedLimit>) {
+    // No lease wants this knob any more: "restore will write back" no longer holds.
+    for st in [&mut t.mid, &mut t.end] {
+        st.warnings.retain(|w| !w.is_write_back(Some(&knob)));
+    }
+    let Some(r) = reading else {
+        t.warnings.push(PolicyWarning::Gone { knob });
+        return;
+    };
+    if m.is_ours(&r) {
+        let setting = Setting::from(m.original);
+        if !setting.matches(&r) {
+            let mut m_mid = m.clone();
+            // The current value is ours: it must stay recognisable if we crash before the
+            // original lands.
+            if !r.system {
+                m_mid.written = Some(r.kib_s);
             }
-            (None, Some(m)) => {
-                // No lease wants this knob any more: "restore will write back" no longer holds.
-                for st in [&mut mid, &mut end] {
-                    st.warnings.retain(|w| !w.is_write_back(Some(&knob)));
-                }
-                let Some(r) = reading else {
-                    warnings.push(PolicyWarning::Gone { knob });
-                    continue;
-                };
-                if m.is_ours(&r) {
-                    let setting = Setting::from(m.original);
-                    if !setting.matches(&r) {
-                        let mut m_mid = m.clone();
-                        // The current value is ours: it must stay recognisable if we crash
-                        // before the original lands.
-                        if !r.system {
-                            m_mid.written = Some(r.kib_s);
-                        }
-                        m_mid.pending = Some(setting);
-                        mid.knobs.insert(knob.clone(), m_mid);
-                        writes.push(Write {
-                            knob,
-                            setting,
-                            before: r,
-                        });
-                    }
-                } else if Setting::from(m.original).matches(&r) {
-                    // Already the original (e.g. we crashed before our write landed).
-                } else {
-                    warnings.push(PolicyWarning::LeftAt { knob, value: r });
-                }
-            }
-            (None, None) => {}
+            m_mid.pending = Some(setting);
+            t.mid.knobs.insert(knob.clone(), m_mid);
+            t.writes.push(Write {
+                knob,
+                setting,
+                before: r,
+            });
         }
+    } else if !Setting::from(m.original).matches(&r) {
+        // (Already the original: e.g. we crashed before our write landed.)
+        t.warnings.push(PolicyWarning::LeftAt { knob, value: r });
     }
-    if end.leases.is_empty() && end.knobs.is_empty() && end.changes.is_empty() {
-        // The cycle is over: "restore will write back" was true while leased, not any more.
-        end.warnings.retain(|w| !w.is_write_back(None));
-    }
-    end.warnings.extend(warnings.iter().cloned());
-    let excess = end.warnings.len().saturating_sub(MAX_WARNINGS);
-    end.warnings.drain(..excess);
-    Ok(Transition {
-        mid,
-        writes,
-        end,
-        warnings,
-    })
 }
 
 #[cfg(test)]

@@ -73,6 +73,14 @@ impl EventQueue {
     }
 }
 
+use crate::metrics::HOOK_EVENTS_DROPPED;
+
+/// Events dropped because an event program's queue was full ([`QUEUE_LIMIT`]), by every sink
+/// of this process since start ([`HOOK_EVENTS_DROPPED`]).
+pub fn hook_events_dropped_total() -> u64 {
+    HOOK_EVENTS_DROPPED.load(Ordering::Relaxed)
+}
+
 /// What the program task and the sink share.
 #[derive(Default)]
 struct Runner {
@@ -161,6 +169,7 @@ impl Runner {
     fn enqueue(&self, e: Event) {
         let dropped = lock(&self.queue).push(e, QUEUE_LIMIT);
         if let Some(d) = dropped {
+            HOOK_EVENTS_DROPPED.fetch_add(1, Ordering::Relaxed);
             let n = self.dropped.fetch_add(1, Ordering::Relaxed) + 1;
             let every = Duration::from_secs(10);
             if lock(&self.log_limit)
@@ -368,6 +377,20 @@ mod tests {
         );
         let order: Vec<String> = std::iter::from_fn(|| q.pop()).map(|e| e.array).collect();
         assert_eq!(order, ["crit", "info1", "info2"]);
+    }
+
+    #[test]
+    fn drops_of_a_full_queue_feed_the_process_wide_counter() {
+        // A flood while the program is stuck: nothing pops, so past the bound every event is
+        // a drop, counted by the sink and by the metric's counter.
+        let r = Runner::default();
+        let before = hook_events_dropped_total();
+        for i in 0..QUEUE_LIMIT + 5 {
+            r.enqueue(ev(&format!("md{i}"), Severity::Info));
+        }
+        assert_eq!(r.dropped.load(Ordering::Relaxed), 5);
+        // Other tests' sinks may drop meanwhile: at least ours are counted.
+        assert!(hook_events_dropped_total() >= before + 5);
     }
 
     #[tokio::test]

@@ -100,6 +100,9 @@ pub fn snapshot(shared: &Shared, state: &MetricsState) -> Snapshot {
         policy,
         last_checks,
         wipe_jobs: Some(wipe_jobs),
+        hook_events_dropped: Some(
+            crate::metrics::HOOK_EVENTS_DROPPED.load(std::sync::atomic::Ordering::Relaxed),
+        ),
         version: env!("CARGO_PKG_VERSION").to_string(),
     }
 }

@@ -4,7 +4,7 @@
 //! drops the lease right away instead of at the next AcquirePriority.
 
 use std::collections::{BTreeMap, BTreeSet};
-use std::os::fd::{FromRawFd, OwnedFd};
+use std::os::fd::OwnedFd;
 use tokio::io::unix::AsyncFd;
 
 /// The watched pids and their pidfds.
@@ -13,17 +13,12 @@ pub struct PidWatch {
     fds: BTreeMap<u32, AsyncFd<OwnedFd>>,
 }
 
-/// `pidfd_open(pid, 0)`: the pidfd, or `None` when the process does not exist (ESRCH) or the
-/// kernel has no pidfds (ENOSYS: the service then only reaps at AcquirePriority).
+/// `pidfd_open(pid, 0)` ([`rustix::process::pidfd_open`]): the pidfd, or `None` when the
+/// process does not exist (ESRCH), the pid is out of range, or the kernel has no pidfds (ENOSYS:
+/// the service then only reaps at AcquirePriority).
 fn pidfd_open(pid: u32) -> Option<OwnedFd> {
-    let pid = libc::pid_t::try_from(pid).ok()?;
-    // SAFETY: a plain syscall with integer arguments; a non-negative result is a new fd we own.
-    let fd = unsafe { libc::syscall(libc::SYS_pidfd_open, pid, 0) };
-    if fd < 0 {
-        return None;
-    }
-    // SAFETY: `fd` was just returned by the kernel and is owned by nobody else.
-    Some(unsafe { OwnedFd::from_raw_fd(fd as i32) })
+    let pid = rustix::process::Pid::from_raw(i32::try_from(pid).ok()?)?;
+    rustix::process::pidfd_open(pid, rustix::process::PidfdFlags::empty()).ok()
 }
 
 impl PidWatch {

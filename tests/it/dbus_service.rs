@@ -130,7 +130,7 @@ async fn arrays_are_listed_with_their_properties() {
     assert_eq!(paths, want, "{objs:?}");
     assert!(objs.values().all(|i| !i.is_empty()), "{objs:?}");
     let m = &objs[&OwnedObjectPath::try_from(MANAGER_PATH).unwrap()][MANAGER_IFACE];
-    assert_eq!(s(m, "Version"), "1.1");
+    assert_eq!(s(m, "Version"), "1.2");
     assert_eq!(t(m, "SpeedLimitMax"), 200_000);
     for k in [
         "SpeedLimitMin",
@@ -446,7 +446,7 @@ async fn arrays_appearing_and_vanishing_are_interfaces_added_and_removed() {
     let conn = bus.connect().await;
     let mut stream = signals(&conn, "org.freedesktop.DBus.ObjectManager", None, 64).await;
     let manager = ManagerProxy::new(&conn).await.unwrap();
-    assert_eq!(manager.version().await.unwrap(), "1.1");
+    assert_eq!(manager.version().await.unwrap(), "1.2");
     assert_eq!(
         manager.service_version().await.unwrap(),
         env!("CARGO_PKG_VERSION")
@@ -611,6 +611,7 @@ async fn loop_polkit_decides_for_unprivileged_callers() {
             action,
             details,
             flags,
+            ..
         } in &asked
         {
             assert_eq!(subject, "unix-process uid=65534");

@@ -276,3 +276,148 @@ async fn caller_holders_may_not_use_the_service_prefixes() {
     .await;
     assert_eq!(error_name(r), "success");
 }
+
+/// The hostile holder of the policy lock (a `mdpilot policy` command, or a freeze whose
+/// `sync_action` write md has not answered): an AcquirePriority waits for the lock, and
+/// meanwhile the service still answers everyone else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_policy_call_blocked_on_the_lock_does_not_delay_other_calls() {
+    let Some(bus) = Bus::start() else { return };
+    let _polkit = FakePolkit::serve(&bus, true).await;
+    let svc = Service::start(
+        &bus,
+        &["--sim"],
+        &[("DBUS_SYSTEM_BUS_ADDRESS", bus.address.as_str())],
+    )
+    .await;
+    let state = svc.sim_path("run/mdpilot/policy.toml");
+    let lock = mdpilot::policy::state::lock(&state).unwrap();
+    let impatient = bus.connect().await;
+    let blocked =
+        tokio::spawn(async move { acquire(&impatient, &[("max", Value::U64(7000))]).await });
+    // The call is in the service (it cannot finish while the lock is held) ...
+    let other = bus.connect().await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(!blocked.is_finished(), "AcquirePriority passed a held lock");
+    // ... and another caller's property Get and method are answered while it waits.
+    // (A bound only so that a service that does block fails the test instead of hanging it.)
+    let v = tokio::time::timeout(
+        Duration::from_secs(10),
+        support::bus::get(
+            &other,
+            support::bus::MANAGER_PATH,
+            support::bus::MANAGER_IFACE,
+            "Version",
+        ),
+    )
+    .await
+    .expect("Version was not answered while AcquirePriority waited for the lock");
+    assert_eq!(String::try_from(v).unwrap(), mdpilot::dbus::API_VERSION);
+    assert!(leases(&other).await.is_empty());
+    assert!(!blocked.is_finished(), "the first call was still blocked");
+    drop(lock);
+    let id = tokio::time::timeout(Duration::from_secs(20), blocked)
+        .await
+        .unwrap()
+        .unwrap()
+        .unwrap();
+    assert!(id.starts_with("dbus-"), "{id}");
+    assert_eq!(
+        read_trim(svc.sim_path("proc/sys/dev/raid/speed_limit_max")),
+        "7000"
+    );
+}
+
+/// How long the fake polkit "waits for the admin" in the no-prompt test: far longer than any
+/// call answered without a prompt takes.
+const PROMPT_DELAY: Duration = Duration::from_secs(60);
+
+/// Runs inside `loop_release_and_check_steps_without_a_prompt_are_answered_at_once` as nobody:
+/// the `...WithOptions` methods with `auth.no_user_interaction`, each timed.
+#[tokio::test]
+#[ignore = "helper: run by loop_release_and_check_steps_without_a_prompt_are_answered_at_once"]
+async fn no_prompt_helper() {
+    let Some(c) =
+        helper_connection("loop_release_and_check_steps_without_a_prompt_are_answered_at_once")
+            .await
+    else {
+        return;
+    };
+    let no_prompt = || opts(&[("auth.no_user_interaction", Value::Bool(true))]);
+    let t = Instant::now();
+    let r = call_manager(
+        &c,
+        "ReleasePriorityWithOptions",
+        &("installer", no_prompt()),
+    )
+    .await;
+    println!(
+        "RESULT ReleasePriority {} {}",
+        error_name(r),
+        t.elapsed().as_millis()
+    );
+    let md0 = sim_array_path("md0");
+    for m in ["PauseCheck", "ResumeCheck", "CancelCheck"] {
+        let t = Instant::now();
+        let method = format!("{m}WithOptions");
+        let r = call(&c, &md0, ARRAY_IFACE, &method, &(no_prompt(),)).await;
+        println!("RESULT {m} {} {}", error_name(r), t.elapsed().as_millis());
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loop_release_and_check_steps_without_a_prompt_are_answered_at_once() {
+    need_root!("to switch to nobody");
+    let Some(bus) = Bus::start() else { return };
+    let polkit = FakePolkit::serve_with(
+        &bus,
+        Behaviour {
+            allow: false,
+            delay: PROMPT_DELAY,
+            on_ask: None,
+        },
+    )
+    .await;
+    let _svc = Service::start(
+        &bus,
+        &["--sim"],
+        &[("DBUS_SYSTEM_BUS_ADDRESS", bus.address.as_str())],
+    )
+    .await;
+    let t = Instant::now();
+    let out = support::bus::run_helper_as_nobody(
+        "dbus_trust::no_prompt_helper",
+        &[("MDPILOT_TEST_BUS", &bus.address)],
+    )
+    .await;
+    let got: HashMap<&str, (&str, u64)> = out
+        .lines()
+        .filter_map(|l| {
+            let mut w = l.strip_prefix("RESULT ")?.split(' ');
+            Some((w.next()?, (w.next()?, w.next()?.parse().ok()?)))
+        })
+        .collect();
+    for m in [
+        "ReleasePriority",
+        "PauseCheck",
+        "ResumeCheck",
+        "CancelCheck",
+    ] {
+        assert_eq!(
+            got[m].0, "org.mdpilot.MdPilot1.Error.NotAuthorized",
+            "{m}: {out}"
+        );
+        eprintln!("{m}WithOptions without a prompt: {} ms", got[m].1);
+    }
+    // None of them waited for the admin a prompt would have waited for.
+    assert!(t.elapsed() < PROMPT_DELAY, "{out}");
+    let asked = polkit.asked();
+    assert_eq!(asked.len(), 4, "{asked:?}");
+    for a in &asked {
+        assert_eq!(a.flags, 0, "no AllowUserInteraction: {a:?}");
+        // Off the system bus: the process, pinned by its start time (never left for polkit to
+        // look up after the pid may have been reused).
+        assert!(a.subject.starts_with("unix-process uid=65534"), "{a:?}");
+        assert_ne!(a.start_time, 0, "{a:?}");
+    }
+}

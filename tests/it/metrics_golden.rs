@@ -152,6 +152,7 @@ fn installing() -> Snapshot {
             total_bytes: 4 << 30,
             rate_bytes_per_s: 524_288_000.0,
         }]),
+        hook_events_dropped: Some(0),
         version: "0.1.0".into(),
     }
 }
@@ -209,6 +210,7 @@ fn trouble() -> Snapshot {
             },
         )]),
         wipe_jobs: Some(vec![]),
+        hook_events_dropped: Some(3),
         version: "0.1.0".into(),
     }
 }
@@ -222,6 +224,7 @@ fn empty() -> Snapshot {
         install_applied_at: None,
         last_checks: BTreeMap::new(),
         wipe_jobs: None,
+        hook_events_dropped: None,
         version: "0.1.0".into(),
     }
 }
@@ -295,6 +298,7 @@ fn key_values() {
         "mdpilot_array_sync_action{array=\"md4\",action=\"frozen\"} 1\n",
         "mdpilot_array_mismatch_sectors{array=\"md2\"} 2048\n",
         "mdpilot_wipe_jobs_running 0\n",
+        "mdpilot_hook_events_dropped_total 3\n",
     ] {
         assert!(t.contains(line), "missing {line:?} in\n{t}");
     }

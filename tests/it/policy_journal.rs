@@ -376,3 +376,133 @@ fn a_dead_owners_freeze_that_no_longer_holds_is_not_taken_over() {
         me
     );
 }
+
+/// [`FsKnobs`](mdpilot::policy::knobs::FsKnobs) whose `frozen` write stalls (md answering a
+/// `sync_action` write late on a failing member): it says when the write has begun and waits
+/// for the test's go before it writes.
+struct Stalling {
+    inner: mdpilot::policy::knobs::FsKnobs,
+    begun: std::sync::mpsc::SyncSender<()>,
+    go: std::sync::Mutex<std::sync::mpsc::Receiver<()>>,
+}
+
+impl mdpilot::policy::knobs::KnobIo for Stalling {
+    fn read(
+        &self,
+        knob: &mdpilot::policy::KnobId,
+    ) -> Result<mdpilot::policy::SpeedLimit, mdpilot::policy::knobs::KnobError> {
+        self.inner.read(knob)
+    }
+    fn write(
+        &self,
+        knob: &mdpilot::policy::KnobId,
+        setting: mdpilot::policy::Setting,
+    ) -> Result<(), mdpilot::policy::knobs::KnobError> {
+        self.inner.write(knob, setting)
+    }
+    fn arrays(&self) -> Vec<String> {
+        self.inner.arrays()
+    }
+    fn uuid(&self, name: &str) -> Option<String> {
+        self.inner.uuid(name)
+    }
+    fn arrays_now(
+        &self,
+        attrs: &[&str],
+    ) -> std::collections::BTreeMap<String, mdpilot::policy::journal::ArrayNow> {
+        self.inner.arrays_now(attrs)
+    }
+    fn write_attr(
+        &self,
+        array: &str,
+        attr: &str,
+        value: &str,
+    ) -> Result<(), mdpilot::policy::knobs::KnobError> {
+        if value == "frozen" {
+            self.begun.send(()).unwrap();
+            self.go.lock().unwrap().recv().unwrap();
+        }
+        self.inner.write_attr(array, attr, value)
+    }
+}
+
+/// A policy on `t` whose freezes stall, the channel that says a freeze began, and the go.
+fn stalling_policy(
+    t: &FakeTree,
+) -> (
+    mdpilot::policy::Policy,
+    std::sync::mpsc::Receiver<()>,
+    std::sync::mpsc::SyncSender<()>,
+) {
+    let (begun_tx, begun) = std::sync::mpsc::sync_channel(1);
+    let (go, go_rx) = std::sync::mpsc::sync_channel(1);
+    let p = mdpilot::policy::Policy::with_io(
+        t.settings(),
+        Box::new(Stalling {
+            inner: mdpilot::policy::knobs::FsKnobs::new(t.root()),
+            begun: begun_tx,
+            go: std::sync::Mutex::new(go_rx),
+        }),
+    );
+    (p, begun, go)
+}
+
+#[test]
+fn a_stalled_freeze_write_does_not_hold_the_policy_lock() {
+    let t = FakeTree::new();
+    md(&t, "md0", U1, "resync");
+    let (p, begun, go) = stalling_policy(&t);
+    let me = Owner::Pid(std::process::id());
+    std::thread::scope(|s| {
+        let freezer = s.spawn(|| p.hold(freeze_of("md0", None, me.clone())));
+        begun.recv().unwrap();
+        // The impatient caller: another policy operation while md has not answered. It
+        // returns while the freeze is still blocked in the kernel write.
+        let other = t.policy();
+        let v = other
+            .acquire(support::global("other", None, Some(5000)))
+            .unwrap();
+        assert_eq!(v.speed_limit_max, Some(5000));
+        assert!(!freezer.is_finished(), "the freeze is still blocked");
+        // The intent is recorded before the write, so a crash now is repaired.
+        let st = state::read(&t.state_path()).unwrap();
+        assert!(st.changes.contains_key("freeze:md0"));
+        go.send(()).unwrap();
+        assert!(freezer.join().unwrap().unwrap());
+    });
+    assert_eq!(action(&t, "md0"), "frozen");
+    p.let_go("freeze:md0", None).unwrap();
+    assert_eq!(action(&t, "md0"), "idle");
+    t.policy().release("other").unwrap();
+}
+
+#[test]
+fn a_freeze_dropped_by_restore_during_its_stalled_write_is_put_back() {
+    let t = FakeTree::new();
+    md(&t, "md0", U1, "resync");
+    let (p, begun, go) = stalling_policy(&t);
+    let me = Owner::Pid(std::process::id());
+    std::thread::scope(|s| {
+        let freezer = s.spawn(|| p.hold(freeze_of("md0", None, me.clone())));
+        begun.recv().unwrap();
+        // The hostile caller: `policy restore` undoes every change while the write is under
+        // way; md0 does not read frozen yet, so restore drops the entry without a write.
+        t.policy().restore(false).unwrap();
+        assert!(state::read(&t.state_path()).unwrap().changes.is_empty());
+        go.send(()).unwrap();
+        let r = freezer.join().unwrap();
+        assert!(
+            matches!(
+                r,
+                Err(mdpilot::policy::PolicyError::Write {
+                    rolled_back: true,
+                    ..
+                })
+            ),
+            "{r:?}"
+        );
+    });
+    // Nothing is left frozen that no entry records.
+    assert_eq!(action(&t, "md0"), "idle");
+    assert!(state::read(&t.state_path()).unwrap().changes.is_empty());
+}

@@ -43,7 +43,7 @@ pub fn try_service(ctx: &Context, cmd: &PolicyCommand) -> Option<ExitCode> {
     rt.block_on(async {
         let conn = connect_if_running(&bus, PROBE_TIMEOUT).await?;
         // Non-root: a polkit text agent for the service's prompt (stopped on drop).
-        let _agent = crate::cli::agent::start();
+        let _agent = crate::cli::polkit_agent::start();
         Some(run_via_service(ctx, cmd, &conn).await)
     })
 }
@@ -103,7 +103,7 @@ fn dbus_fail(what: &str, e: zbus::Error) -> ExitCode {
                 msg.unwrap_or_default()
             );
             if name.as_str().ends_with(".NotAuthorized") {
-                if let Some(h) = crate::cli::agent::hint() {
+                if let Some(h) = crate::cli::polkit_agent::hint() {
                     eprintln!("mdpilot: hint: {h}");
                 }
             }

@@ -12,6 +12,8 @@ use zbus::zvariant::OwnedValue;
 pub struct Asked {
     /// Subject kind and uid: `unix-process uid=65534`.
     pub subject: String,
+    /// The subject's `start-time` (clock ticks since boot; 0 when absent).
+    pub start_time: u64,
     /// The action id.
     pub action: String,
     /// The details (`method`, `device`, `polkit.message`, ...).
@@ -33,7 +35,8 @@ pub type OnAsk = Arc<dyn Fn(&Asked) + Send + Sync>;
 pub struct Behaviour {
     /// The answer (`is_authorized`).
     pub allow: bool,
-    /// How long each CheckAuthorization takes before it answers.
+    /// How long each CheckAuthorization that allows user interaction takes before it answers
+    /// (one without the flag is answered at once, as polkit does).
     pub delay: std::time::Duration,
     /// Run as each question arrives, before the delay.
     pub on_ask: Option<OnAsk>,
@@ -137,8 +140,14 @@ impl FakePolkit {
             .get("uid")
             .and_then(|v| i32::try_from(v.try_clone().ok()?).ok())
             .unwrap_or(-1);
+        let start_time = subject
+            .1
+            .get("start-time")
+            .and_then(|v| u64::try_from(v.try_clone().ok()?).ok())
+            .unwrap_or(0);
         let asked = Asked {
             subject: format!("{} uid={uid}", subject.0),
+            start_time,
             action: action_id,
             details,
             flags,
@@ -147,7 +156,9 @@ impl FakePolkit {
         if let Some(hook) = &self.behaviour.on_ask {
             hook(&asked);
         }
-        if !self.behaviour.delay.is_zero() {
+        // As polkit: only a question that allows interaction waits for a person (an agent);
+        // without AllowUserInteraction the answer comes at once.
+        if !self.behaviour.delay.is_zero() && flags & 1 != 0 {
             tokio::time::sleep(self.behaviour.delay).await;
         }
         (self.behaviour.allow, false, HashMap::new())
