@@ -20,6 +20,11 @@ ctl=/dev/ttyS1
 dpkg -i "$T/cockpit-mdpilot.deb" || fail "dpkg -i cockpit-mdpilot.deb failed"
 [ -f /usr/share/cockpit/mdpilot/manifest.json ] || fail "the package did not install the page's manifest"
 
+# The root archive makes every file root's (cpio -R 0:0): cockpit-session back to the group its
+# package gives it (dpkg-statoverride), else the ws instance cannot run it ("Internal error in
+# login process").
+chown root:cockpit-wsinstance /usr/lib/cockpit/cockpit-session
+chmod 4750 /usr/lib/cockpit/cockpit-session
 # The network of qemu's user mode (slirp): the host's hostfwd reaches 10.0.2.15:9090.
 mkdir -p /etc/systemd/network /etc/cockpit
 printf '[Match]\nType=ether\n[Network]\nAddress=10.0.2.15/24\nLinkLocalAddressing=no\nIPv6AcceptRA=no\n' \
