@@ -13,13 +13,13 @@
 use super::auth::{take_interaction_flags, Request, PRIORITY_ACTION};
 use super::errors::{Error, Result};
 use super::options::Options;
+use super::shared::Shared;
 use crate::check::run::{record_key, CheckError, Op};
 use crate::check::{CheckResult, CheckState};
 use crate::config::Config;
 use crate::host::Root;
 use crate::model::{Array, MdStat};
 use crate::schedule::{Candidate, Schedule};
-use crate::service::state::Shared;
 use std::collections::HashMap;
 use zbus::message::Header;
 use zbus::object_server::SignalEmitter;
@@ -120,7 +120,7 @@ impl CheckView {
         let next = config.check.schedule.as_ref().and_then(|s| {
             let seed = std::fs::read_to_string(root.path("/etc/machine-id")).unwrap_or_default();
             let delay = crate::schedule::fixed_delay_s(&seed, s.random_delay_s);
-            let offset = crate::service::scheduler::utc_offset_s(now);
+            let offset = crate::host::utc_offset_s(now);
             s.next_window_start(now, delay, offset)
                 .map(|t| (s.clone(), t))
         });

@@ -34,9 +34,10 @@ use super::errors::{Error, Result};
 use super::options::{no_options, parse_start_wipe, Options};
 use super::plan::PlanData;
 use super::props::{changed_props, emit_changed};
+use super::shared::Shared;
 use super::{array_path, ROOT_PATH};
 use crate::model::Array;
-use crate::service::state::{RunningJob, ServiceLeases, Shared};
+use crate::shared::{RunningJob, ServiceLeases};
 use crate::wipe::plan::StartedBy;
 use crate::wipe::{JobHandle, WipeError};
 use std::collections::{BTreeSet, HashMap};
@@ -441,7 +442,7 @@ pub async fn launch(
             }
             let dev2 = plan.device.display().to_string();
             Ok(crate::wipe::Hooks {
-                leases: Arc::new(ServiceLeases(shared.clone())),
+                leases: Arc::new(ServiceLeases(shared.core.clone())),
                 on_progress: None,
                 on_complete: Some(Box::new(move |r| {
                     let _ = tx.send((r.is_ok(), crate::wipe::progress::summary(&dev2, r)));

@@ -16,8 +16,8 @@
 use super::array::{ArrayObject, ArrayProps};
 use super::job::{job_path, JobObject};
 use super::manager::Manager;
+use super::shared::Shared;
 use super::{array_path, MANAGER_PATH};
-use crate::service::state::Shared;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;

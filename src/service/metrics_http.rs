@@ -21,7 +21,7 @@
 
 use crate::metrics::{render, Format, Snapshot, WipeSample};
 use crate::policy::PolicyView;
-use crate::service::state::Shared;
+use crate::shared::State as Shared;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
@@ -93,7 +93,7 @@ pub fn snapshot(shared: &Shared, state: &MetricsState) -> Snapshot {
             }
         })
         .collect();
-    let last_checks = crate::cli::prometheus::last_checks(&state.root, &state.config, &model);
+    let last_checks = crate::check::last_checks(&state.root, &state.config, &model);
     Snapshot {
         model,
         install_applied_at: policy.as_ref().and_then(crate::metrics::install_applied_at),

@@ -33,25 +33,24 @@ mod instance;
 pub mod pidwatch;
 pub mod resume;
 pub mod scheduler;
-pub mod state;
 
 pub mod metrics_http;
 
-use crate::cli::Context;
 use crate::config::Config;
 use crate::dbus::array::{ArrayObject, ArrayProps};
 use crate::dbus::manager::Manager;
 use crate::dbus::objects::ObjectManager;
 use crate::dbus::props::emit_changed;
+use crate::dbus::shared::Shared;
 use crate::dbus::{array_path, BusChoice, ARRAY_IFACE, BUS_NAME, MANAGER_PATH, ROOT_PATH};
 use crate::host::Root;
 use crate::model::MdStat;
 use crate::policy::{Owner, Policy};
+use crate::shared::{lock, State};
 use crate::sysfs;
 use crate::watch::{Event, Watcher};
 use futures_util::StreamExt;
 use instance::{lock_instance, notify, watchdog_from_env, watchdog_ping};
-use state::Shared;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -138,19 +137,25 @@ fn bus_err(what: &str) -> impl FnOnce(zbus::Error) -> ServeError + '_ {
 }
 
 /// Runs the service until SIGTERM/SIGINT. Exit codes: 0 clean stop, 1 failure, 3 already running.
-pub fn run(ctx: &Context, args: ServeArgs) -> ExitCode {
+pub fn run(root: &Root, args: ServeArgs) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
         Ok(rt) => rt,
-        Err(e) => return crate::cli::fail(&e, 1),
+        Err(e) => return fail(&e, 1),
     };
-    match rt.block_on(serve(ctx.root.clone(), args)) {
+    match rt.block_on(serve(root.clone(), args)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e @ (ServeError::AlreadyRunning(_) | ServeError::NameTaken)) => crate::cli::fail(&e, 3),
-        Err(e) => crate::cli::fail(&e, 1),
+        Err(e @ (ServeError::AlreadyRunning(_) | ServeError::NameTaken)) => fail(&e, 3),
+        Err(e) => fail(&e, 1),
     }
+}
+
+/// `mdpilot: <error chain>` on stderr, and `code`.
+fn fail(err: &dyn std::error::Error, code: u8) -> ExitCode {
+    eprintln!("mdpilot: {}", crate::error::error_chain(err));
+    ExitCode::from(code)
 }
 
 /// Reads the whole model; on failure logs and returns `None` (the caller keeps the old one).
@@ -197,25 +202,21 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
             None
         }
     };
-    let shared = Arc::new(Shared::new(
+    let core = Arc::new(State::new(
         root.clone(),
         policy,
-        args.bus.clone(),
         model.clone(),
         tx.clone(),
         progress,
     ));
+    let shared = Arc::new(Shared::new(core.clone(), args.bus.clone()));
     let metrics = Arc::new(metrics_http::MetricsState::new(
         shared.policy.show().ok(),
         root.clone(),
         config.clone(),
     ));
     let metrics_task = match args.metrics.or(config.metrics.listen) {
-        Some(addr) => Some(
-            metrics_http::start(addr, shared.clone(), metrics.clone())
-                .await?
-                .1,
-        ),
+        Some(addr) => Some(metrics_http::start(addr, core, metrics.clone()).await?.1),
         None => None,
     };
 
@@ -608,11 +609,7 @@ impl Loop {
             }
         }
         self.events.feed(&self.root, &self.model);
-        *self
-            .shared
-            .model
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = self.model.clone();
+        *lock(&self.shared.model) = self.model.clone();
         self.publish_arrays().await;
         if full {
             // The CLI may have changed the state file itself: the timed-lease task re-reads

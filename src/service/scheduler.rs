@@ -8,8 +8,8 @@
 //! `/sys/class/block/<member>/..` (a partition's parent; the member itself otherwise).
 //! Creation times are not read yet (every array passes the minimum-age rule).
 
+use crate::check::run::{execute, record_key, Op};
 use crate::check::CheckState;
-use crate::cli::check::{execute, record_key, CheckCommand};
 use crate::config::Config;
 use crate::host::Root;
 use crate::schedule::{fixed_delay_s, Candidate};
@@ -97,15 +97,7 @@ pub fn tick(
     };
     // Record what the kernel did since the last tick first (a finished check is done for this
     // cycle, an interrupted one keeps its position), so the plan never restarts a finished one.
-    if let Err(e) = execute(
-        root,
-        config,
-        &CheckCommand::Status {
-            json: false,
-            arrays: Vec::new(),
-        },
-        false,
-    ) {
+    if let Err(e) = execute(root, config, &Op::Status, &[], false) {
         tracing::warn!("check record: {}", crate::error::error_chain(&e));
     }
     let seed = std::fs::read_to_string(root.path("/etc/machine-id")).unwrap_or_default();
@@ -115,22 +107,21 @@ pub fn tick(
     let mut started = Vec::new();
     for name in &plan.start {
         let resume = arrays.iter().any(|a| &a.name == name && a.has_position);
-        let arrays = vec![name.clone()];
-        let cmd = if resume {
-            CheckCommand::Resume { max: None, arrays }
+        let op = if resume {
+            Op::Resume { max: None }
         } else {
-            CheckCommand::Start {
+            Op::Start {
                 repair: false,
                 max: None,
-                arrays,
+                until_s: None,
             }
         };
-        match execute(root, config, &cmd, true) {
-            Ok(o) if o.errors.is_empty() => {
+        match execute(root, config, &op, std::slice::from_ref(name), true) {
+            Ok(o) if o.failures.is_empty() => {
                 tracing::info!(array = %name, resume, "scheduled check started");
                 started.push(name.clone());
             }
-            Ok(o) => tracing::warn!("scheduled check of {name}: {}", o.errors.join("; ")),
+            Ok(o) => tracing::warn!("scheduled check of {name}: {}", join(&o.failures)),
             Err(e) => tracing::warn!(
                 "scheduled check of {name}: {}",
                 crate::error::error_chain(&e)
@@ -138,12 +129,9 @@ pub fn tick(
         }
     }
     if !plan.pause.is_empty() {
-        let cmd = CheckCommand::Pause {
-            arrays: plan.pause.clone(),
-        };
-        match execute(root, config, &cmd, true) {
+        match execute(root, config, &Op::Pause, &plan.pause, true) {
             Ok(o) => {
-                for e in o.errors {
+                for e in o.failures {
                     tracing::warn!("pausing a scheduled check: {e}");
                 }
                 tracing::info!(arrays = ?plan.pause, "window ended: scheduled checks paused");
@@ -155,6 +143,12 @@ pub fn tick(
         }
     }
     (started, plan.pause)
+}
+
+/// One array's failures as one log line (`md0: ...; md1: ...`).
+fn join(failures: &[crate::check::run::Failure]) -> String {
+    let all: Vec<String> = failures.iter().map(ToString::to_string).collect();
+    all.join("; ")
 }
 
 /// Runs [`tick`] every [`TICK`] until dropped (nothing when no schedule is configured).

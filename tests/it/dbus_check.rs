@@ -264,7 +264,7 @@ async fn next_check_start_comes_from_the_schedule() {
     let now = mdpilot::policy::unix_now_s() as i64;
     let config = mdpilot::config::Config::load(sim.root()).unwrap();
     let s = config.check.schedule.unwrap();
-    let offset = mdpilot::service::scheduler::utc_offset_s(now);
+    let offset = mdpilot::host::utc_offset_s(now);
     let want = s.next_window_start(now, 0, offset).unwrap() as u64;
     let _svc = Service::on_root(&bus, sim.path(), &[]).await;
     let c = bus.connect().await;
