@@ -12,6 +12,7 @@
 //! - Wipe jobs still running ([`RunningJob`], one per device), their numbers, and the leases
 //!   they take through the service's policy ([`ServiceLeases`]).
 
+use crate::config::Config;
 use crate::host::Root;
 use crate::model::MdStat;
 use crate::policy::{LeaseRequest, Owner, Policy, PolicyView};
@@ -44,6 +45,9 @@ pub struct RunningJob {
 pub struct State {
     /// Where the kernel trees are.
     pub root: Root,
+    /// The configuration in effect: loaded once at start, replaced whole by the loop on SIGHUP
+    /// ([`State::config`] hands out the current one).
+    config: Mutex<Arc<Config>>,
     /// The speed-limit policy (also the record of who owns each lease).
     pub policy: Policy,
     /// Last good model (a copy of the loop's, for the objects' lookups).
@@ -66,6 +70,7 @@ impl State {
     /// Creates the shared state.
     pub fn new(
         root: Root,
+        config: Arc<Config>,
         policy: Policy,
         model: MdStat,
         refresh: UnboundedSender<Event>,
@@ -73,6 +78,7 @@ impl State {
     ) -> State {
         State {
             root,
+            config: Mutex::new(config),
             policy,
             model: Mutex::new(model),
             refresh,
@@ -82,6 +88,17 @@ impl State {
             progress_interval,
             lease_changed: tokio::sync::Notify::new(),
         }
+    }
+
+    /// The configuration in effect (the loop's; every reader of one request or one tick uses
+    /// one configuration throughout).
+    pub fn config(&self) -> Arc<Config> {
+        lock(&self.config).clone()
+    }
+
+    /// Puts `config` in effect (the loop, after a successful reload).
+    pub fn set_config(&self, config: Arc<Config>) {
+        *lock(&self.config) = config;
     }
 
     /// After a lease change: wakes the timed-lease task and asks the loop to re-read the

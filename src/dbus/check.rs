@@ -94,9 +94,7 @@ impl CheckView {
     /// then reads the record and the config's schedule.
     pub fn refresh(shared: &Shared, model: &MdStat) -> CheckView {
         let root = &shared.root;
-        let Ok(config) = Config::load(root) else {
-            return CheckView::default();
-        };
+        let config = shared.config();
         let now = crate::policy::unix_now_s();
         match crate::check::run::upkeep_all(root, &config, model, now) {
             Ok((paused, _)) => {
@@ -293,11 +291,9 @@ pub async fn call(
         .authorize_with(conn, header, &req, flags)
         .await?;
     let root = shared.root.clone();
+    let config = shared.config();
     let name = array.to_string();
     let done = tokio::task::spawn_blocking(move || {
-        let config = Config::load(&root).map_err(|e| {
-            Error::Failed(format!("configuration: {}", crate::error::error_chain(&e)))
-        })?;
         let o =
             crate::check::run::execute(&root, &config, &op, &[name], false).map_err(bus_error)?;
         match o.failures.into_iter().next() {

@@ -30,27 +30,18 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// What the scrape handler needs beyond [`Shared`]: the last policy view of the event loop,
-/// and where the check record is (root and configuration).
+/// What the scrape handler needs beyond [`Shared`]: the last policy view of the event loop
+/// (the check record is the configuration's in effect, [`Shared::config`]).
 #[derive(Debug)]
 pub struct MetricsState {
     policy: Mutex<Option<PolicyView>>,
-    root: crate::host::Root,
-    config: crate::config::Config,
 }
 
 impl MetricsState {
-    /// A state holding `view` (the service's first `policy.show()`, `None` when it failed);
-    /// the check record is `config.check.state_path` under `root`.
-    pub fn new(
-        view: Option<PolicyView>,
-        root: crate::host::Root,
-        config: crate::config::Config,
-    ) -> Self {
+    /// A state holding `view` (the service's first `policy.show()`, `None` when it failed).
+    pub fn new(view: Option<PolicyView>) -> Self {
         MetricsState {
             policy: Mutex::new(view),
-            root,
-            config,
         }
     }
 
@@ -93,7 +84,7 @@ pub fn snapshot(shared: &Shared, state: &MetricsState) -> Snapshot {
             }
         })
         .collect();
-    let last_checks = crate::check::last_checks(&state.root, &state.config, &model);
+    let last_checks = crate::check::last_checks(&shared.root, &shared.config(), &model);
     Snapshot {
         model,
         install_applied_at: policy.as_ref().and_then(crate::metrics::install_applied_at),

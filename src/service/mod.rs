@@ -175,6 +175,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     let mut signals = Signals {
         term: signal(SignalKind::terminate()).map_err(ServeError::Signals)?,
         int: signal(SignalKind::interrupt()).map_err(ServeError::Signals)?,
+        hup: signal(SignalKind::hangup()).map_err(ServeError::Signals)?,
     };
     let sim = if args.sim {
         let mut s = crate::sim::Sim::create().map_err(ServeError::Sim)?;
@@ -186,7 +187,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     };
     let root = sim.as_ref().map_or(root, |s| s.root().clone());
     let _lock = lock_instance(&root)?;
-    let config = Config::load(&root).map_err(ServeError::Config)?;
+    let config = Arc::new(Config::load(&root).map_err(ServeError::Config)?);
     let progress = Duration::from_millis(config.service.progress_interval_ms.max(50));
     let policy = Policy::new(root.clone(), config.policy_settings(&root));
 
@@ -204,19 +205,20 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     };
     let core = Arc::new(State::new(
         root.clone(),
+        config.clone(),
         policy,
         model.clone(),
         tx.clone(),
         progress,
     ));
     let shared = Arc::new(Shared::new(core.clone(), args.bus.clone()));
-    let metrics = Arc::new(metrics_http::MetricsState::new(
-        shared.policy.show().ok(),
-        root.clone(),
-        config.clone(),
-    ));
+    let metrics = Arc::new(metrics_http::MetricsState::new(shared.policy.show().ok()));
     let metrics_task = match args.metrics.or(config.metrics.listen) {
-        Some(addr) => Some(metrics_http::start(addr, core, metrics.clone()).await?.1),
+        Some(addr) => Some(
+            metrics_http::start(addr, core.clone(), metrics.clone())
+                .await?
+                .1,
+        ),
         None => None,
     };
 
@@ -292,11 +294,12 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     let (poke_tx, poke_rx) = tokio::sync::mpsc::unbounded_channel();
     let sim_task = sim.map(|s| tokio::spawn(s.run(tx.clone(), poke_rx)));
     let expiry_task = tokio::spawn(expiry::run(shared.clone(), conn.clone()));
-    let schedule_task = tokio::spawn(scheduler::run(root.clone(), config.clone()));
+    let schedule_task = tokio::spawn(scheduler::run(core.clone()));
     drop(tx);
     let mut lp = Loop {
         sim: args.sim.then_some(poke_tx),
         root,
+        config,
         conn: conn.clone(),
         shared: shared.clone(),
         published,
@@ -389,10 +392,12 @@ async fn shutdown(shared: &Arc<Shared>, conn: &zbus::Connection) {
 }
 
 /// SIGTERM and SIGINT, installed first thing in [`serve`] so that a stop during start-up is
-/// seen at once, not after it.
+/// seen at once, not after it; SIGHUP (reload the configuration), so that one during start-up
+/// does not kill the service (it is seen once the loop runs).
 struct Signals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -419,6 +424,9 @@ impl Signals {
 
 struct Loop {
     root: Root,
+    /// The configuration in effect: the one copy, also handed out by [`State::config`];
+    /// replaced whole on SIGHUP ([`Loop::reload`]).
+    config: Arc<Config>,
     /// With `--sim`: wakes the simulator after each batch so it sees writes to its tree
     /// (`md/sync_action` from RequestSyncAction).
     sim: Option<tokio::sync::mpsc::UnboundedSender<()>>,
@@ -442,7 +450,11 @@ impl Loop {
         owners: &mut zbus::fdo::NameOwnerChangedStream,
         signals: Signals,
     ) -> Result<(), ServeError> {
-        let Signals { mut term, mut int } = signals;
+        let Signals {
+            mut term,
+            mut int,
+            mut hup,
+        } = signals;
         let mut ticker = self.ticker(None);
         // Sent from this loop, between batches: a loop wedged in a step is what the watchdog
         // is for (systemd kills and restarts the service after WatchdogSec=).
@@ -468,6 +480,12 @@ impl Loop {
             tokio::select! {
                 _ = term.recv() => { tracing::info!("SIGTERM: stopping"); return Ok(()); }
                 _ = int.recv() => { tracing::info!("SIGINT: stopping"); return Ok(()); }
+                _ = hup.recv() => {
+                    if self.reload() {
+                        // NextCheckStart and the check upkeep follow the new `[check]`.
+                        self.handle(&[Event::Mdstat], &manager_emitter).await;
+                    }
+                }
                 ev = rx.recv() => {
                     let Some(ev) = ev else {
                         // Every sender is gone (no watcher, no sim): keep serving the last state.
@@ -523,6 +541,47 @@ impl Loop {
                 }
             }
         }
+    }
+
+    /// SIGHUP: re-reads the configuration and puts it in effect, logging which sections
+    /// changed (sections read only at start-up are named as such). A configuration that does
+    /// not load (a parse error, an invalid value, an unreadable file) is logged and the one in
+    /// effect kept. Returns true when a changed configuration was put in effect.
+    fn reload(&mut self) -> bool {
+        let new = match Config::load(&self.root) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(
+                    "SIGHUP: configuration not reloaded, keeping the one in effect: {}",
+                    crate::error::error_chain(&e)
+                );
+                return false;
+            }
+        };
+        let changed = self.config.changed_sections(&new);
+        if changed.is_empty() {
+            tracing::info!("SIGHUP: configuration reloaded, unchanged");
+            return false;
+        }
+        let at_start: Vec<&str> = changed
+            .iter()
+            .copied()
+            .filter(|s| crate::config::READ_AT_START.contains(s))
+            .collect();
+        tracing::info!(
+            changed = ?changed,
+            "SIGHUP: configuration reloaded; changed: {}",
+            changed.join(", ")
+        );
+        if !at_start.is_empty() {
+            tracing::warn!(
+                "SIGHUP: {} take effect at the next start (systemctl restart mdpilot)",
+                at_start.join(", ")
+            );
+        }
+        self.config = Arc::new(new);
+        self.shared.set_config(self.config.clone());
+        true
     }
 
     /// The pids owning leases in the state file, except this process (its jobs' leases).

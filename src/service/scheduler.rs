@@ -13,6 +13,8 @@ use crate::check::CheckState;
 use crate::config::Config;
 use crate::host::Root;
 use crate::schedule::{fixed_delay_s, Candidate};
+use crate::shared::State;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How often the plan is evaluated: the lateness bound of a window's start and end.
@@ -151,16 +153,20 @@ fn join(failures: &[crate::check::run::Failure]) -> String {
     all.join("; ")
 }
 
-/// Runs [`tick`] every [`TICK`] until dropped (nothing when no schedule is configured).
-pub async fn run(root: Root, config: Config) {
-    if config.check.schedule.is_none() {
-        return;
-    }
+/// Runs [`tick`] every [`TICK`] until dropped, with the configuration in effect at each tick
+/// ([`State::config`]: a SIGHUP that adds or changes `[check] schedule` applies from the next
+/// tick; without a schedule a tick does nothing). Off the loop's thread: a tick writes the
+/// kernel files and the check record.
+pub async fn run(state: Arc<State>) {
     let mut t = tokio::time::interval(TICK);
     loop {
         t.tick().await;
-        let now = crate::policy::unix_now_s() as i64;
-        tick(&root, &config, now, utc_offset_s(now));
+        let state = state.clone();
+        let ticked = tokio::task::spawn_blocking(move || {
+            let now = crate::policy::unix_now_s() as i64;
+            tick(&state.root, &state.config(), now, utc_offset_s(now));
+        });
+        let _ = ticked.await;
     }
 }
 
