@@ -19,8 +19,8 @@ use crate::policy::{LeaseRequest, Owner, Policy, PolicyView};
 use crate::watch::Event;
 use crate::wipe::leases::{LeaseError, LeaseProvider};
 use crate::wipe::{JobHandle, WipeError};
-use std::collections::BTreeMap;
-use std::path::PathBuf;
+use std::collections::{BTreeMap, BTreeSet};
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
@@ -57,6 +57,9 @@ pub struct State {
     lease_counter: AtomicU64,
     /// Wipe jobs still running, by job number.
     pub jobs: Mutex<BTreeMap<u64, RunningJob>>,
+    /// Devices a wipe is being started on (probed and planned, not yet in `jobs`): see
+    /// [`State::reserve`]. Locked after `jobs` when both are.
+    starting: Mutex<BTreeSet<PathBuf>>,
     job_counter: AtomicU64,
     /// How often job progress is published (`progress_interval_ms`).
     pub progress_interval: Duration,
@@ -84,6 +87,7 @@ impl State {
             refresh,
             lease_counter: AtomicU64::new(1),
             jobs: Mutex::new(BTreeMap::new()),
+            starting: Mutex::new(BTreeSet::new()),
             job_counter: AtomicU64::new(1),
             progress_interval,
             lease_changed: tokio::sync::Notify::new(),
@@ -178,6 +182,20 @@ impl State {
         self.job_counter.fetch_add(1, Ordering::Relaxed)
     }
 
+    /// Reserves `device` for a wipe about to start: `Err` with the reason (a job still wiping
+    /// it, or another start under way) when it is taken. The reservation holds until
+    /// [`Reservation::register`] puts the job in [`State::jobs`] or it is dropped (the start
+    /// failed), so the slow probe and plan run outside any lock and two starts on one device
+    /// cannot both pass.
+    pub fn reserve(self: &Arc<Self>, device: &Path) -> Result<Reservation, String> {
+        let mut r = Reservation {
+            state: self.clone(),
+            devices: Vec::new(),
+        };
+        r.also(device)?;
+        Ok(r)
+    }
+
     /// Interrupts every running job ([`JobHandle::interrupt`]: its checkpoint stays, for the
     /// next start's [`crate::service::resume`]) and waits (at most `limit`) until each has
     /// ended, i.e. its resync is unfrozen and its leases released. Called on SIGTERM before
@@ -202,6 +220,52 @@ impl State {
                 return;
             }
             tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+}
+
+/// A device (or two: the path asked for and the node the probe resolved) reserved for a wipe
+/// being started ([`State::reserve`]); released on drop.
+pub struct Reservation {
+    state: Arc<State>,
+    devices: Vec<PathBuf>,
+}
+
+impl Reservation {
+    /// Adds `device` (the probe's node, when it differs from the path reserved first). `Err`
+    /// with the reason when a running job or another start has it.
+    pub fn also(&mut self, device: &Path) -> Result<(), String> {
+        if self.devices.iter().any(|d| d == device) {
+            return Ok(());
+        }
+        let jobs = lock(&self.state.jobs);
+        if let Some(j) = jobs
+            .values()
+            .find(|j| j.device == device && !j.handle.is_finished())
+        {
+            return Err(format!("a job is already wiping {}", j.device.display()));
+        }
+        if !lock(&self.state.starting).insert(device.to_path_buf()) {
+            return Err(format!(
+                "a wipe of {} is already starting",
+                device.display()
+            ));
+        }
+        self.devices.push(device.to_path_buf());
+        Ok(())
+    }
+
+    /// Puts the started job in [`State::jobs`] as number `n`, then releases the reservation.
+    pub fn register(self, n: u64, job: RunningJob) {
+        lock(&self.state.jobs).insert(n, job);
+    }
+}
+
+impl Drop for Reservation {
+    fn drop(&mut self) {
+        let mut starting = lock(&self.state.starting);
+        for d in &self.devices {
+            starting.remove(d);
         }
     }
 }
