@@ -16,7 +16,6 @@ use crate::config::Config;
 use crate::host::Root;
 use crate::model::MdStat;
 use crate::policy::{LeaseRequest, Owner, Policy, PolicyView};
-use crate::watch::Event;
 use crate::wipe::leases::{LeaseError, LeaseProvider};
 use crate::wipe::{JobHandle, WipeError};
 use std::collections::{BTreeMap, BTreeSet};
@@ -31,6 +30,17 @@ use tokio::sync::mpsc::UnboundedSender;
 /// another holder never leaves it half-written.
 pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// A request to the service loop to re-read the kernel's state (on its own channel, beside
+/// the kernel notifications of [`crate::watch`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Refresh {
+    /// Everything: `/proc/mdstat`, every array's sysfs and the global speed limits (after a
+    /// lease change: limits of `(system)` arrays follow the global ones).
+    All,
+    /// One array's sysfs (kernel name, `md0`), after mdpilot wrote its `md/sync_action`.
+    Array(String),
 }
 
 /// A running wipe job as the service tracks it (one per device at a time).
@@ -50,10 +60,11 @@ pub struct State {
     config: Mutex<Arc<Config>>,
     /// The speed-limit policy (also the record of who owns each lease).
     pub policy: Policy,
-    /// Last good model (a copy of the loop's, for the objects' lookups).
-    pub model: Mutex<MdStat>,
-    /// Asks the service loop to re-read (after a limit change).
-    pub refresh: UnboundedSender<Event>,
+    /// The loop's model (the last good read of `/proc/mdstat` and sysfs; the same one the
+    /// loop holds, replaced whole after each of its steps).
+    pub model: Mutex<Arc<MdStat>>,
+    /// Asks the service loop to re-read ([`State::refresh_all`], [`State::refresh_array`]).
+    refresh: UnboundedSender<Refresh>,
     lease_counter: AtomicU64,
     /// Wipe jobs still running, by job number.
     pub jobs: Mutex<BTreeMap<u64, RunningJob>>,
@@ -75,8 +86,8 @@ impl State {
         root: Root,
         config: Arc<Config>,
         policy: Policy,
-        model: MdStat,
-        refresh: UnboundedSender<Event>,
+        model: Arc<MdStat>,
+        refresh: UnboundedSender<Refresh>,
         progress_interval: Duration,
     ) -> State {
         State {
@@ -110,7 +121,18 @@ impl State {
     pub fn lease_change(&self) {
         // A stored permit when the task is busy: the change is never missed.
         self.lease_changed.notify_one();
-        let _ = self.refresh.send(Event::Mdstat);
+        self.refresh_all();
+    }
+
+    /// Asks the loop to re-read everything (a closed loop, at shutdown, is ignored).
+    pub fn refresh_all(&self) {
+        let _ = self.refresh.send(Refresh::All);
+    }
+
+    /// Asks the loop to re-read the array `array` (kernel name), after a write to its
+    /// `md/sync_action`.
+    pub fn refresh_array(&self, array: &str) {
+        let _ = self.refresh.send(Refresh::Array(array.to_string()));
     }
 
     /// A new lease id for a lease of the bus client `sender` (`dbus-<unique name without

@@ -338,10 +338,7 @@ impl ArrayObject {
             }
         })?;
         tracing::info!(array = %name, sync_action = %sync_action, "{what}: wrote {sync_action}");
-        let _ = self.shared.refresh.send(crate::watch::Event::ArrayAttr {
-            array: name.clone(),
-            attr: "sync_action".into(),
-        });
+        self.shared.refresh_array(name);
         Ok(())
     }
 

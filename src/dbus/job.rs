@@ -37,7 +37,7 @@ use super::props::{changed_props, emit_changed};
 use super::shared::Shared;
 use super::{array_path, ROOT_PATH};
 use crate::model::Array;
-use crate::shared::{RunningJob, ServiceLeases};
+use crate::shared::{lock, RunningJob, ServiceLeases};
 use crate::wipe::plan::StartedBy;
 use crate::wipe::{JobHandle, WipeError};
 use std::collections::{BTreeSet, HashMap};
@@ -291,10 +291,7 @@ impl JobObject {
 
     /// A snapshot of the published values.
     fn p(&self) -> JobProps {
-        self.props
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        lock(&self.props).clone()
     }
 }
 
@@ -317,10 +314,7 @@ pub fn array_objects<'a>(
     shared: &Shared,
     names: impl IntoIterator<Item = &'a str>,
 ) -> Vec<OwnedObjectPath> {
-    let model = shared
-        .model
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let model = lock(&shared.model);
     array_object_paths(&model.arrays, names)
 }
 
@@ -549,9 +543,7 @@ async fn update(
     end: bool,
 ) {
     let changed = {
-        let mut cur = props
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut cur = lock(props);
         let mut new = cur.with_progress(&handle.progress());
         if end {
             new.cancelable = false;
@@ -596,9 +588,7 @@ async fn follow(
         }
     }
     let (device, uid) = {
-        let p = props
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let p = lock(&props);
         (p.device.clone(), p.started_by_uid)
     };
     if ok {
@@ -606,11 +596,7 @@ async fn follow(
     } else {
         tracing::warn!(job = n, device = %device, uid, "job {n}: {message}");
     }
-    shared
-        .jobs
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .remove(&n);
+    lock(&shared.jobs).remove(&n);
     tokio::time::sleep(linger()).await;
     if let Err(e) = conn
         .object_server()

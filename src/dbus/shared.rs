@@ -82,7 +82,7 @@ impl Shared {
         };
         self.emit_props(emitter, &view).await;
         // Limits in `(system)` arrays follow the global ones: re-read the arrays too.
-        let _ = self.core.refresh.send(crate::watch::Event::Mdstat);
+        self.core.refresh_all();
     }
 
     /// Releases every lease owned by the bus client `name` ([`State::release_owner`]) and

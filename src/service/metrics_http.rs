@@ -20,8 +20,9 @@
 //! [`ACCEPT_LOG_INTERVAL`], with the number left out.
 
 use crate::metrics::{render, Format, Snapshot, WipeSample};
+use crate::model::MdStat;
 use crate::policy::PolicyView;
-use crate::shared::State as Shared;
+use crate::shared::{lock, State as Shared};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
@@ -49,30 +50,16 @@ impl MetricsState {
     /// keeps the previous view, as the D-Bus properties do when the policy cannot be read).
     pub fn set_policy(&self, view: Option<PolicyView>) {
         if view.is_some() {
-            *self
-                .policy
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = view;
+            *lock(&self.policy) = view;
         }
     }
 }
 
 /// The snapshot of one scrape: clones of the model and the policy view, and the jobs' progress.
 pub fn snapshot(shared: &Shared, state: &MetricsState) -> Snapshot {
-    let model = shared
-        .model
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
-    let policy = state
-        .policy
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
-    let wipe_jobs = shared
-        .jobs
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    let model = MdStat::clone(&lock(&shared.model));
+    let policy = lock(&state.policy).clone();
+    let wipe_jobs = lock(&shared.jobs)
         .values()
         .filter(|j| !j.handle.is_finished())
         .map(|j| {

@@ -38,6 +38,7 @@ pub mod metrics_http;
 
 use crate::config::Config;
 use crate::dbus::array::{ArrayObject, ArrayProps};
+use crate::dbus::check::CheckView;
 use crate::dbus::manager::Manager;
 use crate::dbus::objects::ObjectManager;
 use crate::dbus::props::emit_changed;
@@ -46,7 +47,7 @@ use crate::dbus::{array_path, BusChoice, ARRAY_IFACE, BUS_NAME, MANAGER_PATH, RO
 use crate::host::Root;
 use crate::model::MdStat;
 use crate::policy::{Owner, Policy};
-use crate::shared::{lock, State};
+use crate::shared::{lock, Refresh, State};
 use crate::sysfs;
 use crate::watch::{Event, Watcher};
 use futures_util::StreamExt;
@@ -191,8 +192,13 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     let progress = Duration::from_millis(config.service.progress_interval_ms.max(50));
     let policy = Policy::new(root.clone(), config.policy_settings(&root));
 
-    let model = collect(&root).unwrap_or_default();
+    let mut model = collect(&root).unwrap_or_default();
+    let paused = check_upkeep(&root, &config, &model);
+    reread_arrays(&root, &mut model, &paused);
+    // The one model: the loop's, shared with the objects (replaced whole after each step).
+    let model = Arc::new(model);
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let (refresh_tx, refresh_rx) = tokio::sync::mpsc::unbounded_channel();
     let _watcher = match Watcher::start(root.clone(), tx.clone()) {
         Ok(w) => Some(w),
         Err(e) => {
@@ -208,7 +214,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         config.clone(),
         policy,
         model.clone(),
-        tx.clone(),
+        refresh_tx,
         progress,
     ));
     let shared = Arc::new(Shared::new(core.clone(), args.bus.clone()));
@@ -242,7 +248,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         )
         .map_err(bus_err("serve Manager"))?;
     let mut published: BTreeMap<String, ArrayProps> = BTreeMap::new();
-    let checks = crate::dbus::check::CheckView::refresh(&shared, &model);
+    let checks = CheckView::read(&root, &config, crate::policy::unix_now_s() as i64);
     for a in &model.arrays {
         let mut props = ArrayProps::from_model(a);
         props.check = checks.props(a);
@@ -291,13 +297,13 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     // The first model is the events' baseline (DegradedArray for arrays already degraded).
     let mut events = events::EventSink::new(config.events.program.clone());
     events.feed(&root, &model);
-    let (poke_tx, poke_rx) = tokio::sync::mpsc::unbounded_channel();
-    let sim_task = sim.map(|s| tokio::spawn(s.run(tx.clone(), poke_rx)));
+    let (hook, poke) = crate::sim::LoopHook::new();
+    let sim_task = sim.map(|s| tokio::spawn(s.run(tx.clone(), poke)));
     let expiry_task = tokio::spawn(expiry::run(shared.clone(), conn.clone()));
     let schedule_task = tokio::spawn(scheduler::run(core.clone()));
     drop(tx);
     let mut lp = Loop {
-        sim: args.sim.then_some(poke_tx),
+        sim: args.sim.then_some(hook),
         root,
         config,
         conn: conn.clone(),
@@ -309,7 +315,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         metrics,
         watchdog: watchdog_from_env(),
     };
-    let result = lp.run(rx, &mut owners, signals).await;
+    let result = lp.run(rx, refresh_rx, &mut owners, signals).await;
     // No event program (or a child it left behind) outlives the service.
     lp.events.shutdown();
     expiry_task.abort();
@@ -422,19 +428,100 @@ impl Signals {
     }
 }
 
+/// What one step of the loop re-reads: kernel notifications, refresh requests and the progress
+/// timer each become one.
+#[derive(Debug, Default)]
+struct Reread {
+    /// `/proc/mdstat` and every array's sysfs.
+    full: bool,
+    /// Else these arrays' sysfs (kernel names).
+    arrays: BTreeSet<String>,
+    /// A `md/sync_action` changed or was written (the simulator looks at its tree again).
+    sync_action: bool,
+}
+
+impl Reread {
+    fn everything() -> Reread {
+        Reread {
+            full: true,
+            ..Reread::default()
+        }
+    }
+
+    /// A batch of kernel notifications against `model` (a udev event of a member needs the
+    /// whole re-read).
+    fn of_events(batch: &[Event], model: &MdStat) -> Reread {
+        let members: BTreeSet<String> = model
+            .arrays
+            .iter()
+            .flat_map(|a| a.members.iter().map(|m| m.name.clone()))
+            .collect();
+        let mut r = Reread {
+            full: batch.iter().any(|e| e.needs_full_refresh(&members)),
+            ..Reread::default()
+        };
+        for e in batch {
+            if let Event::ArrayAttr { array, attr } = e {
+                r.arrays.insert(array.clone());
+                r.sync_action |= attr == "sync_action";
+            }
+        }
+        r
+    }
+
+    /// A batch of refresh requests (an array's refresh follows a `md/sync_action` write).
+    fn of_refreshes(batch: &[Refresh]) -> Reread {
+        let mut r = Reread::default();
+        for q in batch {
+            match q {
+                Refresh::All => r.full = true,
+                Refresh::Array(a) => {
+                    r.arrays.insert(a.clone());
+                    r.sync_action = true;
+                }
+            }
+        }
+        r
+    }
+}
+
+/// Re-reads the sysfs of the arrays of `model` named in `names`.
+fn reread_arrays(root: &Root, model: &mut MdStat, names: &BTreeSet<String>) {
+    for a in &mut model.arrays {
+        if names.contains(&a.name) {
+            a.sysfs = Some(sysfs::read_array(root, &a.name));
+        }
+    }
+}
+
+/// The loop's check upkeep, a step of its own after publishing
+/// ([`crate::check::run::upkeep_all`]: a finished check's result, the position of a running
+/// one, a window's end, which pauses the check: `md/sync_action` is written). Returns the
+/// arrays it paused (kernel names). Failures are logged.
+fn check_upkeep(root: &Root, config: &Config, model: &MdStat) -> BTreeSet<String> {
+    let now = crate::policy::unix_now_s();
+    match crate::check::run::upkeep_all(root, config, model, now) {
+        Ok((paused, _)) => paused.into_iter().collect(),
+        Err(e) => {
+            tracing::warn!("check record: {}", crate::error::error_chain(&e));
+            BTreeSet::new()
+        }
+    }
+}
+
 struct Loop {
     root: Root,
     /// The configuration in effect: the one copy, also handed out by [`State::config`];
     /// replaced whole on SIGHUP ([`Loop::reload`]).
     config: Arc<Config>,
-    /// With `--sim`: wakes the simulator after each batch so it sees writes to its tree
-    /// (`md/sync_action` from RequestSyncAction).
-    sim: Option<tokio::sync::mpsc::UnboundedSender<()>>,
+    /// With `--sim`: the simulator's side of each read ([`crate::sim::LoopHook`]).
+    sim: Option<crate::sim::LoopHook>,
     conn: zbus::Connection,
     /// Published arrays by object path.
     shared: Arc<Shared>,
     published: BTreeMap<String, ArrayProps>,
-    model: MdStat,
+    /// The model: the last good read, with `shared.model` pointing at the same one.
+    model: Arc<MdStat>,
     progress: Duration,
     events: events::EventSink,
     metrics: Arc<metrics_http::MetricsState>,
@@ -447,6 +534,7 @@ impl Loop {
     async fn run(
         &mut self,
         mut rx: UnboundedReceiver<Event>,
+        mut refreshes: UnboundedReceiver<Refresh>,
         owners: &mut zbus::fdo::NameOwnerChangedStream,
         signals: Signals,
     ) -> Result<(), ServeError> {
@@ -483,7 +571,7 @@ impl Loop {
                 _ = hup.recv() => {
                     if self.reload() {
                         // NextCheckStart and the check upkeep follow the new `[check]`.
-                        self.handle(&[Event::Mdstat], &manager_emitter).await;
+                        self.step(&Reread::everything(), &manager_emitter).await;
                     }
                 }
                 ev = rx.recv() => {
@@ -496,7 +584,8 @@ impl Loop {
                     while let Ok(e) = rx.try_recv() {
                         batch.push(e);
                     }
-                    self.handle(&batch, &manager_emitter).await;
+                    let r = Reread::of_events(&batch, &self.model);
+                    self.step(&r, &manager_emitter).await;
                     ticker = self.ticker(ticker);
                     let gone = pids.sync(&self.pid_owners());
                     if !gone.is_empty() {
@@ -509,13 +598,25 @@ impl Loop {
                         None => std::future::pending::<()>().await,
                     }
                 } => {
-                    let syncing: Vec<String> = self.published.values()
-                        .filter(|p| p.syncing()).map(|p| p.kernel_name.clone()).collect();
-                    let batch: Vec<Event> = syncing.into_iter()
-                        .map(|array| Event::ArrayAttr { array, attr: "sync_completed".into() })
-                        .collect();
-                    self.handle(&batch, &manager_emitter).await;
+                    let r = Reread {
+                        arrays: self.published.values()
+                            .filter(|p| p.syncing()).map(|p| p.kernel_name.clone()).collect(),
+                        ..Reread::default()
+                    };
+                    self.step(&r, &manager_emitter).await;
                     ticker = self.ticker(ticker);
+                }
+                Some(first) = refreshes.recv() => {
+                    let mut batch = vec![first];
+                    while let Ok(r) = refreshes.try_recv() {
+                        batch.push(r);
+                    }
+                    self.step(&Reread::of_refreshes(&batch), &manager_emitter).await;
+                    ticker = self.ticker(ticker);
+                    let gone = pids.sync(&self.pid_owners());
+                    if !gone.is_empty() {
+                        self.reap_exited(&manager_emitter, &gone).await;
+                    }
                 }
                 _ = async {
                     match watchdog.as_mut() {
@@ -627,50 +728,40 @@ impl Loop {
         })
     }
 
-    /// Re-reads what `batch` concerns, then publishes the differences.
-    async fn handle(&mut self, batch: &[Event], manager_emitter: &SignalEmitter<'_>) {
-        let members: BTreeSet<String> = self
-            .model
-            .arrays
-            .iter()
-            .flat_map(|a| a.members.iter().map(|m| m.name.clone()))
-            .collect();
-        let full = batch.iter().any(|e| e.needs_full_refresh(&members));
-        if let Some(poke) = &self.sim {
-            // The simulator's limit files are regular files: give them the kernel's read-back
-            // form before reading (a limit change always arrives here as a refresh).
-            if let Err(e) = crate::sim::normalize_all_limits(&self.root) {
-                tracing::warn!("simulator: {e}");
-            }
-            if batch
-                .iter()
-                .any(|e| matches!(e, Event::ArrayAttr { attr, .. } if attr == "sync_action"))
-            {
-                let _ = poke.send(());
-            }
+    /// One step: re-reads what `r` names and publishes the differences ([`Loop::read_and_publish`]),
+    /// then does the check upkeep, a step of its own (publishing writes nothing); the arrays
+    /// it paused are re-read and published at once.
+    async fn step(&mut self, r: &Reread, manager_emitter: &SignalEmitter<'_>) {
+        self.read_and_publish(r, manager_emitter).await;
+        let paused = check_upkeep(&self.root, &self.config, &self.model);
+        if !paused.is_empty() {
+            let r = Reread {
+                arrays: paused,
+                sync_action: true,
+                ..Reread::default()
+            };
+            self.read_and_publish(&r, manager_emitter).await;
         }
-        if full {
-            if let Some(m) = collect(&self.root) {
-                self.model = m;
-            }
-        } else {
-            let arrays: BTreeSet<&str> = batch
-                .iter()
-                .filter_map(|e| match e {
-                    Event::ArrayAttr { array, .. } => Some(array.as_str()),
-                    _ => None,
-                })
-                .collect();
-            for a in &mut self.model.arrays {
-                if arrays.contains(a.name.as_str()) {
-                    a.sysfs = Some(sysfs::read_array(&self.root, &a.name));
-                }
-            }
+    }
+
+    /// Re-reads what `r` names, feeds the events, then publishes the differences.
+    async fn read_and_publish(&mut self, r: &Reread, manager_emitter: &SignalEmitter<'_>) {
+        if let Some(sim) = &self.sim {
+            sim.before_read(&self.root, r.sync_action);
         }
+        let model = match r.full.then(|| collect(&self.root)).flatten() {
+            Some(m) => m,
+            None => {
+                let mut m = MdStat::clone(&self.model);
+                reread_arrays(&self.root, &mut m, &r.arrays);
+                m
+            }
+        };
+        self.model = Arc::new(model);
         self.events.feed(&self.root, &self.model);
         *lock(&self.shared.model) = self.model.clone();
         self.publish_arrays().await;
-        if full {
+        if r.full {
             // The CLI may have changed the state file itself: the timed-lease task re-reads
             // the next end (without the lock).
             self.shared.lease_changed.notify_one();
@@ -686,8 +777,8 @@ impl Loop {
     async fn publish_arrays(&mut self) {
         let server = self.conn.object_server();
         let mut new: BTreeMap<String, ArrayProps> = BTreeMap::new();
-        // Check upkeep (results, window ends, positions) and the check properties.
-        let checks = crate::dbus::check::CheckView::refresh(&self.shared, &self.model);
+        // The check properties (the upkeep was the step before: publishing writes nothing).
+        let checks = CheckView::read(&self.root, &self.config, crate::policy::unix_now_s() as i64);
         for a in &self.model.arrays {
             let mut props = ArrayProps::from_model(a);
             props.check = checks.props(a);
