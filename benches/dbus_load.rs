@@ -36,6 +36,14 @@
 //! authorizations. `MDPILOT_LOAD_SCENARIO=auth_disconnects` runs it alone (`load` runs the
 //! first alone).
 //!
+//! A fourth scenario, [`wipe_probes`] (root only: loop devices): `mdpilot serve --root TMP`,
+//! 4 lease clients for `MDPILOT_PROBE_SECS` (default 10) alone, then as long again while 8
+//! clients each loop `StartWipe` (zero) on its own loop device, `Job.Cancel` at once, and wait
+//! for `Completed`: every StartWipe probes and plans its device (stat, ioctls, sysfs, mountinfo,
+//! every `/dev/disk/by-id` link). Printed side by side: lease-call p50/p99 alone and during the
+//! probes, and the StartWipe latencies; the goal is a lease-call p99 under 50 ms during the
+//! probes. It fails when a lease call fails. `MDPILOT_LOAD_SCENARIO=wipe_probes` runs it alone.
+//!
 //! Under `cargo test --all-targets` (no `--bench` argument) it does nothing.
 
 // A bench uses a part of the integration tests' helpers.
@@ -688,6 +696,170 @@ fn auth_report(st: &mut Stats, abandoned: u64, asked: usize, withdrawn: usize) {
     );
 }
 
+const PROBE_LEASE_CLIENTS: usize = 4;
+const PROBE_CLIENTS: usize = 8;
+const PROBE_GOAL_P99_US: u64 = 50_000;
+
+/// One StartWipe client of [`wipe_probes`]: `StartWipe` (zero) on `dev`, `Job.Cancel` at once,
+/// then its `Completed`, until `clock.until`.
+async fn probe_client(addr: String, dev: PathBuf, clock: Clock) -> Stats {
+    let mut st = Stats::default();
+    let conn = support::bus::connect_to(&addr).await;
+    let rule = zbus::MatchRule::builder()
+        .msg_type(zbus::message::Type::Signal)
+        .member("Completed")
+        .unwrap()
+        .path_namespace(jobs_path())
+        .unwrap()
+        .build();
+    let mut sig = zbus::MessageStream::for_match_rule(rule, &conn, Some(1024))
+        .await
+        .unwrap();
+    while Instant::now() < clock.until {
+        let o = opts(&[("method", Value::from("zero"))]);
+        let f = async {
+            call_manager(&conn, "StartWipe", &(dev.to_str().unwrap(), o))
+                .await?
+                .body()
+                .deserialize::<OwnedObjectPath>()
+        };
+        // Busy: the previous job on this device is still releasing it.
+        let Some(job) = timed(&mut st, clock, "StartWipe", &["Busy"], f).await else {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+            continue;
+        };
+        let body = (opts(&[]),);
+        let f = call(&conn, job.as_str(), job_iface(), "Cancel", &body);
+        timed(&mut st, clock, "Job.Cancel", &["Failed", "Cancelled"], f).await;
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+        loop {
+            match tokio::time::timeout_at(deadline, sig.next()).await {
+                Ok(Some(Ok(m))) if m.header().path().map(|p| p.as_str()) == Some(job.as_str()) => {
+                    break
+                }
+                Ok(Some(_)) => {}
+                _ => {
+                    st.unexpected.push(format!("no Completed from {job}"));
+                    break;
+                }
+            }
+        }
+    }
+    st
+}
+
+/// One phase of [`wipe_probes`]: the lease clients (and, with `devices`, one probe client per
+/// device) for `dur` after a 1 s warm-up. Returns the lease clients' and the probe clients'
+/// stats.
+async fn probe_phase(addr: &str, devices: &[PathBuf], dur: Duration) -> (Stats, Stats) {
+    let start = Instant::now();
+    let clock = Clock {
+        counted_from: start + Duration::from_secs(1),
+        until: start + Duration::from_secs(1) + dur,
+    };
+    let leases: Vec<_> = (0..PROBE_LEASE_CLIENTS)
+        .map(|c| tokio::spawn(lease_client(addr.to_string(), c, clock)))
+        .collect();
+    let probes: Vec<_> = devices
+        .iter()
+        .map(|d| tokio::spawn(probe_client(addr.to_string(), d.clone(), clock)))
+        .collect();
+    let (mut l, mut p) = (Stats::default(), Stats::default());
+    for t in leases {
+        l.merge(t.await.unwrap());
+    }
+    for t in probes {
+        p.merge(t.await.unwrap());
+    }
+    (l, p)
+}
+
+/// The lease calls' latencies (µs, sorted) of `st`: AcquirePriority and ReleasePriority.
+fn lease_latencies(st: &Stats) -> Vec<u64> {
+    let mut v: Vec<u64> = ["AcquirePriority", "ReleasePriority"]
+        .iter()
+        .filter_map(|m| st.lat.get(m))
+        .flatten()
+        .copied()
+        .collect();
+    v.sort_unstable();
+    v
+}
+
+/// Lease calls alone, then while 8 StartWipe calls probe at once: p50/p99 side by side.
+async fn wipe_probes() -> Vec<String> {
+    let mut failed = Vec::new();
+    if !support::is_root() {
+        support::skipped("wipe_probes needs root for loop devices");
+        return failed;
+    }
+    let Some(bus) = Bus::start() else {
+        return failed;
+    };
+    let root = support::tree::job_root();
+    let svc = Service::on_root(&bus, root.path(), &[("MDPILOT_JOB_LINGER_MS", "200")]).await;
+    let loops: Vec<LoopDev> = (0..PROBE_CLIENTS).map(|_| LoopDev::new(64 * MIB)).collect();
+    let devices: Vec<PathBuf> = loops.iter().map(|l| l.path.clone()).collect();
+    let dur = Duration::from_secs(secs("MDPILOT_PROBE_SECS", 10));
+    let (alone, _) = probe_phase(&bus.address, &[], dur).await;
+    let (busy, probes) = probe_phase(&bus.address, &devices, dur).await;
+    let (a, b) = (lease_latencies(&alone), lease_latencies(&busy));
+    println!(
+        "wipe_probes: {PROBE_LEASE_CLIENTS} lease clients, {} s alone then {} s with {PROBE_CLIENTS} StartWipe clients probing",
+        dur.as_secs(),
+        dur.as_secs()
+    );
+    for (what, v) in [("lease calls alone", &a), ("lease calls, 8 probing", &b)] {
+        if v.is_empty() {
+            failed.push(format!("wipe_probes: no {what}"));
+            continue;
+        }
+        println!(
+            "  {what:<24} calls={:>7} p50={:>6} us p99={:>7} us max={:>8} us",
+            v.len(),
+            pct(v, 50),
+            pct(v, 99),
+            v[v.len() - 1]
+        );
+    }
+    for (m, v) in &probes.lat {
+        let mut v = v.clone();
+        v.sort_unstable();
+        println!(
+            "  {m:<24} calls={:>7} p50={:>6} us p99={:>7} us max={:>8} us",
+            v.len(),
+            pct(&v, 50),
+            pct(&v, 99),
+            v[v.len() - 1]
+        );
+    }
+    if !b.is_empty() {
+        let (pa, pb) = (pct(&a, 99).max(1), pct(&b, 99));
+        println!(
+            "  lease-call p99 during the probes / alone: {:.1}x; goal p99 < {} ms: {}",
+            pb as f64 / pa as f64,
+            PROBE_GOAL_P99_US / 1000,
+            if pb < PROBE_GOAL_P99_US {
+                "met"
+            } else {
+                "MISSED"
+            }
+        );
+    }
+    for st in [&alone, &busy, &probes] {
+        if !st.unexpected.is_empty() {
+            failed.push(format!(
+                "wipe_probes: {} unexpected errors: {:?}",
+                st.unexpected.len(),
+                &st.unexpected[..st.unexpected.len().min(5)]
+            ));
+        }
+    }
+    drop(svc);
+    drop(loops);
+    failed
+}
+
 fn main() {
     if let Ok(addr) = std::env::var("MDPILOT_LOAD_AUTH_CHILD") {
         return auth_child(&addr);
@@ -700,7 +872,7 @@ fn main() {
         .enable_all()
         .build()
         .unwrap();
-    // MDPILOT_LOAD_SCENARIO=metrics_flood (or auth_disconnects) runs that scenario alone.
+    // MDPILOT_LOAD_SCENARIO=metrics_flood (or auth_disconnects, wipe_probes) runs that scenario alone.
     let only = std::env::var("MDPILOT_LOAD_SCENARIO").ok();
     let wanted = |name: &str| only.as_deref().map_or(true, |o| o == name);
     let mut failed = Vec::new();
@@ -712,6 +884,10 @@ fn main() {
     }
     if wanted("auth_disconnects") {
         failed.extend(rt.block_on(auth_disconnects()));
+    }
+    // Root and loop devices: only when named.
+    if only.as_deref() == Some("wipe_probes") {
+        failed.extend(rt.block_on(wipe_probes()));
     }
     for f in &failed {
         println!("FAILED: {f}");

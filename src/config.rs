@@ -21,6 +21,12 @@ pub const CONFIG_DIRS: [&str; 3] = [
     "/etc/mdpilot/config.d",
 ];
 
+/// The sections `mdpilot serve` reads only at start-up (the policy's settings and profiles,
+/// the progress interval, the metrics listener, the event program, auto-resume); a SIGHUP
+/// that changes them logs that they take effect at the next start. `[check]` is read at each
+/// use and follows a reload at once.
+pub const READ_AT_START: [&str; 6] = ["policy", "profiles", "service", "metrics", "events", "wipe"];
+
 /// Default state file of the policy.
 pub const DEFAULT_STATE_PATH: &str = "/run/mdpilot/policy.toml";
 
@@ -427,6 +433,23 @@ impl ConfigFragment {
 }
 
 impl Config {
+    /// The names of the sections (`policy`, `profiles`, `check`, `events`, `metrics`,
+    /// `service`, `wipe`) whose values differ between `self` and `new`, in that order.
+    pub fn changed_sections(&self, new: &Config) -> Vec<&'static str> {
+        [
+            ("policy", self.policy != new.policy),
+            ("profiles", self.profiles != new.profiles),
+            ("check", self.check != new.check),
+            ("events", self.events != new.events),
+            ("metrics", self.metrics != new.metrics),
+            ("service", self.service != new.service),
+            ("wipe", self.wipe != new.wipe),
+        ]
+        .into_iter()
+        .filter_map(|(name, differs)| differs.then_some(name))
+        .collect()
+    }
+
     /// Applies `frag` (from `path`) over `self`: set keys override.
     ///
     /// # Errors

@@ -24,7 +24,9 @@ pub mod model; // owned domain types (Array, Member, SpeedLimit, SyncAction ...)
 pub mod policy; // resync priority leases on the md speed limits: state machine, durable state, knob writes
 pub mod schedule; // pure: check windows (OnCalendar subset) and which arrays to check now
 #[cfg(feature = "service")]
-pub mod service; // `mdpilot serve`: the one event loop, shared state, shutdown
+pub mod service; // `mdpilot serve`: the one event loop, shutdown, the scheduler and metrics tasks
+#[cfg(feature = "service")]
+pub mod shared; // the zbus-free state the loop and the D-Bus objects share: model, policy, wipe jobs
 #[cfg(feature = "service")]
 pub mod sim; // simulated kernel tree for `serve --sim` and tests
 pub mod superblock; // pure: an array's creation time from a member's md superblock (v0.90, v1.x)
@@ -36,4 +38,3 @@ pub mod wipe; // wipe jobs: probe, plan, planner, job, workers, sources, verify,
 
 /// The old name of [`array_names`], kept so callers on other branches still build.
 #[doc(hidden)]
-pub use array_names as names;

@@ -158,7 +158,7 @@ fn main() -> ExitCode {
         Command::Wipe(a) => mdpilot::cli::wipe::run_wipe(&ctx, a),
         Command::BlockdevWipe(a) => mdpilot::cli::blockdev_wipe::run_blockdev_wipe(&ctx, a),
         #[cfg(feature = "service")]
-        Command::Serve(a) => mdpilot::service::run(&ctx, a),
+        Command::Serve(a) => mdpilot::service::run(&ctx.root, a),
         Command::Check(c) => mdpilot::cli::check::run(&ctx, c),
         #[cfg(feature = "service")]
         Command::Monitor(a) => mdpilot::cli::monitor::run(&ctx, a),

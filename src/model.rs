@@ -542,14 +542,14 @@ pub struct ArraySysfs {
     /// superblock); not in the status JSON.
     #[serde(skip)]
     pub bitmap_location: Option<String>,
-    /// The metadata name (`host:root`), from udev's `MD_NAME` ([`crate::names::metadata_name`]);
+    /// The metadata name (`host:root`), from udev's `MD_NAME` ([`crate::array_names::metadata_name`]);
     /// not in the status JSON.
     #[serde(skip)]
     pub metadata_name: Option<String>,
-    /// The UUID in mdadm's colon form ([`crate::names::array_uuid`]); not in the status JSON.
+    /// The UUID in mdadm's colon form ([`crate::array_names::array_uuid`]); not in the status JSON.
     #[serde(skip)]
     pub mdadm_uuid: Option<String>,
-    /// The `/dev/md/NAME` link ([`crate::names::named_device`]); not in the status JSON.
+    /// The `/dev/md/NAME` link ([`crate::array_names::named_device`]); not in the status JSON.
     #[serde(skip)]
     pub named_device: Option<String>,
 }

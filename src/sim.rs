@@ -145,6 +145,34 @@ pub fn normalize_limits(root: &Root, array: &str) -> std::io::Result<()> {
     Ok(())
 }
 
+/// The service loop's side of the simulator: before each read, the simulated limit files get
+/// the kernel's read-back form, and after mdpilot wrote an `md/sync_action` the simulator is
+/// woken to absorb it ([`Sim::run`]'s `poke`).
+pub struct LoopHook {
+    poke: UnboundedSender<()>,
+}
+
+impl LoopHook {
+    /// A hook and the receiver [`Sim::run`] takes as `poke`.
+    pub fn new() -> (LoopHook, UnboundedReceiver<()>) {
+        let (poke, rx) = tokio::sync::mpsc::unbounded_channel();
+        (LoopHook { poke }, rx)
+    }
+
+    /// Called by the loop before it reads `root`; `sync_action_written`: a `md/sync_action`
+    /// was written since the last read (the simulator then looks at its tree again).
+    pub fn before_read(&self, root: &Root, sync_action_written: bool) {
+        // The simulator's limit files are regular files: give them the kernel's read-back
+        // form before reading (a limit change always arrives as a refresh).
+        if let Err(e) = normalize_all_limits(root) {
+            tracing::warn!("simulator: {e}");
+        }
+        if sync_action_written {
+            let _ = self.poke.send(());
+        }
+    }
+}
+
 /// [`normalize_limits`] for every array of the tree (`/sys/block/md*/md`).
 pub fn normalize_all_limits(root: &Root) -> std::io::Result<()> {
     for e in std::fs::read_dir(root.sys("block"))?.flatten() {
@@ -385,7 +413,7 @@ impl Sim {
             self.root.sys(format!("block/{}/dev", a.name)),
             &format!("9:{minor}\n"),
         )?;
-        let uuid = crate::names::mdadm_uuid(&a.uuid).unwrap_or_default();
+        let uuid = crate::array_names::mdadm_uuid(&a.uuid).unwrap_or_default();
         write(
             self.root.run(format!("udev/data/b9:{minor}")),
             &format!(
@@ -801,11 +829,11 @@ mod tests {
         assert_eq!(c, "none\n");
         // The tree carries what udev and mdadm add.
         assert_eq!(
-            crate::names::resolve_array(&root, "/dev/md/root", &["md0".into(), "md1".into()]),
+            crate::array_names::resolve_array(&root, "/dev/md/root", &["md0".into(), "md1".into()]),
             Ok("md0".into())
         );
         assert_eq!(
-            crate::names::metadata_name(&root, "md1").as_deref(),
+            crate::array_names::metadata_name(&root, "md1").as_deref(),
             Some("sim:data")
         );
     }

@@ -252,6 +252,35 @@ pub fn reconcile(
     *rec != before
 }
 
+/// The last completed check of each array of `stat`, by kernel name, from the check record
+/// (`[check] state_path` under `root`, keyed by array UUID as `mdpilot check` keeps it). A
+/// missing or unreadable record gives an empty map (unreadable: logged at warn).
+pub fn last_checks(
+    root: &crate::host::Root,
+    config: &crate::config::Config,
+    stat: &crate::model::MdStat,
+) -> std::collections::BTreeMap<String, crate::check::CheckResult> {
+    let path = root.path(&config.check.state_path);
+    let st = match crate::host::read_optional(&path) {
+        Ok(Some(t)) => crate::check::CheckState::parse(&t).unwrap_or_else(|e| {
+            tracing::warn!("{}: {e}; no check metrics", path.display());
+            crate::check::CheckState::default()
+        }),
+        Ok(None) => return std::collections::BTreeMap::new(),
+        Err(e) => {
+            tracing::warn!("{}: {e}; no check metrics", path.display());
+            return std::collections::BTreeMap::new();
+        }
+    };
+    stat.arrays
+        .iter()
+        .filter_map(|a| {
+            let last = st.array.get(&run::record_key(a))?.last.clone()?;
+            Some((a.name.clone(), last))
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -370,7 +370,7 @@ fn select<'a>(
         .iter()
         .map(|n| {
             // `/dev/md/NAME`, `md/NAME` and metadata names as `status` takes them.
-            let n = crate::names::resolve_array(root, n, &known)
+            let n = crate::array_names::resolve_array(root, n, &known)
                 .unwrap_or_else(|_| n.strip_prefix("/dev/").unwrap_or(n).to_string());
             let n = n.as_str();
             stat.arrays

@@ -12,10 +12,9 @@
 //! an array's `KernelName` for an array object (its path holds the UUID), learnt from the
 //! `added` lines.
 
-use crate::alerts::{ArrayView, Classifier};
+use crate::alerts::Classifier;
 use crate::cli::Context;
 use crate::dbus::{BusChoice, BUS_NAME, MANAGER_PATH, ROOT_PATH};
-use crate::host::Root;
 use crate::model::MdStat;
 use futures_util::StreamExt;
 use serde_json::{json, Map, Value as Json};
@@ -46,16 +45,6 @@ pub struct MonitorArgs {
     pub oneshot: bool,
 }
 
-/// The classifier's input for every array of `stat`: [`crate::alerts::views_from_model`] plus
-/// `md/sync_min` (512-byte sectors), which tells a paused check from a finished one.
-pub fn event_views(root: &Root, stat: &MdStat) -> Vec<ArrayView> {
-    let mut views = crate::alerts::views_from_model(stat);
-    for v in &mut views {
-        v.sync_min_sectors = crate::sysfs::read_sync_min(root, &v.name);
-    }
-    views
-}
-
 fn now_s() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -73,7 +62,7 @@ fn run_events(ctx: &Context, args: &MonitorArgs) -> ExitCode {
     let mut classifier = Classifier::new();
     let mut out = std::io::stdout();
     let mut emit = |stat: &MdStat, c: &mut Classifier| -> bool {
-        for e in c.observe(&event_views(&root, stat), now_s()) {
+        for e in c.observe(&crate::service::events::event_views(&root, stat), now_s()) {
             let line = if args.json {
                 serde_json::to_string(&e).unwrap_or_default()
             } else {

@@ -19,7 +19,7 @@ pub fn snapshot(root: &Root, stat: MdStat) -> Snapshot {
     let config = Config::load(root);
     let last_checks = config
         .as_ref()
-        .map(|c| last_checks(root, c, &stat))
+        .map(|c| crate::check::last_checks(root, c, &stat))
         .unwrap_or_default();
     let policy = match config {
         Ok(c) => match Policy::new(root.clone(), c.policy_settings(root)).show() {
@@ -43,39 +43,6 @@ pub fn snapshot(root: &Root, stat: MdStat) -> Snapshot {
         hook_events_dropped: None,
         version: env!("CARGO_PKG_VERSION").to_string(),
     }
-}
-
-/// The last completed check of each array of `stat`, by kernel name, from the check record
-/// (`[check] state_path` under `root`, keyed by array UUID as `mdpilot check` keeps it). A
-/// missing or unreadable record gives an empty map (unreadable: logged at warn).
-pub fn last_checks(
-    root: &Root,
-    config: &Config,
-    stat: &MdStat,
-) -> std::collections::BTreeMap<String, crate::check::CheckResult> {
-    let path = root.path(&config.check.state_path);
-    let st = match crate::host::read_optional(&path) {
-        Ok(Some(t)) => crate::check::CheckState::parse(&t).unwrap_or_else(|e| {
-            tracing::warn!("{}: {e}; no check metrics", path.display());
-            crate::check::CheckState::default()
-        }),
-        Ok(None) => return std::collections::BTreeMap::new(),
-        Err(e) => {
-            tracing::warn!("{}: {e}; no check metrics", path.display());
-            return std::collections::BTreeMap::new();
-        }
-    };
-    stat.arrays
-        .iter()
-        .filter_map(|a| {
-            let last = st
-                .array
-                .get(&crate::cli::check::record_key(a))?
-                .last
-                .clone()?;
-            Some((a.name.clone(), last))
-        })
-        .collect()
 }
 
 /// Writes `text` to `path` atomically through [`crate::atomic::write`] (a random `O_EXCL`

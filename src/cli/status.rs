@@ -62,7 +62,7 @@ pub enum StatusError {
 pub const EXIT_PARSE_ERRORS: u8 = 3;
 
 /// Keeps only the arrays named in `wanted` (`md0`, `/dev/md0`, `/dev/md/root`, `md/root` or the
-/// metadata name, resolved under `root` by [`crate::names::resolve_array`]), in `/proc/mdstat`
+/// metadata name, resolved under `root` by [`crate::array_names::resolve_array`]), in `/proc/mdstat`
 /// order. An empty `wanted` keeps all. Errors: [`StatusError::UnknownArray`] for the first name
 /// that matches no array.
 pub fn select(root: &Root, stat: &mut MdStat, wanted: &[String]) -> Result<(), StatusError> {
@@ -72,7 +72,7 @@ pub fn select(root: &Root, stat: &mut MdStat, wanted: &[String]) -> Result<(), S
     let known: Vec<String> = stat.arrays.iter().map(|a| a.name.clone()).collect();
     let mut names = Vec::new();
     for w in wanted {
-        match crate::names::resolve_array(root, w, &known) {
+        match crate::array_names::resolve_array(root, w, &known) {
             Ok(n) => names.push(n),
             Err(_) => return Err(StatusError::UnknownArray(w.clone())),
         }

@@ -14,8 +14,8 @@ use super::auth::{take_interaction_flags, Request};
 use super::check::CheckProps;
 use super::errors::{Error, Result};
 use super::options::Options;
+use super::shared::Shared;
 use crate::model::{Array, SpeedLimit, SyncAction};
-use crate::service::state::Shared;
 use std::collections::HashMap;
 use std::sync::Arc;
 use zbus::interface;
@@ -174,7 +174,7 @@ impl ArrayProps {
         let uuid = sys
             .mdadm_uuid
             .clone()
-            .or_else(|| sys.uuid.as_deref().and_then(crate::names::mdadm_uuid))
+            .or_else(|| sys.uuid.as_deref().and_then(crate::array_names::mdadm_uuid))
             .unwrap_or_default();
         ArrayProps {
             kernel_name: a.name.clone(),
@@ -316,10 +316,7 @@ impl ArrayObject {
             }
         })?;
         tracing::info!(array = %name, sync_action = %sync_action, "{what}: wrote {sync_action}");
-        let _ = self.shared.refresh.send(crate::watch::Event::ArrayAttr {
-            array: name.clone(),
-            attr: "sync_action".into(),
-        });
+        self.shared.refresh_array(name);
         Ok(())
     }
 

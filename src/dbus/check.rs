@@ -4,22 +4,22 @@
 //! `mdpilot check` and the scheduler run, on the same record (`[check] state_path`, default
 //! `/var/lib/mdpilot/checks.toml`) and the same throttle lease (`check-<array>`).
 //!
-//! [`CheckView::refresh`] is what the service loop calls before it publishes the arrays: it
-//! does the record's upkeep ([`crate::check::run::upkeep_all`]: a finished check's result, a
-//! window end, the running position every [`crate::check::SAVE_INTERVAL_S`]) and reads what
-//! the properties show. The loop re-reads while any sync runs, so a running check is seen at
+//! [`CheckView::read`] is what the service loop reads before it publishes the arrays (after
+//! its own step of check upkeep, [`crate::check::run::upkeep_all`]: a finished check's result,
+//! a window end, the running position every [`crate::check::SAVE_INTERVAL_S`]): publishing
+//! never writes the kernel. The loop re-reads while any sync runs, so a running check is seen at
 //! the progress interval; an idle service does not wake up for checks.
 
 use super::auth::{take_interaction_flags, Request, PRIORITY_ACTION};
 use super::errors::{Error, Result};
 use super::options::Options;
+use super::shared::Shared;
 use crate::check::run::{record_key, CheckError, Op};
 use crate::check::{CheckResult, CheckState};
 use crate::config::Config;
 use crate::host::Root;
-use crate::model::{Array, MdStat};
+use crate::model::Array;
 use crate::schedule::{Candidate, Schedule};
-use crate::service::state::Shared;
 use std::collections::HashMap;
 use zbus::message::Header;
 use zbus::object_server::SignalEmitter;
@@ -89,29 +89,6 @@ pub struct CheckView {
 }
 
 impl CheckView {
-    /// Does the record's upkeep for `model` now (logged on failure, never fatal; a check
-    /// paused at its window's end gets a `sync_action` re-read through `shared.refresh`),
-    /// then reads the record and the config's schedule.
-    pub fn refresh(shared: &Shared, model: &MdStat) -> CheckView {
-        let root = &shared.root;
-        let Ok(config) = Config::load(root) else {
-            return CheckView::default();
-        };
-        let now = crate::policy::unix_now_s();
-        match crate::check::run::upkeep_all(root, &config, model, now) {
-            Ok((paused, _)) => {
-                for array in paused {
-                    let _ = shared.refresh.send(crate::watch::Event::ArrayAttr {
-                        array,
-                        attr: "sync_action".into(),
-                    });
-                }
-            }
-            Err(e) => tracing::warn!("check record: {}", crate::error::error_chain(&e)),
-        }
-        CheckView::read(root, &config, now as i64)
-    }
-
     /// The record and the schedule's next window start after `now` (Unix seconds), without
     /// upkeep. An unreadable record reads as empty.
     pub fn read(root: &Root, config: &Config, now: i64) -> CheckView {
@@ -120,7 +97,7 @@ impl CheckView {
         let next = config.check.schedule.as_ref().and_then(|s| {
             let seed = std::fs::read_to_string(root.path("/etc/machine-id")).unwrap_or_default();
             let delay = crate::schedule::fixed_delay_s(&seed, s.random_delay_s);
-            let offset = crate::service::scheduler::utc_offset_s(now);
+            let offset = crate::host::utc_offset_s(now);
             s.next_window_start(now, delay, offset)
                 .map(|t| (s.clone(), t))
         });
@@ -309,11 +286,9 @@ pub async fn call(
         .authorize_with(conn, header, &req, flags)
         .await?;
     let root = shared.root.clone();
+    let config = shared.config();
     let name = array.to_string();
     let done = tokio::task::spawn_blocking(move || {
-        let config = Config::load(&root).map_err(|e| {
-            Error::Failed(format!("configuration: {}", crate::error::error_chain(&e)))
-        })?;
         let o =
             crate::check::run::execute(&root, &config, &op, &[name], false).map_err(bus_error)?;
         match o.failures.into_iter().next() {
@@ -323,10 +298,7 @@ pub async fn call(
     })
     .await
     .map_err(|e| Error::Failed(format!("{what}: {e}")))?;
-    let _ = shared.refresh.send(crate::watch::Event::ArrayAttr {
-        array: array.to_string(),
-        attr: "sync_action".into(),
-    });
+    shared.refresh_array(array);
     if let Ok(emitter) = SignalEmitter::new(conn, super::MANAGER_PATH) {
         shared.publish(&emitter, None).await;
     }

@@ -34,9 +34,10 @@ use super::errors::{Error, Result};
 use super::options::{no_options, parse_start_wipe, Options};
 use super::plan::PlanData;
 use super::props::{changed_props, emit_changed};
+use super::shared::Shared;
 use super::{array_path, ROOT_PATH};
 use crate::model::Array;
-use crate::service::state::{RunningJob, ServiceLeases, Shared};
+use crate::shared::{lock, RunningJob, ServiceLeases};
 use crate::wipe::plan::StartedBy;
 use crate::wipe::{JobHandle, WipeError};
 use std::collections::{BTreeSet, HashMap};
@@ -290,10 +291,7 @@ impl JobObject {
 
     /// A snapshot of the published values.
     fn p(&self) -> JobProps {
-        self.props
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .clone()
+        lock(&self.props).clone()
     }
 }
 
@@ -316,10 +314,7 @@ pub fn array_objects<'a>(
     shared: &Shared,
     names: impl IntoIterator<Item = &'a str>,
 ) -> Vec<OwnedObjectPath> {
-    let model = shared
-        .model
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let model = lock(&shared.model);
     array_object_paths(&model.arrays, names)
 }
 
@@ -423,75 +418,10 @@ pub async fn launch(
     let n = shared.next_job_number();
     let path = job_path(n);
     let (tx, rx) = tokio::sync::oneshot::channel::<(bool, String)>();
-    let (handle, plan) = {
-        // Check and register under one lock: two StartWipe calls on one device cannot both pass.
-        let mut jobs = shared
-            .jobs
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        let (handle, plan) = crate::wipe::start(&shared.root, req, |plan| {
-            if let Some(j) = jobs
-                .values()
-                .find(|j| j.device == plan.device && !j.handle.is_finished())
-            {
-                return Err(StartErr::Bus(Error::Busy(format!(
-                    "{what}: a job is already wiping {}",
-                    j.device.display()
-                ))));
-            }
-            let dev2 = plan.device.display().to_string();
-            Ok(crate::wipe::Hooks {
-                leases: Arc::new(ServiceLeases(shared.clone())),
-                on_progress: None,
-                on_complete: Some(Box::new(move |r| {
-                    let _ = tx.send((r.is_ok(), crate::wipe::progress::summary(&dev2, r)));
-                })),
-            })
-        })
-        .map_err(|e| match e {
-            StartErr::Wipe(WipeError::Random(e)) => {
-                Error::Failed(format!("{what}: getrandom: {e}"))
-            }
-            StartErr::Wipe(e) => Error::from(e).context(what),
-            StartErr::Bus(e) => e,
-        })?;
-        let handle = Arc::new(handle);
-        jobs.insert(
-            n,
-            RunningJob {
-                device: plan.device.clone(),
-                handle: handle.clone(),
-            },
-        );
-        (handle, plan)
-    };
+    let (handle, plan) = start_off_loop(shared, req, n, what, tx).await?;
     let dev_text = plan.device.display().to_string();
-    // The arrays the job works on: those whose limits it leases, and the device itself when it
-    // is an array (array_objects keeps only names the service serves).
-    let worked_on = plan
-        .leases
-        .iter()
-        .flat_map(|l| l.arrays.keys())
-        .map(std::string::String::as_str)
-        .chain(std::iter::once(plan.name.as_str()));
     let method = plan.method;
-    let props = JobProps {
-        operation: format!("wipe-{}", method.name()),
-        device: dev_text.clone(),
-        progress: 0.0,
-        progress_valid: plan.total_bytes() > 0,
-        objects: array_objects(shared, worked_on),
-        plan_data: PlanData::from_plan(&plan),
-        bytes: plan.total_bytes(),
-        bytes_done: 0,
-        rate: 0,
-        start_time: now_us(),
-        expected_end_time: 0,
-        plan: plan.describe(),
-        cancelable: true,
-        started_by_uid: uid,
-    };
-    let props = Arc::new(Mutex::new(props));
+    let props = Arc::new(Mutex::new(job_props(shared, &plan, uid)));
     let obj = JobObject {
         props: props.clone(),
         handle: Some(handle.clone()),
@@ -524,6 +454,86 @@ pub async fn launch(
     Ok((path, handle))
 }
 
+/// Reserves `req.device` ([`crate::shared::State::reserve`]), then probes, plans and starts
+/// the wipe on a blocking thread, no lock held meanwhile (the probe stats, runs ioctls, walks
+/// sysfs and every `/dev/disk/by-id` link: the loop keeps serving); the job is registered as
+/// number `n` before the reservation ends. `done` gets the job's end (success, summary).
+///
+/// Errors: `Busy` (a job runs on the device, or another start is under way on it), else as
+/// [`start_wipe`].
+async fn start_off_loop(
+    shared: &Arc<Shared>,
+    req: &crate::wipe::Request,
+    n: u64,
+    what: &str,
+    done: tokio::sync::oneshot::Sender<(bool, String)>,
+) -> Result<(Arc<JobHandle>, crate::wipe::Plan)> {
+    let busy = |what: &str, reason: String| Error::Busy(format!("{what}: {reason}"));
+    let mut reserved = shared
+        .core
+        .reserve(&req.device)
+        .map_err(|r| busy(what, r))?;
+    let (core, req, who) = (shared.core.clone(), req.clone(), what.to_string());
+    let started = tokio::task::spawn_blocking(move || {
+        let (handle, plan) = crate::wipe::start(&core.root, &req, |plan| {
+            // The node the probe resolved, when the path asked for led elsewhere.
+            if let Err(r) = reserved.also(&plan.device) {
+                return Err(StartErr::Bus(busy(&who, r)));
+            }
+            let dev = plan.device.display().to_string();
+            Ok(crate::wipe::Hooks {
+                leases: Arc::new(ServiceLeases(core.clone())),
+                on_progress: None,
+                on_complete: Some(Box::new(move |r| {
+                    let _ = done.send((r.is_ok(), crate::wipe::progress::summary(&dev, r)));
+                })),
+            })
+        })?;
+        let handle = Arc::new(handle);
+        let job = RunningJob {
+            device: plan.device.clone(),
+            handle: handle.clone(),
+        };
+        reserved.register(n, job);
+        Ok::<_, StartErr>((handle, plan))
+    })
+    .await
+    .map_err(|e| Error::Failed(format!("{what}: {e}")))?;
+    started.map_err(|e| match e {
+        StartErr::Wipe(WipeError::Random(e)) => Error::Failed(format!("{what}: getrandom: {e}")),
+        StartErr::Wipe(e) => Error::from(e).context(what),
+        StartErr::Bus(e) => e,
+    })
+}
+
+/// The new job's properties: its operation, device, plan and the arrays it works on (those
+/// whose limits it leases, and the device itself when it is an array; [`array_objects`] keeps
+/// only names the service serves).
+fn job_props(shared: &Shared, plan: &crate::wipe::Plan, uid: u32) -> JobProps {
+    let worked_on = plan
+        .leases
+        .iter()
+        .flat_map(|l| l.arrays.keys())
+        .map(std::string::String::as_str)
+        .chain(std::iter::once(plan.name.as_str()));
+    JobProps {
+        operation: format!("wipe-{}", plan.method.name()),
+        device: plan.device.display().to_string(),
+        progress: 0.0,
+        progress_valid: plan.total_bytes() > 0,
+        objects: array_objects(shared, worked_on),
+        plan_data: PlanData::from_plan(plan),
+        bytes: plan.total_bytes(),
+        bytes_done: 0,
+        rate: 0,
+        start_time: now_us(),
+        expected_end_time: 0,
+        plan: plan.describe(),
+        cancelable: true,
+        started_by_uid: uid,
+    }
+}
+
 /// Publishes `handle`'s progress on `path` (PropertiesChanged for what changed).
 async fn update(
     conn: &zbus::Connection,
@@ -533,9 +543,7 @@ async fn update(
     end: bool,
 ) {
     let changed = {
-        let mut cur = props
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut cur = lock(props);
         let mut new = cur.with_progress(&handle.progress());
         if end {
             new.cancelable = false;
@@ -580,9 +588,7 @@ async fn follow(
         }
     }
     let (device, uid) = {
-        let p = props
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let p = lock(&props);
         (p.device.clone(), p.started_by_uid)
     };
     if ok {
@@ -590,11 +596,7 @@ async fn follow(
     } else {
         tracing::warn!(job = n, device = %device, uid, "job {n}: {message}");
     }
-    shared
-        .jobs
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .remove(&n);
+    lock(&shared.jobs).remove(&n);
     tokio::time::sleep(linger()).await;
     if let Err(e) = conn
         .object_server()

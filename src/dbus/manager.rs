@@ -20,8 +20,8 @@ use super::options::{
     check_array_count, check_limits, check_word, no_options, parse_acquire, parse_restore,
     AcquireOptions, Options,
 };
+use super::shared::Shared;
 use crate::policy::{LeaseKind, LeaseRequest, Limits, Owner, PolicyError, PolicyView};
-use crate::service::state::Shared;
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use zbus::interface;

@@ -17,7 +17,8 @@
 //! - [`props`]: property snapshots, their diffs and `PropertiesChanged`.
 //! - [`client`]: typed proxies for the front ends (`mdpilot policy`, tests).
 //!
-//! The state the objects share with the service loop is [`crate::service::state::Shared`].
+//! The state the objects share with the service loop is [`shared::Shared`] (the core's
+//! [`crate::shared::State`] plus polkit and the Manager's properties).
 //!
 //! The introspection of every interface is committed under `dbus/` and checked by tests
 //! (`tests/it/dbus_service.rs`, `tests/it/dbus_jobs.rs`).
@@ -33,6 +34,7 @@ pub mod objects;
 pub mod options;
 pub mod plan;
 pub mod props;
+pub mod shared;
 
 /// The well-known bus name the service owns.
 pub const BUS_NAME: &str = "org.mdpilot.MdPilot1";

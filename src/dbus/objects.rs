@@ -16,8 +16,9 @@
 use super::array::{ArrayObject, ArrayProps};
 use super::job::{job_path, JobObject};
 use super::manager::Manager;
+use super::shared::Shared;
 use super::{array_path, MANAGER_PATH};
-use crate::service::state::Shared;
+use crate::shared::lock;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -69,11 +70,7 @@ impl ObjectManager {
         let mut out = ManagedObjects::new();
         add::<Manager>(&mut out, server, conn, MANAGER_PATH).await?;
         let arrays: Vec<String> = {
-            let model = self
-                .shared
-                .model
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let model = lock(&self.shared.model);
             model
                 .arrays
                 .iter()
@@ -86,14 +83,7 @@ impl ObjectManager {
         for p in arrays {
             add::<ArrayObject>(&mut out, server, conn, &p).await?;
         }
-        let jobs: Vec<u64> = self
-            .shared
-            .jobs
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .keys()
-            .copied()
-            .collect();
+        let jobs: Vec<u64> = lock(&self.shared.jobs).keys().copied().collect();
         for n in jobs {
             add::<JobObject>(&mut out, server, conn, &job_path(n)).await?;
         }

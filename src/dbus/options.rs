@@ -190,7 +190,7 @@ fn opt_str(opts: &Options, key: &str) -> Result<Option<String>> {
 /// - `arrays` (a{sa{sv}}): per-array `sync_speed_{min,max}`: `{"md0": {"min": t, "max": t}}`,
 ///   each key optional, present = that value, 0 included (the kernel rejects 0 in
 ///   `sync_speed_{min,max}`; the policy writes a per-array 0 as 1 KiB/s, the slowest md allows).
-///   Arrays are named as users type them ([`crate::names::resolve_array`]; the caller resolves).
+///   Arrays are named as users type them ([`crate::array_names::resolve_array`]; the caller resolves).
 /// - `kind` (s): `client` (default; also `dbus-client`), `installer`, `admin`, `wipe-job`.
 /// - `holder` (s): a named lease that outlives the caller's connection (the CLI's form).
 /// - `pid` (u): tie the lease to that process instead.

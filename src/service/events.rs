@@ -19,7 +19,7 @@
 //!   event pushes out the oldest waiting one of lower severity, or is itself dropped; each drop
 //!   is counted ([`EventSink::dropped`]) and logged (at most every 10 s).
 
-use crate::alerts::{Classifier, Event, Severity};
+use crate::alerts::{ArrayView, Classifier, Event, Severity};
 use crate::host::Root;
 use crate::model::MdStat;
 use std::collections::{BTreeSet, VecDeque};
@@ -133,7 +133,7 @@ impl EventSink {
     /// Classifies `model` (read under `root`, for `md/sync_min`), logs and dispatches the
     /// events; returns them (for tests and callers that publish them).
     pub fn feed(&mut self, root: &Root, model: &MdStat) -> Vec<Event> {
-        let views = crate::cli::monitor::event_views(root, model);
+        let views = event_views(root, model);
         let now = std::time::SystemTime::now()
             .duration_since(std::time::UNIX_EPOCH)
             .map_or(0, |d| d.as_secs());
@@ -293,6 +293,16 @@ async fn run_program(program: &std::path::Path, e: &Event, runner: &Runner) {
     }
 }
 
+/// The classifier's input for every array of `stat`: [`crate::alerts::views_from_model`] plus
+/// `md/sync_min` (512-byte sectors), which tells a paused check from a finished one.
+pub fn event_views(root: &Root, stat: &MdStat) -> Vec<ArrayView> {
+    let mut views = crate::alerts::views_from_model(stat);
+    for v in &mut views {
+        v.sync_min_sectors = crate::sysfs::read_sync_min(root, &v.name);
+    }
+    views
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -349,14 +359,11 @@ mod tests {
     fn sample_event() -> Event {
         let root = Root::new("/nonexistent");
         let mut c = Classifier::new();
-        let _ = c.observe(
-            &crate::cli::monitor::event_views(&root, &crate::mdstat::parse(OK)),
-            0,
-        );
+        let _ = c.observe(&event_views(&root, &crate::mdstat::parse(OK)), 0);
         let failed = OK
             .replace("loop4[1]", "loop4[1](F)")
             .replace("[2/2] [UU]", "[2/1] [U_]");
-        let views = crate::cli::monitor::event_views(&root, &crate::mdstat::parse(&failed));
+        let views = event_views(&root, &crate::mdstat::parse(&failed));
         c.observe(&views, 1).remove(0)
     }
 

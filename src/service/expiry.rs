@@ -9,7 +9,7 @@
 //! that ended while the service was stopped is released at start-up. The release runs on
 //! tokio's blocking pool: the lock and the knob writes never stall the event loop.
 
-use super::state::Shared;
+use crate::dbus::shared::Shared;
 use std::sync::Arc;
 use std::time::Duration;
 use zbus::object_server::SignalEmitter;

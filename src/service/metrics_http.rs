@@ -20,8 +20,9 @@
 //! [`ACCEPT_LOG_INTERVAL`], with the number left out.
 
 use crate::metrics::{render, Format, Snapshot, WipeSample};
+use crate::model::MdStat;
 use crate::policy::PolicyView;
-use crate::service::state::Shared;
+use crate::shared::{lock, State as Shared};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
@@ -30,27 +31,18 @@ use std::net::SocketAddr;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-/// What the scrape handler needs beyond [`Shared`]: the last policy view of the event loop,
-/// and where the check record is (root and configuration).
+/// What the scrape handler needs beyond [`Shared`]: the last policy view of the event loop
+/// (the check record is the configuration's in effect, [`Shared::config`]).
 #[derive(Debug)]
 pub struct MetricsState {
     policy: Mutex<Option<PolicyView>>,
-    root: crate::host::Root,
-    config: crate::config::Config,
 }
 
 impl MetricsState {
-    /// A state holding `view` (the service's first `policy.show()`, `None` when it failed);
-    /// the check record is `config.check.state_path` under `root`.
-    pub fn new(
-        view: Option<PolicyView>,
-        root: crate::host::Root,
-        config: crate::config::Config,
-    ) -> Self {
+    /// A state holding `view` (the service's first `policy.show()`, `None` when it failed).
+    pub fn new(view: Option<PolicyView>) -> Self {
         MetricsState {
             policy: Mutex::new(view),
-            root,
-            config,
         }
     }
 
@@ -58,30 +50,16 @@ impl MetricsState {
     /// keeps the previous view, as the D-Bus properties do when the policy cannot be read).
     pub fn set_policy(&self, view: Option<PolicyView>) {
         if view.is_some() {
-            *self
-                .policy
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner) = view;
+            *lock(&self.policy) = view;
         }
     }
 }
 
 /// The snapshot of one scrape: clones of the model and the policy view, and the jobs' progress.
 pub fn snapshot(shared: &Shared, state: &MetricsState) -> Snapshot {
-    let model = shared
-        .model
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
-    let policy = state
-        .policy
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .clone();
-    let wipe_jobs = shared
-        .jobs
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    let model = MdStat::clone(&lock(&shared.model));
+    let policy = lock(&state.policy).clone();
+    let wipe_jobs = lock(&shared.jobs)
         .values()
         .filter(|j| !j.handle.is_finished())
         .map(|j| {
@@ -93,7 +71,7 @@ pub fn snapshot(shared: &Shared, state: &MetricsState) -> Snapshot {
             }
         })
         .collect();
-    let last_checks = crate::cli::prometheus::last_checks(&state.root, &state.config, &model);
+    let last_checks = crate::check::last_checks(&shared.root, &shared.config(), &model);
     Snapshot {
         model,
         install_applied_at: policy.as_ref().and_then(crate::metrics::install_applied_at),

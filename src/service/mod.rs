@@ -33,25 +33,25 @@ mod instance;
 pub mod pidwatch;
 pub mod resume;
 pub mod scheduler;
-pub mod state;
 
 pub mod metrics_http;
 
-use crate::cli::Context;
 use crate::config::Config;
 use crate::dbus::array::{ArrayObject, ArrayProps};
+use crate::dbus::check::CheckView;
 use crate::dbus::manager::Manager;
 use crate::dbus::objects::ObjectManager;
 use crate::dbus::props::emit_changed;
+use crate::dbus::shared::Shared;
 use crate::dbus::{array_path, BusChoice, ARRAY_IFACE, BUS_NAME, MANAGER_PATH, ROOT_PATH};
 use crate::host::Root;
 use crate::model::MdStat;
 use crate::policy::{Owner, Policy};
+use crate::shared::{lock, Refresh, State};
 use crate::sysfs;
 use crate::watch::{Event, Watcher};
 use futures_util::StreamExt;
 use instance::{lock_instance, notify, watchdog_from_env, watchdog_ping};
-use state::Shared;
 use std::collections::{BTreeMap, BTreeSet};
 use std::process::ExitCode;
 use std::sync::Arc;
@@ -138,19 +138,25 @@ fn bus_err(what: &str) -> impl FnOnce(zbus::Error) -> ServeError + '_ {
 }
 
 /// Runs the service until SIGTERM/SIGINT. Exit codes: 0 clean stop, 1 failure, 3 already running.
-pub fn run(ctx: &Context, args: ServeArgs) -> ExitCode {
+pub fn run(root: &Root, args: ServeArgs) -> ExitCode {
     let rt = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
     {
         Ok(rt) => rt,
-        Err(e) => return crate::cli::fail(&e, 1),
+        Err(e) => return fail(&e, 1),
     };
-    match rt.block_on(serve(ctx.root.clone(), args)) {
+    match rt.block_on(serve(root.clone(), args)) {
         Ok(()) => ExitCode::SUCCESS,
-        Err(e @ (ServeError::AlreadyRunning(_) | ServeError::NameTaken)) => crate::cli::fail(&e, 3),
-        Err(e) => crate::cli::fail(&e, 1),
+        Err(e @ (ServeError::AlreadyRunning(_) | ServeError::NameTaken)) => fail(&e, 3),
+        Err(e) => fail(&e, 1),
     }
+}
+
+/// `mdpilot: <error chain>` on stderr, and `code`.
+fn fail(err: &dyn std::error::Error, code: u8) -> ExitCode {
+    eprintln!("mdpilot: {}", crate::error::error_chain(err));
+    ExitCode::from(code)
 }
 
 /// Reads the whole model; on failure logs and returns `None` (the caller keeps the old one).
@@ -170,6 +176,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     let mut signals = Signals {
         term: signal(SignalKind::terminate()).map_err(ServeError::Signals)?,
         int: signal(SignalKind::interrupt()).map_err(ServeError::Signals)?,
+        hup: signal(SignalKind::hangup()).map_err(ServeError::Signals)?,
     };
     let sim = if args.sim {
         let mut s = crate::sim::Sim::create().map_err(ServeError::Sim)?;
@@ -181,12 +188,17 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     };
     let root = sim.as_ref().map_or(root, |s| s.root().clone());
     let _lock = lock_instance(&root)?;
-    let config = Config::load(&root).map_err(ServeError::Config)?;
+    let config = Arc::new(Config::load(&root).map_err(ServeError::Config)?);
     let progress = Duration::from_millis(config.service.progress_interval_ms.max(50));
     let policy = Policy::new(root.clone(), config.policy_settings(&root));
 
-    let model = collect(&root).unwrap_or_default();
+    let mut model = collect(&root).unwrap_or_default();
+    let paused = check_upkeep(&root, &config, &model);
+    reread_arrays(&root, &mut model, &paused);
+    // The one model: the loop's, shared with the objects (replaced whole after each step).
+    let model = Arc::new(model);
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
+    let (refresh_tx, refresh_rx) = tokio::sync::mpsc::unbounded_channel();
     let _watcher = match Watcher::start(root.clone(), tx.clone()) {
         Ok(w) => Some(w),
         Err(e) => {
@@ -197,22 +209,19 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
             None
         }
     };
-    let shared = Arc::new(Shared::new(
-        root.clone(),
-        policy,
-        args.bus.clone(),
-        model.clone(),
-        tx.clone(),
-        progress,
-    ));
-    let metrics = Arc::new(metrics_http::MetricsState::new(
-        shared.policy.show().ok(),
+    let core = Arc::new(State::new(
         root.clone(),
         config.clone(),
+        policy,
+        model.clone(),
+        refresh_tx,
+        progress,
     ));
+    let shared = Arc::new(Shared::new(core.clone(), args.bus.clone()));
+    let metrics = Arc::new(metrics_http::MetricsState::new(shared.policy.show().ok()));
     let metrics_task = match args.metrics.or(config.metrics.listen) {
         Some(addr) => Some(
-            metrics_http::start(addr, shared.clone(), metrics.clone())
+            metrics_http::start(addr, core.clone(), metrics.clone())
                 .await?
                 .1,
         ),
@@ -239,7 +248,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         )
         .map_err(bus_err("serve Manager"))?;
     let mut published: BTreeMap<String, ArrayProps> = BTreeMap::new();
-    let checks = crate::dbus::check::CheckView::refresh(&shared, &model);
+    let checks = CheckView::read(&root, &config, crate::policy::unix_now_s() as i64);
     for a in &model.arrays {
         let mut props = ArrayProps::from_model(a);
         props.check = checks.props(a);
@@ -288,14 +297,15 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     // The first model is the events' baseline (DegradedArray for arrays already degraded).
     let mut events = events::EventSink::new(config.events.program.clone());
     events.feed(&root, &model);
-    let (poke_tx, poke_rx) = tokio::sync::mpsc::unbounded_channel();
-    let sim_task = sim.map(|s| tokio::spawn(s.run(tx.clone(), poke_rx)));
+    let (hook, poke) = crate::sim::LoopHook::new();
+    let sim_task = sim.map(|s| tokio::spawn(s.run(tx.clone(), poke)));
     let expiry_task = tokio::spawn(expiry::run(shared.clone(), conn.clone()));
-    let schedule_task = tokio::spawn(scheduler::run(root.clone(), config.clone()));
+    let schedule_task = tokio::spawn(scheduler::run(core.clone()));
     drop(tx);
     let mut lp = Loop {
-        sim: args.sim.then_some(poke_tx),
+        sim: args.sim.then_some(hook),
         root,
+        config,
         conn: conn.clone(),
         shared: shared.clone(),
         published,
@@ -305,7 +315,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         metrics,
         watchdog: watchdog_from_env(),
     };
-    let result = lp.run(rx, &mut owners, signals).await;
+    let result = lp.run(rx, refresh_rx, &mut owners, signals).await;
     // No event program (or a child it left behind) outlives the service.
     lp.events.shutdown();
     expiry_task.abort();
@@ -388,10 +398,12 @@ async fn shutdown(shared: &Arc<Shared>, conn: &zbus::Connection) {
 }
 
 /// SIGTERM and SIGINT, installed first thing in [`serve`] so that a stop during start-up is
-/// seen at once, not after it.
+/// seen at once, not after it; SIGHUP (reload the configuration), so that one during start-up
+/// does not kill the service (it is seen once the loop runs).
 struct Signals {
     term: tokio::signal::unix::Signal,
     int: tokio::signal::unix::Signal,
+    hup: tokio::signal::unix::Signal,
 }
 
 impl Signals {
@@ -416,16 +428,100 @@ impl Signals {
     }
 }
 
+/// What one step of the loop re-reads: kernel notifications, refresh requests and the progress
+/// timer each become one.
+#[derive(Debug, Default)]
+struct Reread {
+    /// `/proc/mdstat` and every array's sysfs.
+    full: bool,
+    /// Else these arrays' sysfs (kernel names).
+    arrays: BTreeSet<String>,
+    /// A `md/sync_action` changed or was written (the simulator looks at its tree again).
+    sync_action: bool,
+}
+
+impl Reread {
+    fn everything() -> Reread {
+        Reread {
+            full: true,
+            ..Reread::default()
+        }
+    }
+
+    /// A batch of kernel notifications against `model` (a udev event of a member needs the
+    /// whole re-read).
+    fn of_events(batch: &[Event], model: &MdStat) -> Reread {
+        let members: BTreeSet<String> = model
+            .arrays
+            .iter()
+            .flat_map(|a| a.members.iter().map(|m| m.name.clone()))
+            .collect();
+        let mut r = Reread {
+            full: batch.iter().any(|e| e.needs_full_refresh(&members)),
+            ..Reread::default()
+        };
+        for e in batch {
+            if let Event::ArrayAttr { array, attr } = e {
+                r.arrays.insert(array.clone());
+                r.sync_action |= attr == "sync_action";
+            }
+        }
+        r
+    }
+
+    /// A batch of refresh requests (an array's refresh follows a `md/sync_action` write).
+    fn of_refreshes(batch: &[Refresh]) -> Reread {
+        let mut r = Reread::default();
+        for q in batch {
+            match q {
+                Refresh::All => r.full = true,
+                Refresh::Array(a) => {
+                    r.arrays.insert(a.clone());
+                    r.sync_action = true;
+                }
+            }
+        }
+        r
+    }
+}
+
+/// Re-reads the sysfs of the arrays of `model` named in `names`.
+fn reread_arrays(root: &Root, model: &mut MdStat, names: &BTreeSet<String>) {
+    for a in &mut model.arrays {
+        if names.contains(&a.name) {
+            a.sysfs = Some(sysfs::read_array(root, &a.name));
+        }
+    }
+}
+
+/// The loop's check upkeep, a step of its own after publishing
+/// ([`crate::check::run::upkeep_all`]: a finished check's result, the position of a running
+/// one, a window's end, which pauses the check: `md/sync_action` is written). Returns the
+/// arrays it paused (kernel names). Failures are logged.
+fn check_upkeep(root: &Root, config: &Config, model: &MdStat) -> BTreeSet<String> {
+    let now = crate::policy::unix_now_s();
+    match crate::check::run::upkeep_all(root, config, model, now) {
+        Ok((paused, _)) => paused.into_iter().collect(),
+        Err(e) => {
+            tracing::warn!("check record: {}", crate::error::error_chain(&e));
+            BTreeSet::new()
+        }
+    }
+}
+
 struct Loop {
     root: Root,
-    /// With `--sim`: wakes the simulator after each batch so it sees writes to its tree
-    /// (`md/sync_action` from RequestSyncAction).
-    sim: Option<tokio::sync::mpsc::UnboundedSender<()>>,
+    /// The configuration in effect: the one copy, also handed out by [`State::config`];
+    /// replaced whole on SIGHUP ([`Loop::reload`]).
+    config: Arc<Config>,
+    /// With `--sim`: the simulator's side of each read ([`crate::sim::LoopHook`]).
+    sim: Option<crate::sim::LoopHook>,
     conn: zbus::Connection,
     /// Published arrays by object path.
     shared: Arc<Shared>,
     published: BTreeMap<String, ArrayProps>,
-    model: MdStat,
+    /// The model: the last good read, with `shared.model` pointing at the same one.
+    model: Arc<MdStat>,
     progress: Duration,
     events: events::EventSink,
     metrics: Arc<metrics_http::MetricsState>,
@@ -438,10 +534,15 @@ impl Loop {
     async fn run(
         &mut self,
         mut rx: UnboundedReceiver<Event>,
+        mut refreshes: UnboundedReceiver<Refresh>,
         owners: &mut zbus::fdo::NameOwnerChangedStream,
         signals: Signals,
     ) -> Result<(), ServeError> {
-        let Signals { mut term, mut int } = signals;
+        let Signals {
+            mut term,
+            mut int,
+            mut hup,
+        } = signals;
         let mut ticker = self.ticker(None);
         // Sent from this loop, between batches: a loop wedged in a step is what the watchdog
         // is for (systemd kills and restarts the service after WatchdogSec=).
@@ -467,6 +568,12 @@ impl Loop {
             tokio::select! {
                 _ = term.recv() => { tracing::info!("SIGTERM: stopping"); return Ok(()); }
                 _ = int.recv() => { tracing::info!("SIGINT: stopping"); return Ok(()); }
+                _ = hup.recv() => {
+                    if self.reload() {
+                        // NextCheckStart and the check upkeep follow the new `[check]`.
+                        self.step(&Reread::everything(), &manager_emitter).await;
+                    }
+                }
                 ev = rx.recv() => {
                     let Some(ev) = ev else {
                         // Every sender is gone (no watcher, no sim): keep serving the last state.
@@ -477,7 +584,8 @@ impl Loop {
                     while let Ok(e) = rx.try_recv() {
                         batch.push(e);
                     }
-                    self.handle(&batch, &manager_emitter).await;
+                    let r = Reread::of_events(&batch, &self.model);
+                    self.step(&r, &manager_emitter).await;
                     ticker = self.ticker(ticker);
                     let gone = pids.sync(&self.pid_owners());
                     if !gone.is_empty() {
@@ -490,13 +598,25 @@ impl Loop {
                         None => std::future::pending::<()>().await,
                     }
                 } => {
-                    let syncing: Vec<String> = self.published.values()
-                        .filter(|p| p.syncing()).map(|p| p.kernel_name.clone()).collect();
-                    let batch: Vec<Event> = syncing.into_iter()
-                        .map(|array| Event::ArrayAttr { array, attr: "sync_completed".into() })
-                        .collect();
-                    self.handle(&batch, &manager_emitter).await;
+                    let r = Reread {
+                        arrays: self.published.values()
+                            .filter(|p| p.syncing()).map(|p| p.kernel_name.clone()).collect(),
+                        ..Reread::default()
+                    };
+                    self.step(&r, &manager_emitter).await;
                     ticker = self.ticker(ticker);
+                }
+                Some(first) = refreshes.recv() => {
+                    let mut batch = vec![first];
+                    while let Ok(r) = refreshes.try_recv() {
+                        batch.push(r);
+                    }
+                    self.step(&Reread::of_refreshes(&batch), &manager_emitter).await;
+                    ticker = self.ticker(ticker);
+                    let gone = pids.sync(&self.pid_owners());
+                    if !gone.is_empty() {
+                        self.reap_exited(&manager_emitter, &gone).await;
+                    }
                 }
                 _ = async {
                     match watchdog.as_mut() {
@@ -522,6 +642,47 @@ impl Loop {
                 }
             }
         }
+    }
+
+    /// SIGHUP: re-reads the configuration and puts it in effect, logging which sections
+    /// changed (sections read only at start-up are named as such). A configuration that does
+    /// not load (a parse error, an invalid value, an unreadable file) is logged and the one in
+    /// effect kept. Returns true when a changed configuration was put in effect.
+    fn reload(&mut self) -> bool {
+        let new = match Config::load(&self.root) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(
+                    "SIGHUP: configuration not reloaded, keeping the one in effect: {}",
+                    crate::error::error_chain(&e)
+                );
+                return false;
+            }
+        };
+        let changed = self.config.changed_sections(&new);
+        if changed.is_empty() {
+            tracing::info!("SIGHUP: configuration reloaded, unchanged");
+            return false;
+        }
+        let at_start: Vec<&str> = changed
+            .iter()
+            .copied()
+            .filter(|s| crate::config::READ_AT_START.contains(s))
+            .collect();
+        tracing::info!(
+            changed = ?changed,
+            "SIGHUP: configuration reloaded; changed: {}",
+            changed.join(", ")
+        );
+        if !at_start.is_empty() {
+            tracing::warn!(
+                "SIGHUP: {} take effect at the next start (systemctl restart mdpilot)",
+                at_start.join(", ")
+            );
+        }
+        self.config = Arc::new(new);
+        self.shared.set_config(self.config.clone());
+        true
     }
 
     /// The pids owning leases in the state file, except this process (its jobs' leases).
@@ -567,54 +728,40 @@ impl Loop {
         })
     }
 
-    /// Re-reads what `batch` concerns, then publishes the differences.
-    async fn handle(&mut self, batch: &[Event], manager_emitter: &SignalEmitter<'_>) {
-        let members: BTreeSet<String> = self
-            .model
-            .arrays
-            .iter()
-            .flat_map(|a| a.members.iter().map(|m| m.name.clone()))
-            .collect();
-        let full = batch.iter().any(|e| e.needs_full_refresh(&members));
-        if let Some(poke) = &self.sim {
-            // The simulator's limit files are regular files: give them the kernel's read-back
-            // form before reading (a limit change always arrives here as a refresh).
-            if let Err(e) = crate::sim::normalize_all_limits(&self.root) {
-                tracing::warn!("simulator: {e}");
-            }
-            if batch
-                .iter()
-                .any(|e| matches!(e, Event::ArrayAttr { attr, .. } if attr == "sync_action"))
-            {
-                let _ = poke.send(());
-            }
+    /// One step: re-reads what `r` names and publishes the differences ([`Loop::read_and_publish`]),
+    /// then does the check upkeep, a step of its own (publishing writes nothing); the arrays
+    /// it paused are re-read and published at once.
+    async fn step(&mut self, r: &Reread, manager_emitter: &SignalEmitter<'_>) {
+        self.read_and_publish(r, manager_emitter).await;
+        let paused = check_upkeep(&self.root, &self.config, &self.model);
+        if !paused.is_empty() {
+            let r = Reread {
+                arrays: paused,
+                sync_action: true,
+                ..Reread::default()
+            };
+            self.read_and_publish(&r, manager_emitter).await;
         }
-        if full {
-            if let Some(m) = collect(&self.root) {
-                self.model = m;
-            }
-        } else {
-            let arrays: BTreeSet<&str> = batch
-                .iter()
-                .filter_map(|e| match e {
-                    Event::ArrayAttr { array, .. } => Some(array.as_str()),
-                    _ => None,
-                })
-                .collect();
-            for a in &mut self.model.arrays {
-                if arrays.contains(a.name.as_str()) {
-                    a.sysfs = Some(sysfs::read_array(&self.root, &a.name));
-                }
-            }
+    }
+
+    /// Re-reads what `r` names, feeds the events, then publishes the differences.
+    async fn read_and_publish(&mut self, r: &Reread, manager_emitter: &SignalEmitter<'_>) {
+        if let Some(sim) = &self.sim {
+            sim.before_read(&self.root, r.sync_action);
         }
+        let model = match r.full.then(|| collect(&self.root)).flatten() {
+            Some(m) => m,
+            None => {
+                let mut m = MdStat::clone(&self.model);
+                reread_arrays(&self.root, &mut m, &r.arrays);
+                m
+            }
+        };
+        self.model = Arc::new(model);
         self.events.feed(&self.root, &self.model);
-        *self
-            .shared
-            .model
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = self.model.clone();
+        *lock(&self.shared.model) = self.model.clone();
         self.publish_arrays().await;
-        if full {
+        if r.full {
             // The CLI may have changed the state file itself: the timed-lease task re-reads
             // the next end (without the lock).
             self.shared.lease_changed.notify_one();
@@ -630,8 +777,8 @@ impl Loop {
     async fn publish_arrays(&mut self) {
         let server = self.conn.object_server();
         let mut new: BTreeMap<String, ArrayProps> = BTreeMap::new();
-        // Check upkeep (results, window ends, positions) and the check properties.
-        let checks = crate::dbus::check::CheckView::refresh(&self.shared, &self.model);
+        // The check properties (the upkeep was the step before: publishing writes nothing).
+        let checks = CheckView::read(&self.root, &self.config, crate::policy::unix_now_s() as i64);
         for a in &self.model.arrays {
             let mut props = ArrayProps::from_model(a);
             props.check = checks.props(a);

@@ -16,7 +16,7 @@
 //! freezes are reaped: each resumed job first takes over its dead run's freeze (the same change,
 //! [`crate::policy::Policy::hold`]), so the array's resync never runs in between.
 
-use super::state::Shared;
+use crate::dbus::shared::Shared;
 use crate::wipe::checkpoint;
 use crate::wipe::plan::{Method, Options, StartedBy};
 use crate::wipe::{JobHandle, Phase, Request};

@@ -8,11 +8,13 @@
 //! `/sys/class/block/<member>/..` (a partition's parent; the member itself otherwise).
 //! Creation times are not read yet (every array passes the minimum-age rule).
 
+use crate::check::run::{execute, record_key, Op};
 use crate::check::CheckState;
-use crate::cli::check::{execute, record_key, CheckCommand};
 use crate::config::Config;
 use crate::host::Root;
 use crate::schedule::{fixed_delay_s, Candidate};
+use crate::shared::State;
+use std::sync::Arc;
 use std::time::Duration;
 
 /// How often the plan is evaluated: the lateness bound of a window's start and end.
@@ -89,15 +91,7 @@ pub fn tick(
     };
     // Record what the kernel did since the last tick first (a finished check is done for this
     // cycle, an interrupted one keeps its position), so the plan never restarts a finished one.
-    if let Err(e) = execute(
-        root,
-        config,
-        &CheckCommand::Status {
-            json: false,
-            arrays: Vec::new(),
-        },
-        false,
-    ) {
+    if let Err(e) = execute(root, config, &Op::Status, &[], false) {
         tracing::warn!("check record: {}", crate::error::error_chain(&e));
     }
     let seed = std::fs::read_to_string(root.path("/etc/machine-id")).unwrap_or_default();
@@ -107,22 +101,21 @@ pub fn tick(
     let mut started = Vec::new();
     for name in &plan.start {
         let resume = arrays.iter().any(|a| &a.name == name && a.has_position);
-        let arrays = vec![name.clone()];
-        let cmd = if resume {
-            CheckCommand::Resume { max: None, arrays }
+        let op = if resume {
+            Op::Resume { max: None }
         } else {
-            CheckCommand::Start {
+            Op::Start {
                 repair: false,
                 max: None,
-                arrays,
+                until_s: None,
             }
         };
-        match execute(root, config, &cmd, true) {
-            Ok(o) if o.errors.is_empty() => {
+        match execute(root, config, &op, std::slice::from_ref(name), true) {
+            Ok(o) if o.failures.is_empty() => {
                 tracing::info!(array = %name, resume, "scheduled check started");
                 started.push(name.clone());
             }
-            Ok(o) => tracing::warn!("scheduled check of {name}: {}", o.errors.join("; ")),
+            Ok(o) => tracing::warn!("scheduled check of {name}: {}", join(&o.failures)),
             Err(e) => tracing::warn!(
                 "scheduled check of {name}: {}",
                 crate::error::error_chain(&e)
@@ -130,12 +123,9 @@ pub fn tick(
         }
     }
     if !plan.pause.is_empty() {
-        let cmd = CheckCommand::Pause {
-            arrays: plan.pause.clone(),
-        };
-        match execute(root, config, &cmd, true) {
+        match execute(root, config, &Op::Pause, &plan.pause, true) {
             Ok(o) => {
-                for e in o.errors {
+                for e in o.failures {
                     tracing::warn!("pausing a scheduled check: {e}");
                 }
                 tracing::info!(arrays = ?plan.pause, "window ended: scheduled checks paused");
@@ -149,16 +139,26 @@ pub fn tick(
     (started, plan.pause)
 }
 
-/// Runs [`tick`] every [`TICK`] until dropped (nothing when no schedule is configured).
-pub async fn run(root: Root, config: Config) {
-    if config.check.schedule.is_none() {
-        return;
-    }
+/// One array's failures as one log line (`md0: ...; md1: ...`).
+fn join(failures: &[crate::check::run::Failure]) -> String {
+    let all: Vec<String> = failures.iter().map(ToString::to_string).collect();
+    all.join("; ")
+}
+
+/// Runs [`tick`] every [`TICK`] until dropped, with the configuration in effect at each tick
+/// ([`State::config`]: a SIGHUP that adds or changes `[check] schedule` applies from the next
+/// tick; without a schedule a tick does nothing). Off the loop's thread: a tick writes the
+/// kernel files and the check record.
+pub async fn run(state: Arc<State>) {
     let mut t = tokio::time::interval(TICK);
     loop {
         t.tick().await;
-        let now = crate::policy::unix_now_s() as i64;
-        tick(&root, &config, now, utc_offset_s(now));
+        let state = state.clone();
+        let ticked = tokio::task::spawn_blocking(move || {
+            let now = crate::policy::unix_now_s() as i64;
+            tick(&state.root, &state.config(), now, utc_offset_s(now));
+        });
+        let _ = ticked.await;
     }
 }
 

@@ -264,7 +264,7 @@ async fn next_check_start_comes_from_the_schedule() {
     let now = mdpilot::policy::unix_now_s() as i64;
     let config = mdpilot::config::Config::load(sim.root()).unwrap();
     let s = config.check.schedule.unwrap();
-    let offset = mdpilot::service::scheduler::utc_offset_s(now);
+    let offset = mdpilot::host::utc_offset_s(now);
     let want = s.next_window_start(now, 0, offset).unwrap() as u64;
     let _svc = Service::on_root(&bus, sim.path(), &[]).await;
     let c = bus.connect().await;
@@ -279,6 +279,53 @@ async fn next_check_start_comes_from_the_schedule() {
         prop_u64(&c, &sim_array_path("md1"), "NextCheckStart").await,
         0
     );
+}
+
+/// `systemctl reload` (SIGHUP) puts an edited `config.d` in effect: a schedule added after the
+/// start shows in `NextCheckStart`; a broken fragment then keeps the configuration in effect
+/// (the schedule stays) and the service keeps serving.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sighup_reloads_the_configuration_and_a_broken_file_keeps_the_old_one() {
+    let Some(bus) = Bus::start() else { return };
+    let sim = Sim::create().unwrap();
+    let mut svc = Service::on_root(&bus, sim.path(), &[]).await;
+    let pid = svc.pid();
+    let c = bus.connect().await;
+    let md0 = sim_array_path("md0");
+    assert_eq!(
+        prop_u64(&c, &md0, "NextCheckStart").await,
+        0,
+        "no schedule yet"
+    );
+    let fragment = "etc/mdpilot/config.d/50-check.toml";
+    support::tree::write(
+        sim.path(),
+        fragment,
+        "[check]\nschedule = \"Sun *-*-1..7 01:00\"\n",
+    );
+    let hup = || {
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(pid as i32, libc::SIGHUP) };
+    };
+    hup();
+    let next = wait_u64(&c, &md0, "NextCheckStart", |n| n > 0).await;
+    support::tree::write(
+        sim.path(),
+        fragment,
+        "[check]\nschedule = \"Mon 01:00\"\nbogus = 1\n",
+    );
+    hup();
+    // The broken file is logged; a lease change then makes the loop re-read and republish.
+    support::bus::acquire(&c, &[("min", Value::U64(5000))])
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert_eq!(prop_u64(&c, &md0, "NextCheckStart").await, next);
+    // Fixed: the next reload puts it in effect.
+    support::tree::write(sim.path(), fragment, "[check]\nschedule = \"Mon 01:00\"\n");
+    hup();
+    wait_u64(&c, &md0, "NextCheckStart", |n| n != next).await;
+    assert!(svc.term().success());
 }
 
 const CHECK_METHODS: [&str; 4] = ["StartCheck", "PauseCheck", "ResumeCheck", "CancelCheck"];

@@ -249,7 +249,7 @@ fn kernel_numbers_near_u64_max_do_not_overflow_the_array_view() {
     let p = mdpilot::dbus::array::ArrayProps::from_model(&stat.arrays[0]);
     assert_eq!(p.size, u64::MAX);
     let events =
-        mdpilot::cli::monitor::event_views(&mdpilot::host::Root::new("/nonexistent"), &stat);
+        mdpilot::service::events::event_views(&mdpilot::host::Root::new("/nonexistent"), &stat);
     assert_eq!(events.len(), 1);
 }
 

@@ -422,11 +422,11 @@ pub async fn find_array_path(conn: &zbus::Connection, kernel: &str) -> String {
 }
 
 /// The object path of the simulator's array `kernel` (`md0`, `md1`), keyed by the UUID the
-/// simulator gives it ([`mdpilot::sim::Sim`], read back by [`mdpilot::names::array_uuid`] as the
+/// simulator gives it ([`mdpilot::sim::Sim`], read back by [`mdpilot::array_names::array_uuid`] as the
 /// service does), known before any service runs.
 pub fn sim_array_path(kernel: &str) -> String {
     let sim = mdpilot::sim::Sim::create().unwrap();
-    let uuid = mdpilot::names::array_uuid(sim.root(), kernel)
+    let uuid = mdpilot::array_names::array_uuid(sim.root(), kernel)
         .unwrap_or_else(|| panic!("the simulator has no array {kernel}"));
     array_path(&uuid, kernel)
 }

@@ -1,0 +1,97 @@
+//! The bus side of the shared state: the core's [`State`] (model, policy, wipe jobs, refresh
+//! requests; zbus-free) plus what only the D-Bus objects need: the bus we serve on, polkit
+//! ([`Authority`]) and the Manager's published properties, with their PropertiesChanged.
+//! Derefs to [`State`], so the objects read `shared.policy`, `shared.root` directly.
+
+use super::auth::Authority;
+use super::props::{emit_changed, ManagerProps};
+use super::{BusChoice, MANAGER_IFACE};
+use crate::policy::PolicyView;
+use crate::shared::{lock, State};
+use std::sync::{Arc, Mutex};
+use zbus::object_server::SignalEmitter;
+
+/// State shared by the D-Bus objects and the service loop.
+pub struct Shared {
+    /// The zbus-free part, also what the wipe jobs' leases ([`crate::shared::ServiceLeases`])
+    /// hold.
+    pub core: Arc<State>,
+    /// The bus we serve on (decides the polkit subject).
+    pub bus: BusChoice,
+    /// Who may change things (polkit, with its one system-bus connection).
+    pub auth: Arc<Authority>,
+    /// Published manager properties.
+    pub props: Mutex<ManagerProps>,
+}
+
+impl std::ops::Deref for Shared {
+    type Target = State;
+    fn deref(&self) -> &State {
+        &self.core
+    }
+}
+
+impl Shared {
+    /// Wraps `core` for serving on `bus`; the manager's properties start from the policy's
+    /// view now (empty when it cannot be read).
+    pub fn new(core: Arc<State>, bus: BusChoice) -> Shared {
+        let props = core
+            .policy
+            .show()
+            .map(|v| ManagerProps::from_view(&v, &lock(&core.model)))
+            .unwrap_or_default();
+        Shared {
+            core,
+            auth: Arc::new(Authority::new(bus.clone())),
+            bus,
+            props: Mutex::new(props),
+        }
+    }
+
+    /// A snapshot of the published manager properties.
+    pub fn props(&self) -> ManagerProps {
+        lock(&self.props).clone()
+    }
+
+    /// Recomputes the manager's properties from `view` and the model, and emits one
+    /// PropertiesChanged with the differences, if any.
+    pub async fn emit_props(&self, emitter: &SignalEmitter<'_>, view: &PolicyView) {
+        let changed = {
+            let new = ManagerProps::from_view(view, &lock(&self.core.model));
+            let mut cur = lock(&self.props);
+            let changed = ManagerProps::changed(&cur, &new);
+            *cur = new;
+            changed
+        };
+        emit_changed(emitter, MANAGER_IFACE, changed).await;
+    }
+
+    /// After a limit change: publishes the manager's properties from `view` (or
+    /// `policy.show()`) and asks the loop to re-read the arrays.
+    pub async fn publish(&self, emitter: &SignalEmitter<'_>, view: Option<PolicyView>) {
+        self.core.lease_changed.notify_one();
+        let view = match view {
+            Some(v) => v,
+            None => match self.core.policy.show() {
+                Ok(v) => v,
+                Err(e) => {
+                    tracing::warn!("cannot read the policy: {e}");
+                    return;
+                }
+            },
+        };
+        self.emit_props(emitter, &view).await;
+        // Limits in `(system)` arrays follow the global ones: re-read the arrays too.
+        self.core.refresh_all();
+    }
+
+    /// Releases every lease owned by the bus client `name` ([`State::release_owner`]) and
+    /// publishes if there were any. Returns how many.
+    pub async fn release_owner(&self, emitter: &SignalEmitter<'_>, name: &str) -> usize {
+        let (n, last) = self.core.release_owner(name);
+        if n > 0 {
+            self.publish(emitter, last).await;
+        }
+        n
+    }
+}
