@@ -35,6 +35,3 @@ pub mod units; // human sizes, rates and durations
 #[cfg(feature = "service")]
 pub mod watch; // udev, /proc/mdstat and sysfs notifications as owned events
 pub mod wipe; // wipe jobs: probe, plan, planner, job, workers, sources, verify, resync
-
-/// The old name of [`array_names`], kept so callers on other branches still build.
-#[doc(hidden)]

@@ -261,7 +261,11 @@ pub fn run(ctx: &Context, mut cmd: PolicyCommand) -> ExitCode {
     }) = &mut cmd
     {
         // `--array` as users type it: /dev/md/root, md/root, the metadata name -> md127.
-        match crate::array_names::resolve_array(&ctx.root, word, &crate::array_names::sysfs_arrays(&ctx.root)) {
+        match crate::array_names::resolve_array(
+            &ctx.root,
+            word,
+            &crate::array_names::sysfs_arrays(&ctx.root),
+        ) {
             Ok(k) => *word = k,
             // A plain word goes on as it is: the policy names the missing knob.
             Err(_) if !word.trim_start_matches("/dev/").contains('/') => {
