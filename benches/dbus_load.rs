@@ -293,6 +293,84 @@ fn secs(var: &str, default: u64) -> u64 {
 fn pct(sorted: &[u64], p: usize) -> u64 {
     sorted[(sorted.len() * p / 100).min(sorted.len() - 1)]
 }
+/// Prints the latencies per method, the totals and the errors of `st` over `dur`.
+fn report(st: &mut Stats, wipe: usize, dur: Duration, warm: Duration, drain: Duration) {
+    println!(
+        "dbus_load: {CLIENTS} clients ({} wipe, {ABRUPT_CLIENTS} abrupt, {} lease) for {} s after {} s warm-up",
+        wipe,
+        CLIENTS - wipe - ABRUPT_CLIENTS,
+        dur.as_secs(),
+        warm.as_secs()
+    );
+    let mut total = 0;
+    for (m, v) in &mut st.lat {
+        v.sort_unstable();
+        total += v.len();
+        println!(
+            "  {m:<24} calls={:>7} {:>8.1}/s p50={:>6} us p99={:>7} us max={:>8} us",
+            v.len(),
+            v.len() as f64 / dur.as_secs_f64(),
+            pct(v, 50),
+            pct(v, 99),
+            v[v.len() - 1]
+        );
+    }
+    println!(
+        "  all                      calls={total:>7} {:>8.1}/s (last calls done {:.2} s after the end)",
+        total as f64 / dur.as_secs_f64(),
+        drain.as_secs_f64()
+    );
+    for ((m, e), n) in &st.errors {
+        println!("  error {m}: {e} x{n}");
+    }
+}
+
+/// Waits (at most 15 s) for every lease to go (abrupt owners are released on
+/// NameOwnerChanged); a failure when some are left.
+async fn leases_gone(conn: &zbus::Connection, failed: &mut Vec<String>) {
+    let deadline = Instant::now() + Duration::from_secs(15);
+    let mut left = leases(conn).await;
+    while !left.is_empty() && Instant::now() < deadline {
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        left = leases(conn).await;
+    }
+    if !left.is_empty() {
+        failed.push(format!("{} leases left: {left:?}", left.len()));
+    }
+}
+
+/// `mdpilot policy show --json` on `root` parses and lists no lease, and the state file (when
+/// the policy left one) parses as TOML; failures go to `failed`.
+fn policy_show_clean(root: &Path, failed: &mut Vec<String>) {
+    let out = std::process::Command::new(support::BIN)
+        .args(["policy", "show", "--json", "--root"])
+        .arg(root)
+        .output()
+        .unwrap();
+    match serde_json::from_slice::<serde_json::Value>(&out.stdout) {
+        Ok(v) if out.status.success() => {
+            let n = v["leases"].as_array().map_or(0, |a| a.len());
+            println!("  policy show --json: parses, {n} leases");
+            // The state file itself (TOML) parses too, when the policy left one.
+            let state = PathBuf::from(v["state_path"].as_str().unwrap_or_default());
+            match std::fs::read_to_string(&state) {
+                Ok(text) => match text.parse::<toml::Table>() {
+                    Ok(_) => println!("  state file {}: parses", state.display()),
+                    Err(e) => failed.push(format!("state file {}: {e}", state.display())),
+                },
+                Err(e) => println!("  state file {}: {e} (no state kept)", state.display()),
+            }
+            if n != 0 {
+                failed.push(format!("policy show lists {n} leases: {v}"));
+            }
+        }
+        r => failed.push(format!(
+            "policy show --json: {} {r:?} {}",
+            out.status,
+            support::stderr(&out)
+        )),
+    }
+}
 
 async fn run() -> Vec<String> {
     let mut failed = Vec::new();
@@ -338,34 +416,7 @@ async fn run() -> Vec<String> {
         st.merge(t.await.unwrap());
     }
     let drain = clock.until.elapsed();
-    println!(
-        "dbus_load: {CLIENTS} clients ({} wipe, {ABRUPT_CLIENTS} abrupt, {} lease) for {} s after {} s warm-up",
-        loops.len(),
-        CLIENTS - loops.len() - ABRUPT_CLIENTS,
-        dur.as_secs(),
-        warm.as_secs()
-    );
-    let mut total = 0;
-    for (m, v) in &mut st.lat {
-        v.sort_unstable();
-        total += v.len();
-        println!(
-            "  {m:<24} calls={:>7} {:>8.1}/s p50={:>6} us p99={:>7} us max={:>8} us",
-            v.len(),
-            v.len() as f64 / dur.as_secs_f64(),
-            pct(v, 50),
-            pct(v, 99),
-            v[v.len() - 1]
-        );
-    }
-    println!(
-        "  all                      calls={total:>7} {:>8.1}/s (last calls done {:.2} s after the end)",
-        total as f64 / dur.as_secs_f64(),
-        drain.as_secs_f64()
-    );
-    for ((m, e), n) in &st.errors {
-        println!("  error {m}: {e} x{n}");
-    }
+    report(&mut st, loops.len(), dur, warm, drain);
     if !st.unexpected.is_empty() {
         let mut u = st.unexpected.clone();
         u.sort();
@@ -376,15 +427,7 @@ async fn run() -> Vec<String> {
     // End state: every lease gone (abrupt owners are released on NameOwnerChanged), finished jobs
     // removed after their linger.
     let conn = bus.connect().await;
-    let deadline = Instant::now() + Duration::from_secs(15);
-    let mut left = leases(&conn).await;
-    while !left.is_empty() && Instant::now() < deadline {
-        tokio::time::sleep(Duration::from_millis(100)).await;
-        left = leases(&conn).await;
-    }
-    if !left.is_empty() {
-        failed.push(format!("{} leases left: {left:?}", left.len()));
-    }
+    leases_gone(&conn, &mut failed).await;
     tokio::time::sleep(Duration::from_secs(3)).await;
     let rss_end = rss_kib(pid);
     let grew = rss_end - rss_warm;
@@ -397,34 +440,7 @@ async fn run() -> Vec<String> {
     if now != original {
         failed.push(format!("limits {now:?} are not the originals {original:?}"));
     }
-    let out = std::process::Command::new(support::BIN)
-        .args(["policy", "show", "--json", "--root"])
-        .arg(root.path())
-        .output()
-        .unwrap();
-    match serde_json::from_slice::<serde_json::Value>(&out.stdout) {
-        Ok(v) if out.status.success() => {
-            let n = v["leases"].as_array().map_or(0, |a| a.len());
-            println!("  policy show --json: parses, {n} leases");
-            // The state file itself (TOML) parses too, when the policy left one.
-            let state = PathBuf::from(v["state_path"].as_str().unwrap_or_default());
-            match std::fs::read_to_string(&state) {
-                Ok(text) => match text.parse::<toml::Table>() {
-                    Ok(_) => println!("  state file {}: parses", state.display()),
-                    Err(e) => failed.push(format!("state file {}: {e}", state.display())),
-                },
-                Err(e) => println!("  state file {}: {e} (no state kept)", state.display()),
-            }
-            if n != 0 {
-                failed.push(format!("policy show lists {n} leases: {v}"));
-            }
-        }
-        r => failed.push(format!(
-            "policy show --json: {} {r:?} {}",
-            out.status,
-            support::stderr(&out)
-        )),
-    }
+    policy_show_clean(root.path(), &mut failed);
     drop(conn);
     drop(svc);
     drop(loops);
@@ -459,6 +475,44 @@ fn scrape_ok(addr: std::net::SocketAddr) -> bool {
         && raw.starts_with(b"HTTP/1.1 200")
 }
 
+/// Opens `n` connections at the same time to the metrics listener at `addr` (3 s each to
+/// connect), holds them 10 s and closes them; returns how many completed the handshake.
+async fn flood(addr: std::net::SocketAddr, n: usize) -> usize {
+    let mut set = tokio::task::JoinSet::new();
+    for _ in 0..n {
+        set.spawn(async move {
+            tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(addr))
+                .await
+                .ok()
+                .and_then(Result::ok)
+        });
+    }
+    let mut open = Vec::new();
+    while let Some(r) = set.join_next().await {
+        open.extend(r.ok().flatten());
+    }
+    let connected = open.len();
+    tokio::time::sleep(Duration::from_secs(10)).await;
+    drop(open);
+    connected
+}
+
+/// Whether a scrape of `addr` answers 200 within 30 s (tried every 200 ms).
+async fn scrape_within_30s(addr: std::net::SocketAddr) -> bool {
+    tokio::task::spawn_blocking(move || {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while Instant::now() < deadline {
+            if scrape_ok(addr) {
+                return true;
+            }
+            std::thread::sleep(Duration::from_millis(200));
+        }
+        false
+    })
+    .await
+    .unwrap()
+}
+
 /// The metrics connection flood scenario (see the module docs): lease calls keep working
 /// while 2000 connections at the same time are open on the metrics listener.
 async fn metrics_flood() -> Vec<String> {
@@ -484,38 +538,12 @@ async fn metrics_flood() -> Vec<String> {
         .map(|c| tokio::spawn(lease_client(bus.address.clone(), c, clock)))
         .collect();
     tokio::time::sleep(Duration::from_secs(2)).await;
-    let mut set = tokio::task::JoinSet::new();
-    for _ in 0..FLOOD {
-        set.spawn(async move {
-            tokio::time::timeout(Duration::from_secs(3), tokio::net::TcpStream::connect(addr))
-                .await
-                .ok()
-                .and_then(Result::ok)
-        });
-    }
-    let mut open = Vec::new();
-    while let Some(r) = set.join_next().await {
-        open.extend(r.ok().flatten());
-    }
-    let connected = open.len();
-    tokio::time::sleep(Duration::from_secs(10)).await;
-    drop(open);
+    let connected = flood(addr, FLOOD).await;
     let mut st = Stats::default();
     for t in tasks {
         st.merge(t.await.unwrap());
     }
-    let scraped = tokio::task::spawn_blocking(move || {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while Instant::now() < deadline {
-            if scrape_ok(addr) {
-                return true;
-            }
-            std::thread::sleep(Duration::from_millis(200));
-        }
-        false
-    })
-    .await
-    .unwrap();
+    let scraped = scrape_within_30s(addr).await;
     println!(
         "metrics_flood: {LEASE_CLIENTS} lease clients for {} s, {FLOOD} metrics connections at once ({connected} completed the handshake), held 10 s",
         dur.as_secs()
@@ -582,6 +610,23 @@ fn auth_child(addr: &str) {
     println!("LEFT {left}");
 }
 
+/// Starts `n` copies of this bench as nobody, each a leaving client on the bus at `address`
+/// for `dur` (killed on drop).
+fn spawn_leavers(address: &str, dur: Duration, n: usize) -> Vec<tokio::process::Child> {
+    (0..n)
+        .map(|_| {
+            let mut cmd = support::as_nobody(std::env::current_exe().unwrap());
+            cmd.env("MDPILOT_LOAD_AUTH_CHILD", address)
+                .env("MDPILOT_LOAD_AUTH_UNTIL_MS", dur.as_millis().to_string())
+                .stdout(std::process::Stdio::piped());
+            tokio::process::Command::from(cmd)
+                .kill_on_drop(true)
+                .spawn()
+                .expect("setpriv")
+        })
+        .collect()
+}
+
 /// The leaving-callers scenario: 50 clients on `mdpilot serve --sim` with a polkit stand-in
 /// that decides for [`AUTH_DELAY`]; 10 of them (children run as nobody, so polkit is asked)
 /// connect, call `AcquirePriority` and disconnect while polkit decides, over and over, for
@@ -621,18 +666,7 @@ async fn auth_disconnects() -> Vec<String> {
         counted_from: start + Duration::from_secs(1),
         until: start + dur,
     };
-    let leavers: Vec<_> = (0..LEAVERS)
-        .map(|_| {
-            let mut cmd = support::as_nobody(std::env::current_exe().unwrap());
-            cmd.env("MDPILOT_LOAD_AUTH_CHILD", &bus.address)
-                .env("MDPILOT_LOAD_AUTH_UNTIL_MS", dur.as_millis().to_string())
-                .stdout(std::process::Stdio::piped());
-            tokio::process::Command::from(cmd)
-                .kill_on_drop(true)
-                .spawn()
-                .expect("setpriv")
-        })
-        .collect();
+    let leavers = spawn_leavers(&bus.address, dur, LEAVERS);
     let tasks: Vec<_> = (0..CLIENTS - LEAVERS)
         .map(|c| tokio::spawn(lease_client(bus.address.clone(), c, clock)))
         .collect();

@@ -100,15 +100,9 @@ fn status_kib(pid: u32, key: &str) -> String {
         .map(|l| l[key.len() + 1..].trim().to_string())
         .unwrap_or_default()
 }
-
-fn main() {
-    if !std::env::args().any(|a| a == "--bench") {
-        return;
-    }
-    let Some((_dir, _bus, address)) = bus() else {
-        eprintln!("skipped: dbus-daemon not installed");
-        return;
-    };
+/// Starts `mdpilot serve --sim` on the bus at `address` with a metrics listener on a free local
+/// port; returns the reaped service, its pid, the listener's address and the simulated tree.
+fn start_service(address: &str) -> (Reaped, u32, SocketAddr, std::path::PathBuf) {
     let port = std::net::TcpListener::bind("127.0.0.1:0")
         .unwrap()
         .local_addr()
@@ -120,7 +114,7 @@ fn main() {
             "serve",
             "--sim",
             "--bus",
-            &address,
+            address,
             "--metrics",
             &addr.to_string(),
         ])
@@ -141,8 +135,12 @@ fn main() {
     let sim_root = rx.recv_timeout(Duration::from_secs(20)).unwrap();
     let pid = child.id();
     let svc = Reaped(child);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let connect = || loop {
+    (svc, pid, addr, sim_root)
+}
+
+/// A kept-alive connection to the metrics listener at `addr`, retried until `deadline`.
+fn connect(addr: SocketAddr, deadline: Instant) -> BufReader<TcpStream> {
+    loop {
         match TcpStream::connect(addr) {
             Ok(s) => {
                 s.set_nodelay(true).unwrap();
@@ -153,7 +151,45 @@ fn main() {
                 std::thread::sleep(Duration::from_millis(50));
             }
         }
+    }
+}
+
+/// Renders the model of the simulated tree at `sim_root` in process (no HTTP, no service)
+/// `SCRAPES` times; returns the timings and the number of series.
+fn render_timings(sim_root: &std::path::Path) -> (Vec<Duration>, usize) {
+    let root = mdpilot::host::Root::new(sim_root);
+    let model = mdpilot::sysfs::collect(&root).unwrap();
+    let snap = mdpilot::metrics::Snapshot {
+        model,
+        policy: None,
+        install_applied_at: None,
+        last_checks: std::collections::BTreeMap::new(),
+        wipe_jobs: Some(vec![]),
+        hook_events_dropped: Some(0),
+        version: "bench".into(),
     };
+    let mut render = Vec::with_capacity(SCRAPES);
+    let mut series = 0;
+    for _ in 0..SCRAPES {
+        let t = Instant::now();
+        let text = mdpilot::metrics::render(&snap, mdpilot::metrics::Format::OpenMetrics);
+        render.push(t.elapsed());
+        series = text.lines().filter(|l| !l.starts_with('#')).count();
+    }
+    (render, series)
+}
+
+fn main() {
+    if !std::env::args().any(|a| a == "--bench") {
+        return;
+    }
+    let Some((_dir, _bus, address)) = bus() else {
+        eprintln!("skipped: dbus-daemon not installed");
+        return;
+    };
+    let (svc, pid, addr, sim_root) = start_service(&address);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let connect = || connect(addr, deadline);
     let mut s = connect();
     let mut size = 0;
     for _ in 0..50 {
@@ -175,27 +211,8 @@ fn main() {
         fresh.push(t.elapsed());
     }
     let rss_after = (status_kib(pid, "VmRSS:"), status_kib(pid, "VmHWM:"));
-
     // The same model rendered in-process (no HTTP, no service).
-    let root = mdpilot::host::Root::new(&sim_root);
-    let model = mdpilot::sysfs::collect(&root).unwrap();
-    let snap = mdpilot::metrics::Snapshot {
-        model,
-        policy: None,
-        install_applied_at: None,
-        last_checks: std::collections::BTreeMap::new(),
-        wipe_jobs: Some(vec![]),
-        hook_events_dropped: Some(0),
-        version: "bench".into(),
-    };
-    let mut render = Vec::with_capacity(SCRAPES);
-    let mut series = 0;
-    for _ in 0..SCRAPES {
-        let t = Instant::now();
-        let text = mdpilot::metrics::render(&snap, mdpilot::metrics::Format::OpenMetrics);
-        render.push(t.elapsed());
-        series = text.lines().filter(|l| !l.starts_with('#')).count();
-    }
+    let (render, series) = render_timings(&sim_root);
     drop(svc);
     let _ = std::fs::remove_dir_all(&sim_root);
 

@@ -27,6 +27,15 @@ async fn leases_changed(s: &mut zbus::MessageStream) {
     }
 }
 
+/// What the policy CLI steps share: the bus, the simulated root and the manager's watcher.
+struct Ctx<'a> {
+    bus: &'a Bus,
+    sim: &'a Sim,
+    root: String,
+    knob: std::path::PathBuf,
+    watcher: zbus::Connection,
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn policy_cli_goes_through_the_running_service() {
     let Some(bus) = Bus::start() else { return };
@@ -42,9 +51,34 @@ async fn policy_cli_goes_through_the_running_service() {
         64,
     )
     .await;
+    let c = Ctx {
+        bus: &bus,
+        sim: &sim,
+        root,
+        knob,
+        watcher,
+    };
+    apply_refuse_and_json(&c, &mut sig).await;
+    release_per_array_and_restore(&c).await;
 
+    // Without the service the CLI works on the files.
+    assert_eq!(svc.term().code(), Some(0));
+    let o = cli(
+        &c.bus.address,
+        &c.root,
+        &["apply", "--holder", "late", "--min", "0"],
+    );
+    assert!(o.status.success(), "{}", describe(&o));
+    assert_eq!(read_trim(&c.knob), "0");
+    let o = cli(&c.bus.address, &c.root, &["restore"]);
+    assert!(o.status.success(), "{}", describe(&o));
+}
+
+/// apply as installer, a refused apply, and an admin apply with --json, checked on the bus.
+async fn apply_refuse_and_json(c: &Ctx<'_>, sig: &mut zbus::MessageStream) {
+    let (bus, root, knob, watcher) = (c.bus, c.root.as_str(), &c.knob, &c.watcher);
     // apply without limits: the install policy (min 0), a holder lease that outlives the CLI.
-    let o = cli(&bus.address, &root, &["apply", "--holder", "d-i"]);
+    let o = cli(&bus.address, root, &["apply", "--holder", "d-i"]);
     assert!(o.status.success(), "{}", describe(&o));
     let out = stdout(&o);
     assert!(out.contains("d-i: kind installer"), "{}", describe(&o));
@@ -53,8 +87,8 @@ async fn policy_cli_goes_through_the_running_service() {
         "{}",
         describe(&o)
     );
-    leases_changed(&mut sig).await;
-    let l = leases(&watcher).await;
+    leases_changed(sig).await;
+    let l = leases(watcher).await;
     assert_eq!(l.len(), 1, "{l:?}");
     assert_eq!((l[0].id.as_str(), l[0].kind.as_str()), ("d-i", "installer"));
     assert_eq!(
@@ -62,18 +96,18 @@ async fn policy_cli_goes_through_the_running_service() {
         (Some(0), None),
         "min 0 reads back as 0"
     );
-    assert_eq!(read_trim(&knob), "0");
+    assert_eq!(read_trim(knob), "0");
 
     // A refusal by the service is printed and exits 1 without touching the files.
-    let o = cli(&bus.address, &root, &["apply", "--min", "9", "--max", "3"]);
+    let o = cli(&bus.address, root, &["apply", "--min", "9", "--max", "3"]);
     assert_eq!(o.status.code(), Some(1), "{}", describe(&o));
     assert!(stderr(&o).contains("InvalidArgument"), "{}", describe(&o));
-    assert_eq!(leases(&watcher).await.len(), 1);
+    assert_eq!(leases(watcher).await.len(), 1);
 
     // --json prints the view.
     let o = cli(
         &bus.address,
-        &root,
+        root,
         &[
             "apply", "--holder", "admin", "--kind", "admin", "--max", "5000", "--json",
         ],
@@ -81,23 +115,27 @@ async fn policy_cli_goes_through_the_running_service() {
     assert!(o.status.success(), "{}", describe(&o));
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["speed_limit_max"], 5000, "{v}");
-    assert_eq!(leases(&watcher).await.len(), 2);
+    assert_eq!(leases(watcher).await.len(), 2);
+}
 
+/// release (twice), a per-array max 0 lease and restore, checked on the bus and the files.
+async fn release_per_array_and_restore(c: &Ctx<'_>) {
+    let (bus, root, knob, watcher, sim) = (c.bus, c.root.as_str(), &c.knob, &c.watcher, c.sim);
     // release restores what no other lease wants; releasing again is a warning, exit 0.
-    let o = cli(&bus.address, &root, &["release", "--holder", "d-i"]);
+    let o = cli(&bus.address, root, &["release", "--holder", "d-i"]);
     assert!(o.status.success(), "{}", describe(&o));
-    assert_eq!(read_trim(&knob), "1000");
-    let o = cli(&bus.address, &root, &["release", "--holder", "d-i"]);
+    assert_eq!(read_trim(knob), "1000");
+    let o = cli(&bus.address, root, &["release", "--holder", "d-i"]);
     assert!(o.status.success(), "{}", describe(&o));
     assert!(stdout(&o).contains("held no lease"), "{}", describe(&o));
-    let l = leases(&watcher).await;
+    let l = leases(watcher).await;
     assert_eq!(l.len(), 1, "{l:?}");
     assert_eq!(l[0].id, "admin");
 
     // A per-array max 0 goes through the service, the array named by its /dev/md/ link.
     let o = cli(
         &bus.address,
-        &root,
+        root,
         &[
             "apply",
             "--holder",
@@ -109,31 +147,19 @@ async fn policy_cli_goes_through_the_running_service() {
         ],
     );
     assert!(o.status.success(), "{}", describe(&o));
-    let l = leases(&watcher).await;
+    let l = leases(watcher).await;
     let slow = l.iter().find(|l| l.id == "slow").expect("lease slow");
     assert_eq!(slow.arrays["md1"], (None, Some(0)), "{slow:?}");
     let max = read_trim(sim.root().sys("block/md1/md/sync_speed_max"));
     assert_eq!(max.split_whitespace().next(), Some("1"), "{max}");
-    let o = cli(&bus.address, &root, &["release", "--holder", "slow"]);
+    let o = cli(&bus.address, root, &["release", "--holder", "slow"]);
     assert!(o.status.success(), "{}", describe(&o));
 
     // restore drops every lease through the service.
-    let o = cli(&bus.address, &root, &["restore"]);
+    let o = cli(&bus.address, root, &["restore"]);
     assert!(o.status.success(), "{}", describe(&o));
-    assert!(leases(&watcher).await.is_empty());
+    assert!(leases(watcher).await.is_empty());
     assert!(stdout(&o).contains("leases: none"));
-
-    // Without the service the CLI works on the files.
-    assert_eq!(svc.term().code(), Some(0));
-    let o = cli(
-        &bus.address,
-        &root,
-        &["apply", "--holder", "late", "--min", "0"],
-    );
-    assert!(o.status.success(), "{}", describe(&o));
-    assert_eq!(read_trim(&knob), "0");
-    let o = cli(&bus.address, &root, &["restore"]);
-    assert!(o.status.success(), "{}", describe(&o));
 }
 
 /// An unprivileged CLI gets NotAuthorized from the service and exits 1 (no fall-back to the

@@ -41,6 +41,22 @@ async fn introspection_matches_committed_xml() {
     }
 }
 
+/// The string property `k` of the interface's properties `m`.
+fn s(m: &HashMap<String, OwnedValue>, k: &str) -> String {
+    String::try_from(
+        m.get(k)
+            .unwrap_or_else(|| panic!("no {k}: {m:?}"))
+            .try_clone()
+            .unwrap(),
+    )
+    .unwrap()
+}
+
+/// The `t` (u64) property `k` of the interface's properties `m`.
+fn t(m: &HashMap<String, OwnedValue>, k: &str) -> u64 {
+    u64::try_from(m[k].try_clone().unwrap()).unwrap()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn arrays_are_listed_with_their_properties() {
     let Some(bus) = Bus::start() else { return };
@@ -55,40 +71,44 @@ async fn arrays_are_listed_with_their_properties() {
             .clone()
     };
     let md0 = md(&md0_path);
-    let s = |m: &HashMap<String, OwnedValue>, k: &str| {
-        String::try_from(
-            m.get(k)
-                .unwrap_or_else(|| panic!("no {k}: {m:?}"))
-                .try_clone()
-                .unwrap(),
-        )
-        .unwrap()
-    };
-    let t = |m: &HashMap<String, OwnedValue>, k: &str| {
-        u64::try_from(m[k].try_clone().unwrap()).unwrap()
-    };
-    // udisks2's names with udisks2's types and meanings; ours for the rest.
-    assert_eq!(s(&md0, "KernelName"), "md0");
-    assert_eq!(s(&md0, "Name"), "sim:root");
-    assert_eq!(s(&md0, "UUID"), "3b6c2a6e:0d0e4b7a:9d5e8a7b:1c2d3e4f");
-    assert_eq!(s(&md0, "DeviceNode"), "/dev/md0");
-    assert_eq!(s(&md0, "NamedDevice"), "/dev/md/root");
-    assert_eq!(s(&md0, "ConsistencyPolicy"), "resync");
-    assert_eq!(s(&md0, "MetadataVersion"), "1.2");
+    check_md0(&md0);
+    check_documented_properties(&md0);
+    let md1 = md(&md1_path);
+    assert_eq!(s(&md1, "KernelName"), "md1");
+    assert_eq!(s(&md1, "Name"), "sim:data");
+    assert_eq!(s(&md1, "Level"), "raid5");
+    assert_eq!(s(&md1, "SyncAction"), "resync");
+    assert_eq!(t(&md1, "SyncTotalSectors"), 64 * 1_048_576 * 2);
+    assert_eq!(t(&md1, "ChunkSize"), 512 * 1024);
+    let (min, how): (u64, String) = md1["SyncSpeedMin"].try_clone().unwrap().try_into().unwrap();
+    assert_eq!((min, how.as_str()), (1000, "system"));
+    check_listing(&objs, &md0_path, &md1_path);
+    assert_eq!(get_u64(&conn, "SpeedLimitMax").await, 200_000);
+}
+
+/// md0's properties: udisks2's names with udisks2's types and meanings; ours for the rest.
+fn check_md0(md0: &HashMap<String, OwnedValue>) {
+    assert_eq!(s(md0, "KernelName"), "md0");
+    assert_eq!(s(md0, "Name"), "sim:root");
+    assert_eq!(s(md0, "UUID"), "3b6c2a6e:0d0e4b7a:9d5e8a7b:1c2d3e4f");
+    assert_eq!(s(md0, "DeviceNode"), "/dev/md0");
+    assert_eq!(s(md0, "NamedDevice"), "/dev/md/root");
+    assert_eq!(s(md0, "ConsistencyPolicy"), "resync");
+    assert_eq!(s(md0, "MetadataVersion"), "1.2");
     let bitmap: Vec<u8> = md0["BitmapLocation"]
         .try_clone()
         .unwrap()
         .try_into()
         .unwrap();
     assert_eq!(bitmap, b"none");
-    assert_eq!(s(&md0, "Level"), "raid1");
+    assert_eq!(s(md0, "Level"), "raid1");
     assert_eq!(
         u32::try_from(md0["NumDevices"].try_clone().unwrap()).unwrap(),
         2
     );
-    assert_eq!(t(&md0, "Size"), 1 << 30);
-    assert_eq!(s(&md0, "SyncAction"), "idle");
-    assert_eq!(s(&md0, "State"), "clean");
+    assert_eq!(t(md0, "Size"), 1 << 30);
+    assert_eq!(s(md0, "SyncAction"), "idle");
+    assert_eq!(s(md0, "State"), "clean");
     assert!(
         !md0.contains_key("ActiveDevices"),
         "udisks2 has another type"
@@ -96,7 +116,10 @@ async fn arrays_are_listed_with_their_properties() {
     let devs: Vec<(String, i32, Vec<String>, u64)> =
         md0["Members"].try_clone().unwrap().try_into().unwrap();
     assert_eq!(devs[0], ("sda1".into(), 0, vec!["in_sync".into()], 0));
-    // Every documented property is there, with its documented signature.
+}
+
+/// Every documented property is on the array object, with its documented signature.
+fn check_documented_properties(md0: &HashMap<String, OwnedValue>) {
     let xml = std::fs::read_to_string(
         std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(format!("dbus/{ARRAY_IFACE}.xml")),
     )
@@ -112,20 +135,14 @@ async fn arrays_are_listed_with_their_properties() {
             .unwrap_or_else(|| panic!("{name} missing on the array object"));
         assert_eq!(v.value_signature().to_string(), sig, "{name}");
     }
-    let md1 = md(&md1_path);
-    assert_eq!(s(&md1, "KernelName"), "md1");
-    assert_eq!(s(&md1, "Name"), "sim:data");
-    assert_eq!(s(&md1, "Level"), "raid5");
-    assert_eq!(s(&md1, "SyncAction"), "resync");
-    assert_eq!(t(&md1, "SyncTotalSectors"), 64 * 1_048_576 * 2);
-    assert_eq!(t(&md1, "ChunkSize"), 512 * 1024);
-    let (min, how): (u64, String) = md1["SyncSpeedMin"].try_clone().unwrap().try_into().unwrap();
-    assert_eq!((min, how.as_str()), (1000, "system"));
-    // The ObjectManager lists the Manager (with its properties) and the two arrays, and no
-    // interface-less node such as `.../arrays`.
+}
+
+/// The ObjectManager lists the Manager (with its properties) and the two arrays, and no
+/// interface-less node such as `.../arrays`.
+fn check_listing(objs: &support::bus::Managed, md0_path: &str, md1_path: &str) {
     let mut paths: Vec<&str> = objs.keys().map(|p| p.as_str()).collect();
     paths.sort();
-    let mut want = [MANAGER_PATH, md0_path.as_str(), md1_path.as_str()];
+    let mut want = [MANAGER_PATH, md0_path, md1_path];
     want.sort();
     assert_eq!(paths, want, "{objs:?}");
     assert!(objs.values().all(|i| !i.is_empty()), "{objs:?}");
@@ -147,7 +164,6 @@ async fn arrays_are_listed_with_their_properties() {
         .try_into()
         .unwrap();
     assert!(!saved, "nothing is saved without a lease");
-    assert_eq!(get_u64(&conn, "SpeedLimitMax").await, 200_000);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

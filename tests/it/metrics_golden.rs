@@ -60,7 +60,35 @@ fn installing() -> Snapshot {
     );
     model.speed_limit_min = Some(0);
     model.speed_limit_max = Some(200_000);
-    model.arrays[0].sysfs = Some(ArraySysfs {
+    model.arrays[0].sysfs = Some(installing_md0());
+    model.arrays[1].sysfs = Some(installing_md1());
+    Snapshot {
+        model,
+        policy: Some(installing_policy()),
+        // The installer lease's `taken` time, as the service computes it from the view.
+        install_applied_at: Some(1_764_547_200.0),
+        last_checks: BTreeMap::from([(
+            "md0".to_string(),
+            mdpilot::check::CheckResult {
+                action: mdpilot::check::CheckAction::Check,
+                completed_s: 1_764_460_800,
+                mismatch_cnt: 0,
+                level: "raid1".into(),
+            },
+        )]),
+        wipe_jobs: Some(vec![WipeSample {
+            done_bytes: 1 << 30,
+            total_bytes: 4 << 30,
+            rate_bytes_per_s: 524_288_000.0,
+        }]),
+        hook_events_dropped: Some(0),
+        version: "0.1.0".into(),
+    }
+}
+
+/// The clean raid1 md0 of `installing`, as sysfs shows it.
+fn installing_md0() -> ArraySysfs {
+    ArraySysfs {
         array_state: Some(ArrayState::Clean),
         level: Some("raid1".into()),
         raid_disks: Some(2),
@@ -78,8 +106,12 @@ fn installing() -> Snapshot {
         ],
         consistency_policy: Some("bitmap".into()),
         ..Default::default()
-    });
-    model.arrays[1].sysfs = Some(ArraySysfs {
+    }
+}
+
+/// The raid5 md1 of `installing` in its recovery, as sysfs shows it.
+fn installing_md1() -> ArraySysfs {
+    ArraySysfs {
         array_state: Some(ArrayState::Active),
         level: Some("raid5".into()),
         raid_disks: Some(3),
@@ -102,7 +134,11 @@ fn installing() -> Snapshot {
         ],
         consistency_policy: Some("resync".into()),
         ..Default::default()
-    });
+    }
+}
+
+/// The policy view of `installing`: an installer lease (min 0), a wipe job's and a dead admin's.
+fn installing_policy() -> PolicyView {
     let lease = |holder: &str, kind, global: Limits, dead| {
         LeaseView::new(
             LeaseRequest {
@@ -115,46 +151,25 @@ fn installing() -> Snapshot {
             dead,
         )
     };
-    Snapshot {
-        model,
-        policy: Some(view(
-            vec![
-                lease(
-                    "installer",
-                    LeaseKind::Installer,
-                    Limits {
-                        min: Some(0),
-                        max: None,
-                    },
-                    false,
-                ),
-                lease("wipe-job-1", LeaseKind::WipeJob, Limits::default(), false),
-                lease("old", LeaseKind::Admin, Limits::default(), true),
-            ],
-            GlobalOriginals {
-                speed_limit_min: Some(1000),
-                speed_limit_max: None,
-            },
-        )),
-        // The installer lease's `taken` time, as the service computes it from the view.
-        install_applied_at: Some(1_764_547_200.0),
-        last_checks: BTreeMap::from([(
-            "md0".to_string(),
-            mdpilot::check::CheckResult {
-                action: mdpilot::check::CheckAction::Check,
-                completed_s: 1_764_460_800,
-                mismatch_cnt: 0,
-                level: "raid1".into(),
-            },
-        )]),
-        wipe_jobs: Some(vec![WipeSample {
-            done_bytes: 1 << 30,
-            total_bytes: 4 << 30,
-            rate_bytes_per_s: 524_288_000.0,
-        }]),
-        hook_events_dropped: Some(0),
-        version: "0.1.0".into(),
-    }
+    view(
+        vec![
+            lease(
+                "installer",
+                LeaseKind::Installer,
+                Limits {
+                    min: Some(0),
+                    max: None,
+                },
+                false,
+            ),
+            lease("wipe-job-1", LeaseKind::WipeJob, Limits::default(), false),
+            lease("old", LeaseKind::Admin, Limits::default(), true),
+        ],
+        GlobalOriginals {
+            speed_limit_min: Some(1000),
+            speed_limit_max: None,
+        },
+    )
 }
 
 /// Trouble: a raid1 with a faulty member (degraded), a raid6 check that found mismatches, an

@@ -65,17 +65,30 @@ async fn interrupted_then_resumed(term: bool) {
         return;
     };
     let root = job_root();
-    let dir = ck_dir(root.path());
     let dev = LoopDev::filled(1024 * MIB, 0x5a);
     let c = bus.connect().await;
+    let (ck, at_kill) = wipe_then_stop(&bus, &c, root.path(), &dev, term).await;
+    resumed_completes(&bus, &c, root.path(), term, &ck, at_kill).await;
+}
 
-    let mut svc = Service::on_root(&bus, root.path(), &[]).await;
+/// Starts the service and a random wipe with verify of `dev`, stops the service (SIGTERM with
+/// `term`, else SIGKILL) once some bytes are durable; returns the checkpoint seen before the stop
+/// and the durable offset (bytes) after it.
+async fn wipe_then_stop(
+    bus: &Bus,
+    c: &zbus::Connection,
+    root: &Path,
+    dev: &LoopDev,
+    term: bool,
+) -> (Checkpoint, u64) {
+    let dir = ck_dir(root);
+    let mut svc = Service::on_root(bus, root, &[]).await;
     let o: HashMap<String, Value<'static>> = opts(&[
         ("method", Value::from("random")),
         ("verify", Value::from(true)),
     ]);
     let r = call(
-        &c,
+        c,
         MANAGER_PATH,
         MANAGER_IFACE,
         "StartWipe",
@@ -118,11 +131,24 @@ async fn interrupted_then_resumed(term: bool) {
         "the job finished before the kill: {at_kill} of {}",
         ck.total_bytes()
     );
+    (ck, at_kill)
+}
 
+/// A new service on `root` publishes the continued job, which completes and verifies, and the
+/// checkpoint goes.
+async fn resumed_completes(
+    bus: &Bus,
+    c: &zbus::Connection,
+    root: &Path,
+    term: bool,
+    ck: &Checkpoint,
+    at_kill: u64,
+) {
+    let dir = ck_dir(root);
     // The new instance publishes the continued job before it owns the name.
-    let mut sig = job_signals(&c).await;
-    let _svc2 = Service::on_root(&bus, root.path(), &[]).await;
-    let now = jobs(&c).await;
+    let mut sig = job_signals(c).await;
+    let _svc2 = Service::on_root(bus, root, &[]).await;
+    let now = jobs(c).await;
     assert_eq!(now.len(), 1, "one resumed job object: {now:?}");
     let prop = |name: &'static str| {
         let c = c.clone();

@@ -166,20 +166,45 @@ fn status_block<'a>(text: &'a str, name: &str) -> &'a str {
     &rest[..end]
 }
 
-fn agree(file: &str, a: &Array, metrics: &BTreeMap<(String, String, String), f64>, text: &str) {
-    let at = format!("{file} {}: {a:?}", a.name);
-    let degraded = a.degraded();
-    let action = a.sync_action();
-    let running = a.running_sync();
-    let progress = a.sync_progress();
-    let stopped = a.is_stopped();
-    let p = ArrayProps::from_model(a);
-    let v = mdpilot::alerts::view_from_array(a);
-    let m = |fam: &str, other: &str| {
-        metrics
-            .get(&(fam.to_string(), a.name.clone(), other.to_string()))
+/// The views of one array side by side: the D-Bus properties, the alerts' view, the metrics
+/// and the array's block of `mdpilot status`, with `at` naming the case in messages.
+struct Views<'a> {
+    a: &'a Array,
+    at: String,
+    p: ArrayProps,
+    v: mdpilot::alerts::ArrayView,
+    metrics: &'a BTreeMap<(String, String, String), f64>,
+    block: &'a str,
+}
+
+impl Views<'_> {
+    /// The metric `fam` of this array with the other label `other`.
+    fn m(&self, fam: &str, other: &str) -> Option<f64> {
+        self.metrics
+            .get(&(fam.to_string(), self.a.name.clone(), other.to_string()))
             .copied()
+    }
+}
+
+fn agree(file: &str, a: &Array, metrics: &BTreeMap<(String, String, String), f64>, text: &str) {
+    let w = Views {
+        a,
+        at: format!("{file} {}: {a:?}", a.name),
+        p: ArrayProps::from_model(a),
+        v: mdpilot::alerts::view_from_array(a),
+        metrics,
+        block: status_block(text, &a.name),
     };
+    let health = agree_degraded(&w);
+    agree_sync(&w);
+    agree_stopped(&w, health);
+}
+
+/// The degraded count and the health agree across the views; returns the health.
+fn agree_degraded(w: &Views<'_>) -> Health {
+    let (a, at, p, v, block) = (w.a, &w.at, &w.p, &w.v, w.block);
+    let m = |fam: &str, other: &str| w.m(fam, other);
+    let degraded = a.degraded();
     // Degraded count.
     assert_eq!(p.degraded, degraded.unwrap_or(0), "D-Bus Degraded: {at}");
     assert_eq!(v.degraded, degraded.unwrap_or(0), "alerts degraded: {at}");
@@ -195,13 +220,22 @@ fn agree(file: &str, a: &Array, metrics: &BTreeMap<(String, String, String), f64
         a.is_serving() && whole,
         "health: {at}"
     );
-    let block = status_block(text, &a.name);
     let state_row = block.lines().find(|l| l.contains("State : ")).unwrap();
     assert_eq!(
         state_row.contains(", degraded"),
         !whole,
         "status: {at}\n{block}"
     );
+    health
+}
+
+/// The sync action and the progress agree across the views.
+fn agree_sync(w: &Views<'_>) {
+    let (a, at, p, v, block) = (w.a, &w.at, &w.p, &w.v, w.block);
+    let m = |fam: &str, other: &str| w.m(fam, other);
+    let action = a.sync_action();
+    let running = a.running_sync();
+    let progress = a.sync_progress();
     // Sync action and progress.
     assert_eq!(p.sync_action, action.as_str(), "D-Bus SyncAction: {at}");
     assert_eq!(
@@ -239,6 +273,13 @@ fn agree(file: &str, a: &Array, metrics: &BTreeMap<(String, String, String), f64
             assert_eq!(v.sync.as_ref().map_or(0.0, |s| s.percent), 0.0, "{at}");
         }
     }
+}
+
+/// Stopped-ness agrees across the views and the health.
+fn agree_stopped(w: &Views<'_>, health: Health) {
+    let (a, at, p, v, block) = (w.a, &w.at, &w.p, &w.v, w.block);
+    let m = |fam: &str, other: &str| w.m(fam, other);
+    let stopped = a.is_stopped();
     // Stopped-ness.
     let state = a.array_state();
     assert_eq!(p.running, !stopped, "D-Bus Running: {at}");
