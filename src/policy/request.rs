@@ -23,7 +23,7 @@ pub const LIMIT_CEILING: u64 = i32::MAX as u64;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum LeaseKind {
-    /// The Debian installer (`mdcfg` hook), via the CLI.
+    /// The Debian installer (the udeb's partman hook, or a patched partman-md), via the CLI.
     Installer,
     /// A wipe job of this service.
     WipeJob,

@@ -161,9 +161,9 @@ fn a_lease_keeps_when_it_was_first_taken_and_metrics_show_the_installers() {
     assert!(l.taken_unix_s.unwrap() > taken);
 }
 
-/// A timed or profile lease taken without `--holder` never replaces the installer's lease (d-i's
-/// mdcfg hook takes `installer`): it gets its own holder (`timed`, the profile's name) and kind
-/// admin, and when it ends the installer's min 0 still applies.
+/// A timed or profile lease taken without `--holder` never replaces the installer's lease (the
+/// udeb's partman hook takes `installer`): it gets its own holder (`timed`, the profile's name)
+/// and kind admin, and when it ends the installer's min 0 still applies.
 #[test]
 fn timed_and_profile_leases_do_not_replace_the_installers() {
     let t = FakeTree::new();
@@ -176,7 +176,7 @@ fn timed_and_profile_leases_do_not_replace_the_installers() {
         let out = t.policy_cmd().arg("apply").args(args).output().unwrap();
         assert_eq!(out.status.code(), Some(0), "{}", stderr(&out));
     };
-    apply(&[]); // the mdcfg hook's call
+    apply(&[]); // the install policy, as the installer takes it
     assert_eq!(t.gmin(), "0");
     apply(&["--max", "5000", "--for", "1s"]);
     apply(&["--profile", "boost"]);
