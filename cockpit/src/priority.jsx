@@ -22,7 +22,7 @@ function Leases({ leases, client, canChange }) {
                 {leases.map(l => (
                     <tr key={l.id} data-lease={l.id}>
                         <td>{l.id}</td><td>{l.kind}</td>
-                        <td>{l["owner-kind"] === "holder" ? "held until released" : `${l["owner-kind"]} ${l.owner}`}</td>
+                        <td>{l["owner-kind"] === "holder" ? (l.expires ? "no owner (ends on its own)" : "held until released") : `${l["owner-kind"]} ${l.owner}`}</td>
                         <td>{l.limits}</td>
                         <td>{fmt.whenUs(l.taken) || "?"}</td>
                         <td className="mdp-until">{l.expires ? fmt.whenUs(l.expires) : "until released"}</td>
