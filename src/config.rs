@@ -457,25 +457,69 @@ impl Config {
     /// `progress_interval_ms`.
     pub fn apply(&mut self, frag: &ConfigFragment, path: &Path) -> Result<(), ConfigError> {
         if let Some(p) = &frag.policy {
-            if let Some(v) = p.install_min {
-                self.policy.install_min = v;
-            }
-            if let Some(v) = p.install_max {
-                self.policy.install_max = Some(v);
-            }
-            if let Some(v) = &p.state_path {
-                if !v.is_absolute() || v.file_name().is_none() {
+            self.apply_policy(p, path)?;
+        }
+        self.apply_profiles(frag, path)?;
+        if let Some(c) = &frag.check {
+            self.apply_check(c, path)?;
+        }
+        if let Some(ev) = &frag.events {
+            if let Some(v) = &ev.program {
+                if !v.is_absolute() {
                     return Err(ConfigError::Invalid {
                         path: path.to_path_buf(),
-                        reason: format!(
-                            "policy.state_path {} must be an absolute file path",
-                            v.display()
-                        ),
+                        reason: format!("events.program {} must be an absolute path", v.display()),
                     });
                 }
-                self.policy.state_path = v.clone();
+                self.events.program = Some(v.clone());
             }
         }
+        if let Some(v) = frag.metrics.as_ref().and_then(|m| m.listen) {
+            self.metrics.listen = Some(v);
+        }
+        if let Some(v) = frag.wipe.as_ref().and_then(|w| w.auto_resume) {
+            self.wipe.auto_resume = v;
+        }
+        if let Some(s) = &frag.service {
+            if let Some(v) = s.progress_interval_ms {
+                if v == 0 {
+                    return Err(ConfigError::Invalid {
+                        path: path.to_path_buf(),
+                        reason: "service.progress_interval_ms must be at least 1".into(),
+                    });
+                }
+                self.service.progress_interval_ms = v;
+            }
+        }
+        Ok(())
+    }
+
+    /// `[policy]` of a fragment from `path`. Errors: a relative `state_path`.
+    fn apply_policy(&mut self, p: &PolicyFragment, path: &Path) -> Result<(), ConfigError> {
+        if let Some(v) = p.install_min {
+            self.policy.install_min = v;
+        }
+        if let Some(v) = p.install_max {
+            self.policy.install_max = Some(v);
+        }
+        if let Some(v) = &p.state_path {
+            if !v.is_absolute() || v.file_name().is_none() {
+                return Err(ConfigError::Invalid {
+                    path: path.to_path_buf(),
+                    reason: format!(
+                        "policy.state_path {} must be an absolute file path",
+                        v.display()
+                    ),
+                });
+            }
+            self.policy.state_path = v.clone();
+        }
+        Ok(())
+    }
+
+    /// `[profiles.*]` of `frag` from `path`, each replacing the profile of that name.
+    /// Errors: neither min nor max, min above max, a zero or unparsable duration.
+    fn apply_profiles(&mut self, frag: &ConfigFragment, path: &Path) -> Result<(), ConfigError> {
         for (name, p) in frag.profiles.iter().flatten() {
             let bad = |reason: String| ConfigError::Invalid {
                 path: path.to_path_buf(),
@@ -506,59 +550,35 @@ impl Config {
                 },
             );
         }
-        if let Some(c) = &frag.check {
-            if let Some(v) = &c.state_path {
-                if !v.is_absolute() || v.file_name().is_none() {
-                    return Err(ConfigError::Invalid {
-                        path: path.to_path_buf(),
-                        reason: format!(
-                            "check.state_path {} must be an absolute file path",
-                            v.display()
-                        ),
-                    });
-                }
-                self.check.state_path = v.clone();
+        Ok(())
+    }
+
+    /// `[check]` of a fragment from `path`. Errors: a relative `state_path`, a bad working
+    /// window or schedule.
+    fn apply_check(&mut self, c: &CheckFragment, path: &Path) -> Result<(), ConfigError> {
+        if let Some(v) = &c.state_path {
+            if !v.is_absolute() || v.file_name().is_none() {
+                return Err(ConfigError::Invalid {
+                    path: path.to_path_buf(),
+                    reason: format!(
+                        "check.state_path {} must be an absolute file path",
+                        v.display()
+                    ),
+                });
             }
-            if let Some(v) = c.check_max {
-                self.check.check_max = Some(v.max(1));
-            }
-            apply_working(&mut self.check.working, c).map_err(|reason| ConfigError::Invalid {
-                path: path.to_path_buf(),
-                reason: format!("check: {reason}"),
-            })?;
-            apply_schedule(&mut self.check.schedule, c).map_err(|reason| ConfigError::Invalid {
-                path: path.to_path_buf(),
-                reason: format!("check: {reason}"),
-            })?;
+            self.check.state_path = v.clone();
         }
-        if let Some(ev) = &frag.events {
-            if let Some(v) = &ev.program {
-                if !v.is_absolute() {
-                    return Err(ConfigError::Invalid {
-                        path: path.to_path_buf(),
-                        reason: format!("events.program {} must be an absolute path", v.display()),
-                    });
-                }
-                self.events.program = Some(v.clone());
-            }
+        if let Some(v) = c.check_max {
+            self.check.check_max = Some(v.max(1));
         }
-        if let Some(v) = frag.metrics.as_ref().and_then(|m| m.listen) {
-            self.metrics.listen = Some(v);
-        }
-        if let Some(v) = frag.wipe.as_ref().and_then(|w| w.auto_resume) {
-            self.wipe.auto_resume = v;
-        }
-        if let Some(s) = &frag.service {
-            if let Some(v) = s.progress_interval_ms {
-                if v == 0 {
-                    return Err(ConfigError::Invalid {
-                        path: path.to_path_buf(),
-                        reason: "service.progress_interval_ms must be at least 1".into(),
-                    });
-                }
-                self.service.progress_interval_ms = v;
-            }
-        }
+        apply_working(&mut self.check.working, c).map_err(|reason| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            reason: format!("check: {reason}"),
+        })?;
+        apply_schedule(&mut self.check.schedule, c).map_err(|reason| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            reason: format!("check: {reason}"),
+        })?;
         Ok(())
     }
 

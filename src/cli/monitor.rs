@@ -280,34 +280,7 @@ async fn monitor(args: MonitorArgs) -> zbus::Result<()> {
         tokio::select! {
             msg = stream.next() => {
                 let Some(Ok(msg)) = msg else { return Ok(()) };
-                let h = msg.header();
-                let path = h.path().map(std::string::ToString::to_string).unwrap_or_default();
-                let member = h.member().map(std::string::ToString::to_string).unwrap_or_default();
-                let lines: Vec<String> = match member.as_str() {
-                    "PropertiesChanged" => {
-                        let Ok((iface, changed, _inv)) = msg
-                            .body()
-                            .deserialize::<(String, HashMap<String, OwnedValue>, Vec<String>)>()
-                        else { continue };
-                        vec![format_line("changed", &path, &iface, &props_json(&changed), args.json, &names)]
-                    }
-                    "InterfacesAdded" => {
-                        let Ok((obj, ifaces)) = msg.body().deserialize::<(
-                            OwnedObjectPath,
-                            HashMap<String, HashMap<String, OwnedValue>>,
-                        )>() else { continue };
-                        for p in ifaces.values() {
-                            learn(&mut names, obj.as_str(), p);
-                        }
-                        ifaces.iter().map(|(i, p)| format_line("added", obj.as_str(), i, &props_json(p), args.json, &names)).collect()
-                    }
-                    "InterfacesRemoved" => {
-                        let Ok((obj, ifaces)) = msg.body().deserialize::<(OwnedObjectPath, Vec<String>)>()
-                        else { continue };
-                        ifaces.iter().map(|i| format_line("removed", obj.as_str(), i, &BTreeMap::new(), args.json, &names)).collect()
-                    }
-                    _ => continue,
-                };
+                let Some(lines) = signal_lines(&msg, args.json, &mut names) else { continue };
                 for l in lines {
                     if !emit(l) { return Ok(()); }
                 }
@@ -325,6 +298,66 @@ async fn monitor(args: MonitorArgs) -> zbus::Result<()> {
             }
         }
     }
+}
+
+/// The output lines for one of the service's signals (`PropertiesChanged`,
+/// `InterfacesAdded`, `InterfacesRemoved`), learning array names from added objects;
+/// `None` for another signal or a body that does not parse.
+fn signal_lines(msg: &zbus::Message, json: bool, names: &mut Names) -> Option<Vec<String>> {
+    let h = msg.header();
+    let path = h
+        .path()
+        .map(std::string::ToString::to_string)
+        .unwrap_or_default();
+    let member = h
+        .member()
+        .map(std::string::ToString::to_string)
+        .unwrap_or_default();
+    let lines: Vec<String> = match member.as_str() {
+        "PropertiesChanged" => {
+            let Ok((iface, changed, _inv)) =
+                msg.body()
+                    .deserialize::<(String, HashMap<String, OwnedValue>, Vec<String>)>()
+            else {
+                return None;
+            };
+            vec![format_line(
+                "changed",
+                &path,
+                &iface,
+                &props_json(&changed),
+                json,
+                names,
+            )]
+        }
+        "InterfacesAdded" => {
+            let Ok((obj, ifaces)) = msg.body().deserialize::<(
+                OwnedObjectPath,
+                HashMap<String, HashMap<String, OwnedValue>>,
+            )>() else {
+                return None;
+            };
+            for p in ifaces.values() {
+                learn(names, obj.as_str(), p);
+            }
+            ifaces
+                .iter()
+                .map(|(i, p)| format_line("added", obj.as_str(), i, &props_json(p), json, names))
+                .collect()
+        }
+        "InterfacesRemoved" => {
+            let Ok((obj, ifaces)) = msg.body().deserialize::<(OwnedObjectPath, Vec<String>)>()
+            else {
+                return None;
+            };
+            ifaces
+                .iter()
+                .map(|i| format_line("removed", obj.as_str(), i, &BTreeMap::new(), json, names))
+                .collect()
+        }
+        _ => return None,
+    };
+    Some(lines)
 }
 
 #[cfg(test)]

@@ -153,6 +153,32 @@ fn global(b: &mut Builder, snap: &Snapshot) {
         vec![],
         int(snap.model.errors.len() as u64),
     );
+    speed_limits(b, snap);
+    if let Some(v) = snap.policy.as_ref() {
+        lease_counts(b, v);
+    }
+    if let Some(t) = snap.install_applied_at {
+        b.add(
+            "mdpilot_policy_install_applied_timestamp_seconds",
+            vec![],
+            Value::Float(t),
+        );
+    }
+    if let Some(n) = snap.hook_events_dropped {
+        b.add(
+            "mdpilot_hook_events_dropped_total",
+            vec![],
+            Value::Counter(n),
+        );
+    }
+    if let Some(jobs) = &snap.wipe_jobs {
+        wipe_totals(b, jobs);
+    }
+}
+
+/// The speed limits in effect (the model's, else the policy view's) and, with a policy view,
+/// the originals mdpilot restores, in bytes/s (the kernel's KiB/s times 1024).
+fn speed_limits(b: &mut Builder, snap: &Snapshot) {
     let view = snap.policy.as_ref();
     let limit = |min: bool| {
         let v = view.and_then(|v| {
@@ -191,47 +217,39 @@ fn global(b: &mut Builder, snap: &Snapshot) {
                 );
             }
         }
-        for kind in LEASE_KINDS {
-            let n = v
-                .leases
-                .iter()
-                .filter(|l| l.kind == kind && !l.dead)
-                .count();
-            b.add(
-                "mdpilot_policy_leases",
-                vec![("kind", kind.as_str().into())],
-                int(n as u64),
-            );
-        }
     }
-    if let Some(t) = snap.install_applied_at {
+}
+
+/// `mdpilot_policy_leases`: the live leases of each kind in the policy view `v`.
+fn lease_counts(b: &mut Builder, v: &PolicyView) {
+    for kind in LEASE_KINDS {
+        let n = v
+            .leases
+            .iter()
+            .filter(|l| l.kind == kind && !l.dead)
+            .count();
         b.add(
-            "mdpilot_policy_install_applied_timestamp_seconds",
-            vec![],
-            Value::Float(t),
+            "mdpilot_policy_leases",
+            vec![("kind", kind.as_str().into())],
+            int(n as u64),
         );
     }
-    if let Some(n) = snap.hook_events_dropped {
-        b.add(
-            "mdpilot_hook_events_dropped_total",
-            vec![],
-            Value::Counter(n),
-        );
-    }
-    if let Some(jobs) = &snap.wipe_jobs {
-        b.add("mdpilot_wipe_jobs_running", vec![], int(jobs.len() as u64));
-        let done: u64 = jobs.iter().map(|j| j.done_bytes).sum();
-        let total: u64 = jobs.iter().map(|j| j.total_bytes).sum();
-        // `Sum` of no f64 is -0.0.
-        let rate = jobs.iter().fold(0.0, |r, j| r + j.rate_bytes_per_s);
-        b.add("mdpilot_wipe_done_bytes", vec![], int(done));
-        b.add("mdpilot_wipe_total_bytes", vec![], int(total));
-        b.add(
-            "mdpilot_wipe_rate_bytes_per_second",
-            vec![],
-            Value::Float(rate),
-        );
-    }
+}
+
+/// The wipe jobs' count, bytes done and to do, and summed rate (bytes/s).
+fn wipe_totals(b: &mut Builder, jobs: &[WipeSample]) {
+    b.add("mdpilot_wipe_jobs_running", vec![], int(jobs.len() as u64));
+    let done: u64 = jobs.iter().map(|j| j.done_bytes).sum();
+    let total: u64 = jobs.iter().map(|j| j.total_bytes).sum();
+    // `Sum` of no f64 is -0.0.
+    let rate = jobs.iter().fold(0.0, |r, j| r + j.rate_bytes_per_s);
+    b.add("mdpilot_wipe_done_bytes", vec![], int(done));
+    b.add("mdpilot_wipe_total_bytes", vec![], int(total));
+    b.add(
+        "mdpilot_wipe_rate_bytes_per_second",
+        vec![],
+        Value::Float(rate),
+    );
 }
 
 #[cfg(test)]

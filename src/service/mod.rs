@@ -172,20 +172,8 @@ fn collect(root: &Root) -> Option<MdStat> {
 
 async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     // Handlers first: a SIGTERM during start-up must still go through the orderly shutdown.
-    use tokio::signal::unix::{signal, SignalKind};
-    let mut signals = Signals {
-        term: signal(SignalKind::terminate()).map_err(ServeError::Signals)?,
-        int: signal(SignalKind::interrupt()).map_err(ServeError::Signals)?,
-        hup: signal(SignalKind::hangup()).map_err(ServeError::Signals)?,
-    };
-    let sim = if args.sim {
-        let mut s = crate::sim::Sim::create().map_err(ServeError::Sim)?;
-        s.watch_control_signal().map_err(ServeError::Sim)?;
-        eprintln!("mdpilot: simulated tree in {}", s.path().display());
-        Some(s)
-    } else {
-        None
-    };
+    let mut signals = Signals::install()?;
+    let sim = start_sim(args.sim)?;
     let root = sim.as_ref().map_or(root, |s| s.root().clone());
     let _lock = lock_instance(&root)?;
     let config = Arc::new(Config::load(&root).map_err(ServeError::Config)?);
@@ -199,16 +187,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     let model = Arc::new(model);
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let (refresh_tx, refresh_rx) = tokio::sync::mpsc::unbounded_channel();
-    let _watcher = match Watcher::start(root.clone(), tx.clone()) {
-        Ok(w) => Some(w),
-        Err(e) => {
-            tracing::warn!(
-                "no kernel notifications: {e}: {:?}",
-                std::error::Error::source(&e)
-            );
-            None
-        }
-    };
+    let _watcher = start_watcher(&root, &tx);
     let core = Arc::new(State::new(
         root.clone(),
         config.clone(),
@@ -219,55 +198,10 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     ));
     let shared = Arc::new(Shared::new(core.clone(), args.bus.clone()));
     let metrics = Arc::new(metrics_http::MetricsState::new(shared.policy.show().ok()));
-    let metrics_task = match args.metrics.or(config.metrics.listen) {
-        Some(addr) => Some(
-            metrics_http::start(addr, core.clone(), metrics.clone())
-                .await?
-                .1,
-        ),
-        None => None,
-    };
+    let metrics_task =
+        start_metrics(args.metrics.or(config.metrics.listen), &core, &metrics).await?;
 
-    // Serve every object first, then ask for the name: a client that sees the name sees them.
-    let mut builder = args
-        .bus
-        .builder()
-        .map_err(bus_err("cannot open the bus"))?
-        .serve_at(
-            ROOT_PATH,
-            ObjectManager {
-                shared: shared.clone(),
-            },
-        )
-        .map_err(bus_err("serve ObjectManager"))?
-        .serve_at(
-            MANAGER_PATH,
-            Manager {
-                shared: shared.clone(),
-            },
-        )
-        .map_err(bus_err("serve Manager"))?;
-    let mut published: BTreeMap<String, ArrayProps> = BTreeMap::new();
-    let checks = CheckView::read(&root, &config, crate::policy::unix_now_s() as i64);
-    for a in &model.arrays {
-        let mut props = ArrayProps::from_model(a);
-        props.check = checks.props(a);
-        let path = array_path(&props.uuid, &props.kernel_name);
-        if published.contains_key(&path) {
-            tracing::warn!("two arrays at {path}: {} is not published", a.name);
-            continue;
-        }
-        builder = builder
-            .serve_at(
-                path.clone(),
-                ArrayObject {
-                    props: props.clone(),
-                    shared: shared.clone(),
-                },
-            )
-            .map_err(bus_err("serve array"))?;
-        published.insert(path, props);
-    }
+    let (builder, published) = bus_objects(&args.bus, &shared, &root, &config, &model)?;
     // Nothing is changed before the connection: a stop here only drops the listener, the
     // lock and the simulated tree.
     let limit = Duration::from_millis(args.bus_timeout_ms);
@@ -322,15 +256,135 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     schedule_task.abort();
 
     shutdown(&shared, &conn).await;
+    stop_side_tasks(sim_task, metrics_task).await;
+    result
+}
+
+/// After the orderly shutdown: stops the simulation (its tree, a TempDir, is deleted when
+/// the task's Sim drops) and the metrics listener.
+async fn stop_side_tasks<S>(
+    sim_task: Option<tokio::task::JoinHandle<S>>,
+    metrics_task: Option<tokio::task::JoinHandle<()>>,
+) {
     if let Some(t) = sim_task {
         t.abort();
-        // The simulated tree (a TempDir) is deleted when the task's Sim drops.
         let _ = t.await;
     }
     if let Some(t) = metrics_task {
         t.abort();
     }
-    result
+}
+
+impl Signals {
+    /// Installs the SIGTERM, SIGINT and SIGHUP handlers. Errors: [`ServeError::Signals`].
+    fn install() -> Result<Self, ServeError> {
+        use tokio::signal::unix::{signal, SignalKind};
+        Ok(Signals {
+            term: signal(SignalKind::terminate()).map_err(ServeError::Signals)?,
+            int: signal(SignalKind::interrupt()).map_err(ServeError::Signals)?,
+            hup: signal(SignalKind::hangup()).map_err(ServeError::Signals)?,
+        })
+    }
+}
+
+/// The metrics listener on `addr` (`--metrics`, else `[metrics] listen`); `None` without
+/// an address. Errors: the address cannot be bound.
+async fn start_metrics(
+    addr: Option<std::net::SocketAddr>,
+    core: &Arc<State>,
+    metrics: &Arc<metrics_http::MetricsState>,
+) -> Result<Option<tokio::task::JoinHandle<()>>, ServeError> {
+    match addr {
+        Some(addr) => Ok(Some(
+            metrics_http::start(addr, core.clone(), metrics.clone())
+                .await?
+                .1,
+        )),
+        None => Ok(None),
+    }
+}
+
+/// `--sim`: creates the simulated tree and watches its control signal; `None` without
+/// `--sim`. Errors: [`ServeError::Sim`].
+fn start_sim(sim: bool) -> Result<Option<crate::sim::Sim>, ServeError> {
+    if !sim {
+        return Ok(None);
+    }
+    let mut s = crate::sim::Sim::create().map_err(ServeError::Sim)?;
+    s.watch_control_signal().map_err(ServeError::Sim)?;
+    eprintln!("mdpilot: simulated tree in {}", s.path().display());
+    Ok(Some(s))
+}
+
+/// The kernel-notification watcher sending to `tx`; `None` (logged) when it cannot start.
+fn start_watcher(root: &Root, tx: &tokio::sync::mpsc::UnboundedSender<Event>) -> Option<Watcher> {
+    match Watcher::start(root.clone(), tx.clone()) {
+        Ok(w) => Some(w),
+        Err(e) => {
+            tracing::warn!(
+                "no kernel notifications: {e}: {:?}",
+                std::error::Error::source(&e)
+            );
+            None
+        }
+    }
+}
+
+/// The connection builder with every object served (ObjectManager, Manager, one per array
+/// of `model`), and the arrays published by path. Objects are served first, the name asked
+/// for later: a client that sees the name sees them. Errors: [`ServeError::Bus`].
+fn bus_objects(
+    bus: &BusChoice,
+    shared: &Arc<Shared>,
+    root: &Root,
+    config: &Config,
+    model: &MdStat,
+) -> Result<
+    (
+        zbus::connection::Builder<'static>,
+        BTreeMap<String, ArrayProps>,
+    ),
+    ServeError,
+> {
+    let mut builder = bus
+        .builder()
+        .map_err(bus_err("cannot open the bus"))?
+        .serve_at(
+            ROOT_PATH,
+            ObjectManager {
+                shared: shared.clone(),
+            },
+        )
+        .map_err(bus_err("serve ObjectManager"))?
+        .serve_at(
+            MANAGER_PATH,
+            Manager {
+                shared: shared.clone(),
+            },
+        )
+        .map_err(bus_err("serve Manager"))?;
+    let mut published: BTreeMap<String, ArrayProps> = BTreeMap::new();
+    let checks = CheckView::read(root, config, crate::policy::unix_now_s() as i64);
+    for a in &model.arrays {
+        let mut props = ArrayProps::from_model(a);
+        props.check = checks.props(a);
+        let path = array_path(&props.uuid, &props.kernel_name);
+        if published.contains_key(&path) {
+            tracing::warn!("two arrays at {path}: {} is not published", a.name);
+            continue;
+        }
+        builder = builder
+            .serve_at(
+                path.clone(),
+                ArrayObject {
+                    props: props.clone(),
+                    shared: shared.clone(),
+                },
+            )
+            .map_err(bus_err("serve array"))?;
+        published.insert(path, props);
+    }
+    Ok((builder, published))
 }
 
 /// After the connection, before READY: watch clients leaving, continue the previous run's
@@ -544,14 +598,7 @@ impl Loop {
             mut hup,
         } = signals;
         let mut ticker = self.ticker(None);
-        // Sent from this loop, between batches: a loop wedged in a step is what the watchdog
-        // is for (systemd kills and restarts the service after WatchdogSec=).
-        let mut watchdog = self.watchdog.map(|every| {
-            tracing::info!("systemd watchdog: WATCHDOG=1 every {every:?}");
-            let mut t = tokio::time::interval(every);
-            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-            t
-        });
+        let mut watchdog = self.watchdog_timer();
         let mut watchdog_warned = false;
         // `pid` lease owners: the set is re-read from the state file after every batch of
         // events (every lease change publishes one: AcquirePriority, and the CLI's
@@ -560,10 +607,7 @@ impl Loop {
         let mut pids = pidwatch::PidWatch::new();
         let manager_emitter =
             SignalEmitter::new(&self.conn, MANAGER_PATH).map_err(bus_err("emitter"))?;
-        let gone = pids.sync(&self.pid_owners());
-        if !gone.is_empty() {
-            self.reap_exited(&manager_emitter, &gone).await;
-        }
+        self.sync_pids(&mut pids, &manager_emitter).await;
         loop {
             tokio::select! {
                 _ = term.recv() => { tracing::info!("SIGTERM: stopping"); return Ok(()); }
@@ -585,12 +629,7 @@ impl Loop {
                         batch.push(e);
                     }
                     let r = Reread::of_events(&batch, &self.model);
-                    self.step(&r, &manager_emitter).await;
-                    ticker = self.ticker(ticker);
-                    let gone = pids.sync(&self.pid_owners());
-                    if !gone.is_empty() {
-                        self.reap_exited(&manager_emitter, &gone).await;
-                    }
+                    ticker = self.after_batch(&r, ticker, &mut pids, &manager_emitter).await;
                 }
                 _ = async {
                     match ticker.as_mut() {
@@ -598,11 +637,7 @@ impl Loop {
                         None => std::future::pending::<()>().await,
                     }
                 } => {
-                    let r = Reread {
-                        arrays: self.published.values()
-                            .filter(|p| p.syncing()).map(|p| p.kernel_name.clone()).collect(),
-                        ..Reread::default()
-                    };
+                    let r = self.syncing_reread();
                     self.step(&r, &manager_emitter).await;
                     ticker = self.ticker(ticker);
                 }
@@ -611,12 +646,8 @@ impl Loop {
                     while let Ok(r) = refreshes.try_recv() {
                         batch.push(r);
                     }
-                    self.step(&Reread::of_refreshes(&batch), &manager_emitter).await;
-                    ticker = self.ticker(ticker);
-                    let gone = pids.sync(&self.pid_owners());
-                    if !gone.is_empty() {
-                        self.reap_exited(&manager_emitter, &gone).await;
-                    }
+                    let r = Reread::of_refreshes(&batch);
+                    ticker = self.after_batch(&r, ticker, &mut pids, &manager_emitter).await;
                 }
                 _ = async {
                     match watchdog.as_mut() {
@@ -633,14 +664,68 @@ impl Loop {
                         // owners. Stop (limits are restored) and let systemd restart us.
                         return Err(ServeError::BusLost);
                     };
-                    let Ok(a) = sig.args() else { continue };
-                    // A unique name (":1.42") that lost its owner: that client has gone.
-                    if a.new_owner().is_none() && a.name().starts_with(':') {
-                        let name = a.name().to_string();
-                        self.shared.release_owner(&manager_emitter, &name).await;
-                    }
+                    self.owner_changed(&sig, &manager_emitter).await;
                 }
             }
+        }
+    }
+
+    /// The systemd watchdog timer, every [`Loop::watchdog`]; `None` without a watchdog.
+    /// Pinged from this loop, between batches: a loop wedged in a step is what the watchdog
+    /// is for (systemd kills and restarts the service after WatchdogSec=).
+    fn watchdog_timer(&self) -> Option<tokio::time::Interval> {
+        self.watchdog.map(|every| {
+            tracing::info!("systemd watchdog: WATCHDOG=1 every {every:?}");
+            let mut t = tokio::time::interval(every);
+            t.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            t
+        })
+    }
+
+    /// Re-syncs the `pid` lease owners from the state file and releases the leases of those
+    /// already gone.
+    async fn sync_pids(&self, pids: &mut pidwatch::PidWatch, emitter: &SignalEmitter<'_>) {
+        let gone = pids.sync(&self.pid_owners());
+        if !gone.is_empty() {
+            self.reap_exited(emitter, &gone).await;
+        }
+    }
+
+    /// A batch of kernel events or refresh requests: one step for `r`, the progress ticker
+    /// re-armed, then the `pid` owners re-synced. Returns the new ticker.
+    async fn after_batch(
+        &mut self,
+        r: &Reread,
+        ticker: Option<tokio::time::Interval>,
+        pids: &mut pidwatch::PidWatch,
+        emitter: &SignalEmitter<'_>,
+    ) -> Option<tokio::time::Interval> {
+        self.step(r, emitter).await;
+        let ticker = self.ticker(ticker);
+        self.sync_pids(pids, emitter).await;
+        ticker
+    }
+
+    /// The progress tick's re-read: the arrays published as syncing, nothing else.
+    fn syncing_reread(&self) -> Reread {
+        Reread {
+            arrays: self
+                .published
+                .values()
+                .filter(|p| p.syncing())
+                .map(|p| p.kernel_name.clone())
+                .collect(),
+            ..Reread::default()
+        }
+    }
+
+    /// A `NameOwnerChanged` signal: a unique name (":1.42") that lost its owner is a client
+    /// gone, whose leases are released.
+    async fn owner_changed(&self, sig: &zbus::fdo::NameOwnerChanged, emitter: &SignalEmitter<'_>) {
+        let Ok(a) = sig.args() else { return };
+        if a.new_owner().is_none() && a.name().starts_with(':') {
+            let name = a.name().to_string();
+            self.shared.release_owner(emitter, &name).await;
         }
     }
 
