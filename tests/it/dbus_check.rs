@@ -234,12 +234,15 @@ async fn a_check_with_a_duration_is_paused_at_its_window_end() {
     let _svc = Service::sim(&bus, &[("MDPILOT_SIM_TICK_MS", "100")]).await;
     let c = bus.connect().await;
     let md0 = sim_array_path("md0");
-    let o = opts(&[("max", Value::U64(1000)), ("duration", Value::U64(1))]);
+    // A 3 s window: long enough that a loaded machine still shows the running check before the
+    // window ends (1 s was seen to end before the first look).
+    let o = opts(&[("max", Value::U64(1000)), ("duration", Value::U64(3))]);
     check_call(&c, &md0, "StartCheck", Some(o)).await.unwrap();
     wait_action(&c, &md0, "check").await;
     // The service pauses it itself (at its next look, within the progress interval).
     wait_action(&c, &md0, "idle").await;
-    // At most 2000 sectors/s for about a second (0 only on a machine too loaded to step).
+    // At most 2000 sectors/s for about 3 s, with room for a late look (0 only on a machine too
+    // loaded to step).
     let pos = prop_u64(&c, &md0, "CheckPosition").await;
     assert!(pos <= 20_000, "{pos}");
     assert_eq!(throttle(&c, "md0").await, None);
