@@ -8,7 +8,7 @@ use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::mpsc;
 use std::time::Duration;
-use support::tree::{mdstat_root, write};
+use support::tree::{mdstat_root, replace, write};
 use support::{stderr, BIN};
 
 const R1_OK: &str = "Personalities : [raid1]\nmd1 : active raid1 loop4[1] loop3[0]\n      1046528 blocks super 1.2 [2/2] [UU]\n\nunused devices: <none>\n";
@@ -84,7 +84,7 @@ fn monitor_events_reports_fail_and_degraded_and_a_fresh_raid5_build() {
     let d = mdstat_root(R1_OK);
     let (mut child, rx) = monitor(d.path(), false);
     std::thread::sleep(Duration::from_millis(300));
-    write(d.path(), "proc/mdstat", R1_FAILED);
+    replace(d.path(), "proc/mdstat", R1_FAILED);
     assert_eq!(next(&rx), "Fail md1 loop4 severity=critical");
     assert_eq!(next(&rx), "DegradedArray md1 severity=critical");
     // A raid5 created now: its recovery is the initial build, not a degradation.
@@ -93,7 +93,7 @@ fn monitor_events_reports_fail_and_degraded_and_a_fresh_raid5_build() {
         R5_CREATED.replace("\nunused devices: <none>\n", ""),
         R1_FAILED.replace("Personalities : [raid1]\n", "")
     );
-    write(d.path(), "proc/mdstat", &both);
+    replace(d.path(), "proc/mdstat", &both);
     assert_eq!(next(&rx), "NewArray md0");
     assert_eq!(next(&rx), "InitialBuildStarted md0 action=recovery");
     child.kill().unwrap();

@@ -16,6 +16,15 @@ pub fn write(root: &Path, rel: &str, text: &str) {
     std::fs::write(p, text).unwrap();
 }
 
+/// Replaces `root/rel` with `text` at once (a temporary file beside it, renamed over it), as the
+/// simulator does: a reader polling the file never sees it empty or half written, which the
+/// kernel's `/proc/mdstat` never is either.
+pub fn replace(root: &Path, rel: &str, text: &str) {
+    let tmp = format!("{rel}.replacing");
+    write(root, &tmp, text);
+    std::fs::rename(root.join(tmp), root.join(rel)).unwrap();
+}
+
 /// Writes each `(file, text)` under `root/dir` (see [`write`]).
 pub fn write_all(root: &Path, dir: &str, files: &[(&str, &str)]) {
     for (file, text) in files {
