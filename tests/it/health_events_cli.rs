@@ -49,7 +49,17 @@ fn status_test_exits_like_mdadm_detail_test() {
 }
 
 /// Runs `monitor --events` with a 50 ms re-read; lines arrive on the returned channel.
-fn monitor(root: &Path, json: bool) -> (std::process::Child, mpsc::Receiver<String>) {
+/// The monitor's process, killed and reaped when dropped: also when an assertion fails first.
+struct Monitor(std::process::Child);
+
+impl Drop for Monitor {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn monitor(root: &Path, json: bool) -> (Monitor, mpsc::Receiver<String>) {
     let mut cmd = Command::new(BIN);
     cmd.arg("--root")
         .arg(root)
@@ -71,7 +81,7 @@ fn monitor(root: &Path, json: bool) -> (std::process::Child, mpsc::Receiver<Stri
             }
         }
     });
-    (child, rx)
+    (Monitor(child), rx)
 }
 
 fn next(rx: &mpsc::Receiver<String>) -> String {
@@ -82,7 +92,7 @@ fn next(rx: &mpsc::Receiver<String>) -> String {
 #[test]
 fn monitor_events_reports_fail_and_degraded_and_a_fresh_raid5_build() {
     let d = mdstat_root(R1_OK);
-    let (mut child, rx) = monitor(d.path(), false);
+    let (child, rx) = monitor(d.path(), false);
     std::thread::sleep(Duration::from_millis(300));
     replace(d.path(), "proc/mdstat", R1_FAILED);
     assert_eq!(next(&rx), "Fail md1 loop4 severity=critical");
@@ -96,8 +106,7 @@ fn monitor_events_reports_fail_and_degraded_and_a_fresh_raid5_build() {
     replace(d.path(), "proc/mdstat", &both);
     assert_eq!(next(&rx), "NewArray md0");
     assert_eq!(next(&rx), "InitialBuildStarted md0 action=recovery");
-    child.kill().unwrap();
-    child.wait().unwrap();
+    drop(child);
     assert!(rx.recv_timeout(Duration::from_secs(2)).is_err());
 }
 
