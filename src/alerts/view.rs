@@ -103,7 +103,14 @@ impl ArrayView {
         let slotted = self
             .members
             .iter()
-            .filter(|m| matches!(m.role, MemberRole::InSync | MemberRole::Rebuilding))
+            // A spare counts: a fresh raid5's last member is a spare, slot none, until md starts
+            // the recovery onto it (the first snapshot can come before that).
+            .filter(|m| {
+                matches!(
+                    m.role,
+                    MemberRole::InSync | MemberRole::Rebuilding | MemberRole::Spare
+                )
+            })
             .count() as u32;
         slotted >= t
     }
