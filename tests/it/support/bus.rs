@@ -9,7 +9,7 @@ use std::process::{Child, Command, Output, Stdio};
 use std::time::{Duration, Instant};
 use zbus::zvariant::{OwnedObjectPath, OwnedValue, Value};
 
-pub use mdpilot::dbus::client::{service_running, JobProxy, ManagerProxy};
+pub use mdpilot::dbus::client::{JobProxy, ManagerProxy};
 pub use mdpilot::dbus::manager::{LeaseDict, LeaseEntry};
 pub use mdpilot::dbus::{
     array_path, BusChoice, ARRAY_IFACE, BUS_NAME, MANAGER_IFACE, MANAGER_PATH, ROOT_PATH,
@@ -213,7 +213,10 @@ impl Service {
         });
         let conn = bus.connect().await;
         let deadline = Instant::now() + Duration::from_secs(20);
-        while !service_running(&conn).await {
+        // The name owned by this child, not by an instance the test killed a moment ago whose
+        // connection the daemon has not dropped yet (that one would make this return at once
+        // and the new instance fail with the name taken).
+        while name_owner_pid(&conn).await != Some(child.id()) {
             if let Some(st) = child.try_wait().unwrap() {
                 panic!("mdpilot serve exited early: {st}");
             }
@@ -289,8 +292,16 @@ impl Drop for Service {
     }
 }
 
+/// The pid of the connection that owns `org.mdpilot.MdPilot1` on `conn`'s bus (the daemon's
+/// `GetConnectionUnixProcessID`), `None` while the name has no owner.
+pub async fn name_owner_pid(conn: &zbus::Connection) -> Option<u32> {
+    let dbus = zbus::fdo::DBusProxy::new(conn).await.ok()?;
+    let name = zbus::names::BusName::try_from(BUS_NAME).ok()?;
+    dbus.get_connection_unix_process_id(name).await.ok()
+}
+
 /// True when `org.mdpilot.MdPilot1` has an owner on `conn`'s bus; panics when the bus cannot
-/// say (unlike the crate's `service_running`, which answers false).
+/// say (unlike the crate's `mdpilot::dbus::client::service_running`, which answers false).
 pub async fn name_owned(conn: &zbus::Connection) -> bool {
     let dbus = zbus::fdo::DBusProxy::new(conn).await.unwrap();
     let name = zbus::names::BusName::try_from(BUS_NAME).unwrap();
