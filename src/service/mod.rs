@@ -181,7 +181,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     let policy = Policy::new(root.clone(), config.policy_settings(&root));
 
     let mut model = collect(&root).unwrap_or_default();
-    let paused = check_upkeep(&root, &config, &model);
+    let paused = check_upkeep(&root, &config, &model).paused;
     reread_arrays(&root, &mut model, &paused);
     // The one model: the loop's, shared with the objects (replaced whole after each step).
     let model = Arc::new(model);
@@ -548,17 +548,29 @@ fn reread_arrays(root: &Root, model: &mut MdStat, names: &BTreeSet<String>) {
     }
 }
 
+/// What the loop's check upkeep did: the arrays it paused (kernel names; their
+/// `md/sync_action` was written) and whether the check record changed (a finished check's
+/// result, a running one's position), so the check properties are published again.
+#[derive(Debug, Default)]
+struct UpkeepDone {
+    paused: BTreeSet<String>,
+    recorded: bool,
+}
+
 /// The loop's check upkeep, a step of its own after publishing
 /// ([`crate::check::run::upkeep_all`]: a finished check's result, the position of a running
-/// one, a window's end, which pauses the check: `md/sync_action` is written). Returns the
-/// arrays it paused (kernel names). Failures are logged.
-fn check_upkeep(root: &Root, config: &Config, model: &MdStat) -> BTreeSet<String> {
+/// one, a window's end, which pauses the check: `md/sync_action` is written). Failures are
+/// logged and count as nothing done.
+fn check_upkeep(root: &Root, config: &Config, model: &MdStat) -> UpkeepDone {
     let now = crate::policy::unix_now_s();
     match crate::check::run::upkeep_all(root, config, model, now) {
-        Ok((paused, _)) => paused.into_iter().collect(),
+        Ok((paused, recorded)) => UpkeepDone {
+            paused: paused.into_iter().collect(),
+            recorded,
+        },
         Err(e) => {
             tracing::warn!("check record: {}", crate::error::error_chain(&e));
-            BTreeSet::new()
+            UpkeepDone::default()
         }
     }
 }
@@ -815,17 +827,20 @@ impl Loop {
 
     /// One step: re-reads what `r` names and publishes the differences ([`Loop::read_and_publish`]),
     /// then does the check upkeep, a step of its own (publishing writes nothing); the arrays
-    /// it paused are re-read and published at once.
+    /// it paused are re-read and published at once, and a record it changed (a check that
+    /// just ended: md sends no further event) is published at once too.
     async fn step(&mut self, r: &Reread, manager_emitter: &SignalEmitter<'_>) {
         self.read_and_publish(r, manager_emitter).await;
-        let paused = check_upkeep(&self.root, &self.config, &self.model);
-        if !paused.is_empty() {
+        let done = check_upkeep(&self.root, &self.config, &self.model);
+        if !done.paused.is_empty() {
             let r = Reread {
-                arrays: paused,
+                arrays: done.paused,
                 sync_action: true,
                 ..Reread::default()
             };
             self.read_and_publish(&r, manager_emitter).await;
+        } else if done.recorded {
+            self.publish_arrays().await;
         }
     }
 

@@ -228,6 +228,40 @@ async fn a_check_runs_to_the_end_and_its_result_is_published() {
     }
 }
 
+/// A check that ends while nothing else happens on the machine: md notifies `sync_action`
+/// once (here: one re-read of the tree, which has no other array changing), and the result is
+/// published from that one look, without waiting for another event.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_check_that_ends_with_no_later_event_is_published_at_once() {
+    let Some(bus) = Bus::start() else { return };
+    let sim = Sim::create().unwrap();
+    // No progress timer while the check runs: only the look below re-reads the tree.
+    support::tree::write(
+        sim.path(),
+        "etc/mdpilot/config.d/50-progress.toml",
+        "[service]\nprogress_interval_ms = 600000\n",
+    );
+    let _svc = Service::on_root(&bus, sim.path(), &[]).await;
+    let c = bus.connect().await;
+    let md0 = sim_array_path("md0");
+    check_call(&c, &md0, "StartCheck", Some(opts(&[])))
+        .await
+        .unwrap();
+    let action = sim.path().join("sys/block/md0/md/sync_action");
+    assert_eq!(read_trim(&action), "check");
+    wait_action(&c, &md0, "check").await;
+    // md ends the check: the attribute reads idle, and the service looks once (a lease
+    // change re-reads the tree, as the kernel's notification would).
+    support::tree::write(sim.path(), "sys/block/md0/md/sync_action", "idle\n");
+    support::bus::acquire(&c, &[("min", Value::U64(5000))])
+        .await
+        .unwrap();
+    wait_action(&c, &md0, "idle").await;
+    let done = wait_u64(&c, &md0, "LastCheckCompleted", |n| n > 0).await;
+    let r = last_result(&c, &md0).await;
+    assert_eq!(u64::try_from(&*r["completed"]).unwrap(), done);
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_check_with_a_duration_is_paused_at_its_window_end() {
     let Some(bus) = Bus::start() else { return };
