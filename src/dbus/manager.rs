@@ -96,12 +96,14 @@ impl Manager {
     /// value; md rejects 0 there, so a per-array 0 is written as 1 KiB/s; arrays are named as
     /// users type them: md0, /dev/md0, /dev/md/root, md/root or the metadata name);
     /// kind (s: client, installer, admin, wipe-job); holder (s: a named lease that outlives
-    /// this connection, id = holder); pid (u: the lease lives while that process does). No
-    /// min, max nor arrays: the install policy (global min = the config's install_min, default
-    /// 0). Without holder and pid the lease is tied to the caller's bus name and released when
-    /// it leaves the bus. Returns the lease id. Errors: NotAuthorized; InvalidArgument (unknown
-    /// option, wrong type, min above max, pid 0, holder empty); NoSuchArray; Busy (md refused
-    /// a write with EBUSY); Failed (state file, kernel write).
+    /// this connection, id = holder); pid (u: the lease lives while that process does);
+    /// duration (t, seconds: the service releases the lease by itself that long after it was
+    /// taken, also across a restart; its end is the lease's expires in Leases). No min, max
+    /// nor arrays: the install policy (global min = the config's install_min, default 0).
+    /// Without holder and pid the lease is tied to the caller's bus name and released when it
+    /// leaves the bus. Returns the lease id. Errors: NotAuthorized; InvalidArgument (unknown
+    /// option, wrong type, min above max, pid 0, holder empty, duration 0); NoSuchArray; Busy
+    /// (md refused a write with EBUSY); Failed (state file, kernel write).
     #[zbus(out_args("lease_id"))]
     async fn acquire_priority(
         &self,
