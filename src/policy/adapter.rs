@@ -307,31 +307,20 @@ impl Policy {
         self.change_with(&|c: &Change| !cli_alive(&c.owner), next, |_| {})
     }
 
-    /// [`Policy::change`], undoing first the journaled changes `undo_changes` picks (the
-    /// repair: changes of dead owners; `restore`: all), and with `edit` applied to both saved
-    /// states of the transition (the lease expiries, which the pure transition carries but does
-    /// not set).
-    fn change_with(
+    /// The knobs the transition from `old` to `leases` needs read (through the kernel
+    /// layer), skipping an array knob whose name now belongs to another array (by `md/uuid`:
+    /// never written; the transition drops it as gone) and a managed array that was stopped.
+    ///
+    /// # Errors
+    /// `PolicyError::Read` for a knob that cannot be read otherwise.
+    fn read_knobs(
         &self,
-        undo_changes: &dyn Fn(&Change) -> bool,
-        next: impl FnOnce(&PolicyState) -> Option<BTreeMap<String, LeaseRequest>>,
-        edit: impl Fn(&mut PolicyState),
-    ) -> Result<PolicyView, PolicyError> {
-        let path = &self.settings.state_path;
-        let _lock = state::lock(path)?;
-        let existed = path.exists();
-        let loaded = state::load(path)?;
-        let mut old = loaded.clone();
-        self.repair(&mut old, undo_changes);
-        let Some(leases) = next(&old) else {
-            if old != loaded {
-                state::save(path, &old)?;
-            }
-            return Ok(self.view_of(&old));
-        };
-        let targets = lease::targets(&leases);
+        old: &PolicyState,
+        leases: &BTreeMap<String, LeaseRequest>,
+    ) -> Result<BTreeMap<KnobId, SpeedLimit>, PolicyError> {
+        let targets = lease::targets(leases);
         let mut readings = BTreeMap::new();
-        for knob in lease::knobs_to_read(&old, &leases) {
+        for knob in lease::knobs_to_read(old, leases) {
             if let (KnobId::Array { array, .. }, Some(Some(want))) =
                 (&knob, old.knobs.get(&knob).map(|m| m.uuid.as_ref()))
             {
@@ -354,7 +343,12 @@ impl Policy {
                 Err(e) => return Err(PolicyError::Read(e)),
             }
         }
-        let mut t = lease::transition(&old, leases, &readings)?;
+        Ok(readings)
+    }
+
+    /// Records the `md/uuid` of every array knob the transition manages for the first time,
+    /// in both saved states, so a later array under the same name is told apart.
+    fn stamp_new_uuids(&self, t: &mut lease::Transition) {
         let uuids: BTreeMap<String, String> = t
             .end
             .knobs
@@ -368,6 +362,33 @@ impl Policy {
             .collect();
         lease::stamp_uuids(&mut t.mid, &uuids);
         lease::stamp_uuids(&mut t.end, &uuids);
+    }
+
+    /// [`Policy::change`], undoing first the journaled changes `undo_changes` picks (the
+    /// repair: changes of dead owners; `restore`: all), and with `edit` applied to both saved
+    /// states of the transition (the lease expiries, which the pure transition carries but does
+    /// not set).
+    fn change_with(
+        &self,
+        undo_changes: &dyn Fn(&Change) -> bool,
+        next: impl FnOnce(&PolicyState) -> Option<BTreeMap<String, LeaseRequest>>,
+        edit: impl Fn(&mut PolicyState),
+    ) -> Result<PolicyView, PolicyError> {
+        let path = &self.settings.state_path;
+        let _lock = state::lock(path)?;
+        let existed = path.exists();
+        let loaded = state::load(path)?;
+        let mut old = loaded.clone();
+        self.repair(&mut old, undo_changes);
+        let Some(leases) = next(&old) else {
+            if old != loaded {
+                state::save(path, &old)?;
+            }
+            return Ok(self.view_of(&old));
+        };
+        let readings = self.read_knobs(&old, &leases)?;
+        let mut t = lease::transition(&old, leases, &readings)?;
+        self.stamp_new_uuids(&mut t);
         edit(&mut t.mid);
         edit(&mut t.end);
         for w in &t.warnings {
@@ -432,6 +453,24 @@ impl Policy {
         }
     }
 
+    /// Adds the warnings about `st` itself to `warnings`: arrays reading `frozen` that no
+    /// change of ours explains (frozen by someone else; `sync_action` read through the kernel
+    /// layer), and originals that a corrupt state file lost (once).
+    fn state_warnings(&self, st: &PolicyState, warnings: &mut Vec<PolicyWarning>) {
+        let now = self.io.arrays_now(&[journal::SYNC_ACTION]);
+        for array in journal::foreign_frozen(&st.changes, &now) {
+            warnings.push(PolicyWarning::ForeignFrozen { array });
+        }
+        if let Some(moved_to) = &st.originals_unknown {
+            let w = PolicyWarning::OriginalsUnknown {
+                moved_to: moved_to.clone(),
+            };
+            if !warnings.contains(&w) {
+                warnings.push(w);
+            }
+        }
+    }
+
     /// Builds the view of `st` with the current readings (unreadable knobs become `null` and a
     /// warning).
     fn view_of(&self, st: &PolicyState) -> PolicyView {
@@ -475,18 +514,7 @@ impl Policy {
             arrays.insert(array, v);
         }
         warnings.extend(lease::drift_warnings(st, &readings));
-        let now = self.io.arrays_now(&[journal::SYNC_ACTION]);
-        for array in journal::foreign_frozen(&st.changes, &now) {
-            warnings.push(PolicyWarning::ForeignFrozen { array });
-        }
-        if let Some(moved_to) = &st.originals_unknown {
-            let w = PolicyWarning::OriginalsUnknown {
-                moved_to: moved_to.clone(),
-            };
-            if !warnings.contains(&w) {
-                warnings.push(w);
-            }
-        }
+        self.state_warnings(st, &mut warnings);
         let orig = |b| {
             st.knobs
                 .get(&KnobId::Global(b))
