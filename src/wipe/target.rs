@@ -181,7 +181,7 @@ pub fn resolve_trusted(root: &Root, given: &Path) -> Result<(PathBuf, Bound), Wi
         let e = std::io::Error::from_raw_os_error(libc::ENOTBLK);
         return Err(probe_err("not a block device", e));
     }
-    let f = fs::File::open(&end).map_err(|e| probe_err("cannot open read-only", e))?;
+    let f = super::probe::open_read(&end).map_err(|e| probe_err("cannot open read-only", e))?;
     let bound = opened(&f).map_err(|e| probe_err("BLKGETSIZE64", e))?;
     Ok((end, bound))
 }
