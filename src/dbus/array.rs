@@ -10,7 +10,7 @@
 //! Members, DeviceNode, NamedDevice, ConsistencyPolicy...). Units are udisks2's too (bytes,
 //! bytes/s, µs). `RequestSyncAction` is udisks2's method of that name.
 
-use super::auth::{take_interaction_flags, Request};
+use super::auth::Request;
 use super::check::CheckProps;
 use super::errors::{Error, Result};
 use super::options::Options;
@@ -291,19 +291,21 @@ impl ArrayObject {
     async fn request_sync_action(
         &self,
         sync_action: String,
-        mut options: Options,
+        options: Options,
         #[zbus(header)] header: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<()> {
         let name = &self.props.kernel_name;
         let what = format!("RequestSyncAction {name}");
-        let flags = take_interaction_flags("RequestSyncAction", &mut options)?;
-        parse_sync_action_options(&what, &options)?;
-        let action = requestable_sync_action(&what, &sync_action)?;
-        let req = Request::request_sync_action(name, action.as_str());
-        self.shared
+        let (_, action) = self
+            .shared
             .auth
-            .authorize_with(conn, &header, &req, flags)
+            .guarded(conn, &header, "RequestSyncAction", options, |options| {
+                parse_sync_action_options(&what, &options)?;
+                let action = requestable_sync_action(&what, &sync_action)?;
+                let req = Request::request_sync_action(name, action.as_str());
+                Ok((action, req))
+            })
             .await?;
         crate::sysfs::write_sync_action(&self.shared.root, name, &action).map_err(|e| {
             use crate::sysfs::WriteError;
@@ -632,7 +634,7 @@ impl ArrayObject {
 }
 
 /// RequestSyncAction's options: `auth.no_user_interaction` (b) only (udisks2's standard option;
-/// [`take_interaction_flags`] has taken it out already, so none is left normally).
+/// [`super::auth::take_interaction_flags`] has taken it out already, so none is left normally).
 ///
 /// Errors: `InvalidArgument` for any other option or a wrong type.
 fn parse_sync_action_options(what: &str, opts: &Options) -> Result<()> {

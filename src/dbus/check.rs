@@ -10,7 +10,7 @@
 //! never writes the kernel. The loop re-reads while any sync runs, so a running check is seen at
 //! the progress interval; an idle service does not wake up for checks.
 
-use super::auth::{take_interaction_flags, Request, PRIORITY_ACTION};
+use super::auth::{Request, PRIORITY_ACTION};
 use super::errors::{Error, Result};
 use super::options::Options;
 use super::shared::Shared;
@@ -203,6 +203,7 @@ pub fn request(method: &'static str, array: &str) -> Request {
         device: Some(format!("/dev/{array}")),
         message,
         extra: Vec::new(),
+        exempt_uid: None,
     }
 }
 
@@ -275,15 +276,15 @@ pub async fn call(
     options: Option<Options>,
     op: impl FnOnce(&Options, u64) -> Result<Op>,
 ) -> Result<()> {
-    let req = request(method, array);
-    let mut options = options.unwrap_or_default();
-    let flags = take_interaction_flags(method, &mut options)?;
     let what = format!("{method} {array}");
     // The options are checked before polkit is asked.
-    let op = op(&options, crate::policy::unix_now_s()).map_err(|e| e.context(&what))?;
-    shared
+    let options = options.unwrap_or_default();
+    let (_, op) = shared
         .auth
-        .authorize_with(conn, header, &req, flags)
+        .guarded(conn, header, method, options, |options| {
+            let op = op(&options, crate::policy::unix_now_s()).map_err(|e| e.context(&what))?;
+            Ok((op, request(method, array)))
+        })
         .await?;
     let root = shared.root.clone();
     let config = shared.config();

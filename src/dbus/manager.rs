@@ -14,7 +14,7 @@
 //! only (at most one `arrays` key per array of the machine), known options; the polkit details
 //! hold only the canonical (resolved) values.
 
-use super::auth::{name_has_owner, take_interaction_flags, Request};
+use super::auth::{name_has_owner, Request};
 use super::errors::{Error, Result};
 use super::options::{
     check_array_count, check_limits, check_word, no_options, parse_acquire, parse_restore,
@@ -107,21 +107,21 @@ impl Manager {
     #[zbus(out_args("lease_id"))]
     async fn acquire_priority(
         &self,
-        mut options: Options,
+        options: Options,
         #[zbus(header)] header: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
         #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
     ) -> Result<String> {
-        let flags = take_interaction_flags("AcquirePriority", &mut options)?;
-        let o = self.acquire_options(&options)?;
-        let arrays: Vec<String> = o.arrays.keys().cloned().collect();
-        let req = Request::acquire_priority(&arrays);
-        let sender = self
+        let (caller, o) = self
             .shared
             .auth
-            .authorize_with(conn, &header, &req, flags)
-            .await?
-            .sender;
+            .guarded(conn, &header, "AcquirePriority", options, |options| {
+                let o = self.acquire_options(&options)?;
+                let arrays: Vec<String> = o.arrays.keys().cloned().collect();
+                Ok((o, Request::acquire_priority(&arrays)))
+            })
+            .await?;
+        let sender = caller.sender;
         // Without holder and pid the policy records the caller's unique name as the owner; the
         // service drops the lease when that name leaves the bus (Shared::release_owner). A pid
         // is recorded with its start time, so a reused pid does not keep the lease.
@@ -196,23 +196,25 @@ impl Manager {
         array: String,
         min: u64,
         max: u64,
-        mut options: Options,
+        options: Options,
         #[zbus(header)] header: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
         #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
     ) -> Result<()> {
-        let flags = take_interaction_flags("SetArraySpeedLimits", &mut options)?;
-        no_options("SetArraySpeedLimits", &options)?;
-        check_word("SetArraySpeedLimits", "array", &array)?;
-        let limits = check_limits(&format!("SetArraySpeedLimits {array}"), min, max)?;
-        let array = self
+        let (_, (array, limits)) = self
             .shared
-            .resolve_array(&array)
-            .map_err(|e| Error::NoSuchArray(format!("SetArraySpeedLimits: {e}")))?;
-        let req = Request::set_array_speed_limits(&array);
-        self.shared
             .auth
-            .authorize_with(conn, &header, &req, flags)
+            .guarded(conn, &header, "SetArraySpeedLimits", options, |options| {
+                no_options("SetArraySpeedLimits", &options)?;
+                check_word("SetArraySpeedLimits", "array", &array)?;
+                let limits = check_limits(&format!("SetArraySpeedLimits {array}"), min, max)?;
+                let array = self
+                    .shared
+                    .resolve_array(&array)
+                    .map_err(|e| Error::NoSuchArray(format!("SetArraySpeedLimits: {e}")))?;
+                let req = Request::set_array_speed_limits(&array);
+                Ok(((array, limits), req))
+            })
             .await?;
         let holder = format!("admin-{array}");
         let what = format!("SetArraySpeedLimits {array}");
@@ -237,17 +239,17 @@ impl Manager {
     /// defaults 1000/200000 KiB/s instead). Errors: NotAuthorized; InvalidArgument; Failed.
     async fn restore_limits(
         &self,
-        mut options: Options,
+        options: Options,
         #[zbus(header)] header: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
         #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
     ) -> Result<()> {
-        let flags = take_interaction_flags("RestoreLimits", &mut options)?;
-        let defaults = parse_restore(&options)?;
-        let req = Request::restore_limits();
-        self.shared
+        let (_, defaults) = self
+            .shared
             .auth
-            .authorize_with(conn, &header, &req, flags)
+            .guarded(conn, &header, "RestoreLimits", options, |options| {
+                Ok((parse_restore(&options)?, Request::restore_limits()))
+            })
             .await?;
         let view = off_thread(&self.shared, "RestoreLimits", |s| s.policy.show()).await?;
         refuse_while_frozen(&self.shared, &view)?;
@@ -306,18 +308,18 @@ impl Manager {
     async fn release(
         &self,
         lease_id: String,
-        mut options: Options,
+        options: Options,
         header: &Header<'_>,
         conn: &zbus::Connection,
         emitter: &SignalEmitter<'_>,
     ) -> Result<()> {
-        let flags = take_interaction_flags("ReleasePriority", &mut options)?;
-        no_options("ReleasePriority", &options)?;
-        check_word("ReleasePriority", "lease id", &lease_id)?;
-        let req = Request::release_priority();
         self.shared
             .auth
-            .authorize_with(conn, header, &req, flags)
+            .guarded(conn, header, "ReleasePriority", options, |options| {
+                no_options("ReleasePriority", &options)?;
+                check_word("ReleasePriority", "lease id", &lease_id)?;
+                Ok(((), Request::release_priority()))
+            })
             .await?;
         let id = lease_id.clone();
         let view = off_thread(&self.shared, "ReleasePriority", move |s| {

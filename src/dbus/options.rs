@@ -78,7 +78,8 @@ pub fn check_array_count(method: &str, opts: &Options, known: usize) -> Result<(
 pub fn no_options(method: &str, opts: &Options) -> Result<()> {
     match opts.keys().next() {
         Some(k) => Err(Error::InvalidArgument(format!(
-            "{method}: unknown option {k:?}"
+            "{method}: unknown option {}",
+            shown(k)
         ))),
         None => Ok(()),
     }
@@ -366,43 +367,66 @@ pub fn check_holder(h: &str) -> Result<()> {
     Ok(())
 }
 
-/// StartWipe's options: `method` (s: zero (default), random, discard, zeroout, signatures),
-/// `verify` (b), `keep-resync` (b), `resume` (b: continue the device's checkpoint of an
-/// interrupted wipe; its method, key and verify choice win). Returns
-/// `(method, verify, keep_resync, resume)`.
+/// The longest device path StartWipe takes, in bytes: `PATH_MAX` (4096, with its NUL), as
+/// `open(2)` would refuse a longer one with `ENAMETOOLONG`.
+pub const MAX_DEVICE_BYTES: usize = 4095;
+
+/// Refuses a StartWipe `device` that cannot be a path a person should see in a prompt: empty,
+/// longer than [`MAX_DEVICE_BYTES`], or holding control characters (a newline would forge a
+/// line of the admin's polkit prompt, an escape sequence repaint the terminal).
 ///
-/// Errors: `InvalidArgument` for unknown options, wrong types or an unknown method.
-pub fn parse_start_wipe(opts: &Options) -> Result<(Method, bool, bool, bool)> {
+/// Errors: `InvalidArgument` naming `method` and at most 64 characters of the device.
+pub fn check_device(method: &str, device: &str) -> Result<()> {
+    let why = if device.is_empty() {
+        "is empty"
+    } else if device.len() > MAX_DEVICE_BYTES {
+        "is longer than PATH_MAX"
+    } else if device.chars().any(char::is_control) {
+        "contains control characters"
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidArgument(format!(
+        "{method}: device {} ({} bytes) {why}",
+        shown(device),
+        device.len()
+    )))
+}
+
+/// StartWipe's options as the wipe core takes them: `method` (s: zero (default), random,
+/// discard, zeroout, signatures; [`Method::from_name`]), `verify` (b), `keep-resync` (b),
+/// `resume` (b: continue the device's checkpoint of an interrupted wipe; its method, key and
+/// verify choice win). Every other field of the returned [`crate::wipe::Options`] is its
+/// default: the caller adds the bound device, the owner and who started the job.
+///
+/// Errors: `InvalidArgument` for unknown options, wrong types or an unknown method (naming at
+/// most 64 characters of the key or the word).
+pub fn parse_start_wipe(opts: &Options) -> Result<(Method, crate::wipe::Options)> {
     let mut method = Method::Zero;
-    let (mut verify, mut keep, mut resume) = (false, false, false);
+    let mut o = crate::wipe::Options::default();
     for (k, v) in opts {
         match (k.as_str(), &**v) {
             ("method", Value::Str(s)) => {
-                method = match s.as_str() {
-                    "zero" => Method::Zero,
-                    "random" => Method::Random,
-                    "discard" => Method::Discard,
-                    "zeroout" => Method::Zeroout,
-                    "signatures" => Method::Signatures,
-                    other => {
-                        return Err(Error::InvalidArgument(format!(
-                        "StartWipe: method {other:?} is not zero, random, discard, zeroout or signatures"
-                    )))
-                    }
-                }
+                method = Method::from_name(s.as_str()).ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "StartWipe: method {} is not zero, random, discard, zeroout or signatures",
+                        shown(s.as_str())
+                    ))
+                })?;
             }
-            ("verify", Value::Bool(b)) => verify = *b,
-            ("keep-resync", Value::Bool(b)) => keep = *b,
-            ("resume", Value::Bool(b)) => resume = *b,
+            ("verify", Value::Bool(b)) => o.verify = *b,
+            ("keep-resync", Value::Bool(b)) => o.keep_resync = *b,
+            ("resume", Value::Bool(b)) => o.resume = *b,
             _ => {
                 return Err(Error::InvalidArgument(format!(
-                    "StartWipe: unknown option {k:?} or wrong type {} (known: method s, verify b, keep-resync b, resume b)",
+                    "StartWipe: unknown option {} or wrong type {} (known: method s, verify b, keep-resync b, resume b)",
+                    shown(k),
                     v.value_signature()
                 )))
             }
         }
     }
-    Ok((method, verify, keep, resume))
+    Ok((method, o))
 }
 
 #[cfg(test)]
@@ -613,21 +637,41 @@ mod tests {
     }
 
     #[test]
+    fn devices_a_prompt_may_show() {
+        check_device("M", "/dev/sdb").unwrap();
+        check_device("M", &format!("/dev/{}", "x".repeat(MAX_DEVICE_BYTES - 5))).unwrap();
+        for d in [
+            String::new(),
+            format!("/dev/{}", "x".repeat(MAX_DEVICE_BYTES)),
+            "/dev/sdb\nApproved".to_string(),
+            "/dev/sdb\u{1b}[2K".to_string(),
+            "/dev/sdb\u{85}".to_string(),
+        ] {
+            let e = check_device("StartWipe", &d).unwrap_err();
+            assert!(
+                matches!(&e, Error::InvalidArgument(m) if m.len() < 200),
+                "{e:?}"
+            );
+        }
+    }
+
+    #[test]
     fn start_wipe_options() {
-        assert_eq!(
-            parse_start_wipe(&opts(&[])).unwrap(),
-            (Method::Zero, false, false, false)
+        let (m, o) = parse_start_wipe(&opts(&[])).unwrap();
+        assert_eq!(m, Method::Zero);
+        assert!(
+            !o.verify && !o.keep_resync && !o.resume && o.bound.is_none(),
+            "{o:?}"
         );
-        assert_eq!(
-            parse_start_wipe(&opts(&[
-                ("method", Value::from("random")),
-                ("verify", Value::Bool(true)),
-                ("keep-resync", Value::Bool(true)),
-                ("resume", Value::Bool(true)),
-            ]))
-            .unwrap(),
-            (Method::Random, true, true, true)
-        );
+        let (m, o) = parse_start_wipe(&opts(&[
+            ("method", Value::from("random")),
+            ("verify", Value::Bool(true)),
+            ("keep-resync", Value::Bool(true)),
+            ("resume", Value::Bool(true)),
+        ]))
+        .unwrap();
+        assert_eq!(m, Method::Random);
+        assert!(o.verify && o.keep_resync && o.resume, "{o:?}");
         for o in [
             opts(&[("method", Value::from("shred"))]),
             opts(&[("method", Value::U32(1))]),

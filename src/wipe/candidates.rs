@@ -29,7 +29,7 @@ pub fn list(root: &Root) -> Vec<Candidate> {
     crate::sysfs::block::disks_and_partitions(root)
         .into_iter()
         // Opening an optical or floppy drive can move its tray or spin it up.
-        .filter(|e| !e.name.starts_with("sr") && !e.name.starts_with("fd"))
+        .filter(|e| !super::target::tray_drive(&e.name))
         .filter(|e| e.size_sectors > 0 && std::fs::symlink_metadata(root.dev(&e.name)).is_ok())
         .map(|e| probe_one(root, &e.name))
         .collect()
