@@ -35,3 +35,5 @@ pub mod units; // human sizes, rates and durations
 #[cfg(feature = "service")]
 pub mod watch; // udev, /proc/mdstat and sysfs notifications as owned events
 pub mod wipe; // wipe jobs: probe, plan, planner, job, workers, sources, verify, resync
+#[cfg(feature = "service")]
+pub mod workers; // threads of their own per kind of blocking work (policy, checks, wipe starts, probes)

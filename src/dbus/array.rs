@@ -307,7 +307,15 @@ impl ArrayObject {
                 Ok((action, req))
             })
             .await?;
-        crate::sysfs::write_sync_action(&self.shared.root, name, &action).map_err(|e| {
+        // On the check worker: md answers an `idle` only when its sync thread has stopped.
+        let (root, array, word) = (self.shared.root.clone(), name.clone(), action.clone());
+        let written = self
+            .shared
+            .check_worker
+            .run(move || crate::sysfs::write_sync_action(&root, &array, &word))
+            .await
+            .map_err(|e| Error::Failed(format!("{what}: {e}")))?;
+        written.map_err(|e| {
             use crate::sysfs::WriteError;
             let msg = format!("{what}: {}", crate::error::error_chain(&e));
             match e {

@@ -289,16 +289,18 @@ pub async fn call(
     let root = shared.root.clone();
     let config = shared.config();
     let name = array.to_string();
-    let done = tokio::task::spawn_blocking(move || {
-        let o =
-            crate::check::run::execute(&root, &config, &op, &[name], false).map_err(bus_error)?;
-        match o.failures.into_iter().next() {
-            Some(f) => Err(bus_error(f.error)),
-            None => Ok(()),
-        }
-    })
-    .await
-    .map_err(|e| Error::Failed(format!("{what}: {e}")))?;
+    let done = shared
+        .check_worker
+        .run(move || {
+            let o = crate::check::run::execute(&root, &config, &op, &[name], false)
+                .map_err(bus_error)?;
+            match o.failures.into_iter().next() {
+                Some(f) => Err(bus_error(f.error)),
+                None => Ok(()),
+            }
+        })
+        .await
+        .map_err(|e| Error::Failed(format!("{what}: {e}")))?;
     shared.refresh_array(array);
     if let Ok(emitter) = SignalEmitter::new(conn, super::MANAGER_PATH) {
         shared.publish(&emitter, None).await;

@@ -473,31 +473,33 @@ async fn start_off_loop(
         .reserve(&req.device)
         .map_err(|r| busy(what, r))?;
     let (core, req, who) = (shared.core.clone(), req.clone(), what.to_string());
-    let started = tokio::task::spawn_blocking(move || {
-        let (handle, plan) = crate::wipe::start(&core.root, &req, |plan| {
-            // The node the probe resolved, when the path asked for led elsewhere.
-            if let Err(r) = reserved.also(&plan.device) {
-                return Err(StartErr::Bus(busy(&who, r)));
-            }
-            let dev = plan.device.display().to_string();
-            Ok(crate::wipe::Hooks {
-                leases: Arc::new(ServiceLeases(core.clone())),
-                on_progress: None,
-                on_complete: Some(Box::new(move |r| {
-                    let _ = done.send((r.is_ok(), crate::wipe::progress::summary(&dev, r)));
-                })),
-            })
-        })?;
-        let handle = Arc::new(handle);
-        let job = RunningJob {
-            device: plan.device.clone(),
-            handle: handle.clone(),
-        };
-        reserved.register(n, job);
-        Ok::<_, StartErr>((handle, plan))
-    })
-    .await
-    .map_err(|e| Error::Failed(format!("{what}: {e}")))?;
+    let started = shared
+        .wipe_worker
+        .run(move || {
+            let (handle, plan) = crate::wipe::start(&core.root, &req, |plan| {
+                // The node the probe resolved, when the path asked for led elsewhere.
+                if let Err(r) = reserved.also(&plan.device) {
+                    return Err(StartErr::Bus(busy(&who, r)));
+                }
+                let dev = plan.device.display().to_string();
+                Ok(crate::wipe::Hooks {
+                    leases: Arc::new(ServiceLeases(core.clone())),
+                    on_progress: None,
+                    on_complete: Some(Box::new(move |r| {
+                        let _ = done.send((r.is_ok(), crate::wipe::progress::summary(&dev, r)));
+                    })),
+                })
+            })?;
+            let handle = Arc::new(handle);
+            let job = RunningJob {
+                device: plan.device.clone(),
+                handle: handle.clone(),
+            };
+            reserved.register(n, job);
+            Ok::<_, StartErr>((handle, plan))
+        })
+        .await
+        .map_err(|e| Error::Failed(format!("{what}: {e}")))?;
     started.map_err(|e| match e {
         StartErr::Wipe(WipeError::Random(e)) => Error::Failed(format!("{what}: getrandom: {e}")),
         StartErr::Wipe(e) => Error::from(e).context(what),

@@ -266,18 +266,28 @@ impl Manager {
     /// has a /dev node and a size above 0, sorted by name (optical and floppy drives are left
     /// out: opening them can move a tray). reason is what StartWipe would answer (mounted,
     /// swap, held by an array or a mapping, backing /, a job already on it, not a block
-    /// device); "" when accepted. Each device is planned as a zero wipe: a method the device
-    /// cannot do (discard) may still be NotSupported at StartWipe. Reads only, like the
-    /// properties: open to every caller. Options: auth.no_user_interaction (b), ignored;
-    /// nothing else yet. Errors: InvalidArgument (an option); Failed.
+    /// device), or that the device is not answering (its probe took longer than 2 s: storage
+    /// that stopped answering); "" when accepted. Each device is planned as a zero wipe: a
+    /// method the device cannot do (discard) may still be NotSupported at StartWipe. Reads
+    /// only, like the properties: open to every caller, and changes nothing. Bounded: one call
+    /// per caller at a time, and answers up to 3 s old come from memory. Options:
+    /// auth.no_user_interaction (b), ignored; nothing else yet. Errors: InvalidArgument (an
+    /// option); Busy (a call of this caller is already running); Failed.
     #[zbus(out_args("candidates"))]
-    async fn wipe_candidates(&self, mut options: Options) -> Result<Vec<(String, bool, String)>> {
+    async fn wipe_candidates(
+        &self,
+        mut options: Options,
+        #[zbus(header)] header: Header<'_>,
+    ) -> Result<Vec<(String, bool, String)>> {
         options.remove("auth.no_user_interaction");
         no_options("WipeCandidates", &options)?;
-        let shared = self.shared.clone();
-        tokio::task::spawn_blocking(move || wipe_candidates(&shared))
-            .await
-            .map_err(|e| Error::Failed(format!("WipeCandidates: {e}")))
+        let caller = header.sender().map(|s| s.to_string()).unwrap_or_default();
+        let list = self
+            .shared
+            .candidates
+            .list(&self.shared.root, &caller)
+            .await?;
+        Ok(mark_busy(&self.shared, list))
     }
 
     /// Starts wiping a block device; returns the job object
@@ -367,19 +377,22 @@ impl Manager {
     }
 }
 
-/// Runs the policy operation `f` on tokio's blocking pool, never on the service's one thread:
-/// the policy lock (`flock`, which a `mdpilot policy` command or a stalled kernel write may
-/// hold) and the knob writes block, and every other D-Bus call (a property `Get`, `Version`)
+/// Runs the policy operation `f` on the policy's own worker ([`crate::shared::State::policy_worker`]),
+/// never on the service's one thread nor on tokio's shared blocking pool: the policy lock
+/// (`flock`, which a `mdpilot policy` command or a stalled kernel write may hold) and the knob
+/// writes block, and every other D-Bus call (a property `Get`, `Version`, a wipe or a check)
 /// must still be answered meanwhile. The error names `what` (the method).
 ///
-/// Errors: the policy's ([`Error::from`] a [`PolicyError`]); `Failed` when the task panicked.
+/// Errors: the policy's ([`Error::from`] a [`PolicyError`]); `Failed` when the worker is gone.
 async fn off_thread<T: Send + 'static>(
     shared: &Arc<Shared>,
     what: &str,
     f: impl FnOnce(&Shared) -> std::result::Result<T, PolicyError> + Send + 'static,
 ) -> Result<T> {
     let s = shared.clone();
-    tokio::task::spawn_blocking(move || f(&s))
+    shared
+        .policy_worker
+        .run(move || f(&s))
         .await
         .map_err(|e| Error::Failed(format!("{what}: {e}")))?
         .map_err(|e| Error::from(e).context(what))
@@ -447,9 +460,13 @@ fn refuse_while_frozen(shared: &Shared, view: &PolicyView) -> Result<()> {
     )))
 }
 
-/// [`crate::wipe::candidates::list`], with the devices a job
-/// of this service is wiping refused as `StartWipe` would: `(device, accepted, reason)`.
-fn wipe_candidates(shared: &Shared) -> Vec<(String, bool, String)> {
+/// `list` ([`super::candidates::Candidates::list`]) with the devices a job of this service is
+/// wiping refused as `StartWipe` would: `(device, accepted, reason)`. Path work only (links
+/// resolved, no device opened).
+fn mark_busy(
+    shared: &Shared,
+    list: Vec<crate::wipe::candidates::Candidate>,
+) -> Vec<(String, bool, String)> {
     let busy: Vec<std::path::PathBuf> = shared
         .jobs
         .lock()
@@ -458,8 +475,7 @@ fn wipe_candidates(shared: &Shared) -> Vec<(String, bool, String)> {
         .filter(|j| !j.handle.is_finished())
         .map(|j| j.device.clone())
         .collect();
-    crate::wipe::candidates::list(&shared.root)
-        .into_iter()
+    list.into_iter()
         .map(|c| {
             let name = c.device.trim_start_matches("/dev/");
             let real = std::fs::canonicalize(shared.root.dev(name)).ok();

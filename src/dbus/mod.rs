@@ -25,6 +25,7 @@
 
 pub mod array;
 pub mod auth;
+pub mod candidates;
 pub mod check;
 pub mod client;
 pub mod errors;

@@ -147,16 +147,17 @@ fn join(failures: &[crate::check::run::Failure]) -> String {
 
 /// Runs [`tick`] every [`TICK`] until dropped, with the configuration in effect at each tick
 /// ([`State::config`]: a SIGHUP that adds or changes `[check] schedule` applies from the next
-/// tick; without a schedule a tick does nothing). Off the loop's thread: a tick writes the
-/// kernel files and the check record.
+/// tick; without a schedule a tick does nothing). On the check worker
+/// ([`State::check_worker`]), never the loop's thread: a tick writes the kernel files and the
+/// check record.
 pub async fn run(state: Arc<State>) {
     let mut t = tokio::time::interval(TICK);
     loop {
         t.tick().await;
-        let state = state.clone();
-        let ticked = tokio::task::spawn_blocking(move || {
+        let s = state.clone();
+        let ticked = state.check_worker.run(move || {
             let now = crate::policy::unix_now_s() as i64;
-            tick(&state.root, &state.config(), now, utc_offset_s(now));
+            tick(&s.root, &s.config(), now, utc_offset_s(now));
         });
         let _ = ticked.await;
     }
