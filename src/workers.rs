@@ -57,7 +57,7 @@ impl Pool {
         let work: Work = Box::new(move || {
             let _ = tx.send(f());
         });
-        let _ = crate::shared::lock(&self.queue).send(work);
+        let _ = lock(&self.queue).send(work);
         rx
     }
 
@@ -72,11 +72,16 @@ impl Pool {
     }
 }
 
+/// Locks `m`; a poisoned lock is taken as it is (a queue end is never left half-changed).
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 /// A pool thread: runs the queued work until the pool is dropped. A panic in one piece of
 /// work ends only that piece (its caller sees [`Gone`]).
 fn serve(rx: &Mutex<Receiver<Work>>) {
     loop {
-        let work = match crate::shared::lock(rx).recv() {
+        let work = match lock(rx).recv() {
             Ok(w) => w,
             Err(_) => return,
         };

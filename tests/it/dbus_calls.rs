@@ -160,8 +160,8 @@ async fn loop_a_device_whose_open_never_completes_leaves_every_other_call_answer
 /// Runs as nobody inside `loop_a_flood_of_wipe_candidates_does_not_delay_root`: 600
 /// `WipeCandidates` calls over 6 connections, all sent before any answer is awaited; prints
 /// `SENT` once the service has read them all (a `Version` read on each connection answered
-/// behind them), then `RESULT <error name or success> <count>` per outcome and `NOT_ANSWERING
-/// <count>` (successes that list the device as not answering).
+/// behind them), then, once every call is answered, `RESULT <error name or success> <count>`
+/// per outcome and `NOT_ANSWERING <count>` (successes that list the device as not answering).
 #[tokio::test]
 #[ignore = "helper: run by loop_a_flood_of_wipe_candidates_does_not_delay_root"]
 async fn candidates_flood_helper() {
@@ -249,9 +249,8 @@ async fn loop_a_flood_of_wipe_candidates_does_not_delay_root() {
     })
     .await;
     assert!(id.starts_with("dbus-"), "{id}");
-    // One probe of the stuck device at a time, whatever the number of calls.
-    assert_eq!(stuck.begun(), 1, "opens of the stuck device");
-    stuck.release();
+    // Every call is answered while the device still does not answer (the open is released
+    // only after the helper has printed its results).
     let mut rest = String::new();
     while let Ok(Some(l)) = tokio::time::timeout(Duration::from_secs(60), out.next_line())
         .await
@@ -260,6 +259,9 @@ async fn loop_a_flood_of_wipe_candidates_does_not_delay_root() {
         rest.push_str(&l);
         rest.push('\n');
     }
+    // One probe of the stuck device, whatever the number of calls.
+    assert_eq!(stuck.begun(), 1, "opens of the stuck device");
+    stuck.release();
     let count = |key: &str| -> u32 {
         rest.lines()
             .filter_map(|l| l.strip_prefix(key))
