@@ -146,10 +146,11 @@ pub fn tray_drive(name: &str) -> bool {
 /// path and of every symlink hop, the root's own directory excepted) passes [`distrust`]; the
 /// end is a block device under `<root>/dev` or `/dev`, and no optical or floppy drive
 /// ([`tray_drive`]). Returns the canonical node and its [`Bound`]: `st_rdev` of a `stat` and
-/// the size from sysfs (`/sys/dev/block/MAJ:MIN/size`). Path work only: the device is never
-/// opened (an open of storage that stopped answering does not return; this runs before the
-/// caller is authorized, and for any caller). Writes nothing; messages never name a link's
-/// target.
+/// the size from sysfs (`/sys/dev/block/MAJ:MIN/size`). Path work only: on the system root the
+/// device is never opened (an open of storage that stopped answering does not return; this
+/// runs before the caller is authorized, and for any caller); only a fake tree without the
+/// device's sysfs entry has its size read from the device. Writes nothing; messages never
+/// name a link's target.
 ///
 /// Errors: [`WipeError::Untrusted`] when a rule is broken or the device is an optical or
 /// floppy drive; [`WipeError::Probe`] when a component does not exist (the path names nothing:
@@ -199,10 +200,22 @@ pub fn resolve_trusted(root: &Root, given: &Path) -> Result<(PathBuf, Bound), Wi
             "{name} is an optical or floppy drive, which is never wiped"
         )));
     }
-    let size_bytes = block::size_bytes_of_devnum(root, dev).ok_or_else(|| {
-        let e = std::io::Error::from_raw_os_error(libc::ENOENT);
-        probe_err("no size in /sys/dev/block", e)
-    })?;
+    let size_bytes = match block::size_bytes_of_devnum(root, dev) {
+        Some(s) => s,
+        // A fake tree (`--root`, `--sim`) may fake a device's facts but not its sysfs entry:
+        // the size comes from the device itself then. Never on the system root, whose sysfs
+        // has every block device.
+        None if !root.is_system() => {
+            let f = super::probe::open_read(&end).map_err(|e| probe_err("cannot open", e))?;
+            opened(&f)
+                .map_err(|e| probe_err("BLKGETSIZE64", e))?
+                .size_bytes
+        }
+        None => {
+            let e = std::io::Error::from_raw_os_error(libc::ENOENT);
+            return Err(probe_err("no size in /sys/dev/block", e));
+        }
+    };
     Ok((end, Bound { dev, size_bytes }))
 }
 
