@@ -81,9 +81,8 @@ fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
 /// work ends only that piece (its caller sees [`Gone`]).
 fn serve(rx: &Mutex<Receiver<Work>>) {
     loop {
-        let work = match lock(rx).recv() {
-            Ok(w) => w,
-            Err(_) => return,
+        let Ok(work) = lock(rx).recv() else {
+            return;
         };
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(work));
     }

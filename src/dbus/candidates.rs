@@ -100,14 +100,11 @@ impl Candidates {
     async fn probe_all(&self, root: &Root) -> Vec<Candidate> {
         let deadline = tokio::time::Instant::now() + DEVICE_TIMEOUT;
         let r = root.clone();
-        let names = match tokio::time::timeout_at(
-            deadline,
-            self.pool.submit(move || candidates::names(&r)),
-        )
-        .await
-        {
-            Ok(Ok(n)) => n,
-            _ => return Vec::new(),
+        let names =
+            tokio::time::timeout_at(deadline, self.pool.submit(move || candidates::names(&r)))
+                .await;
+        let Ok(Ok(names)) = names else {
+            return Vec::new();
         };
         let mut pending = Vec::new();
         for name in names {

@@ -1,7 +1,7 @@
 //! `org.mdpilot.MdPilot1.Manager` at `/org/mdpilot/MdPilot1/Manager`: global speed limits, resync priority
 //! leases, per-array limits, restore, wipe jobs. Thin: every change goes through the policy
 //! ([`crate::policy::Policy`]) and every mutating method first authorizes the caller
-//! ([`super::auth::Authority::authorize`]).
+//! ([`super::auth::Authority::guarded`]: every argument validated before polkit is asked).
 //!
 //! Leases taken with `AcquirePriority` are tied to the caller's unique bus name: the service
 //! watches `NameOwnerChanged` and calls [`Shared::release_owner`] when the name leaves the bus
