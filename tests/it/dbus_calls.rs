@@ -448,3 +448,28 @@ async fn loop_hostile_start_wipe_and_cancel_arguments_never_reach_polkit() {
     }
     assert!(polkit.asked().is_empty(), "{:?}", polkit.asked());
 }
+
+#[test]
+fn loop_wipe_candidates_leave_a_corrupt_checkpoint_in_place() {
+    need_root!();
+    let d = LoopDev::filled(16 * MIB, 0xaa);
+    let root = mdpilot::host::Root::new(job_root().keep());
+    let req = mdpilot::wipe::Request {
+        device: d.path.clone(),
+        method: mdpilot::wipe::Method::Zero,
+        options: mdpilot::wipe::Options::default(),
+    };
+    let plan = mdpilot::wipe::plan_for(&root, &req).unwrap();
+    let path = plan.checkpoint.unwrap().path;
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::write(&path, "{ torn").unwrap();
+    let listed = mdpilot::wipe::candidates::list(&root);
+    let mine = listed
+        .iter()
+        .find(|c| c.device == d.path.display().to_string());
+    assert!(mine.is_some_and(|c| c.accepted), "{mine:?}");
+    assert_eq!(std::fs::read_to_string(&path).unwrap(), "{ torn", "moved");
+    let siblings = std::fs::read_dir(path.parent().unwrap()).unwrap().count();
+    assert_eq!(siblings, 1, "nothing set aside beside it");
+    let _ = std::fs::remove_dir_all(root.path("/"));
+}
