@@ -1,8 +1,9 @@
 //! Durable checkpoints of wipe jobs: what lets `mdpilot wipe DEVICE --resume` continue a wipe
 //! after a power cut, a killed installer or a reboot instead of starting again at 0.
 //!
-//! Where: `/var/lib/mdpilot/wipe/<stable id>.json` under the [`crate::host::Root`] ([`DIR`]),
-//! beside (not inside) the policy state. The policy state lives in `/run/mdpilot` because what it
+//! Where: `/var/lib/mdpilot/wipe/<escaped stable id>.json` ([`path_for`]) under the
+//! [`crate::host::Root`] ([`DIR`]), beside (not inside) the policy state. The policy state
+//! lives in `/run/mdpilot` because what it
 //! records (speed limits) dies with the kernel; a checkpoint describes bytes on a disk, which
 //! survive a power cut that empties `/run`, so it must be on persistent storage.
 //!
@@ -15,8 +16,9 @@
 //! request when at least a second has passed or 1 GiB more is durable since the last save
 //! (whichever comes first: at rates above 1 GiB/s that is more than once a second, bounding the
 //! work a resume repeats to 1 GiB), always after `fdatasync` on the device returned for the
-//! bytes it describes; saved by write-to-temp, fsync, rename, fsync of the directory. Removed
-//! when the job completes or is cancelled; kept when it fails (a resume may continue).
+//! bytes it describes; saved by [`crate::atomic::write`] (a randomly named temporary file,
+//! fsync, rename, fsync of the directory). Removed when the job completes or is cancelled;
+//! kept when it fails (a resume may continue).
 //! A file that does not parse is kept aside as `NAME.corrupt-<unix seconds>` and read as no
 //! checkpoint ([`load_or_set_aside`]), as the policy state does with a corrupt state file.
 
@@ -26,8 +28,8 @@ use super::stream::Seed;
 use crate::host::Root;
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::io;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -147,9 +149,44 @@ pub fn remaining(ranges: &[Range], off: u64) -> Vec<Range> {
         .collect()
 }
 
-/// The file of the device whose stable id is `stable_id` in `dir`: the id with every character
-/// other than `[A-Za-z0-9._-]` replaced by `_`, plus `.json`.
+/// Longest escaped stable id kept whole in a file name; longer ones are cut and hashed
+/// ([`path_for`]). With `.json` and the `.corrupt-<seconds>.N` or temporary suffixes the name
+/// stays well under `NAME_MAX` (255 bytes).
+const NAME_MAX_ESCAPED: usize = 180;
+/// How much of an over-long escaped id a name keeps before the hash.
+const NAME_KEPT: usize = 120;
+
+/// The file of the device whose stable id is `stable_id` in `dir` (pure, injective: two ids
+/// never share a file). The id is percent-escaped: `[A-Za-z0-9._-]` stay, every other byte of
+/// its UTF-8 becomes `%XX` (upper-case hex; `%` itself too), so `by-id:usb-A-0:0` is
+/// `by-id%3Ausb-A-0%3A0.json` and `by-id:usb-A-0_0` is `by-id%3Ausb-A-0_0.json`. An escaped id
+/// longer than 180 bytes (a deep loop backing file) is cut to its first 120 (never inside an
+/// escape), then `~` and the SHA-256 of the whole id in hex: `~` never appears in an escaped
+/// id, so the two forms cannot meet. Ids without characters to escape keep the name the
+/// previous scheme gave them; for the others, [`path_in`] still finds a file of that scheme.
 pub fn path_for(dir: &Path, stable_id: &str) -> PathBuf {
+    let mut safe = String::with_capacity(stable_id.len());
+    for b in stable_id.bytes() {
+        if b.is_ascii_alphanumeric() || b"._-".contains(&b) {
+            safe.push(char::from(b));
+        } else {
+            safe.push_str(&format!("%{b:02X}"));
+        }
+    }
+    if safe.len() > NAME_MAX_ESCAPED {
+        let mut cut = NAME_KEPT;
+        // Not inside a `%XX`: back off to the escape's start.
+        while safe.as_bytes()[cut - 2..cut].contains(&b'%') {
+            cut -= 1;
+        }
+        safe = format!("{}~{}", &safe[..cut], sha256_hex(stable_id.as_bytes()));
+    }
+    dir.join(format!("{safe}.json"))
+}
+
+/// The name the previous scheme gave `stable_id`'s file: every character outside
+/// `[A-Za-z0-9._-]` replaced by `_` (not injective: `usb-A-0:0` and `usb-A-0_0` met).
+fn legacy_path_for(dir: &Path, stable_id: &str) -> PathBuf {
     let safe: String = stable_id
         .chars()
         .map(|c| {
@@ -161,6 +198,32 @@ pub fn path_for(dir: &Path, stable_id: &str) -> PathBuf {
         })
         .collect();
     dir.join(format!("{safe}.json"))
+}
+
+/// Where the checkpoint of `stable_id` is in `dir`: [`path_for`], unless no file is there and a
+/// file under the previous scheme's name ([`legacy_path_for`]) records this very stable id
+/// (then that file: a checkpoint written before the upgrade is resumed, saved and removed
+/// where it is). A previous-scheme file of another id (the collision the new names end) or
+/// one that does not load is not taken. Reads only; changes nothing.
+pub fn path_in(dir: &Path, stable_id: &str) -> PathBuf {
+    let path = path_for(dir, stable_id);
+    let old = legacy_path_for(dir, stable_id);
+    if old == path || fs::symlink_metadata(&path).is_ok() {
+        return path;
+    }
+    match load(&old) {
+        Ok(Some(c)) if c.identity.stable_id == stable_id => old,
+        _ => path,
+    }
+}
+
+/// SHA-256 of `bytes`, 64 lower-case hex digits.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Reads the checkpoint at `path`; `Ok(None)` when there is none. Changes nothing (see
@@ -260,7 +323,7 @@ pub fn list(dir: &Path) -> Vec<(PathBuf, Checkpoint)> {
 /// The device checkpoint `ck` (read from `path` in `dir`) is of, if it is still there: the
 /// `/dev/disk/by-id` link or `/dev/mapper` name its stable id names (kernel names move between
 /// boots), else the node it was started on; accepted only when that device's stable id leads to
-/// this same file ([`path_for`]), i.e. it is the device the checkpoint describes. Size, block
+/// this same file ([`path_in`]), i.e. it is the device the checkpoint describes. Size, block
 /// size, method and ranges are checked later by [`super::planner::resume`].
 ///
 /// What the service's auto-resume goes by: a checkpoint whose identity [`is_weak`] is never
@@ -290,7 +353,7 @@ pub fn locate(root: &Root, dir: &Path, path: &Path, ck: &Checkpoint) -> Result<P
             crate::error::error_chain(&e)
         )
     })?;
-    if path_for(dir, &p.stable_id) != path {
+    if path_in(dir, &p.stable_id) != path {
         return Err(format!(
             "{} is now another device ({}, the checkpoint is of {id})",
             dev.display(),
@@ -306,27 +369,19 @@ pub fn is_weak(stable_id: &str) -> bool {
     stable_id.starts_with("name:")
 }
 
-/// Saves `ck` at `path` durably: a temporary file (0600) written and fsynced, renamed over
-/// `path`, then the directory (0700, created) fsynced.
+/// Saves `ck` at `path` durably with [`crate::atomic::write`] (0600; a temporary file with a
+/// random name created `O_EXCL`, so nothing planted beside it is opened or followed; fsync,
+/// rename, fsync of the directory), after creating the directory (0700).
 ///
-/// Errors: the OS error of any step.
+/// Errors: the OS error of any step, or `InvalidData` when `ck` does not serialize; `path` is
+/// then left as it was.
 pub fn save(path: &Path, ck: &Checkpoint) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir)?;
     let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
-    let tmp = path.with_extension("json.tmp");
-    let mut f = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    let body = serde_json::to_vec_pretty(ck).map_err(io::Error::other)?;
-    f.write_all(&body)?;
-    f.sync_all()?;
-    drop(f);
-    fs::rename(&tmp, path)?;
-    fs::File::open(dir)?.sync_all()
+    let body =
+        serde_json::to_vec_pretty(ck).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    crate::atomic::write(path, &body, 0o600)
 }
 
 /// Removes the checkpoint at `path` (and fsyncs the directory); a missing file is fine.
@@ -574,8 +629,105 @@ mod tests {
         assert_eq!(c.seed(), Some(Seed([0xab; 32])));
         assert_eq!(
             path_for(Path::new("/d"), "loop:/var/tmp/a b.img"),
-            PathBuf::from("/d/loop__var_tmp_a_b.img.json")
+            PathBuf::from("/d/loop%3A%2Fvar%2Ftmp%2Fa%20b.img.json")
         );
+    }
+
+    #[test]
+    fn a_symlink_at_the_old_temporary_name_is_not_followed() {
+        let d = tempfile::tempdir().unwrap();
+        let secret = d.path().join("secret");
+        fs::write(&secret, "keep").unwrap();
+        let p = path_for(d.path(), "by-id:usb-A-0:0");
+        // The name the writer used to open with O_CREAT|O_TRUNC, following links.
+        std::os::unix::fs::symlink(&secret, p.with_extension("json.tmp")).unwrap();
+        save(&p, &ck(vec![])).unwrap();
+        assert_eq!(fs::read_to_string(&secret).unwrap(), "keep");
+        assert!(!fs::symlink_metadata(&p).unwrap().file_type().is_symlink());
+        assert_eq!(load(&p).unwrap().unwrap(), ck(vec![]));
+        let mode = fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    #[test]
+    fn ids_that_differ_only_in_escaped_characters_get_two_files() {
+        let d = Path::new("/d");
+        let (a, b) = ("by-id:usb-A-0:0", "by-id:usb-A-0_0");
+        assert_ne!(path_for(d, a), path_for(d, b));
+        let dir = tempfile::tempdir().unwrap();
+        let (mut ca, mut cb) = (ck(vec![]), ck(vec![]));
+        ca.identity.stable_id = a.into();
+        cb.identity.stable_id = b.into();
+        save(&path_for(dir.path(), a), &ca).unwrap();
+        save(&path_for(dir.path(), b), &cb).unwrap();
+        let back = |id| load(&path_for(dir.path(), id)).unwrap().unwrap();
+        assert_eq!((back(a), back(b)), (ca, cb));
+    }
+
+    #[test]
+    fn a_checkpoint_under_its_previous_scheme_name_is_still_found() {
+        let d = tempfile::tempdir().unwrap();
+        let id = "by-id:usb-A-0:0";
+        let old = d.path().join("by-id_usb-A-0_0.json");
+        assert_eq!(
+            path_in(d.path(), id),
+            path_for(d.path(), id),
+            "nothing there"
+        );
+        let mut c = ck(vec![]);
+        c.identity.stable_id = id.into();
+        save(&old, &c).unwrap();
+        assert_eq!(path_in(d.path(), id), old);
+        // The file there is the other id's (the collision): not this device's checkpoint.
+        assert_eq!(
+            path_in(d.path(), "by-id:usb-A-0/0"),
+            path_for(d.path(), "by-id:usb-A-0/0")
+        );
+        // Once a file has the new name, it is the one.
+        save(&path_for(d.path(), id), &c).unwrap();
+        assert_eq!(path_in(d.path(), id), path_for(d.path(), id));
+        // An id with nothing to escape had the same name under both schemes.
+        assert_eq!(
+            path_for(d.path(), "md-uuid-abc"),
+            d.path().join("md-uuid-abc.json")
+        );
+    }
+
+    mod names {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Characters that old and naive escapes confuse: escaped ones, the escape character,
+        /// hex digits, a multi-byte one, a control character.
+        const ALPHABET: &[char] = &[
+            'a', 'A', '3', ':', '_', '/', '%', '~', '.', '-', ' ', '\u{e9}', '\0',
+        ];
+
+        fn id() -> impl Strategy<Value = String> {
+            (
+                proptest::collection::vec(proptest::sample::select(ALPHABET), 0..6),
+                prop_oneof![Just(0usize), 150usize..260],
+            )
+                .prop_map(|(v, long)| {
+                    v.into_iter()
+                        .chain(std::iter::repeat('x').take(long))
+                        .collect()
+                })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(2000))]
+            /// Two stable ids never share a file, and every name is one short path component.
+            #[test]
+            fn path_for_is_injective(a in id(), b in id()) {
+                let d = Path::new("/d");
+                let (pa, pb) = (path_for(d, &a), path_for(d, &b));
+                prop_assert_eq!(a == b, pa == pb, "{:?} {:?} -> {:?}", a, b, pa);
+                let name = pa.file_name().unwrap().to_string_lossy().into_owned();
+                prop_assert_eq!(pa.parent(), Some(d));
+                prop_assert!(name.len() <= 200 && name.ends_with(".json"), "{}", name);
+            }
+        }
     }
 
     #[test]
