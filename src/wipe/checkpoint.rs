@@ -22,7 +22,7 @@
 //! A file that does not parse is kept aside as `NAME.corrupt-<unix seconds>` and read as no
 //! checkpoint ([`load_or_set_aside`]), as the policy state does with a corrupt state file.
 
-use super::plan::{Identity, Method, Range, ResyncMark, StartedBy};
+use super::plan::{Data, HeadDigest, Identity, Method, Op, Range, ResyncMark, StartedBy};
 use super::sink::Sink;
 use super::stream::Seed;
 use crate::host::Root;
@@ -68,6 +68,12 @@ pub struct Checkpoint {
     /// ([`StartedBy::Service`]); absent in older files (read as the CLI's).
     #[serde(default)]
     pub started_by: StartedBy,
+    /// The first bytes of the wipe as the device holds them once durable ([`head_digest`]):
+    /// what the service's auto-resume needs to confirm the disk before it writes ([`locate`]).
+    /// `None` in files written before mdpilot recorded it (those resume only when a person
+    /// asks: `--resume`), and for operations whose result is device-defined (`discard`).
+    #[serde(default)]
+    pub head: Option<HeadDigest>,
 }
 
 /// The resync part of a checkpoint.
@@ -107,6 +113,32 @@ impl Checkpoint {
     pub fn total_bytes(&self) -> u64 {
         self.ranges.iter().map(|r| r.len).sum()
     }
+}
+
+/// How much of the start of a wipe a checkpoint hashes ([`head_digest`]): 64 KiB, a multiple of
+/// every logical block size and less than a request ([`super::planner::MIN_BLOCK`]), so
+/// durable as soon as any byte is. It covers what a disk's own first sectors usually hold
+/// (partition tables, GPT, md 1.1/1.2 superblocks at 0 and 4 KiB, filesystem superblocks):
+/// another disk whose first 4 KiB happen to read as zeroes still differs here.
+pub const HEAD_BYTES: u64 = 64 * 1024;
+
+/// The [`HeadDigest`] of a wipe applying `op` to `ranges` (pure): the SHA-256 of what `op`
+/// leaves in the first [`HEAD_BYTES`] of the first range (shorter when that range is). `None`
+/// when there is nothing to record: no ranges, or an operation whose result the device
+/// defines (`BLKDISCARD`) or that comes from a file or a stream (not checkpointed).
+pub fn head_digest(op: &Op, ranges: &[Range]) -> Option<HeadDigest> {
+    if !matches!(op, Op::Write(Data::Zero | Data::Random(_)) | Op::ZeroOut) {
+        return None;
+    }
+    let first = ranges.first().filter(|r| r.len > 0)?;
+    let len = first.len.min(HEAD_BYTES);
+    let mut want = vec![0u8; usize::try_from(len).ok()?];
+    super::source::expected(op, &super::source::Sources::none(), first.offset, &mut want).ok()?;
+    Some(HeadDigest {
+        offset: first.offset,
+        len,
+        sha256: sha256_hex(&want),
+    })
 }
 
 /// `seed` as 64 hex digits.
@@ -320,33 +352,42 @@ pub fn list(dir: &Path) -> Vec<(PathBuf, Checkpoint)> {
     v
 }
 
-/// The device checkpoint `ck` (read from `path` in `dir`) is of, if it is still there: the
-/// `/dev/disk/by-id` link or `/dev/mapper` name its stable id names (kernel names move between
-/// boots), else the node it was started on; accepted only when that device's stable id leads to
-/// this same file ([`path_in`]), i.e. it is the device the checkpoint describes. Size, block
-/// size, method and ranges are checked later by [`super::planner::resume`].
+/// The device checkpoint `ck` (read from `path` in `dir`) is of, if it is still there and may
+/// be continued without a person: the `/dev/disk/by-id` link or `/dev/mapper` name its stable
+/// id names (kernel names move between boots), else the node it was started on, as a caller
+/// names it (`/dev/disk/by-id/…`; a request finds it under the root); accepted only when that
+/// device's stable id leads to this same file ([`path_in`]), i.e. it is the device the
+/// checkpoint describes. Size, block size, method and ranges are checked later by
+/// [`super::planner::resume`], and the job reads back what the checkpoint says is durable —
+/// the first bytes by their [`HeadDigest`], then samples — before it writes.
 ///
-/// What the service's auto-resume goes by: a checkpoint whose identity [`is_weak`] is never
-/// located (no person confirms the disk at start-up).
+/// What the service's auto-resume goes by: a checkpoint that leaves nothing to confirm the
+/// disk with ([`needs_a_person`]) is never located (no person confirms the disk at start-up).
 ///
-/// Errors: why not, as a sentence (a weak identity, no such device, cannot probe it, another
-/// device there now).
+/// Errors: why not, as a sentence (see [`needs_a_person`]; no such device, cannot probe it,
+/// another device there now).
 pub fn locate(root: &Root, dir: &Path, path: &Path, ck: &Checkpoint) -> Result<PathBuf, String> {
     let id = &ck.identity.stable_id;
-    if is_weak(id) {
+    if let Some(why) = needs_a_person(ck) {
         return Err(format!(
-            "its device is known only by its kernel name ({id}), which may name another disk              after a reboot (virtio disks without a serial, xvd*, nbd*, rbd* are renumbered):              not resumed automatically; `mdpilot wipe {} --resume` continues it once a person              has confirmed the disk",
+            "{why}: not resumed automatically; `mdpilot wipe {} --resume` continues it once a \
+             person has confirmed the disk (`--restart` starts again at 0)",
             ck.device.display()
         ));
     }
-    let dev = if let Some(link) = id.strip_prefix("by-id:") {
-        root.dev(format!("disk/by-id/{link}"))
-    } else if let Some(n) = id.strip_prefix("dm-name:") {
-        root.dev(format!("mapper/{n}"))
+    // The node as a caller names it (what a request takes; `plan_for` finds it in the root),
+    // and where it is under the root.
+    let named = if let Some(link) = id.strip_prefix("by-id:") {
+        Some(PathBuf::from(format!("/dev/disk/by-id/{link}")))
     } else {
-        ck.device.clone()
+        id.strip_prefix("dm-name:")
+            .map(|n| PathBuf::from(format!("/dev/mapper/{n}")))
     };
-    let p = super::probe::probe(root, &dev).map_err(|e| {
+    let (dev, probed) = match named {
+        Some(n) => (n.clone(), root.path(n)),
+        None => (ck.device.clone(), ck.device.clone()),
+    };
+    let p = super::probe::probe(root, &probed).map_err(|e| {
         format!(
             "{} ({id}): {}",
             dev.display(),
@@ -361,6 +402,41 @@ pub fn locate(root: &Root, dir: &Path, path: &Path, ck: &Checkpoint) -> Result<P
         ));
     }
     Ok(dev)
+}
+
+/// Why `ck` may be continued only when a person asks (`--resume`), if so (pure): its identity
+/// [`is_weak`] (a kernel name may be another disk after a reboot); nothing of it is durable
+/// (its device holds none of the wipe's data yet, so the read-back before a resume has
+/// nothing to compare, and a `by-id` name is not unique: USB enclosures that report one
+/// serial share it); or it records no [`HeadDigest`] (written by an earlier mdpilot, or a
+/// `discard`, whose result the device defines) or one below its durable offset.
+pub fn needs_a_person(ck: &Checkpoint) -> Option<String> {
+    let id = &ck.identity.stable_id;
+    if is_weak(id) {
+        return Some(format!(
+            "its device is known only by its kernel name ({id}), which may name another disk \
+             after a reboot (virtio disks without a serial, xvd*, nbd*, rbd* are renumbered)"
+        ));
+    }
+    if ck.durable_bytes() == 0 {
+        return Some(format!(
+            "nothing of it was durable when it stopped: no data of the wipe on the disk can \
+             confirm that {id} is still the disk it was wiping (a by-id name can be shared, \
+             e.g. by USB enclosures that report one serial)"
+        ));
+    }
+    match &ck.head {
+        None => Some(
+            "it records none of the wipe's first bytes to check the disk by (a checkpoint of \
+             an earlier mdpilot, or a discard, whose result the device defines)"
+                .into(),
+        ),
+        Some(h) if ck.durable_offset < h.offset.saturating_add(h.len) => Some(format!(
+            "its first bytes (at offset {}, {} bytes) are not durable yet",
+            h.offset, h.len
+        )),
+        Some(_) => None,
+    }
 }
 
 /// True for a stable id that names only the kernel name (`name:<kernel name>`, see
@@ -543,6 +619,7 @@ mod tests {
             durable_offset: 0,
             resync: None,
             started_by: StartedBy::Service { uid: 0 },
+            head: None,
         };
         let p = path_for(d.path(), "name:vdb");
         let e = locate(&Root::new(d.path()), d.path(), &p, &ck).unwrap_err();
@@ -566,7 +643,50 @@ mod tests {
             durable_offset: 0,
             resync: None,
             started_by: StartedBy::Cli,
+            head: None,
         }
+    }
+
+    #[test]
+    fn only_a_checkpoint_with_durable_bytes_and_their_digest_is_resumed_without_a_person() {
+        let whole = vec![Range {
+            offset: 0,
+            len: 8 << 20,
+        }];
+        let mut c = ck(whole.clone());
+        c.identity.stable_id = "by-id:usb-A-0:0".into();
+        c.head = head_digest(&Op::Write(Data::Zero), &whole);
+        let h = c.head.clone().unwrap();
+        assert_eq!((h.offset, h.len), (0, HEAD_BYTES));
+        assert_eq!(h.sha256, sha256_hex(&[0; HEAD_BYTES as usize]));
+        let why = needs_a_person(&c).unwrap();
+        assert!(why.contains("nothing of it was durable"), "{why}");
+        c.durable_offset = 4 << 20;
+        assert_eq!(needs_a_person(&c), None);
+        // A damaged record whose bytes lie above the durable offset.
+        c.head.as_mut().unwrap().offset = 5 << 20;
+        assert!(needs_a_person(&c).unwrap().contains("not durable yet"));
+        // A file of an earlier mdpilot has no `head`: it loads, but waits for `--resume`.
+        let mut old = serde_json::to_value(&c).unwrap();
+        old.as_object_mut().unwrap().remove("head");
+        let back: Checkpoint = serde_json::from_value(old).unwrap();
+        assert_eq!(back.head, None);
+        let why = needs_a_person(&back).unwrap();
+        assert!(why.contains("earlier mdpilot"), "{why}");
+        let d = tempfile::tempdir().unwrap();
+        let e = locate(&Root::new(d.path()), d.path(), d.path(), &back).unwrap_err();
+        assert!(
+            e.contains("--resume") && e.contains("not resumed automatically"),
+            "{e}"
+        );
+        // Discard leaves device-defined bytes: nothing to record.
+        assert_eq!(head_digest(&Op::Discard, &whole), None);
+        let short = [Range {
+            offset: 4096,
+            len: 512,
+        }];
+        let r = head_digest(&Op::Write(Data::Random(Seed([1; 32]))), &short).unwrap();
+        assert_eq!((r.offset, r.len), (4096, 512));
     }
 
     #[test]
