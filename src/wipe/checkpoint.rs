@@ -9,8 +9,10 @@
 //!
 //! What: the device identity ([`Identity`]: stable id, size, logical block size), the method,
 //! the random key (hex; the file is 0600 in a 0700 directory: the key only reproduces the
-//! written stream for `--verify`), every range, and `durable_offset`: every byte of the ranges
-//! below it is on the device (written, then a cache flush returned).
+//! written stream for `--verify`), every range, `durable_offset`: every byte of the ranges
+//! below it is on the device (written, then a cache flush returned), and `head`: the SHA-256 of
+//! the wipe's own first bytes ([`head_digest`]), which a resume reads back before it writes.
+//! Files without `head` (earlier versions) load, and resume only when a person asks.
 //!
 //! When ([`Checkpointer`]): at the start (offset where the job begins), then after a completed
 //! request when at least a second has passed or 1 GiB more is durable since the last save

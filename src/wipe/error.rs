@@ -173,7 +173,7 @@ pub enum WipeError {
     Checkpoint {
         /// The device.
         device: PathBuf,
-        /// The checkpoint file (`/var/lib/mdpilot/wipe/<id>.json` under the root).
+        /// The checkpoint file (`/var/lib/mdpilot/wipe/<escaped id>.json` under the root, [`super::checkpoint::path_for`]).
         path: PathBuf,
         /// The OS error (EROFS when `/var/lib/mdpilot` is read-only).
         #[source]

@@ -305,7 +305,7 @@ pub struct HeadDigest {
 /// Where a job keeps its checkpoint and what it continues from ([`super::checkpoint`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckpointPlan {
-    /// The checkpoint file (`/var/lib/mdpilot/wipe/<id>.json` under the root).
+    /// The checkpoint file (`/var/lib/mdpilot/wipe/<escaped id>.json` under the root, [`super::checkpoint::path_for`]).
     pub path: PathBuf,
     /// Every range of the whole wipe (the plan's `ranges` are what is left of them).
     pub full_ranges: Vec<Range>,
