@@ -838,7 +838,7 @@ mod tests {
         }
 
         proptest! {
-            #![proptest_config(ProptestConfig::with_cases(2000))]
+            #![proptest_config(ProptestConfig::with_cases(1000))]
             /// Two stable ids never share a file, and every name is one short path component.
             #[test]
             fn path_for_is_injective(a in id(), b in id()) {

@@ -331,8 +331,17 @@ async fn loop_the_service_never_resumes_a_checkpoint_known_only_by_kernel_name()
     let d = LoopDev::filled(16 * MIB, 0xbb);
     let by = mdpilot::wipe::plan::StartedBy::Service { uid: 0 };
     let path = half_done_checkpoint(&Root::new(root.path()), &dir, &d, by, true);
+    let c = bus.connect().await;
+    // Every checkpoint is decided on before the name is owned (what Service waits for): a
+    // resumed job would be published by now.
     let _svc = Service::on_root(&bus, root.path(), &[]).await;
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    let jobs = support::bus::managed_objects(&c).await;
+    let prefix = support::bus::jobs_path();
+    assert!(
+        !jobs.keys().any(|p| p.as_str().starts_with(&prefix)),
+        "a job was resumed: {:?}",
+        jobs.keys()
+    );
     assert!(
         d.read_all().iter().all(|&b| b == 0xbb),
         "the service wrote it"
