@@ -273,7 +273,7 @@ mod tests {
     #[test]
     fn a_resume_onto_a_disk_whose_first_bytes_differ_from_the_recorded_digest_writes_nothing() {
         use std::os::unix::fs::FileExt;
-        let (_d, f, plan, c) = half_done_on_a_file();
+        let (d, f, plan, c) = half_done_on_a_file();
         assert_eq!(
             c.head.as_ref().map(|h| (h.offset, h.len)),
             Some((0, 64 << 10))
@@ -282,7 +282,7 @@ mod tests {
         // included), an md 1.2 superblock at 4 KiB (a whole-disk member, no partition table).
         f.write_all_at(&0xa92b_4efc_u32.to_le_bytes(), 4096)
             .unwrap();
-        let before = std::fs::read(_d.path().join("disk.img")).unwrap();
+        let before = std::fs::read(d.path().join("disk.img")).unwrap();
         let r = resume(plan.clone(), &c, Path::new("/c.json"), None).unwrap();
         assert_eq!(r.checkpoint.as_ref().unwrap().head, c.head);
         let e = run_on(r, &f).unwrap_err();
@@ -298,7 +298,7 @@ mod tests {
             "{e:?}"
         );
         assert!(e.to_string().contains("nothing was written"), "{e}");
-        assert_eq!(std::fs::read(_d.path().join("disk.img")).unwrap(), before);
+        assert_eq!(std::fs::read(d.path().join("disk.img")).unwrap(), before);
         // The disk the checkpoint is of (zeroes there): resumed and completed.
         f.write_all_at(&[0; 4], 4096).unwrap();
         let r = resume(plan, &c, Path::new("/c.json"), None).unwrap();
