@@ -302,15 +302,12 @@ pub fn run(ctx: &Context, mut cmd: PolicyCommand) -> ExitCode {
         PolicyCommand::Show { json } => (policy.show(), json),
         PolicyCommand::Apply(a) => (
             reap().and_then(|_| {
-                let until = a
-                    .for_s
-                    .map(|d| crate::policy::unix_now_s().saturating_add(d));
                 let mut req = a.request(install_min, install_max);
                 // Pinned by its start time: a reused pid does not keep the lease.
                 if let Owner::Pid(p) = req.owner {
                     req.owner = crate::policy::process_owner(p);
                 }
-                policy.acquire_until(req, until)
+                policy.acquire_for(req, a.for_s)
             }),
             a.json,
         ),

@@ -102,7 +102,8 @@ impl Manager {
     /// nor arrays: the install policy (global min = the config's install_min, default 0).
     /// Without holder and pid the lease is tied to the caller's bus name and released when it
     /// leaves the bus. Returns the lease id. Errors: NotAuthorized; InvalidArgument (unknown
-    /// option, wrong type, min above max, pid 0, holder empty, duration 0); NoSuchArray; Busy
+    /// option, wrong type, min above max, pid 0, holder empty, duration 0 or above 3650 days);
+    /// NoSuchArray; Busy
     /// (md refused a write with EBUSY); Failed (state file, kernel write).
     #[zbus(out_args("lease_id"))]
     async fn acquire_priority(
@@ -142,12 +143,10 @@ impl Manager {
             global: o.global,
             arrays: o.arrays,
         };
-        let until = o
-            .duration_s
-            .map(|d| crate::policy::unix_now_s().saturating_add(d));
+        let duration_s = o.duration_s;
         let view = off_thread(&self.shared, "AcquirePriority", move |s| {
             s.reap_dead_pids();
-            s.policy.acquire_until(req, until)
+            s.policy.acquire_for(req, duration_s)
         })
         .await?;
         if bus_owned {
@@ -234,7 +233,9 @@ impl Manager {
     }
 
     /// Drops every lease and writes back the saved limits (option defaults (b): the kernel
-    /// defaults 1000/200000 KiB/s instead). Errors: NotAuthorized; InvalidArgument; Failed.
+    /// defaults 1000/200000 KiB/s instead, also when the state file is corrupt or unreadable:
+    /// it is set aside as policy.toml.corrupt-TIME). Errors: NotAuthorized; InvalidArgument;
+    /// Busy (a wipe job holds a freeze); Failed.
     async fn restore_limits(
         &self,
         mut options: Options,
@@ -249,8 +250,14 @@ impl Manager {
             .auth
             .authorize_with(conn, &header, &req, flags)
             .await?;
-        let view = off_thread(&self.shared, "RestoreLimits", |s| s.policy.show()).await?;
-        refuse_while_frozen(&self.shared, &view)?;
+        match off_thread(&self.shared, "RestoreLimits", |s| s.policy.show()).await {
+            Ok(view) => refuse_while_frozen(&self.shared, &view)?,
+            // The kernel defaults need nothing from a state file that cannot be read: the
+            // policy sets it aside. Its journal is lost with it, so the jobs of this service
+            // are what may still hold a freeze.
+            Err(_) if defaults => refuse_while_jobs_run(&self.shared)?,
+            Err(e) => return Err(e),
+        }
         let view = off_thread(&self.shared, "RestoreLimits", move |s| {
             s.policy.restore(defaults)
         })
@@ -442,6 +449,28 @@ fn refuse_while_frozen(shared: &Shared, view: &PolicyView) -> Result<()> {
         } else {
             jobs.join(", ")
         }
+    )))
+}
+
+/// `RestoreLimits {defaults}` over a state file that cannot be read: refuse while a wipe job of
+/// this service runs (it may hold a freeze the lost journal recorded).
+///
+/// Errors: `Busy`, naming the jobs.
+fn refuse_while_jobs_run(shared: &Shared) -> Result<()> {
+    let jobs: Vec<String> = shared
+        .jobs
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .filter(|(_, j)| !j.handle.is_finished())
+        .map(|(n, j)| format!("job {n} on {}", j.device.display()))
+        .collect();
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Busy(format!(
+        "RestoreLimits: the policy state is unreadable and a wipe may hold a freeze (running: {}); cancel the job first",
+        jobs.join(", ")
     )))
 }
 

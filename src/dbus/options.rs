@@ -194,12 +194,14 @@ fn opt_str(opts: &Options, key: &str) -> Result<Option<String>> {
 /// - `kind` (s): `client` (default; also `dbus-client`), `installer`, `admin`, `wipe-job`.
 /// - `holder` (s): a named lease that outlives the caller's connection (the CLI's form).
 /// - `pid` (u): tie the lease to that process instead.
-/// - `duration` (t): seconds until the lease is released by itself (0 is rejected).
+/// - `duration` (t): seconds until the lease is released by itself (0 and more than
+///   [`crate::units::MAX_DURATION_S`], 3650 days, are rejected).
 ///
 /// No `min`, `max` nor `arrays` at all = the install policy: global min `install.0`
 /// (the config's `install_min`, default 0) and max `install.1` (`install_max`).
 ///
-/// Errors: `InvalidArgument` for unknown options, wrong types, min above max, pid 0.
+/// Errors: `InvalidArgument` for unknown options, wrong types, min above max, pid 0, a
+/// duration of 0 or above the bound.
 pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<AcquireOptions> {
     acquire_keys_known(opts)?;
     let mut global = check_present(
@@ -231,6 +233,10 @@ pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<Acqu
         return Err(Error::InvalidArgument(
             "AcquirePriority: duration 0 would end the lease at once".into(),
         ));
+    }
+    if let Some(d) = duration_s {
+        crate::units::bounded_duration(d)
+            .map_err(|e| Error::InvalidArgument(format!("AcquirePriority: {e}")))?;
     }
     Ok(AcquireOptions {
         kind,

@@ -179,6 +179,14 @@ pub enum CoreError {
         /// Requested maximum, KiB/s.
         max: u64,
     },
+    /// A timed lease's duration (or end) beyond [`crate::units::MAX_DURATION_S`].
+    #[error("lease of {holder:?}: {source}")]
+    DurationTooLong {
+        /// The holder.
+        holder: String,
+        /// The duration asked for.
+        source: crate::units::DurationTooLong,
+    },
     /// The adapter did not provide a reading for a knob a lease targets (a bug in the adapter).
     #[error("no reading for {0}")]
     MissingReading(KnobId),

@@ -46,6 +46,7 @@ mod serve_startup;
 mod serve_watchdog;
 mod service_trust;
 mod skips;
+mod state_trust;
 mod status_cli;
 mod views_agree;
 mod wipe_checkpoint;
