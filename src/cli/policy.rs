@@ -24,7 +24,9 @@
 
 use crate::cli::{fail, Context};
 use crate::config::Config;
-use crate::policy::{cli_alive, LeaseKind, LeaseRequest, Limits, Owner, Policy, PolicyView};
+use crate::policy::{
+    cli_alive, Holder, LeaseKind, LeaseRequest, Limits, Owner, Policy, PolicyView,
+};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
@@ -73,7 +75,9 @@ pub enum PolicyCommand {
     /// Take (or replace) a lease. Without --min/--max: the install policy (global min from the
     /// config's `install_min`, default 0).
     Apply(ApplyArgs),
-    /// Drop a holder's lease; knobs no other lease wants get their originals back.
+    /// Drop a holder's lease; knobs no other lease wants get their originals back. A wipe
+    /// job's (wipe:, freeze:), a check's (check-) or a bus client's (dbus-) lease is refused:
+    /// it ends with its job, check or client.
     Release {
         /// The holder whose lease to drop.
         #[arg(long, value_name = "NAME")]
@@ -112,7 +116,8 @@ pub struct ApplyArgs {
     pub array: Option<String>,
     /// Lease holder name; applying again with the same name replaces the lease. Default:
     /// `installer`; with `--profile NAME`, NAME; with `--for` alone, `timed` (so a timed or
-    /// profile lease never replaces the installer's).
+    /// profile lease never replaces the installer's). Names starting with dbus-, admin-,
+    /// check-, wipe: or freeze: are the service's own and refused.
     #[arg(long, value_name = "NAME")]
     pub holder: Option<String>,
     /// Tie the lease to this process: dropped once it has exited. Default: the lease lives
@@ -274,6 +279,10 @@ pub fn run(ctx: &Context, mut cmd: PolicyCommand) -> ExitCode {
             Err(e) => return fail(&e, 1),
         }
     }
+    // The same rule for holders whether or not the service runs (it checks them again).
+    if let Err(e) = holder_allowed(&cmd) {
+        return fail(&e, 1);
+    }
     if let PolicyCommand::Apply(ApplyArgs { pid: Some(pid), .. }) = &cmd {
         // A lease tied to a process that is already gone would be dropped by the next command:
         // surely a mistake (typo, wrong $$), so say so instead of applying.
@@ -319,6 +328,19 @@ pub fn run(ctx: &Context, mut cmd: PolicyCommand) -> ExitCode {
     match result {
         Ok(view) => print_view(&view, json),
         Err(e) => fail(&e, 1),
+    }
+}
+
+/// The holder rules of the policy core for `cmd`: `apply` takes a chosen name
+/// ([`Holder::chosen`]: none of the service's schemes), `release` ends only what may be ended
+/// by name ([`Holder::may_release`]: not a wipe job's, a check's or a bus client's lease).
+///
+/// Errors: [`crate::policy::CoreError`] naming the holder and how such a lease ends.
+fn holder_allowed(cmd: &PolicyCommand) -> Result<(), crate::policy::CoreError> {
+    match cmd {
+        PolicyCommand::Apply(a) => Holder::chosen(&a.holder_name()).map(drop),
+        PolicyCommand::Release { holder, .. } => Holder::parse(holder).may_release(None),
+        PolicyCommand::Show { .. } | PolicyCommand::Restore { .. } => Ok(()),
     }
 }
 

@@ -14,7 +14,7 @@
 //! only (at most one `arrays` key per array of the machine), known options; the polkit details
 //! hold only the canonical (resolved) values.
 
-use super::auth::{name_has_owner, take_interaction_flags, Request};
+use super::auth::{check_own_pid, name_has_owner, take_interaction_flags, Request};
 use super::errors::{Error, Result};
 use super::options::{
     check_array_count, check_limits, check_word, no_options, parse_acquire, parse_restore,
@@ -96,13 +96,15 @@ impl Manager {
     /// value; md rejects 0 there, so a per-array 0 is written as 1 KiB/s; arrays are named as
     /// users type them: md0, /dev/md0, /dev/md/root, md/root or the metadata name);
     /// kind (s: client, installer, admin, wipe-job); holder (s: a named lease that outlives
-    /// this connection, id = holder); pid (u: the lease lives while that process does);
+    /// this connection, id = holder); pid (u: the lease lives while that process does: the
+    /// caller's own process or one of its descendants);
     /// duration (t, seconds: the service releases the lease by itself that long after it was
     /// taken, also across a restart; its end is the lease's expires in Leases). No min, max
     /// nor arrays: the install policy (global min = the config's install_min, default 0).
     /// Without holder and pid the lease is tied to the caller's bus name and released when it
     /// leaves the bus. Returns the lease id. Errors: NotAuthorized; InvalidArgument (unknown
-    /// option, wrong type, min above max, pid 0, holder empty, duration 0 or above 3650 days);
+    /// option, wrong type, min above max, pid 0 or not the caller's own or a descendant, holder
+    /// empty or in a reserved scheme, duration 0 or above 3650 days);
     /// NoSuchArray; Busy
     /// (md refused a write with EBUSY); Failed (state file, kernel write).
     #[zbus(out_args("lease_id"))]
@@ -115,6 +117,9 @@ impl Manager {
     ) -> Result<String> {
         let flags = take_interaction_flags("AcquirePriority", &mut options)?;
         let o = self.acquire_options(&options)?;
+        if let Some(p) = o.pid {
+            check_own_pid(conn, &header, p).await?;
+        }
         let arrays: Vec<String> = o.arrays.keys().cloned().collect();
         let req = Request::acquire_priority(&arrays);
         let sender = self
@@ -156,9 +161,12 @@ impl Manager {
         Ok(id)
     }
 
-    /// Ends a lease: one taken with AcquirePriority (bus, holder or pid lease) or any named
-    /// lease of the policy (e.g. one the CLI took with `policy apply` and a holder name). Errors:
-    /// NotAuthorized; InvalidArgument (an id that holds no lease); Failed.
+    /// Ends a lease: one taken with AcquirePriority (the caller's own bus or pid lease, or a
+    /// holder lease), a named lease of the policy (e.g. one the CLI took with `policy apply`
+    /// and a holder name) or an admin-<array> lease. Refused: another client's dbus- lease (it
+    /// ends when that client releases it or leaves the bus), a wipe job's wipe: or freeze:
+    /// (cancel the job) and a check's check- throttle (pause or cancel the check). Errors:
+    /// NotAuthorized; InvalidArgument (an id that holds no lease, a refused id); Failed.
     async fn release_priority(
         &self,
         lease_id: String,
@@ -213,7 +221,7 @@ impl Manager {
             .auth
             .authorize_with(conn, &header, &req, flags)
             .await?;
-        let holder = format!("admin-{array}");
+        let holder = crate::policy::Holder::array_admin(&array).to_string();
         let what = format!("SetArraySpeedLimits {array}");
         let view = off_thread(&self.shared, &what, move |s| {
             if limits.min.is_none() && limits.max.is_none() {
@@ -321,6 +329,11 @@ impl Manager {
         let flags = take_interaction_flags("ReleasePriority", &mut options)?;
         no_options("ReleasePriority", &options)?;
         check_word("ReleasePriority", "lease id", &lease_id)?;
+        // A wipe job's or a check's lease ends with its job or check, a client's with that
+        // client: refused by name, before polkit is asked.
+        crate::policy::Holder::parse(&lease_id)
+            .may_release(header.sender().map(|s| s.as_str()))
+            .map_err(|e| Error::InvalidArgument(format!("ReleasePriority: {e}")))?;
         let req = Request::release_priority();
         self.shared
             .auth

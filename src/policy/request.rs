@@ -179,6 +179,15 @@ pub enum CoreError {
         /// Requested maximum, KiB/s.
         max: u64,
     },
+    /// A holder in a scheme the service keeps for itself ([`super::holder::Holder`]): chosen by a
+    /// caller, or a lease a front end may not end by name.
+    #[error("lease holder {holder:?}: {why}")]
+    ReservedHolder {
+        /// The holder as given.
+        holder: String,
+        /// Why, and how such a lease ends.
+        why: String,
+    },
     /// A timed lease's duration (or end) beyond [`crate::units::MAX_DURATION_S`].
     #[error("lease of {holder:?}: {source}")]
     DurationTooLong {
@@ -304,7 +313,7 @@ pub fn valid_array_name(name: &str) -> bool {
 /// Checks a lease request: holder 1-128 printable chars, array names valid, limits within the
 /// kernel's `int`, at least one limit.
 pub fn validate(req: &LeaseRequest) -> Result<(), CoreError> {
-    if req.holder.is_empty() || req.holder.len() > 128 || req.holder.chars().any(char::is_control) {
+    if !super::holder::valid_text(&req.holder) {
         return Err(CoreError::InvalidHolder(req.holder.clone()));
     }
     if let Some(p) = req.owner.pid() {

@@ -292,3 +292,45 @@ proptest! {
         }
     }
 }
+
+/// A SIGHUP that moves `[check] state_path` while a check runs: the service keeps the record
+/// it started with (the check is paused there, its position kept), and the new path is only
+/// read at the next start.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_reload_that_moves_the_check_record_keeps_the_running_checks_record() {
+    let Some(bus) = Bus::start() else { return };
+    let sim = mdpilot::sim::Sim::create().unwrap();
+    let mut svc = Service::on_root(&bus, sim.path(), &[]).await;
+    let c = bus.connect().await;
+    let md0 = sim_array_path("md0");
+    let r = call(&c, &md0, ARRAY_IFACE, "StartCheck", &(opts(&[]),)).await;
+    assert_eq!(error_name(r), "success");
+    let old = sim.path().join("var/lib/mdpilot/checks.toml");
+    let moved = sim.path().join("var/lib/mdpilot/moved.toml");
+    assert!(read_trim(&old).contains("running = \"check\""));
+    // The reload also adds a schedule: NextCheckStart shows when it is in effect.
+    support::tree::write(
+        sim.path(),
+        "etc/mdpilot/config.d/50-check.toml",
+        "[check]\nstate_path = \"/var/lib/mdpilot/moved.toml\"\nschedule = \"Sun *-*-1..7 01:00\"\n",
+    );
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(svc.pid() as i32, libc::SIGHUP) };
+    support::bus::eventually("the reloaded schedule", || {
+        let (c, p) = (c.clone(), md0.clone());
+        async move {
+            let v = support::bus::get(&c, &p, ARRAY_IFACE, "NextCheckStart").await;
+            u64::try_from(v).unwrap() > 0
+        }
+    })
+    .await;
+    let r = call(&c, &md0, ARRAY_IFACE, "PauseCheck", &()).await;
+    assert_eq!(error_name(r), "success");
+    assert!(!moved.exists(), "the record moved to {}", moved.display());
+    let text = read_trim(&old);
+    assert!(
+        !text.contains("running"),
+        "the check stays recorded as running:\n{text}"
+    );
+    assert!(svc.term().success());
+}
