@@ -717,7 +717,7 @@ mod tests {
         assert_eq!(parse_duration("90"), Ok(90));
         assert_eq!(parse_duration("2d"), Ok(172_800));
         assert_eq!(parse_duration("3650d"), Ok(crate::units::MAX_DURATION_S));
-        for long in ["3651d", "18446744073709551615", "521w"] {
+        for long in ["3651d", "18446744073709551615", "522w"] {
             let e = parse_duration(long).unwrap_err();
             assert!(matches!(e, ScheduleError::TooLong { .. }), "{long}: {e}");
             assert!(e.to_string().contains("3650 days"), "{e}");

@@ -250,16 +250,8 @@ pub struct NoSuchPid(pub u32);
 /// Runs a `mdpilot policy` subcommand: through the service when it runs
 /// ([`try_service`]), else on the files under `ctx.root`.
 pub fn run(ctx: &Context, mut cmd: PolicyCommand) -> ExitCode {
-    if let PolicyCommand::Apply(a) = &mut cmd {
-        if a.profile.is_some() {
-            let resolved = Config::load(&ctx.root)
-                .map_err(|e| crate::error::error_chain(&e))
-                .and_then(|c| resolve_profile(a, &c));
-            if let Err(msg) = resolved {
-                eprintln!("mdpilot: policy apply: {msg}");
-                return ExitCode::from(1);
-            }
-        }
+    if let Err(code) = prepare(ctx, &mut cmd) {
+        return code;
     }
     if let PolicyCommand::Apply(ApplyArgs {
         array: Some(word), ..
@@ -278,10 +270,6 @@ pub fn run(ctx: &Context, mut cmd: PolicyCommand) -> ExitCode {
             }
             Err(e) => return fail(&e, 1),
         }
-    }
-    // The same rule for holders whether or not the service runs (it checks them again).
-    if let Err(e) = holder_allowed(&cmd) {
-        return fail(&e, 1);
     }
     if let PolicyCommand::Apply(ApplyArgs { pid: Some(pid), .. }) = &cmd {
         // A lease tied to a process that is already gone would be dropped by the next command:
@@ -329,6 +317,25 @@ pub fn run(ctx: &Context, mut cmd: PolicyCommand) -> ExitCode {
         Ok(view) => print_view(&view, json),
         Err(e) => fail(&e, 1),
     }
+}
+
+/// What every `policy` command checks first, whether or not the service runs (it checks the
+/// holder again): the holder rules ([`holder_allowed`]), then `--profile NAME` replaced by the
+/// profile's limits. Errors: the exit code, the message printed.
+fn prepare(ctx: &Context, cmd: &mut PolicyCommand) -> Result<(), ExitCode> {
+    holder_allowed(cmd).map_err(|e| fail(&e, 1))?;
+    if let PolicyCommand::Apply(a) = cmd {
+        if a.profile.is_some() {
+            let resolved = Config::load(&ctx.root)
+                .map_err(|e| crate::error::error_chain(&e))
+                .and_then(|c| resolve_profile(a, &c));
+            if let Err(msg) = resolved {
+                eprintln!("mdpilot: policy apply: {msg}");
+                return Err(ExitCode::from(1));
+            }
+        }
+    }
+    Ok(())
 }
 
 /// The holder rules of the policy core for `cmd`: `apply` takes a chosen name

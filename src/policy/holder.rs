@@ -9,6 +9,7 @@
 //! whether or not the service runs.
 
 use super::request::CoreError;
+pub use super::request::{valid_holder_text as valid_text, MAX_HOLDER_BYTES};
 use std::fmt;
 
 /// The prefixes of the reserved schemes, as the text form spells them: `dbus-` (bus clients'
@@ -16,8 +17,8 @@ use std::fmt;
 /// job's lease) and `freeze:` (a wipe job's freeze).
 pub const RESERVED_PREFIXES: [&str; 5] = ["dbus-", "admin-", "check-", "wipe:", "freeze:"];
 
-/// The longest holder name, bytes.
-pub const MAX_HOLDER_BYTES: usize = 128;
+/// Makes a holder of one scheme from the text after its prefix.
+type Scheme = fn(String) -> Holder;
 
 /// Who holds a lease, by scheme. The text form is the string after the prefix for each
 /// reserved scheme; [`Holder::Named`] is any other name.
@@ -43,7 +44,7 @@ impl Holder {
     /// The holder a text form names (any text: the scheme is its prefix, else
     /// [`Holder::Named`]).
     pub fn parse(text: &str) -> Holder {
-        let schemes: [(&str, fn(String) -> Holder); 5] = [
+        let schemes: [(&str, Scheme); 5] = [
             ("dbus-", Holder::BusClient),
             ("admin-", Holder::ArrayAdmin),
             ("check-", Holder::CheckThrottle),
@@ -153,12 +154,6 @@ impl Holder {
             Holder::Freeze(_) => "a wipe job's freeze",
         }
     }
-}
-
-/// 1-[`MAX_HOLDER_BYTES`] bytes without control characters: the rule for every holder in the
-/// state file.
-pub fn valid_text(text: &str) -> bool {
-    !text.is_empty() && text.len() <= MAX_HOLDER_BYTES && !text.chars().any(char::is_control)
 }
 
 impl fmt::Display for Holder {

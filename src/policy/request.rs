@@ -310,10 +310,19 @@ pub fn valid_array_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
+/// The longest lease holder name, bytes.
+pub const MAX_HOLDER_BYTES: usize = 128;
+
+/// 1-[`MAX_HOLDER_BYTES`] bytes without control characters: the rule for every lease holder in
+/// the state file (the schemes are [`super::holder::Holder`]'s).
+pub fn valid_holder_text(text: &str) -> bool {
+    !text.is_empty() && text.len() <= MAX_HOLDER_BYTES && !text.chars().any(char::is_control)
+}
+
 /// Checks a lease request: holder 1-128 printable chars, array names valid, limits within the
 /// kernel's `int`, at least one limit.
 pub fn validate(req: &LeaseRequest) -> Result<(), CoreError> {
-    if !super::holder::valid_text(&req.holder) {
+    if !valid_holder_text(&req.holder) {
         return Err(CoreError::InvalidHolder(req.holder.clone()));
     }
     if let Some(p) = req.owner.pid() {
