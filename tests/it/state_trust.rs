@@ -216,7 +216,7 @@ fn duration() -> impl Strategy<Value = Option<u64>> {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
 
     /// Any lease the policy accepts is saved and loads back as it was asked (the lease, its
     /// end); any it refuses leaves the state file and the knobs as they were.
@@ -256,7 +256,7 @@ proptest! {
 }
 
 proptest! {
-    #![proptest_config(ProptestConfig { cases: 32, ..ProptestConfig::default() })]
+    #![proptest_config(ProptestConfig { cases: 16, ..ProptestConfig::default() })]
 
     /// Any `StartCheck` the service's option parser and the check executor accept is saved and
     /// loads back as the record the step made; a refused one leaves the record file as it was.
