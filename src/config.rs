@@ -24,7 +24,8 @@ pub const CONFIG_DIRS: [&str; 3] = [
 /// The sections `mdpilot serve` reads only at start-up (the policy's settings and profiles,
 /// the progress interval, the metrics listener, the event program, auto-resume); a SIGHUP
 /// that changes them logs that they take effect at the next start. `[check]` is read at each
-/// use and follows a reload at once.
+/// use and follows a reload at once, except its `state_path`, which the service reads at start
+/// only (a running check's record is there).
 pub const READ_AT_START: [&str; 6] = ["policy", "profiles", "service", "metrics", "events", "wipe"];
 
 /// Default state file of the policy.

@@ -119,6 +119,33 @@ pub fn pid_alive(pid: u32) -> bool {
     )
 }
 
+/// The parent of process `pid`: field 4 of `/proc/PID/stat` (`proc(5)`, read with `procfs`);
+/// `None` when there is no such process or it cannot be read. Like [`pid_alive`], this asks
+/// the running kernel, not a [`Root`].
+pub fn parent_pid(pid: u32) -> Option<u32> {
+    let pid = i32::try_from(pid).ok().filter(|p| *p > 0)?;
+    let stat = procfs::process::Process::new(pid).ok()?.stat().ok()?;
+    u32::try_from(stat.ppid).ok()
+}
+
+/// True when process `pid` is `ancestor` itself or one of its descendants, following the
+/// parent chain of `/proc/PID/stat` ([`parent_pid`]) up from `pid`. False when the chain ends
+/// (pid 0, an unreadable entry) without meeting `ancestor`. The chain is walked at most
+/// 4096 steps (far deeper than any real process tree), so a racing table never loops.
+pub fn descends_from(pid: u32, ancestor: u32) -> bool {
+    let mut p = pid;
+    for _ in 0..4096 {
+        if p == ancestor {
+            return true;
+        }
+        match parent_pid(p) {
+            Some(parent) if parent != 0 && parent != p => p = parent,
+            _ => return false,
+        }
+    }
+    false
+}
+
 /// The local wall-clock offset east of UTC, seconds, at `t` (Unix seconds), from
 /// `localtime_r(3)` and the TZ database (0 where unknown).
 pub fn utc_offset_s(t: i64) -> i64 {
@@ -165,6 +192,23 @@ mod tests {
         assert!(pid_alive(std::process::id()));
         assert!(!pid_alive(0));
         assert!(!pid_alive(u32::MAX));
+    }
+
+    #[test]
+    fn a_child_descends_from_us_and_init_does_not() {
+        let me = std::process::id();
+        assert!(descends_from(me, me));
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        assert!(descends_from(child.id(), me));
+        assert_eq!(parent_pid(child.id()), Some(me));
+        assert!(!descends_from(me, child.id()));
+        assert!(!descends_from(1, me));
+        assert!(!descends_from(0, me));
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     #[test]

@@ -324,12 +324,12 @@ impl ArrayObject {
     /// writes md/sync_min 0, then md/sync_action check (or repair); a saved position is
     /// dropped (ResumeCheck keeps it). Options: repair (b: rewrite mismatches, default
     /// false), duration (t: seconds until the service pauses the check, keeping its position;
-    /// 0 = no end), max (t: KiB/s, the array's md/sync_speed_max while the check runs, a lease
+    /// 0 = no end; at most 3650 days), max (t: KiB/s, the array's md/sync_speed_max while the check runs, a lease
     /// check-<KernelName> shown in Manager.Leases and released when the check pauses, ends or
     /// is cancelled; 0 = the config's check_max, else none), auth.no_user_interaction (b).
     /// Needs uid 0 or polkit org.mdpilot.MdPilot1.manage-priority (details: method, device).
-    /// Errors: NotAuthorized; InvalidArgument (unknown option, wrong type, EINVAL from md);
-    /// Busy (another sync runs: resync, recover, reshape, check, frozen; EBUSY); NoSuchArray;
+    /// Errors: NotAuthorized; InvalidArgument (unknown option, wrong type, a duration above
+    /// 3650 days, EINVAL from md); Busy (another sync runs: resync, recover, reshape, check, frozen; EBUSY); NoSuchArray;
     /// Failed (the check record /var/lib/mdpilot/checks.toml, the throttle).
     async fn start_check(
         &self,

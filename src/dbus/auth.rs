@@ -511,6 +511,35 @@ async fn caller_leaves(
     })
 }
 
+/// Refuses an `AcquirePriority` `pid` that is neither the caller's own process nor one of its
+/// descendants (the bus daemon's `GetConnectionUnixProcessID` of the sender, then the parent
+/// chain through [`crate::host::descends_from`]): a lease tied to a stranger's process, or to
+/// pid 1, would never end with the caller's work.
+///
+/// Errors: `InvalidArgument` for such a pid; `NotAuthorized` when the message has no sender or
+/// the bus does not know its pid; `Failed` when the bus cannot be asked.
+pub async fn check_own_pid(conn: &zbus::Connection, header: &Header<'_>, pid: u32) -> Result<()> {
+    let Some(sender) = header.sender() else {
+        return Err(Error::NotAuthorized(
+            "AcquirePriority: message has no sender".into(),
+        ));
+    };
+    let caller = zbus::fdo::DBusProxy::new(conn)
+        .await
+        .map_err(|e| Error::Failed(format!("AcquirePriority: cannot ask the bus: {e}")))?
+        .get_connection_unix_process_id(zbus::names::BusName::from(sender.to_owned()))
+        .await
+        .map_err(|e| {
+            Error::NotAuthorized(format!("AcquirePriority: the caller's pid is unknown: {e}"))
+        })?;
+    if crate::host::descends_from(pid, caller) {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(format!(
+        "AcquirePriority: pid {pid} is not the caller's process ({caller}) or one of its descendants"
+    )))
+}
+
 /// True when the process of `pidfd` has exited (a pidfd polls readable then, pidfd_open(2)).
 fn process_exited(pidfd: &zbus::zvariant::OwnedFd) -> bool {
     use nix::poll::{poll, PollFd, PollFlags, PollTimeout};

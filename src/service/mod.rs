@@ -451,6 +451,22 @@ async fn shutdown(shared: &Arc<Shared>, conn: &zbus::Connection) {
     }
 }
 
+/// `[check] state_path` is read at start only: the record of a check that runs now is there,
+/// and a reload that moved it would orphan that check (its position, its throttle). A reload
+/// that changes it keeps the one in effect in `new` and logs that the new path takes effect at
+/// the next start.
+fn keep_check_state_path(old: &Config, new: &mut Config) {
+    if new.check.state_path == old.check.state_path {
+        return;
+    }
+    tracing::warn!(
+        "SIGHUP: [check] state_path {} takes effect at the next start (systemctl restart mdpilot); the check record stays {}",
+        new.check.state_path.display(),
+        old.check.state_path.display()
+    );
+    new.check.state_path.clone_from(&old.check.state_path);
+}
+
 /// SIGTERM and SIGINT, installed first thing in [`serve`] so that a stop during start-up is
 /// seen at once, not after it; SIGHUP (reload the configuration), so that one during start-up
 /// does not kill the service (it is seen once the loop runs).
@@ -746,7 +762,7 @@ impl Loop {
     /// not load (a parse error, an invalid value, an unreadable file) is logged and the one in
     /// effect kept. Returns true when a changed configuration was put in effect.
     fn reload(&mut self) -> bool {
-        let new = match Config::load(&self.root) {
+        let mut new = match Config::load(&self.root) {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(
@@ -756,6 +772,7 @@ impl Loop {
                 return false;
             }
         };
+        keep_check_state_path(&self.config, &mut new);
         let changed = self.config.changed_sections(&new);
         if changed.is_empty() {
             tracing::info!("SIGHUP: configuration reloaded, unchanged");
