@@ -236,6 +236,88 @@ async fn a_hook_leaving_a_background_child_does_not_delay_sigterm_and_sees_a_cle
     assert!(env.contains("LANG=C.UTF-8\n"), "{env}");
 }
 
+/// In a private pid namespace (`unshare --pid --fork --mount-proc`, so pids are handed out by
+/// `ns_last_pid` and nobody else forks there), the service runs a hook that exits at once;
+/// once the hook is reaped, an unrelated `setsid sleep` is given its pid, hence its process
+/// group id; then the service stops. Prints `service=STATUS stranger=STATUS`, the stranger's
+/// status after the script's own SIGTERM (143 when it was alive, 137 when the service killed it).
+const PIDNS_STRANGER: &str = r#"
+d=$1 bin=$2 bus=$3 root=$4
+"$bin" serve --bus "$bus" --root "$root" 2>"$d/serve.log" &
+svc=$!
+i=0
+until [ -s "$d/hook" ]; do
+  i=$((i+1)); [ $i -lt 600 ] || { echo "the hook did not run"; exit 2; }; sleep 0.05
+done
+h=$(cat "$d/hook")
+until [ "$(cat /proc/$h/comm 2>/dev/null)" != hook.sh ]; do
+  i=$((i+1)); [ $i -lt 1200 ] || { echo "the hook $h was not reaped"; exit 2; }; sleep 0.05
+done
+n=0
+while :; do
+  echo $((h-1)) > /proc/sys/kernel/ns_last_pid
+  setsid sleep 600 &
+  s=$!
+  [ "$s" = "$h" ] && break
+  kill $s; wait $s
+  n=$((n+1)); [ $n -lt 50 ] || { echo "pid $h not reused"; exit 2; }
+done
+until [ "$(cut -d' ' -f5 /proc/$s/stat)" = "$s" ]; do
+  i=$((i+1)); [ $i -lt 2000 ] || { echo "the stranger did not lead its group"; exit 2; }; sleep 0.01
+done
+kill -TERM $svc; wait $svc; st=$?
+kill -TERM $s; wait $s; echo "service=$st stranger=$?"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loop_a_stranger_reusing_a_finished_hooks_pid_survives_the_service_stop() {
+    need_root!("to hand out pids in a private pid namespace");
+    if !support::have("unshare", "util-linux") {
+        return;
+    }
+    let Some(bus) = Bus::start() else { return };
+    let root = mdstat_root(R1_FAILED);
+    let dir = tempfile::tempdir().unwrap();
+    let hook = dir.path().join("hook.sh");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\necho $$ > {d}/hook.tmp && mv {d}/hook.tmp {d}/hook\n",
+            d = dir.path().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    support::tree::write(
+        root.path(),
+        "etc/mdpilot/config.d/50-hook.toml",
+        &format!("[events]\nprogram = \"{}\"\n", hook.display()),
+    );
+    let out = tokio::process::Command::new("unshare")
+        .args([
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "sh",
+            "-c",
+            PIDNS_STRANGER,
+            "sh",
+        ])
+        .arg(dir.path())
+        .arg(BIN)
+        .arg(&bus.address)
+        .arg(root.path())
+        .env_remove("NOTIFY_SOCKET")
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap();
+    let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap_or_default();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}{}\n{log}", stderr(&out));
+    assert_eq!(said.trim(), "service=0 stranger=143", "{log}");
+}
+
 #[test]
 fn kernel_numbers_near_u64_max_do_not_overflow_the_array_view() {
     let text = "Personalities : [raid1]\nmd1 : active raid1 loop4[1] loop3[0]\n      1046528 blocks super 1.2 [2/2] [UU]\n      [>....................]  resync =  3.1% (32768/1046528) finish=0.5min speed=32768K/sec\n\nunused devices: <none>\n";
