@@ -155,6 +155,91 @@ async fn a_metrics_connection_flood_leaves_lease_calls_and_later_scrapes_working
     drop(service);
 }
 
+/// One hostile local client, for ever (until its task is aborted): connects, sends `prefix`
+/// (nothing, or the start of a request it never finishes), holds the connection until the
+/// service closes it, and reconnects.
+/// `connected` counts the connections it has made.
+async fn hostile_client(
+    addr: std::net::SocketAddr,
+    prefix: &'static [u8],
+    connected: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    loop {
+        let Ok(Ok(mut s)) =
+            tokio::time::timeout(Duration::from_secs(3), TcpStream::connect(addr)).await
+        else {
+            continue;
+        };
+        connected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let _ = s.write_all(prefix).await;
+        let mut buf = [0u8; 256];
+        while matches!(s.read(&mut buf).await, Ok(n) if n > 0) {}
+    }
+}
+
+/// A scrape as Prometheus makes it: `GET /metrics` with a 10 s timeout for all of it
+/// (connect, request, answer). The status code, or why there was none.
+async fn scrape_10s(addr: std::net::SocketAddr) -> Result<u16, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let scrape = async {
+        let mut s = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+        let req = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nAccept: text/plain\r\n\r\n");
+        s.write_all(req.as_bytes())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).await.map_err(|e| e.to_string())?;
+        let raw = String::from_utf8_lossy(&raw);
+        raw.split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| format!("no HTTP answer: {raw:?}"))
+    };
+    tokio::time::timeout(Duration::from_secs(10), scrape)
+        .await
+        .map_err(|_| "no answer within 10 s".to_string())?
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrapes_get_200_within_10_s_while_local_clients_hold_and_refill_every_connection() {
+    let Some(bus) = Bus::start() else { return };
+    let addr: std::net::SocketAddr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let (old_soft, hard) = set_nofile(1024);
+    let service = Service::start(&bus, &["--sim", "--metrics", &addr.to_string()], &[]).await;
+    set_nofile(hard.min(8192));
+    // More than the connections served at once plus the whole listen backlog (1024): idle
+    // ones, and ones trickling a request they never finish; each reconnects when closed.
+    let connected = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut hostile = tokio::task::JoinSet::new();
+    for i in 0..1300 {
+        let prefix: &'static [u8] = if i % 4 == 0 {
+            b"GET /metrics HTTP/1.1\r\n"
+        } else {
+            b""
+        };
+        hostile.spawn(hostile_client(addr, prefix, connected.clone()));
+    }
+    // The flood is in place (every slot and the backlog taken) before the first scrape.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while connected.load(std::sync::atomic::Ordering::Relaxed) < 1300 {
+        assert!(Instant::now() < deadline, "the flood did not connect");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut results = Vec::new();
+    for _ in 0..3 {
+        results.push(scrape_10s(addr).await);
+    }
+    hostile.abort_all();
+    while hostile.join_next().await.is_some() {}
+    set_nofile(old_soft);
+    drop(service);
+    assert_eq!(results, [Ok(200), Ok(200), Ok(200)]);
+}
+
 const R1_FAILED: &str = "Personalities : [raid1]\nmd1 : active raid1 loop4[1](F) loop3[0]\n      1046528 blocks super 1.2 [2/1] [U_]\n\nunused devices: <none>\n";
 
 /// True when `pid` is gone (no such process, or a zombie waiting for its reaper).
