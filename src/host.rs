@@ -146,6 +146,52 @@ pub fn descends_from(pid: u32, ancestor: u32) -> bool {
     false
 }
 
+/// A child of this process as `/proc/PID/stat` shows it (`proc(5)`: fields 1, 3, 4 and 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnChild {
+    /// Its pid.
+    pub pid: i32,
+    /// Its process group id (`pgrp`).
+    pub pgid: i32,
+    /// True when it has exited and waits for this process to reap it (state `Z`).
+    pub zombie: bool,
+}
+
+/// The children of this process: every `/proc/PID/stat` whose `ppid` is [`std::process::id`]
+/// (children of every thread, and orphans adopted as a child subreaper). A child cannot leave
+/// this list, nor its pid be reused, before this process reaps it. Like [`pid_alive`], not
+/// under a [`Root`]: it is this process's own. Unreadable entries (processes that exit while
+/// the list is read) are left out.
+pub fn own_children() -> Vec<OwnChild> {
+    let me = std::process::id().to_string();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            parse_child_stat(pid, &stat, &me)
+        })
+        .collect()
+}
+
+/// The [`OwnChild`] of a `/proc/PID/stat` line when its `ppid` is `parent`. `comm` may hold
+/// spaces and parentheses: the fields start after its last `") "`.
+fn parse_child_stat(pid: i32, stat: &str, parent: &str) -> Option<OwnChild> {
+    let (_, rest) = stat.rsplit_once(") ")?;
+    let mut f = rest.split_ascii_whitespace();
+    let state = f.next()?;
+    if f.next()? != parent {
+        return None;
+    }
+    Some(OwnChild {
+        pid,
+        pgid: f.next()?.parse().ok()?,
+        zombie: state == "Z",
+    })
+}
+
 /// The local wall-clock offset east of UTC, seconds, at `t` (Unix seconds), from
 /// `localtime_r(3)` and the TZ database (0 where unknown).
 pub fn utc_offset_s(t: i64) -> i64 {
@@ -163,6 +209,34 @@ pub fn utc_offset_s(t: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn child_stat_lines_give_pid_group_and_zombie_state() {
+        let line = "4242 (a) b (c)) Z 17 4240 17 0 -1 4194560 0 0 0 0\n";
+        assert_eq!(
+            parse_child_stat(4242, line, "17"),
+            Some(OwnChild {
+                pid: 4242,
+                pgid: 4240,
+                zombie: true
+            })
+        );
+        assert_eq!(parse_child_stat(4242, line, "18"), None);
+        assert_eq!(parse_child_stat(1, "garbage", "17"), None);
+    }
+
+    #[test]
+    fn a_spawned_child_is_listed_until_reaped() {
+        let mut c = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = c.id() as i32;
+        assert!(own_children().iter().any(|k| k.pid == pid && !k.zombie));
+        c.kill().unwrap();
+        c.wait().unwrap();
+        assert!(!own_children().iter().any(|k| k.pid == pid));
+    }
 
     #[test]
     fn system_root_keeps_paths() {

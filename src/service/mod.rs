@@ -68,9 +68,10 @@ pub struct ServeArgs {
     /// Bus to serve on: `system`, `session`, or a D-Bus address (`unix:path=/tmp/bus`).
     #[arg(long, default_value = "system", value_name = "BUS")]
     pub bus: BusChoice,
-    /// Serve Prometheus metrics on http://ADDR:PORT/metrics (overrides `metrics.listen`).
-    #[arg(long, value_name = "ADDR:PORT")]
-    pub metrics: Option<std::net::SocketAddr>,
+    /// Serve Prometheus metrics on http://ADDR:PORT/metrics, or on the Unix socket PATH with
+    /// `unix:PATH` (overrides `metrics.listen`; the socket's mode and group are the config's).
+    #[arg(long, value_name = "ADDR:PORT|unix:PATH")]
+    pub metrics: Option<crate::config::MetricsListen>,
     /// How long start-up waits for the bus to complete the connection (authentication and
     /// `Hello`), milliseconds; then it gives up with [`ServeError::BusTimeout`]. Hidden: 30 s
     /// suits every real bus; tests shorten it.
@@ -199,7 +200,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     let shared = Arc::new(Shared::new(core.clone(), args.bus.clone()));
     let metrics = Arc::new(metrics_http::MetricsState::new(shared.policy.show().ok()));
     let metrics_task =
-        start_metrics(args.metrics.or(config.metrics.listen), &core, &metrics).await?;
+        start_metrics(args.metrics.clone(), &config.metrics, &core, &metrics).await?;
 
     let (builder, published) = bus_objects(&args.bus, &shared, &root, &config, &model)?;
     // Nothing is changed before the connection: a stop here only drops the listener, the
@@ -287,21 +288,23 @@ impl Signals {
     }
 }
 
-/// The metrics listener on `addr` (`--metrics`, else `[metrics] listen`); `None` without
-/// an address. Errors: the address cannot be bound.
+/// The metrics listener on `listen` (`--metrics`), else on `config.listen`, with the socket
+/// access of `config`; `None` without an address. Errors: the address cannot be bound.
 async fn start_metrics(
-    addr: Option<std::net::SocketAddr>,
+    listen: Option<crate::config::MetricsListen>,
+    config: &crate::config::MetricsConfig,
     core: &Arc<State>,
     metrics: &Arc<metrics_http::MetricsState>,
 ) -> Result<Option<tokio::task::JoinHandle<()>>, ServeError> {
-    match addr {
-        Some(addr) => Ok(Some(
-            metrics_http::start(addr, core.clone(), metrics.clone())
-                .await?
-                .1,
-        )),
-        None => Ok(None),
-    }
+    let Some(listen) = listen.or_else(|| config.listen.clone()) else {
+        return Ok(None);
+    };
+    let access = metrics_http::SocketAccess {
+        mode: config.socket_mode,
+        group: config.socket_group.clone(),
+    };
+    let (_, task) = metrics_http::start(&listen, &access, core.clone(), metrics.clone()).await?;
+    Ok(Some(task))
 }
 
 /// `--sim`: creates the simulated tree and watches its control signal; `None` without
