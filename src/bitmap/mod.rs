@@ -52,6 +52,12 @@ pub enum BitmapError {
     /// A journal or PPL keeps the array consistent; md allows no bitmap beside it.
     #[error("{0} uses md/consistency_policy {1}: md allows no bitmap beside it")]
     OtherPolicy(String, String),
+    /// Queueing: the array shows no UUID to queue it by.
+    #[error("{0} has no UUID to queue it by")]
+    NoUuid(String),
+    /// Queueing: the list could not be written.
+    #[error("cannot write {}", wanted::WANTED_PATH)]
+    Queue(#[source] std::io::Error),
     /// mdadm failed.
     #[error("adding a bitmap to {array}")]
     Mdadm {
@@ -127,6 +133,40 @@ pub fn add_now(root: &Root, name: &str) -> Result<Plan, BitmapError> {
         })?;
     }
     Ok(p)
+}
+
+/// What [`add_or_queue`] did.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Outcome {
+    /// mdadm added an internal bitmap.
+    Added,
+    /// The array had one (nothing done).
+    AlreadyHad(WriteIntentBitmap),
+    /// A sync runs: the array waits in [`wanted`] for the service.
+    Queued(SyncAction),
+}
+
+/// Appends `a`'s UUID to [`wanted`] under `root`; false when it was there already.
+///
+/// Errors: [`BitmapError::NoUuid`], [`BitmapError::Queue`].
+pub fn queue(root: &Root, a: &Array) -> Result<bool, BitmapError> {
+    let uuid = mdadm_uuid(a).ok_or_else(|| BitmapError::NoUuid(a.name.clone()))?;
+    wanted::append(root, &uuid).map_err(BitmapError::Queue)
+}
+
+/// Adds the bitmap of the array `name` now when md allows it ([`add_now`]), else queues it for
+/// the service ([`queue`]): what `AddBitmap` on D-Bus does. Blocking.
+///
+/// Errors: those of [`add_now`] and [`queue`].
+pub fn add_or_queue(root: &Root, name: &str) -> Result<Outcome, BitmapError> {
+    match add_now(root, name)? {
+        Plan::AddNow => Ok(Outcome::Added),
+        Plan::AlreadyHas(b) => Ok(Outcome::AlreadyHad(b)),
+        Plan::WaitForSync(action) => {
+            queue(root, &read_array(root, name)?)?;
+            Ok(Outcome::Queued(action))
+        }
+    }
 }
 
 #[cfg(test)]

@@ -10,7 +10,7 @@
 //! Exit codes: 0 every array has a bitmap now (or is queued with `--queue`), 1 any error (each
 //! array's on stderr; the others are still done).
 
-use crate::bitmap::{add_now, mdadm_uuid, plan, read_array, wanted, BitmapError, Plan};
+use crate::bitmap::{add_now, plan, read_array, wanted, BitmapError, Plan};
 use crate::cli::Context;
 use crate::host::Root;
 use std::process::ExitCode;
@@ -98,12 +98,6 @@ pub enum AddError {
          the service)"
     )]
     Syncing(String, String),
-    /// `--queue`: the array has no UUID to queue it by.
-    #[error("{0} has no UUID to queue it by")]
-    NoUuid(String),
-    /// `--queue`: the list could not be written.
-    #[error("cannot write {}", wanted::WANTED_PATH)]
-    Queue(#[source] std::io::Error),
 }
 
 /// Adds the bitmap of `name` (kernel name), waiting or queueing as asked; the line to print.
@@ -120,8 +114,7 @@ fn add_one(root: &Root, name: &str, wait: bool, queue: bool) -> Result<String, A
                 return Ok(format!("{name}: added an internal write-intent bitmap"));
             }
             Plan::WaitForSync(action) if queue => {
-                let uuid = mdadm_uuid(&a).ok_or_else(|| AddError::NoUuid(name.to_string()))?;
-                wanted::append(root, &uuid).map_err(AddError::Queue)?;
+                crate::bitmap::queue(root, &a)?;
                 return Ok(format!(
                     "{name}: runs {action}; queued in {} for the service",
                     wanted::WANTED_PATH

@@ -16,6 +16,7 @@ use super::errors::{Error, Result};
 use super::options::Options;
 use super::shared::Shared;
 use crate::model::{Array, SpeedLimit, SyncAction};
+use crate::shared::lock;
 use std::collections::HashMap;
 use std::sync::Arc;
 use zbus::interface;
@@ -381,6 +382,50 @@ impl ArrayObject {
         Ok(())
     }
 
+    /// Adds an internal write-intent bitmap, as `mdpilot bitmap add`: runs `mdadm --grow
+    /// --bitmap=internal /dev/<KernelName>` (since 1.3). md refuses while a sync runs or the
+    /// array is frozen: then the array's UUID is queued in /var/lib/mdpilot/bitmap-wanted,
+    /// BitmapPending turns true, and the service adds the bitmap when the sync ends (the
+    /// journal says when; no Job object: SyncCompleted is the progress). Returns true when
+    /// queued, false when added now or present already (WriteIntentBitmap says which; the
+    /// lockless llbitmap is never added). Options: auth.no_user_interaction (b); no other.
+    /// Needs uid 0 or polkit org.mdpilot.MdPilot1.add-bitmap (details: method, device).
+    /// Errors: InvalidArgument (an unknown option; no redundancy, external metadata, a
+    /// journal or PPL); Busy (the array is not running); NoSuchArray; NotAuthorized; Failed
+    /// (mdadm's message, the list cannot be written).
+    async fn add_bitmap(
+        &self,
+        mut options: Options,
+        #[zbus(header)] header: Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+    ) -> Result<bool> {
+        let name = self.props.kernel_name.clone();
+        let what = format!("AddBitmap {name}");
+        let flags = take_interaction_flags("AddBitmap", &mut options)?;
+        parse_sync_action_options(&what, &options)?;
+        let a = lock(&self.shared.model)
+            .arrays
+            .iter()
+            .find(|a| a.name == name)
+            .cloned();
+        let a = a.ok_or_else(|| Error::NoSuchArray(format!("{what}: the array has gone")))?;
+        crate::bitmap::plan(&a).map_err(|e| bitmap_error(&what, e))?;
+        let req = Request::add_bitmap(&name);
+        self.shared
+            .auth
+            .authorize_with(conn, &header, &req, flags)
+            .await?;
+        let root = self.shared.root.clone();
+        let n = name.clone();
+        let outcome = tokio::task::spawn_blocking(move || crate::bitmap::add_or_queue(&root, &n))
+            .await
+            .map_err(|e| Error::Failed(format!("{what}: {e}")))?
+            .map_err(|e| bitmap_error(&what, e))?;
+        tracing::info!(array = %name, "{what}: {outcome:?}");
+        self.shared.refresh_array(&name);
+        Ok(matches!(outcome, crate::bitmap::Outcome::Queued(_)))
+    }
+
     /// Starts a check (scrub) of the whole array from sector 0, as `mdpilot check start`:
     /// writes md/sync_min 0, then md/sync_action check (or repair); a saved position is
     /// dropped (ResumeCheck keeps it). Options: repair (b: rewrite mismatches, default
@@ -736,6 +781,20 @@ impl ArrayObject {
     #[zbus(property)]
     fn warnings(&self) -> Vec<String> {
         self.props.warnings.clone()
+    }
+}
+
+/// A [`crate::bitmap::BitmapError`] as the D-Bus error of `what` (`AddBitmap md0`).
+fn bitmap_error(what: &str, e: crate::bitmap::BitmapError) -> Error {
+    use crate::bitmap::BitmapError as B;
+    let msg = format!("{what}: {}", crate::error::error_chain(&e));
+    match e {
+        B::NoArray(_) => Error::NoSuchArray(msg),
+        B::NotRunning(..) => Error::Busy(msg),
+        B::NotRedundant { .. } | B::External(..) | B::OtherPolicy(..) => {
+            Error::InvalidArgument(msg)
+        }
+        B::NoUuid(_) | B::Queue(_) | B::Mdadm { .. } => Error::Failed(msg),
     }
 }
 
