@@ -7,6 +7,7 @@
 //! records its argv, since the build host has no md driver; the VM tier (`tests/vm`) runs the
 //! real one on real arrays.
 
+use crate::host::Root;
 use std::process::Command;
 
 /// The environment variable naming the mdadm program (tests).
@@ -48,14 +49,20 @@ pub fn program() -> String {
 }
 
 /// Runs `mdadm --grow --bitmap=internal /dev/<array>` (`array` is the kernel name, `md0`) and
-/// waits for it. Blocking: the service runs it on a blocking worker.
+/// waits for it. Blocking: the service runs it on a blocking worker. Under a test root (not
+/// `/`) the child gets `MDPILOT_ROOT=<root>`, so a stand-in can change the tree as md would
+/// (mdadm itself ignores it).
 ///
 /// Errors: [`MdadmError::Spawn`] when it cannot start, [`MdadmError::Failed`] when it exits
 /// non-zero or is killed.
-pub fn grow_bitmap_internal(array: &str) -> Result<(), MdadmError> {
+pub fn grow_bitmap_internal(root: &Root, array: &str) -> Result<(), MdadmError> {
     let program = program();
     let device = format!("/dev/{array}");
-    let out = Command::new(&program)
+    let mut cmd = Command::new(&program);
+    if !root.is_system() {
+        cmd.env("MDPILOT_ROOT", root.path("/"));
+    }
+    let out = cmd
         .args(["--grow", "--bitmap=internal", &device])
         .stdin(std::process::Stdio::null())
         .output()

@@ -127,7 +127,7 @@ pub fn add_now(root: &Root, name: &str) -> Result<Plan, BitmapError> {
     let a = read_array(root, name)?;
     let p = plan(&a)?;
     if p == Plan::AddNow {
-        mdadm::grow_bitmap_internal(name).map_err(|source| BitmapError::Mdadm {
+        mdadm::grow_bitmap_internal(root, name).map_err(|source| BitmapError::Mdadm {
             array: name.to_string(),
             source,
         })?;
