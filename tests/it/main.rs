@@ -16,6 +16,7 @@
 mod support;
 
 mod check_cli;
+mod dbus_bitmap;
 mod dbus_check;
 mod dbus_clients;
 mod dbus_files;
