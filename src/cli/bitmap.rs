@@ -102,10 +102,13 @@ pub enum AddError {
 
 /// Adds the bitmap of `name` (kernel name), waiting or queueing as asked; the line to print.
 fn add_one(root: &Root, name: &str, wait: bool, queue: bool) -> Result<String, AddError> {
+    let mut told = false;
     loop {
         let a = read_array(root, name)?;
         match plan(&a)? {
-            Plan::AlreadyHas(b) => return Ok(format!("{name}: has a {b} bitmap already")),
+            Plan::AlreadyHas(b) => {
+                return Ok(format!("{name}: has a write-intent bitmap already ({b})"))
+            }
             Plan::AddNow => {
                 if let Plan::WaitForSync(_) = add_now(root, name)? {
                     continue; // A sync started in between: plan again.
@@ -123,7 +126,13 @@ fn add_one(root: &Root, name: &str, wait: bool, queue: bool) -> Result<String, A
             Plan::WaitForSync(action) if !wait => {
                 return Err(AddError::Syncing(name.to_string(), action.to_string()))
             }
-            Plan::WaitForSync(_) => std::thread::sleep(WAIT_STEP),
+            Plan::WaitForSync(action) => {
+                if !told {
+                    eprintln!("mdpilot: {name} runs {action}; waiting for it to end");
+                    told = true;
+                }
+                std::thread::sleep(WAIT_STEP);
+            }
         }
     }
 }

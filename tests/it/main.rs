@@ -15,6 +15,7 @@
 #[macro_use]
 mod support;
 
+mod bitmap_cli;
 mod check_cli;
 mod dbus_bitmap;
 mod dbus_check;
