@@ -1148,6 +1148,135 @@ mod tests {
         assert!(!a.is_stopped() && a.is_broken() && !a.is_serving());
     }
 
+    fn raid1(sys: Option<ArraySysfs>) -> Array {
+        let text = "md0 : active raid1 sdb1[1] sda1[0]\n      1048576 blocks super 1.2 [2/2] [UU]\n\nunused devices: <none>\n";
+        let mut a = crate::mdstat::parse(text).arrays.remove(0);
+        a.sysfs = sys;
+        a
+    }
+
+    #[test]
+    fn the_estimate_divides_what_md_counts_by_the_observed_speed_else_the_floor() {
+        let e = full_resync_estimate(1_048_576, None, 1000).unwrap();
+        assert_eq!(
+            (e.basis, e.speed_kib_s, e.seconds),
+            (EstimateBasis::SpeedLimitMin, 1000, 1048.576)
+        );
+        let e = full_resync_estimate(1_048_576, Some(200_000), 1000).unwrap();
+        assert_eq!((e.basis, e.speed_kib_s), (EstimateBasis::Observed, 200_000));
+        // A stalled sync (0 KiB/s) says nothing: the floor stands in.
+        let e = full_resync_estimate(1_048_576, Some(0), 1000).unwrap();
+        assert_eq!(e.basis, EstimateBasis::SpeedLimitMin);
+        assert_eq!(
+            full_resync_estimate(1_048_576, None, 0),
+            None,
+            "a floor of 0 promises nothing"
+        );
+        assert_eq!(full_resync_estimate(0, None, 1000), None);
+        let e = full_resync_estimate(u64::MAX, Some(1), 1).unwrap();
+        assert!(e.seconds.is_finite() && e.seconds > 1e18);
+        // On an array: md/component_size over md/sync_speed_min, else the global floor, else
+        // md's default.
+        let a = raid1(None);
+        assert_eq!(
+            a.full_resync_estimate(None).unwrap().speed_kib_s,
+            MD_DEFAULT_SPEED_LIMIT_MIN
+        );
+        assert_eq!(
+            a.full_resync_estimate(Some(5000)).unwrap().speed_kib_s,
+            5000
+        );
+        let a = raid1(Some(ArraySysfs {
+            component_size_kib: Some(2_097_152),
+            sync_speed_min: Some(SpeedLimit::local(50_000)),
+            ..Default::default()
+        }));
+        let e = a.full_resync_estimate(Some(5000)).unwrap();
+        assert_eq!((e.kib, e.speed_kib_s), (2_097_152, 50_000));
+    }
+
+    #[test]
+    fn the_advisor_names_redundant_running_arrays_without_a_bitmap() {
+        // mdstat alone, no bitmap line: none, advised.
+        let a = raid1(None);
+        assert_eq!(a.write_intent_bitmap(), WriteIntentBitmap::None);
+        assert!(a.bitmap_advised());
+        let w = a.warnings(None);
+        assert!(matches!(w[..], [ArrayWarning::NoBitmap { .. }]), "{w:?}");
+        assert!(
+            w[0].to_string()
+                .contains("full resync (1048576 KiB, about 17m 29s at speed_limit_min 1000 KiB/s)"),
+            "{}",
+            w[0]
+        );
+        let with = |f: &dyn Fn(&mut ArraySysfs)| {
+            let mut s = ArraySysfs {
+                consistency_policy: Some(ConsistencyPolicy::Resync),
+                bitmap_location: Some("none".into()),
+                ..Default::default()
+            };
+            f(&mut s);
+            raid1(Some(s))
+        };
+        assert!(with(&|_| {}).bitmap_advised());
+        let internal = with(&|s| s.bitmap_location = Some("+8".into()));
+        assert_eq!(internal.write_intent_bitmap(), WriteIntentBitmap::Internal);
+        assert!(!internal.bitmap_advised());
+        let file = with(&|s| s.bitmap_location = Some("file".into()));
+        assert_eq!(file.write_intent_bitmap(), WriteIntentBitmap::File);
+        // 6.19+ without bitmap/ (it appears after a change event): the policy decides.
+        let gone = with(&|s| {
+            s.bitmap_location = None;
+            s.consistency_policy = Some(ConsistencyPolicy::Bitmap);
+        });
+        assert_eq!(gone.write_intent_bitmap(), WriteIntentBitmap::Internal);
+        // llbitmap is detected and shown, whatever bitmap/location says.
+        let ll = with(&|s| s.bitmap_type = Some(BitmapType::Llbitmap));
+        assert_eq!(ll.write_intent_bitmap(), WriteIntentBitmap::Llbitmap);
+        assert!(!ll.bitmap_advised());
+        for quiet in [
+            with(&|s| s.consistency_policy = Some(ConsistencyPolicy::Ppl)),
+            with(&|s| s.consistency_policy = Some(ConsistencyPolicy::Journal)),
+            with(&|s| s.level = Some("raid0".into())),
+            with(&|s| s.array_state = Some(ArrayState::Inactive)),
+            with(&|s| s.metadata_version = Some("external:imsm".into())),
+        ] {
+            assert!(!quiet.bitmap_advised(), "{:?}", quiet.sysfs);
+        }
+    }
+
+    #[test]
+    fn a_recorded_logical_block_size_warns_of_the_kernels_that_cannot_assemble() {
+        let sys = |lbs: Option<u64>, meta: &str| ArraySysfs {
+            md_logical_block_size: lbs,
+            metadata_version: Some(meta.into()),
+            bitmap_location: Some("+8".into()),
+            ..Default::default()
+        };
+        let a = raid1(Some(sys(Some(4096), "1.2")));
+        assert_eq!(a.recorded_logical_block_size(), Some(4096));
+        let w = a.warnings(None);
+        assert_eq!(w.len(), 1);
+        let t = w[0].to_string();
+        assert!(
+            t.contains("4096 bytes") && t.contains("Linux 6.18 and older cannot assemble it"),
+            "{t}"
+        );
+        // Older kernels lack the file; 0.90 and external metadata record nothing.
+        assert_eq!(
+            raid1(Some(sys(None, "1.2"))).recorded_logical_block_size(),
+            None
+        );
+        assert_eq!(
+            raid1(Some(sys(Some(512), "0.90"))).recorded_logical_block_size(),
+            None
+        );
+        assert_eq!(
+            raid1(Some(sys(Some(0), "1.2"))).recorded_logical_block_size(),
+            None
+        );
+    }
+
     #[test]
     fn words_round_trip_as_text() {
         for w in [
