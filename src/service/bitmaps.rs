@@ -31,7 +31,9 @@ impl Upkeep {
     }
 
     /// One pass over the list against `model`: starts a worker for each listed array md would
-    /// give a bitmap now (or that has one, or never can), and returns how many it started.
+    /// give a bitmap now (or that has one, or never can), and returns how many it started. The
+    /// loop runs it once at start (the installer's arrays whose resync ended while no service
+    /// ran) and after every step.
     pub fn step(self: &Arc<Self>, state: &Arc<State>, model: &MdStat) -> usize {
         let list = Upkeep::pending(&state.root);
         let mut started = 0;

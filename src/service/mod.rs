@@ -626,7 +626,6 @@ impl Loop {
         let manager_emitter =
             SignalEmitter::new(&self.conn, MANAGER_PATH).map_err(bus_err("emitter"))?;
         self.sync_pids(&mut pids, &manager_emitter).await;
-        // Bitmaps the installer asked for whose array is idle already are added at once.
         self.bitmaps.step(&self.shared.core, &self.model);
         loop {
             tokio::select! {
