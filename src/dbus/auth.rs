@@ -9,6 +9,7 @@
 //! |---|---|---|
 //! | AcquirePriority, ReleasePriority, SetArraySpeedLimits, RestoreLimits, RequestSyncAction, StartCheck, PauseCheck, ResumeCheck, CancelCheck ([`super::check::request`]) | [`PRIORITY_ACTION`] | auth_admin / auth_admin / auth_admin_keep |
 //! | StartWipe, Job.Cancel of another uid's job | [`WIPE_ACTION`] | auth_admin, every time |
+//! | AddBitmap | [`BITMAP_ACTION`] | auth_admin / auth_admin / auth_admin_keep |
 //!
 //! Cancelling one's own job needs no polkit (the caller was allowed to start it). The polkit
 //! details (`a{ss}`) name the method and the device so the prompt names them: `method`,
@@ -35,6 +36,9 @@ use zbus_polkit::policykit1::{AuthorityProxy, CheckAuthorizationFlags, Subject};
 pub const PRIORITY_ACTION: &str = "org.mdpilot.MdPilot1.manage-priority";
 /// Polkit action for destroying data: StartWipe, and cancelling another user's wipe job.
 pub const WIPE_ACTION: &str = "org.mdpilot.MdPilot1.wipe";
+/// Polkit action for adding a write-intent bitmap to an array (`Array.AddBitmap`: mdadm
+/// rewrites the members' superblocks).
+pub const BITMAP_ACTION: &str = "org.mdpilot.MdPilot1.add-bitmap";
 /// The `a{sv}` option (b) that forbids a polkit prompt (udisks2's standard option).
 pub const NO_USER_INTERACTION: &str = "auth.no_user_interaction";
 /// CheckAuthorization flag `AllowUserInteraction`.
@@ -136,6 +140,17 @@ impl Request {
         );
         r.extra.push(("sync-action", action.to_string()));
         r
+    }
+
+    /// `AddBitmap` on `array` (kernel name).
+    pub fn add_bitmap(array: &str) -> Request {
+        Request {
+            action: BITMAP_ACTION,
+            method: "AddBitmap",
+            device: Some(array_device(array)),
+            message: "Authentication is required to add a write-intent bitmap to $(device)",
+            extra: Vec::new(),
+        }
     }
 
     /// `StartWipe` on `device`.

@@ -27,6 +27,7 @@
 //! The state the loop shares with the D-Bus objects (model, published manager properties, lease
 //! owners, wipe jobs) is [`state::Shared`].
 
+mod bitmaps;
 pub mod events;
 pub mod expiry;
 mod instance;
@@ -249,6 +250,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         events,
         metrics,
         watchdog: watchdog_from_env(),
+        bitmaps: Arc::new(bitmaps::Upkeep::default()),
     };
     let result = lp.run(rx, refresh_rx, &mut owners, signals).await;
     // No event program (or a child it left behind) outlives the service.
@@ -368,9 +370,11 @@ fn bus_objects(
         .map_err(bus_err("serve Manager"))?;
     let mut published: BTreeMap<String, ArrayProps> = BTreeMap::new();
     let checks = CheckView::read(root, config, crate::policy::unix_now_s() as i64);
+    let pending = bitmaps::Upkeep::pending(root);
     for a in &model.arrays {
-        let mut props = ArrayProps::from_model(a);
+        let mut props = ArrayProps::from_model_in(a, model.speed_limit_min);
         props.check = checks.props(a);
+        props.bitmap_pending = pending.contains(&props.uuid.to_ascii_lowercase());
         let path = array_path(&props.uuid, &props.kernel_name);
         if published.contains_key(&path) {
             tracing::warn!("two arrays at {path}: {} is not published", a.name);
@@ -613,6 +617,8 @@ struct Loop {
     /// Half of systemd's `WatchdogSec=` (`$WATCHDOG_USEC`): how often the loop sends
     /// `WATCHDOG=1`; `None` without a watchdog.
     watchdog: Option<Duration>,
+    /// The arrays of `bitmap-wanted` whose bitmap is being added.
+    bitmaps: Arc<bitmaps::Upkeep>,
 }
 
 impl Loop {
@@ -639,6 +645,7 @@ impl Loop {
         let manager_emitter =
             SignalEmitter::new(&self.conn, MANAGER_PATH).map_err(bus_err("emitter"))?;
         self.sync_pids(&mut pids, &manager_emitter).await;
+        self.bitmaps.step(&self.shared.core, &self.model);
         loop {
             tokio::select! {
                 _ = term.recv() => { tracing::info!("SIGTERM: stopping"); return Ok(()); }
@@ -862,6 +869,8 @@ impl Loop {
         } else if done.recorded {
             self.publish_arrays().await;
         }
+        // The bitmaps waiting for a sync's end: each worker asks for its array's re-read.
+        self.bitmaps.step(&self.shared.core, &self.model);
     }
 
     /// Re-reads what `r` names, feeds the events, then publishes the differences.
@@ -899,9 +908,11 @@ impl Loop {
         let mut new: BTreeMap<String, ArrayProps> = BTreeMap::new();
         // The check properties (the upkeep was the step before: publishing writes nothing).
         let checks = CheckView::read(&self.root, &self.config, crate::policy::unix_now_s() as i64);
+        let pending = bitmaps::Upkeep::pending(&self.root);
         for a in &self.model.arrays {
-            let mut props = ArrayProps::from_model(a);
+            let mut props = ArrayProps::from_model_in(a, self.model.speed_limit_min);
             props.check = checks.props(a);
+            props.bitmap_pending = pending.contains(&props.uuid.to_ascii_lowercase());
             let path = array_path(&props.uuid, &props.kernel_name);
             if new.contains_key(&path) {
                 tracing::warn!("two arrays at {path}: {} is not published", a.name);

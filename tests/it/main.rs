@@ -15,7 +15,9 @@
 #[macro_use]
 mod support;
 
+mod bitmap_cli;
 mod check_cli;
+mod dbus_bitmap;
 mod dbus_check;
 mod dbus_clients;
 mod dbus_files;
