@@ -91,6 +91,9 @@ pub struct State {
     /// Where wipe starts probe and plan their device ([`WIPE_START_THREADS`] threads): a
     /// device whose open never returns holds one.
     pub wipe_worker: Pool,
+    /// Where write-intent bitmaps are added (`mdadm --grow --bitmap=internal`, from
+    /// `AddBitmap` and the bitmap upkeep): one thread, as mdadm takes one array at a time.
+    pub bitmap_worker: Pool,
 }
 
 impl State {
@@ -118,6 +121,7 @@ impl State {
             policy_worker: Pool::new("policy", 1),
             check_worker: Pool::new("check", 1),
             wipe_worker: Pool::new("wipe-start", WIPE_START_THREADS),
+            bitmap_worker: Pool::new("bitmap", 1),
         }
     }
 
@@ -155,7 +159,7 @@ impl State {
     /// ':'>-<n>`, unique within this run of the service).
     pub fn mint_lease_id(&self, sender: &str) -> String {
         let n = self.lease_counter.fetch_add(1, Ordering::Relaxed);
-        format!("dbus-{}-{n}", sender.trim_start_matches(':'))
+        crate::policy::Holder::bus_client(sender, n).to_string()
     }
 
     /// Releases every lease owned by the bus client `name` ([`Owner::BusName`]; it left the
