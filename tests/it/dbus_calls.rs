@@ -7,7 +7,9 @@
 //! The open that never completes is the failpoint `MDPILOT_FAILPOINT_OPEN_WAITS` of
 //! `mdpilot::wipe::probe::open_read` (build with `--features failpoints`): an open of the test's
 //! loop device appends a line to a mark file (the signal that the open has begun), then waits
-//! on a FIFO until the test opens its other end.
+//! on a FIFO until the test opens its other end. The `loop_fuse_` tests do the same with a real
+//! disk that stopped answering: a loop device over a FUSE file whose reads wait, which makes the
+//! kernel hold every open of the device ([`support::stall`]).
 
 use crate::support;
 
@@ -18,6 +20,7 @@ use support::bus::{
     acquire, call, call_manager, error_name, get, helper_connection, job_iface, opts,
     run_helper_as_nobody, MANAGER_IFACE, MANAGER_PATH,
 };
+use support::stall::StalledDisk;
 use support::tree::job_root;
 use support::{Bus, FakePolkit, LoopDev, Service, MIB};
 use zbus::zvariant::{OwnedObjectPath, Value};
@@ -472,4 +475,178 @@ fn loop_wipe_candidates_leave_a_corrupt_checkpoint_in_place() {
     let siblings = std::fs::read_dir(path.parent().unwrap()).unwrap().count();
     assert_eq!(siblings, 1, "nothing set aside beside it");
     let _ = std::fs::remove_dir_all(root.path("/"));
+}
+
+/// Waits (at most 60 s) until a thread of the service waits in an open the kernel holds up
+/// ([`support::stall::threads_in_open`]): its probe of the stalled disk has begun.
+async fn wait_service_in_open(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while support::stall::threads_in_open(pid) == 0 {
+        assert!(
+            Instant::now() < deadline,
+            "no thread of the service opened the disk"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// Waits (at most 20 s) until the main thread of `pid` has exited (its state is Z): the
+/// service ran its whole shutdown, though a thread of it still waits in the kernel.
+async fn wait_main_thread_exited(pid: u32) {
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+        if stat.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z')) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "mdpilot serve ignored SIGTERM");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+/// The same as `loop_a_device_whose_open_never_completes_leaves_every_other_call_answered`,
+/// with a real disk that stopped answering instead of the failpoint: a loop device over a FUSE
+/// file whose reads wait, so that the kernel holds every open of it in `bdev_open`
+/// ([`support::stall`]). StartWipe's probe waits in that open (D state, which no signal ends);
+/// every read is still answered within 100 ms, the changes within their own bound, and
+/// WipeCandidates names the disk as not answering. SIGTERM runs the whole shutdown at once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loop_fuse_a_disk_whose_open_blocks_leaves_every_other_call_answered() {
+    need_root!();
+    let Some(bus) = Bus::start() else { return };
+    let _polkit = FakePolkit::serve(&bus, true).await;
+    let root = job_root();
+    let mut svc = service(&bus, root.path(), &[]).await;
+    // After the service: dropped before it, so a failing test lets the stuck open go before
+    // the service is killed and waited for.
+    let Some(mut disk) = StalledDisk::new(16 * MIB, 0xaa) else {
+        return;
+    };
+    disk.block_opens();
+    let c = bus.connect().await;
+    let dev = disk.path.display().to_string();
+    let d = dev.clone();
+    let wipe = tokio::spawn(async move {
+        let o = opts(&[("method", Value::from("zero"))]);
+        call_manager(&c, "StartWipe", &(d, o)).await
+    });
+    wait_service_in_open(svc.pid()).await;
+    let other = bus.connect().await;
+    for prop in ["Version", "Leases", "SpeedLimitMax", "OriginalSpeedLimitMax"] {
+        timed(&format!("Get {prop}"), ANSWERED_WITHIN, async {
+            get(&other, MANAGER_PATH, MANAGER_IFACE, prop).await
+        })
+        .await;
+    }
+    let id = timed("AcquirePriority", MUTATION_WITHIN, async {
+        acquire(&other, &[("max", Value::U64(7000))]).await.unwrap()
+    })
+    .await;
+    timed("ReleasePriority", MUTATION_WITHIN, async {
+        call_manager(&other, "ReleasePriority", &(id,))
+            .await
+            .unwrap()
+    })
+    .await;
+    // Its probe of the disk waits too, up to the per-device deadline (2 s).
+    let list = timed("WipeCandidates", MUTATION_WITHIN, async {
+        call_manager(&other, "WipeCandidates", &(opts(&[]),))
+            .await
+            .unwrap()
+    })
+    .await;
+    let list: Vec<(String, bool, String)> = list.body().deserialize().unwrap();
+    let mine = list.iter().find(|(d, _, _)| *d == dev);
+    assert!(
+        mine.is_some_and(|(_, ok, why)| !ok && why.contains("not answering")),
+        "{mine:?}"
+    );
+    timed("Get Version", ANSWERED_WITHIN, async {
+        get(&other, MANAGER_PATH, MANAGER_IFACE, "Version").await
+    })
+    .await;
+    assert!(!wipe.is_finished(), "StartWipe went past the stuck open");
+    // SIGTERM: the shutdown runs at once; the process ends when the kernel lets its last
+    // thread out of the open.
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(svc.pid() as i32, libc::SIGTERM) };
+    wait_main_thread_exited(svc.pid()).await;
+    disk.release();
+    let st = svc.term();
+    assert!(st.success(), "{st}");
+    wipe.abort();
+    support::loopdev::run("blockdev", &["--flushbufs", &dev]);
+    let data = std::fs::read(&disk.path).unwrap();
+    assert!(data.iter().all(|&b| b == 0xaa), "nothing written");
+}
+
+/// The same as `loop_a_flood_of_wipe_candidates_does_not_delay_root`, with the FUSE-backed
+/// disk whose opens the kernel holds up: 600 WipeCandidates calls from nobody leave one
+/// probe waiting in the open, and root's AcquirePriority is answered meanwhile.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loop_fuse_a_flood_of_wipe_candidates_does_not_delay_root() {
+    need_root!("to switch to nobody");
+    let Some(bus) = Bus::start() else { return };
+    let _polkit = FakePolkit::serve(&bus, true).await;
+    let root = job_root();
+    let svc = service(&bus, root.path(), &[]).await;
+    let Some(mut disk) = StalledDisk::new(16 * MIB, 0xaa) else {
+        return;
+    };
+    disk.block_opens();
+    let mut helper = spawn_helper(
+        "dbus_calls::candidates_flood_helper",
+        &[
+            ("MDPILOT_TEST_BUS", &bus.address),
+            ("MDPILOT_TEST_DEV", &disk.path.display().to_string()),
+        ],
+    );
+    let mut out = helper.lines();
+    loop {
+        let l = tokio::time::timeout(Duration::from_secs(60), out.next_line())
+            .await
+            .expect("the helper did not send its calls")
+            .unwrap()
+            .expect("the helper ended early");
+        if l == "SENT" {
+            break;
+        }
+    }
+    wait_service_in_open(svc.pid()).await;
+    let c = bus.connect().await;
+    let id = timed("root's AcquirePriority", Duration::from_secs(2), async {
+        acquire(&c, &[("max", Value::U64(7000))]).await.unwrap()
+    })
+    .await;
+    assert!(id.starts_with("dbus-"), "{id}");
+    let mut rest = String::new();
+    while let Ok(Some(l)) = tokio::time::timeout(Duration::from_secs(60), out.next_line())
+        .await
+        .expect("the helper did not end")
+    {
+        rest.push_str(&l);
+        rest.push('\n');
+    }
+    // One probe of the stuck disk, whatever the number of calls.
+    assert_eq!(
+        support::stall::threads_in_open(svc.pid()),
+        1,
+        "threads of the service waiting in an open"
+    );
+    disk.release();
+    let count = |key: &str| -> u32 {
+        rest.lines()
+            .filter_map(|l| l.strip_prefix(key))
+            .filter_map(|l| l.trim().parse::<u32>().ok())
+            .sum()
+    };
+    let busy = count("RESULT org.mdpilot.MdPilot1.Error.Busy ");
+    let ok = count("RESULT success ");
+    assert_eq!(busy + ok, 600, "{rest}");
+    assert!(ok >= 6, "each connection got an answer: {rest}");
+    assert!(
+        count("NOT_ANSWERING ") >= 1,
+        "the stuck disk is named: {rest}"
+    );
+    helper.wait().await;
 }
