@@ -136,17 +136,30 @@ impl StalledDisk {
                 .unwrap();
             loop {
                 if opener.try_wait().unwrap().is_some() {
-                    // Opened before the killed reader took the mutex: try again.
+                    // Opened and closed before the killed reader took the mutex: try again.
                     break;
                 }
-                if in_open(opener.id(), opener.id()) {
+                let pid = opener.id();
+                if in_open(pid, pid) {
                     self.waiting.push(opener);
                     return;
                 }
-                assert!(Instant::now() < deadline, "opens of the device never waited");
+                if in_syscall(pid, pid, libc::SYS_close) {
+                    // Opened before the killed reader closed, so its own close was the last:
+                    // that close now holds the mutex. The next opener waits in the open.
+                    self.waiting.push(opener);
+                    break;
+                }
+                assert!(
+                    Instant::now() < deadline,
+                    "opens of the device never waited"
+                );
                 std::thread::sleep(Duration::from_millis(20));
             }
-            assert!(Instant::now() < deadline, "opens of the device never waited");
+            assert!(
+                Instant::now() < deadline,
+                "opens of the device never waited"
+            );
             std::thread::sleep(Duration::from_millis(20));
         }
     }
@@ -161,14 +174,20 @@ impl StalledDisk {
 }
 
 /// Whether thread `tid` of process `pid` sleeps uninterruptibly (D) inside `openat(2)`: an
-/// open the kernel keeps waiting (`/proc/PID/task/TID/stat`'s state and `…/syscall`, root only).
+/// open the kernel keeps waiting.
 pub fn in_open(pid: u32, tid: u32) -> bool {
+    in_syscall(pid, tid, libc::SYS_openat)
+}
+
+/// Whether thread `tid` of process `pid` sleeps uninterruptibly (D) inside system call `nr`
+/// (`/proc/PID/task/TID/stat`'s state and `…/syscall`, root only).
+fn in_syscall(pid: u32, tid: u32, nr: libc::c_long) -> bool {
     let base = format!("/proc/{pid}/task/{tid}");
     let stat = std::fs::read_to_string(format!("{base}/stat")).unwrap_or_default();
     // The state follows the command name's closing parenthesis.
     let waits = stat.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('D'));
     let syscall = std::fs::read_to_string(format!("{base}/syscall")).unwrap_or_default();
-    waits && syscall.split(' ').next() == Some(libc::SYS_openat.to_string().as_str())
+    waits && syscall.split(' ').next() == Some(nr.to_string().as_str())
 }
 
 /// How many threads of process `pid` wait in an open ([`in_open`]).
