@@ -119,14 +119,20 @@ impl Manager {
         let (caller, o) = self
             .shared
             .auth
-            .guarded_async(conn, hdr, "AcquirePriority", options, |options| async move {
-                let o = self.acquire_options(&options)?;
-                if let Some(p) = o.pid {
-                    check_own_pid(conn, hdr, p).await?;
-                }
-                let arrays: Vec<String> = o.arrays.keys().cloned().collect();
-                Ok((o, Request::acquire_priority(&arrays)))
-            })
+            .guarded_async(
+                conn,
+                hdr,
+                "AcquirePriority",
+                options,
+                |options| async move {
+                    let o = self.acquire_options(&options)?;
+                    if let Some(p) = o.pid {
+                        check_own_pid(conn, hdr, p).await?;
+                    }
+                    let arrays: Vec<String> = o.arrays.keys().cloned().collect();
+                    Ok((o, Request::acquire_priority(&arrays)))
+                },
+            )
             .await?;
         let sender = caller.sender;
         // Without holder and pid the policy records the caller's unique name as the owner; the

@@ -52,7 +52,11 @@ impl Upkeep {
                 continue;
             }
             let (me, st, name) = (self.clone(), state.clone(), a.name.clone());
-            drop(state.bitmap_worker.submit(move || me.add(&st, &name, &uuid)));
+            drop(
+                state
+                    .bitmap_worker
+                    .submit(move || me.add(&st, &name, &uuid)),
+            );
             started += 1;
         }
         started

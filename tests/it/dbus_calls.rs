@@ -496,7 +496,10 @@ async fn wait_main_thread_exited(pid: u32) {
     let deadline = Instant::now() + Duration::from_secs(20);
     loop {
         let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
-        if stat.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('Z')) {
+        if stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, r)| r.starts_with('Z'))
+        {
             return;
         }
         assert!(Instant::now() < deadline, "mdpilot serve ignored SIGTERM");
@@ -532,7 +535,12 @@ async fn loop_fuse_a_disk_whose_open_blocks_leaves_every_other_call_answered() {
     });
     wait_service_in_open(svc.pid()).await;
     let other = bus.connect().await;
-    for prop in ["Version", "Leases", "SpeedLimitMax", "OriginalSpeedLimitMax"] {
+    for prop in [
+        "Version",
+        "Leases",
+        "SpeedLimitMax",
+        "OriginalSpeedLimitMax",
+    ] {
         timed(&format!("Get {prop}"), ANSWERED_WITHIN, async {
             get(&other, MANAGER_PATH, MANAGER_IFACE, prop).await
         })

@@ -185,7 +185,9 @@ fn in_syscall(pid: u32, tid: u32, nr: libc::c_long) -> bool {
     let base = format!("/proc/{pid}/task/{tid}");
     let stat = std::fs::read_to_string(format!("{base}/stat")).unwrap_or_default();
     // The state follows the command name's closing parenthesis.
-    let waits = stat.rsplit_once(") ").is_some_and(|(_, r)| r.starts_with('D'));
+    let waits = stat
+        .rsplit_once(") ")
+        .is_some_and(|(_, r)| r.starts_with('D'));
     let syscall = std::fs::read_to_string(format!("{base}/syscall")).unwrap_or_default();
     waits && syscall.split(' ').next() == Some(nr.to_string().as_str())
 }
