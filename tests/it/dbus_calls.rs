@@ -477,6 +477,11 @@ fn loop_wipe_candidates_leave_a_corrupt_checkpoint_in_place() {
     let _ = std::fs::remove_dir_all(root.path("/"));
 }
 
+/// Held by each `loop_fuse_` test throughout: the WipeCandidates probes of one test's service
+/// would open the other test's stalled disk too (every block device of the host is a
+/// candidate), and the threads waiting in opens are what the tests count.
+static ONE_STALLED_DISK: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
 /// Waits (at most 60 s) until a thread of the service waits in an open the kernel holds up
 /// ([`support::stall::threads_in_open`]): its probe of the stalled disk has begun.
 async fn wait_service_in_open(pid: u32) {
@@ -516,6 +521,7 @@ async fn wait_main_thread_exited(pid: u32) {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loop_fuse_a_disk_whose_open_blocks_leaves_every_other_call_answered() {
     need_root!();
+    let _one = ONE_STALLED_DISK.lock().await;
     let Some(bus) = Bus::start() else { return };
     let _polkit = FakePolkit::serve(&bus, true).await;
     let root = job_root();
@@ -594,6 +600,7 @@ async fn loop_fuse_a_disk_whose_open_blocks_leaves_every_other_call_answered() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn loop_fuse_a_flood_of_wipe_candidates_does_not_delay_root() {
     need_root!("to switch to nobody");
+    let _one = ONE_STALLED_DISK.lock().await;
     let Some(bus) = Bus::start() else { return };
     let _polkit = FakePolkit::serve(&bus, true).await;
     let root = job_root();
