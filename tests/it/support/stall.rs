@@ -211,7 +211,19 @@ impl Drop for StalledDisk {
                 .args(["-d", self.path.to_str().unwrap()])
                 .status();
         }
-        let _ = Command::new("umount").arg(self.mnt.path()).status();
+        // A detach while the device is still open waits for its last close (autoclear), and
+        // the file stays busy until then.
+        let name = self.path.file_name().unwrap_or_default().to_string_lossy();
+        let bound = format!("/sys/block/{name}/loop/backing_file");
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.attached && Path::new(&bound).exists() && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        let unmounted = || Command::new("umount").arg(self.mnt.path()).status();
+        if !unmounted().is_ok_and(|s| s.success()) {
+            // Never leave the mount behind: detached now, gone with its last user.
+            let _ = Command::new("umount").arg("-l").arg(self.mnt.path()).status();
+        }
         // The filesystem's process ends when it is unmounted; a kill if it did not mount.
         let deadline = Instant::now() + Duration::from_secs(20);
         while self.fs.try_wait().ok().flatten().is_none() {
