@@ -222,7 +222,10 @@ impl Drop for StalledDisk {
         let unmounted = || Command::new("umount").arg(self.mnt.path()).status();
         if !unmounted().is_ok_and(|s| s.success()) {
             // Never leave the mount behind: detached now, gone with its last user.
-            let _ = Command::new("umount").arg("-l").arg(self.mnt.path()).status();
+            let _ = Command::new("umount")
+                .arg("-l")
+                .arg(self.mnt.path())
+                .status();
         }
         // The filesystem's process ends when it is unmounted; a kill if it did not mount.
         let deadline = Instant::now() + Duration::from_secs(20);
