@@ -89,18 +89,21 @@ impl Manager {
     }
 
     /// Takes a lease on the resync speed limits. Leases combine in the policy: the most
-    /// yielding request wins (lowest min, lowest max); the saved originals come back when the
-    /// last lease goes. Options: min, max (t, KiB/s, global; present = that value, 0 included:
-    /// min 0 lets resync yield to all I/O, max 0 pauses it; absent = unset); arrays (a{sa{sv}}:
-    /// array -> {min t, max t}, per-array sync_speed_min/max, each key optional, present = that
+    /// yielding request wins (lowest min, lowest max, lowest io_depth); the saved originals come
+    /// back when the last lease goes. Options: min, max (t, KiB/s, global; present = that
+    /// value, 0 included: min 0 lets resync yield to all I/O, max 0 pauses it; absent = unset);
+    /// io_depth (t, global sync_io_depth: resync requests in flight while the array is busy,
+    /// Linux 6.16+; 0 is written as 1; not written, and no error, on kernels without it);
+    /// arrays (a{sa{sv}}: array -> {min t, max t, io_depth t}, per-array sync_speed_min/max and
+    /// sync_io_depth, each key optional, present = that
     /// value; md rejects 0 there, so a per-array 0 is written as 1 KiB/s; arrays are named as
     /// users type them: md0, /dev/md0, /dev/md/root, md/root or the metadata name);
     /// kind (s: client, installer, admin, wipe-job); holder (s: a named lease that outlives
     /// this connection, id = holder); pid (u: the lease lives while that process does: the
     /// caller's own process or one of its descendants);
     /// duration (t, seconds: the service releases the lease by itself that long after it was
-    /// taken, also across a restart; its end is the lease's expires in Leases). No min, max
-    /// nor arrays: the install policy (global min = the config's install_min, default 0).
+    /// taken, also across a restart; its end is the lease's expires in Leases). No min, max,
+    /// io_depth nor arrays: the install policy (global min = the config's install_min, default 0).
     /// Without holder and pid the lease is tied to the caller's bus name and released when it
     /// leaves the bus. Returns the lease id. Errors: NotAuthorized; InvalidArgument (unknown
     /// option, wrong type, min above max, pid 0 or not the caller's own or a descendant, holder

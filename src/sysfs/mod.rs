@@ -37,7 +37,7 @@ pub mod udev;
 pub mod write;
 
 pub use arrays::{
-    array_attr_kernel_path, attr_path, global_limit_kernel_path, has_attr, list_arrays, read_attr,
+    array_attr_kernel_path, attr_path, global_knob_kernel_path, has_attr, list_arrays, read_attr,
     read_resync_start, read_sync_completed, read_sync_min, ResyncStart,
 };
 pub use block::{MdDetail, MdMember};

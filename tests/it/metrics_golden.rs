@@ -159,6 +159,7 @@ fn installing_policy() -> PolicyView {
                 Limits {
                     min: Some(0),
                     max: None,
+                    io_depth: None,
                 },
                 false,
             ),
