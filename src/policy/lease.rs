@@ -615,7 +615,11 @@ mod tests {
         );
         let t = transition(&s, leases(&[depth("b", None, Some(64))]), &BTreeMap::new()).unwrap();
         assert!(t.writes.is_empty() && t.end.knobs.is_empty());
-        assert!(t.warnings[0].to_string().contains("is gone"), "{:?}", t.warnings);
+        assert!(
+            t.warnings[0].to_string().contains("is gone"),
+            "{:?}",
+            t.warnings
+        );
     }
 
     #[test]
@@ -1034,8 +1038,16 @@ mod tests {
         assert_eq!(gdepth().to_string(), "sync_io_depth");
         assert_eq!(adepth("md0").to_string(), "md0/sync_io_depth");
         assert_eq!(gdepth().kernel_path(), "/proc/sys/dev/raid/sync_io_depth");
-        assert_eq!(adepth("md0").kernel_path(), "/sys/block/md0/md/sync_io_depth");
-        for bad in ["sync_speed_min", "md0/speed_limit_min", "io_depth", "md0/io_depth"] {
+        assert_eq!(
+            adepth("md0").kernel_path(),
+            "/sys/block/md0/md/sync_io_depth"
+        );
+        for bad in [
+            "sync_speed_min",
+            "md0/speed_limit_min",
+            "io_depth",
+            "md0/io_depth",
+        ] {
             assert!(bad.parse::<KnobId>().is_err(), "{bad}");
         }
         assert!("md0/../x/sync_speed_min".parse::<KnobId>().is_err());
@@ -1102,7 +1114,11 @@ mod tests {
                 Setting::Kibs(v) => SpeedLimit::local(v),
                 // The kernel shows the live global value; only the flag matters here.
                 Setting::System => SpeedLimit {
-                    kib_s: if w.knob.bound() == Bound::IoDepth { 32 } else { 1000 },
+                    kib_s: if w.knob.bound() == Bound::IoDepth {
+                        32
+                    } else {
+                        1000
+                    },
                     system: true,
                 },
             };

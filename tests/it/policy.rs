@@ -774,14 +774,20 @@ fn sync_io_depth_is_saved_leased_and_restored() {
     assert_eq!(t.gdepth(), "128");
     let v = p.release("boost").unwrap();
     t.settle();
-    assert_eq!((t.gdepth(), t.adepth()), ("32".into(), "32 (system)".into()));
+    assert_eq!(
+        (t.gdepth(), t.adepth()),
+        ("32".into(), "32 (system)".into())
+    );
     assert!(v.warnings.is_empty(), "{:?}", v.warnings);
     // restore --defaults puts the kernel's 32 and `system` back over anything.
     t.set("/proc/sys/dev/raid/sync_io_depth", "7\n");
     t.set("/sys/block/md0/md/sync_io_depth", "9 (local)\n");
     p.restore(true).unwrap();
     t.settle();
-    assert_eq!((t.gdepth(), t.adepth()), ("32".into(), "32 (system)".into()));
+    assert_eq!(
+        (t.gdepth(), t.adepth()),
+        ("32".into(), "32 (system)".into())
+    );
 }
 
 /// On a kernel without `sync_io_depth` (6.1, 6.12) a lease that asks for it applies the rest,
@@ -823,7 +829,10 @@ fn cli_io_depth_apply_and_show() {
     assert!(o.status.success(), "{}", stderr(&o));
     let text = stdout(&o);
     assert!(text.contains("sync_io_depth: 64 (original 32)"), "{text}");
-    assert!(text.contains("b: kind installer") && text.contains("io_depth 64"), "{text}");
+    assert!(
+        text.contains("b: kind installer") && text.contains("io_depth 64"),
+        "{text}"
+    );
     let o = t.policy_cmd().args(["show", "--json"]).output().unwrap();
     let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     assert_eq!(v["sync_io_depth"], 64);

@@ -41,10 +41,24 @@ const SCENARIOS: [&[&str]; 5] = [
         "apply", "--array", "md0", "--min", "0", "--max", "10", "--holder", "wipe",
     ],
     &[
-        "apply", "--min", "50000", "--io-depth", "128", "--holder", "boost",
+        "apply",
+        "--min",
+        "50000",
+        "--io-depth",
+        "128",
+        "--holder",
+        "boost",
     ],
     &[
-        "apply", "--array", "md0", "--max", "5000", "--io-depth", "1", "--holder", "quiet",
+        "apply",
+        "--array",
+        "md0",
+        "--max",
+        "5000",
+        "--io-depth",
+        "1",
+        "--holder",
+        "quiet",
     ],
 ];
 
@@ -198,7 +212,14 @@ fn assert_restored(t: &FakeTree, run: usize, seed: u64, outcome: &str, args: &[&
     );
     t.settle();
     assert_eq!(
-        (t.gmin(), t.gmax(), t.amin(), t.amax(), t.gdepth(), t.adepth()),
+        (
+            t.gmin(),
+            t.gmax(),
+            t.amin(),
+            t.amax(),
+            t.gdepth(),
+            t.adepth()
+        ),
         (
             "1000".to_string(),
             "200000".to_string(),
