@@ -399,11 +399,10 @@ fn limits_text(l: &Limits) -> String {
     parts.join(" ")
 }
 
-/// The human form of a view: state file, current values with originals, leases, warnings.
-pub fn render(v: &PolicyView) -> String {
+/// The knob lines of [`render`]: the global limits and `sync_io_depth` (where the kernel has
+/// it) with their originals, then each array's.
+fn render_knobs(s: &mut String, v: &PolicyView) {
     use std::fmt::Write as _;
-    let mut s = String::new();
-    let _ = writeln!(s, "state: {}", v.state_path.display());
     let orig = |o: Option<u64>| match (o, &v.originals_unknown) {
         (Some(o), _) => format!(" (original {o})"),
         (None, Some(_)) => " (original unknown)".into(),
@@ -450,6 +449,14 @@ pub fn render(v: &PolicyView) -> String {
             );
         }
     }
+}
+
+/// The human form of a view: state file, current values with originals, leases, warnings.
+pub fn render(v: &PolicyView) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(s, "state: {}", v.state_path.display());
+    render_knobs(&mut s, v);
     if v.leases.is_empty() {
         let _ = writeln!(s, "leases: none");
     } else {

@@ -74,12 +74,25 @@ impl Manager {
     fn original_speed_limit_max(&self) -> (bool, u64) {
         self.shared.props().original_speed_limit_max
     }
+    /// /proc/sys/dev/raid/sync_io_depth as the policy last read it: resync requests in flight
+    /// while an array is busy (Linux 6.16+); 0 where the kernel lacks it. Since 1.3.
+    #[zbus(property)]
+    fn sync_io_depth(&self) -> u64 {
+        self.shared.props().sync_io_depth
+    }
+    /// sync_io_depth saved before the first lease on it: (saved, requests); (false, 0) when
+    /// nothing is saved. Since 1.3.
+    #[zbus(property)]
+    fn original_sync_io_depth(&self) -> (bool, u64) {
+        self.shared.props().original_sync_io_depth
+    }
     /// Live leases, one a{sv} each with only the keys that are set: id (s), kind (s: client,
     /// installer, admin, wipe-job), owner-kind (s: bus-name = released when that client leaves
     /// the bus, pid = released when that process exits, holder = lives until released), owner
     /// (s: the unique bus name, the pid, or the holder id), min and max (t, KiB/s, global
-    /// speed_limit_min/max; present only when the lease sets them, 0 included), arrays
-    /// (a{sa{sv}}: kernel name -> {min t, max t}, each only when set), expires (t, µs since the
+    /// speed_limit_min/max; present only when the lease sets them, 0 included), io_depth (t,
+    /// global sync_io_depth, only when set; since 1.3), arrays
+    /// (a{sa{sv}}: kernel name -> {min t, max t, io_depth t}, each only when set), expires (t, µs since the
     /// epoch: when a timed lease, AcquirePriority's duration, ends by itself), taken (t, µs since
     /// the epoch: when the lease was first taken, kept when it is replaced; absent for leases
     /// recorded before the service kept it).

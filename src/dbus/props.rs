@@ -227,6 +227,11 @@ pub struct ManagerProps {
     pub original_speed_limit_min: (bool, u64),
     /// Saved original `speed_limit_max` while leases live: `(saved?, KiB/s)`.
     pub original_speed_limit_max: (bool, u64),
+    /// `/proc/sys/dev/raid/sync_io_depth` as the policy last read it; 0 where the kernel lacks
+    /// it (before 6.16).
+    pub sync_io_depth: u64,
+    /// Saved original `sync_io_depth` while a lease sets it: `(saved?, requests)`.
+    pub original_sync_io_depth: (bool, u64),
     /// Live leases.
     pub leases: Vec<LeaseEntry>,
 }
@@ -240,6 +245,8 @@ impl ManagerProps {
             speed_limit_max: view.speed_limit_max.or(model.speed_limit_max).unwrap_or(0),
             original_speed_limit_min: saved(view.originals.speed_limit_min),
             original_speed_limit_max: saved(view.originals.speed_limit_max),
+            sync_io_depth: view.sync_io_depth.unwrap_or(0),
+            original_sync_io_depth: saved(view.originals.sync_io_depth),
             leases: view.leases.iter().map(LeaseEntry::from_view).collect(),
         }
     }
@@ -265,6 +272,8 @@ impl ManagerProps {
             speed_limit_min => "SpeedLimitMin", speed_limit_max => "SpeedLimitMax",
             original_speed_limit_min => "OriginalSpeedLimitMin",
             original_speed_limit_max => "OriginalSpeedLimitMax",
+            sync_io_depth => "SyncIoDepth",
+            original_sync_io_depth => "OriginalSyncIoDepth",
         );
         if old.leases != new.leases {
             if let Ok(v) = OwnedValue::try_from(Value::from(new.lease_dicts())) {
