@@ -562,7 +562,11 @@ mod tests {
         let mut k = readings(&[(gdepth(), SpeedLimit::local(32)), (adepth("md0"), system32)]);
         // A boost raises both.
         let boost = depth("boost", Some(128), Some(128));
-        let (s, t) = run(&PolicyState::default(), leases(&[boost.clone()]), &mut k);
+        let (s, t) = run(
+            &PolicyState::default(),
+            leases(std::slice::from_ref(&boost)),
+            &mut k,
+        );
         assert_eq!(t.writes.len(), 2);
         assert_eq!(s.knobs[&gdepth()].original, SpeedLimit::local(32));
         assert_eq!(s.knobs[&adepth("md0")].original, system32);
