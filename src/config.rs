@@ -121,14 +121,18 @@ impl CheckConfig {
     }
 }
 
-/// A named priority profile (`[profiles.boost] min = 50000`, `[profiles.quiet] max = 5000`):
-/// the limits a `policy apply --profile NAME` lease asks for, KiB/s, and its default duration.
+/// A named priority profile (`[profiles.boost] min = 50000` with `io_depth = 128`,
+/// `[profiles.quiet] max = 5000` with `io_depth = 1`): the limits a `policy apply --profile
+/// NAME` lease asks for (KiB/s, and the resync I/O depth in requests), and its default duration.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Profile {
     /// `min`: wanted minimum resync speed, KiB/s.
     pub min: Option<u64>,
     /// `max`: wanted maximum resync speed, KiB/s.
     pub max: Option<u64>,
+    /// `io_depth`: wanted `sync_io_depth`, resync requests in flight while the array is busy
+    /// (Linux 6.16+; kernel default 32; not written on older kernels).
+    pub io_depth: Option<u64>,
     /// `duration` (`"1h"`, `"30min"`): how long the lease lasts when `--for` is not given, in
     /// seconds; `None`: until released.
     pub duration_s: Option<u64>,
@@ -331,6 +335,8 @@ pub struct ProfileFragment {
     pub min: Option<u64>,
     /// See [`Profile::max`].
     pub max: Option<u64>,
+    /// See [`Profile::io_depth`].
+    pub io_depth: Option<u64>,
     /// See [`Profile::duration_s`]; systemd-style span (`90s`, `30min`, `2h`, `1d`).
     pub duration: Option<String>,
 }
@@ -614,8 +620,8 @@ impl Config {
                 path: path.to_path_buf(),
                 reason: format!("profiles.{name}: {reason}"),
             };
-            if p.min.is_none() && p.max.is_none() {
-                return Err(bad("give min or max (KiB/s)".into()));
+            if p.min.is_none() && p.max.is_none() && p.io_depth.is_none() {
+                return Err(bad("give min or max (KiB/s), or io_depth".into()));
             }
             if let (Some(a), Some(b)) = (p.min, p.max) {
                 if a > b {
@@ -635,6 +641,7 @@ impl Config {
                 Profile {
                     min: p.min,
                     max: p.max,
+                    io_depth: p.io_depth,
                     duration_s,
                 },
             );
@@ -816,7 +823,7 @@ mod tests {
         put(
             CONFIG_DIRS[2],
             "70-profiles.toml",
-            "[profiles.boost]\nmin = 50000\nduration = \"1h\"\n[profiles.quiet]\nmax = 5000\n",
+            "[profiles.boost]\nmin = 50000\nio_depth = 128\nduration = \"1h\"\n[profiles.quiet]\nmax = 5000\nio_depth = 1\n[profiles.shallow]\nio_depth = 4\n",
         );
         let c = Config::load(&root).unwrap();
         assert_eq!(
@@ -824,10 +831,13 @@ mod tests {
             Profile {
                 min: Some(50_000),
                 max: None,
+                io_depth: Some(128),
                 duration_s: Some(3600)
             }
         );
         assert_eq!(c.profiles["quiet"].max, Some(5000));
+        assert_eq!(c.profiles["quiet"].io_depth, Some(1));
+        assert_eq!(c.profiles["shallow"].io_depth, Some(4));
         put(
             CONFIG_DIRS[2],
             "80-check.toml",

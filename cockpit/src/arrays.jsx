@@ -175,6 +175,9 @@ function ArrayCardBody({ array: a, client, history, leases, canChange }) {
                     {a.Degraded > 0 && <>, <span className="mdp-faulty">{a.Degraded} missing</span></>}
                     {a.ReadOnly && ", read-only"}
                 </div>
+                {fmt.layout(a) && <div className="mdp-small" id={`${k}-layout`}>{fmt.layout(a)}</div>}
+                {(a.Warnings || []).map((w, i) =>
+                    <div className="mdp-warning" id={`${k}-warning-${i}`} key={i}>{w}</div>)}
                 <Members list={fmt.members(a.Members)} />
                 <Sync a={a} h={h} history={history} />
                 <ArrayLimits a={a} client={client} leases={plainLeases} canChange={canChange} />

@@ -139,13 +139,29 @@ export function lease(raw) {
     const parts = [];
     if (l.min !== undefined) parts.push(`min ${l.min} KiB/s`);
     if (l.max !== undefined) parts.push(`max ${l.max} KiB/s`);
+    if (l.io_depth !== undefined) parts.push(`sync_io_depth ${l.io_depth}`);
     for (const [arr, lim] of Object.entries(l.arrays || {})) {
         const p = [];
-        if (lim.min !== undefined) p.push(`min ${lim.min}`);
-        if (lim.max !== undefined) p.push(`max ${lim.max}`);
-        parts.push(`${arr}: ${p.join(", ")} KiB/s`);
+        if (lim.min !== undefined) p.push(`min ${lim.min} KiB/s`);
+        if (lim.max !== undefined) p.push(`max ${lim.max} KiB/s`);
+        if (lim.io_depth !== undefined) p.push(`sync_io_depth ${lim.io_depth}`);
+        parts.push(`${arr}: ${p.join(", ")}`);
     }
     return { ...l, limits: parts.join("; ") || "install policy" };
+}
+
+/**
+ * The array's layout in words: its write-intent bitmap, the bitmap implementation (md/bitmap_type,
+ * Linux 6.19+), the consistency policy and the logical block size (md/logical_block_size, bytes,
+ * Linux 6.19+), each only where the service knows it (empty string / 0 on the bus).
+ */
+export function layout(a) {
+    const parts = [];
+    if (a.WriteIntentBitmap) parts.push(`bitmap ${a.WriteIntentBitmap}`);
+    if (a.BitmapType) parts.push(`bitmap type ${a.BitmapType}`);
+    if (a.ConsistencyPolicy) parts.push(`consistency policy ${a.ConsistencyPolicy}`);
+    if (a.LogicalBlockSize) parts.push(`logical block size ${a.LogicalBlockSize} B`);
+    return parts.join(", ");
 }
 
 /** The leases (plain) that set a bound: `array` null for the system-wide ones. */

@@ -90,6 +90,7 @@ pub(super) fn throttle(policy: &Policy, array: &str, max: Option<u64>) -> Result
             Limits {
                 min: None,
                 max: Some(max),
+                io_depth: None,
             },
         )]),
     })?;

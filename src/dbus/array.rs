@@ -384,7 +384,7 @@ impl ArrayObject {
                 WriteError::Busy { .. } => Error::Busy(msg),
                 WriteError::Invalid { .. } => Error::InvalidArgument(msg),
                 WriteError::Gone { .. } => Error::NoSuchArray(msg),
-                WriteError::Io { .. } => Error::Failed(msg),
+                WriteError::Io { .. } | WriteError::NotTaken { .. } => Error::Failed(msg),
             }
         })?;
         tracing::info!(array = %name, sync_action = %sync_action, "{what}: wrote {sync_action}");

@@ -74,12 +74,25 @@ impl Manager {
     fn original_speed_limit_max(&self) -> (bool, u64) {
         self.shared.props().original_speed_limit_max
     }
+    /// /proc/sys/dev/raid/sync_io_depth as the policy last read it: resync requests in flight
+    /// while an array is busy (Linux 6.16+); 0 where the kernel lacks it. Since 1.3.
+    #[zbus(property)]
+    fn sync_io_depth(&self) -> u64 {
+        self.shared.props().sync_io_depth
+    }
+    /// sync_io_depth saved before the first lease on it: (saved, requests); (false, 0) when
+    /// nothing is saved. Since 1.3.
+    #[zbus(property)]
+    fn original_sync_io_depth(&self) -> (bool, u64) {
+        self.shared.props().original_sync_io_depth
+    }
     /// Live leases, one a{sv} each with only the keys that are set: id (s), kind (s: client,
     /// installer, admin, wipe-job), owner-kind (s: bus-name = released when that client leaves
     /// the bus, pid = released when that process exits, holder = lives until released), owner
     /// (s: the unique bus name, the pid, or the holder id), min and max (t, KiB/s, global
-    /// speed_limit_min/max; present only when the lease sets them, 0 included), arrays
-    /// (a{sa{sv}}: kernel name -> {min t, max t}, each only when set), expires (t, µs since the
+    /// speed_limit_min/max; present only when the lease sets them, 0 included), io_depth (t,
+    /// global sync_io_depth, only when set; since 1.3), arrays
+    /// (a{sa{sv}}: kernel name -> {min t, max t, io_depth t}, each only when set), expires (t, µs since the
     /// epoch: when a timed lease, AcquirePriority's duration, ends by itself), taken (t, µs since
     /// the epoch: when the lease was first taken, kept when it is replaced; absent for leases
     /// recorded before the service kept it).
@@ -89,18 +102,21 @@ impl Manager {
     }
 
     /// Takes a lease on the resync speed limits. Leases combine in the policy: the most
-    /// yielding request wins (lowest min, lowest max); the saved originals come back when the
-    /// last lease goes. Options: min, max (t, KiB/s, global; present = that value, 0 included:
-    /// min 0 lets resync yield to all I/O, max 0 pauses it; absent = unset); arrays (a{sa{sv}}:
-    /// array -> {min t, max t}, per-array sync_speed_min/max, each key optional, present = that
+    /// yielding request wins (lowest min, lowest max, lowest io_depth); the saved originals come
+    /// back when the last lease goes. Options: min, max (t, KiB/s, global; present = that
+    /// value, 0 included: min 0 lets resync yield to all I/O, max 0 pauses it; absent = unset);
+    /// io_depth (t, global sync_io_depth: resync requests in flight while the array is busy,
+    /// Linux 6.16+; 0 is written as 1; not written, and no error, on kernels without it);
+    /// arrays (a{sa{sv}}: array -> {min t, max t, io_depth t}, per-array sync_speed_min/max and
+    /// sync_io_depth, each key optional, present = that
     /// value; md rejects 0 there, so a per-array 0 is written as 1 KiB/s; arrays are named as
     /// users type them: md0, /dev/md0, /dev/md/root, md/root or the metadata name);
     /// kind (s: client, installer, admin, wipe-job); holder (s: a named lease that outlives
     /// this connection, id = holder); pid (u: the lease lives while that process does: the
     /// caller's own process or one of its descendants);
     /// duration (t, seconds: the service releases the lease by itself that long after it was
-    /// taken, also across a restart; its end is the lease's expires in Leases). No min, max
-    /// nor arrays: the install policy (global min = the config's install_min, default 0).
+    /// taken, also across a restart; its end is the lease's expires in Leases). No min, max,
+    /// io_depth nor arrays: the install policy (global min = the config's install_min, default 0).
     /// Without holder and pid the lease is tied to the caller's bus name and released when it
     /// leaves the bus. Returns the lease id. Errors: NotAuthorized; InvalidArgument (unknown
     /// option, wrong type, min above max, pid 0 or not the caller's own or a descendant, holder

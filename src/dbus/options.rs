@@ -2,7 +2,8 @@
 //! errors the bus sees (`InvalidArgument`, naming the method, the option and what it wants).
 //!
 //! Limits are KiB/s (`/proc/sys/dev/raid/speed_limit_{min,max}`,
-//! `/sys/block/mdN/md/sync_speed_{min,max}`, kernel Documentation/admin-guide/md.rst).
+//! `/sys/block/mdN/md/sync_speed_{min,max}`, kernel Documentation/admin-guide/md.rst); `io_depth`
+//! is `sync_io_depth`, resync requests in flight (Linux 6.16+, `drivers/md/md.c`).
 
 use super::errors::{Error, Result};
 use crate::policy::{LeaseKind, Limits};
@@ -133,6 +134,7 @@ pub fn check_limits(what: &str, min: u64, max: u64) -> Result<Limits> {
         Limits {
             min: nonzero(min),
             max: nonzero(max),
+            io_depth: None,
         },
     )
 }
@@ -183,8 +185,10 @@ fn opt_str(opts: &Options, key: &str) -> Result<Option<String>> {
 /// - `min`, `max` (t, KiB/s): global `speed_limit_{min,max}`. PRESENT means that value, 0
 ///   included (`min` 0: resync yields to all other I/O; `max` 0 pauses resync); absent = not
 ///   set by this lease.
-/// - `arrays` (a{sa{sv}}): per-array `sync_speed_{min,max}`: `{"md0": {"min": t, "max": t}}`,
-///   each key optional, present = that value, 0 included (the kernel rejects 0 in
+/// - `io_depth` (t, requests): global `sync_io_depth` (Linux 6.16+; 0 is written as 1; never
+///   written, and no error, on a kernel without it).
+/// - `arrays` (a{sa{sv}}): per-array `sync_speed_{min,max}` and `sync_io_depth`:
+///   `{"md0": {"min": t, "max": t, "io_depth": t}}`, each key optional, present = that value, 0 included (the kernel rejects 0 in
 ///   `sync_speed_{min,max}`; the policy writes a per-array 0 as 1 KiB/s, the slowest md allows).
 ///   Arrays are named as users type them ([`crate::array_names::resolve_array`]; the caller resolves).
 /// - `kind` (s): `client` (default; also `dbus-client`), `installer`, `admin`, `wipe-job`.
@@ -193,7 +197,7 @@ fn opt_str(opts: &Options, key: &str) -> Result<Option<String>> {
 /// - `duration` (t): seconds until the lease is released by itself (0 and more than
 ///   [`crate::units::MAX_DURATION_S`], 3650 days, are rejected).
 ///
-/// No `min`, `max` nor `arrays` at all = the install policy: global min `install.0`
+/// No `min`, `max`, `io_depth` nor `arrays` at all = the install policy: global min `install.0`
 /// (the config's `install_min`, default 0) and max `install.1` (`install_max`).
 ///
 /// Errors: `InvalidArgument` for unknown options, wrong types, min above max, pid 0, a
@@ -205,6 +209,7 @@ pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<Acqu
         Limits {
             min: opt_u64(opts, "min")?,
             max: opt_u64(opts, "max")?,
+            io_depth: opt_u64(opts, "io_depth")?,
         },
     )?;
     let kind = acquire_kind(opts)?;
@@ -217,6 +222,7 @@ pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<Acqu
         global = Limits {
             min: Some(install.0),
             max: install.1,
+            io_depth: None,
         };
     }
     let holder = opt_str(opts, "holder")?;
@@ -244,16 +250,16 @@ pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<Acqu
     })
 }
 
-/// AcquirePriority's option keys: `min`, `max`, `arrays`, `kind`, `holder`, `pid`,
-/// `duration`, nothing else.
+/// AcquirePriority's option keys: `min`, `max`, `io_depth`, `arrays`, `kind`, `holder`,
+/// `pid`, `duration`, nothing else.
 ///
 /// Errors: `InvalidArgument` naming the first unknown key (bounded, [`shown`]).
 fn acquire_keys_known(opts: &Options) -> Result<()> {
-    const KNOWN: &str = "min, max, arrays, kind, holder, pid, duration";
+    const KNOWN: &str = "min, max, io_depth, arrays, kind, holder, pid, duration";
     match opts.keys().find(|k| {
         !matches!(
             k.as_str(),
-            "min" | "max" | "arrays" | "kind" | "holder" | "pid" | "duration"
+            "min" | "max" | "io_depth" | "arrays" | "kind" | "holder" | "pid" | "duration"
         )
     }) {
         Some(k) => Err(Error::InvalidArgument(format!(
@@ -283,7 +289,7 @@ fn acquire_kind(opts: &Options) -> Result<LeaseKind> {
     })
 }
 
-/// The `arrays` option (`a{sa{sv}}`: array as the caller named it -> `{min t, max t}`, at
+/// The `arrays` option (`a{sa{sv}}`: array as the caller named it -> `{min t, max t, io_depth t}`, at
 /// least one of the two), not yet resolved to kernel names.
 ///
 /// Errors: `InvalidArgument` (wrong type, a bad array word, an unknown per-array key, neither
@@ -303,9 +309,12 @@ fn acquire_arrays(v: &Value<'_>) -> Result<BTreeMap<String, Limits>> {
     for (a, l) in m {
         check_word("AcquirePriority", "array", &a)?;
         let what = format!("AcquirePriority {a}");
-        if let Some(k) = l.keys().find(|k| !matches!(k.as_str(), "min" | "max")) {
+        if let Some(k) = l
+            .keys()
+            .find(|k| !matches!(k.as_str(), "min" | "max" | "io_depth"))
+        {
             return Err(Error::InvalidArgument(format!(
-                "{what}: unknown per-array option {} (known: min, max)",
+                "{what}: unknown per-array option {} (known: min, max, io_depth)",
                 shown(k)
             )));
         }
@@ -314,11 +323,12 @@ fn acquire_arrays(v: &Value<'_>) -> Result<BTreeMap<String, Limits>> {
             Limits {
                 min: opt_u64(&l, "min").map_err(|e| e.context(&what))?,
                 max: opt_u64(&l, "max").map_err(|e| e.context(&what))?,
+                io_depth: opt_u64(&l, "io_depth").map_err(|e| e.context(&what))?,
             },
         )?;
         if l.is_empty() {
             return Err(Error::InvalidArgument(format!(
-                "{what}: give a min or a max"
+                "{what}: give a min, a max or an io_depth"
             )));
         }
         arrays.insert(a, l);
@@ -463,7 +473,8 @@ mod tests {
             o.global,
             Limits {
                 min: Some(0),
-                max: None
+                max: None,
+                io_depth: None,
             }
         );
         let o = parse_acquire(&opts(&[("max", Value::U64(0))]), INSTALL).unwrap();
@@ -471,7 +482,8 @@ mod tests {
             o.global,
             Limits {
                 min: None,
-                max: Some(0)
+                max: Some(0),
+                io_depth: None,
             }
         );
         // min 0 below max 0 is fine; min above max is not.
@@ -489,7 +501,8 @@ mod tests {
             o.global,
             Limits {
                 min: Some(0),
-                max: None
+                max: None,
+                io_depth: None,
             }
         );
         assert_eq!(o.kind, LeaseKind::DbusClient);
@@ -505,7 +518,8 @@ mod tests {
             o.global,
             Limits {
                 min: Some(7),
-                max: Some(900)
+                max: Some(900),
+                io_depth: None,
             }
         );
         assert_eq!(o.holder.as_deref(), Some("installer"));
@@ -556,7 +570,8 @@ mod tests {
             o.arrays["md1"],
             Limits {
                 min: Some(10),
-                max: Some(20)
+                max: Some(20),
+                io_depth: None,
             }
         );
         // An absent key is unset; the global limits stay unset (no install policy then).
@@ -577,7 +592,8 @@ mod tests {
             o.arrays["md1"],
             Limits {
                 min: Some(0),
-                max: Some(0)
+                max: Some(0),
+                io_depth: None,
             }
         );
         for bad in [

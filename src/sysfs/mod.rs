@@ -37,7 +37,7 @@ pub mod udev;
 pub mod write;
 
 pub use arrays::{
-    array_attr_kernel_path, attr_path, global_limit_kernel_path, has_attr, list_arrays, read_attr,
+    array_attr_kernel_path, attr_path, global_knob_kernel_path, has_attr, list_arrays, read_attr,
     read_resync_start, read_sync_completed, read_sync_min, ResyncStart,
 };
 pub use block::{MdDetail, MdMember};
@@ -291,11 +291,13 @@ pub fn enrich(root: &Root, stat: &mut MdStat) {
 
 /// Writes `action`'s word (`check`, `repair`, `idle`, ...) to `/sys/block/<name>/md/sync_action` under
 /// `root` (kernel Documentation/admin-guide/md.rst: writing an action word starts it, `idle`
-/// stops the running one), through [`write_attr`]: a missing array is [`WriteError::Gone`],
-/// never a created file.
+/// stops the running one), through [`write_array_attr`]: a missing array is [`WriteError::Gone`],
+/// never a created file; EBUSY is tried again a few times (md answers it while a just-stopped
+/// sync winds down), and the word is read back.
 ///
-/// Errors: [`WriteError`]: `Busy` (EBUSY while another sync runs, EROFS on a read-only array),
-/// `Invalid` (EINVAL for a word the array's level cannot do), `Gone`, `Io`.
+/// Errors: [`WriteError`]: `Busy` (EBUSY after the last try, EROFS on a read-only array),
+/// `Invalid` (EINVAL for a word the array's level cannot do), `Gone`, `NotTaken` (it reads back
+/// another word, named), `Io`.
 pub fn write_sync_action(root: &Root, name: &str, action: &SyncAction) -> Result<(), WriteError> {
     write_array_attr(root, name, "sync_action", &format!("{action}\n"))
 }

@@ -407,6 +407,7 @@ fn resync_and_leases(
                 let limits = Limits {
                     min: Some(1),
                     max: None,
+                    io_depth: None,
                 };
                 let arrays = BTreeMap::from([(a.name.clone(), limits)]);
                 leases.push(lease(Limits::default(), arrays));
@@ -422,6 +423,7 @@ fn resync_and_leases(
         let global = Limits {
             min: Some(0),
             max: None,
+            io_depth: None,
         };
         if let Some(l) = leases.first_mut() {
             l.global = global;

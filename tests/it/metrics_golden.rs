@@ -36,6 +36,7 @@ fn view(leases: Vec<LeaseView>, originals: GlobalOriginals) -> PolicyView {
         state_path: "/run/mdpilot/policy.toml".into(),
         speed_limit_min: Some(0),
         speed_limit_max: Some(200_000),
+        sync_io_depth: None,
         originals,
         leases,
         arrays: BTreeMap::new(),
@@ -159,6 +160,7 @@ fn installing_policy() -> PolicyView {
                 Limits {
                     min: Some(0),
                     max: None,
+                    io_depth: None,
                 },
                 false,
             ),
@@ -168,6 +170,7 @@ fn installing_policy() -> PolicyView {
         GlobalOriginals {
             speed_limit_min: Some(1000),
             speed_limit_max: None,
+            sync_io_depth: None,
         },
     )
 }

@@ -83,6 +83,7 @@ fn overlay() -> impl Strategy<Value = Overlay> {
         proptest::option::of(0u32..4),
         word(&[
             "idle", "resync", "recover", "check", "repair", "reshape", "frozen", "future",
+            "rectify",
         ]),
         proptest::option::of(completed),
         proptest::option::of(speed),

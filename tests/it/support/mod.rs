@@ -188,7 +188,11 @@ pub fn global(holder: &str, min: Option<u64>, max: Option<u64>) -> mdpilot::poli
         holder: holder.into(),
         kind: LeaseKind::Admin,
         owner: Owner::None,
-        global: Limits { min, max },
+        global: Limits {
+            min,
+            max,
+            io_depth: None,
+        },
         arrays: std::collections::BTreeMap::new(),
     }
 }
