@@ -61,6 +61,31 @@ struct Overlay {
     ),
 }
 
+/// `md/uuid`, the first member's `dev-*/state` and `dev-*/slot` of [`Overlay::ids`].
+#[allow(clippy::type_complexity)]
+fn ids() -> impl Strategy<
+    Value = (
+        Option<&'static str>,
+        Option<&'static str>,
+        Option<&'static str>,
+    ),
+> {
+    let word = |w: &'static [&'static str]| proptest::option::of(proptest::sample::select(w));
+    (
+        word(&["3b6c2a6e-0d0e-4b7a-9d5e-8a7b1c2d3e4f", "not-a-uuid", ""]),
+        word(&[
+            "in_sync",
+            "spare",
+            "faulty",
+            "in_sync,write_mostly",
+            "journal,in_sync",
+            "faulty,in_sync",
+            "want_replacement,in_sync",
+        ]),
+        word(&["0", "1", "none"]),
+    )
+}
+
 fn overlay() -> impl Strategy<Value = Overlay> {
     let word = |w: &'static [&'static str]| proptest::option::of(proptest::sample::select(w));
     let completed = prop_oneof![
@@ -106,19 +131,7 @@ fn overlay() -> impl Strategy<Value = Overlay> {
             ]),
             word(&["512", "4096", "0"]),
         ),
-        (
-            word(&["3b6c2a6e-0d0e-4b7a-9d5e-8a7b1c2d3e4f", "not-a-uuid", ""]),
-            word(&[
-                "in_sync",
-                "spare",
-                "faulty",
-                "in_sync,write_mostly",
-                "journal,in_sync",
-                "faulty,in_sync",
-                "want_replacement,in_sync",
-            ]),
-            word(&["0", "1", "none"]),
-        ),
+        ids(),
     )
         .prop_map(
             |(
