@@ -33,6 +33,7 @@ pub mod sim; // simulated kernel tree for `serve --sim` and tests
 pub mod superblock; // pure: an array's creation time from a member's md superblock (v0.90, v1.x)
 pub mod sysfs; // the one kernel-access layer, reads and writes: /sys/block/*, /proc/mdstat, /proc/sys/dev/raid/*
 pub mod units; // human sizes, rates and durations
+pub mod vocab; // md's words as types: Level and its rules, member states and roles, Health, ArrayUuid
 #[cfg(feature = "service")]
 pub mod watch; // udev, /proc/mdstat and sysfs notifications as owned events
 pub mod wipe; // wipe jobs: probe, plan, planner, job, workers, sources, verify, resync

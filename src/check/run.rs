@@ -32,7 +32,7 @@ use super::{
 };
 use crate::config::Config;
 use crate::host::Root;
-use crate::model::{Array, MdStat, SyncCompleted};
+use crate::model::{Array, MdStat, SyncAction, SyncCompleted};
 use crate::policy::Policy;
 use std::path::{Path, PathBuf};
 
@@ -142,39 +142,40 @@ fn now_s() -> u64 {
     crate::policy::unix_now_s()
 }
 
-/// The record key of `a`: its UUID (`md/uuid`), else `name:<mdN>` where the kernel shows none.
+/// The record key of `a`: its UUID in mdadm's spelling ([`Array::uuid`]), else `name:<mdN>`
+/// where the kernel shows none. Records saved under `md/uuid`'s dashed spelling are read under
+/// this key ([`crate::check::CheckState::parse`]).
 pub fn record_key(a: &Array) -> String {
-    a.sysfs
-        .as_ref()
-        .and_then(|s| s.uuid.clone())
-        .unwrap_or_else(|| format!("name:{}", a.name))
+    a.uuid()
+        .map_or_else(|| format!("name:{}", a.name), |u| u.to_string())
 }
 
-/// Levels a check means something on (raid1/4/5/6/10): the default set of arrays.
+/// Levels a check means something on ([`Array::is_redundant`]: raid1/4/5/6/10): the default
+/// set of arrays.
 pub fn redundant(a: &Array) -> bool {
-    matches!(
-        a.level.as_deref(),
-        Some("raid1" | "raid4" | "raid5" | "raid6" | "raid10")
-    )
+    a.is_redundant()
 }
 
-/// What the kernel shows of `a` now (the model's sysfs values plus `md/sync_min`, read here).
+/// What the kernel shows of `a` now (the model's facts, [`Array::sync_action`] and
+/// [`Array::level`], its sysfs values, plus `md/sync_min`, read here).
 pub fn observe(root: &Root, a: &Array) -> Observed {
     let sys = a.sysfs.clone().unwrap_or_default();
     let sync_min = crate::sysfs::read_sync_min(root, &a.name).unwrap_or(0);
     Observed {
-        sync_action: sys
-            .sync_action
-            .as_ref()
-            .map_or("idle".to_string(), |w| w.as_str().to_string()),
+        sync_action: a.sync_action(),
         completed: match sys.sync_completed {
             Some(SyncCompleted::Sectors { done, total }) => Some((done, total)),
             _ => None,
         },
         sync_min,
         mismatch_cnt: sys.mismatch_cnt,
-        level: a.level.clone().unwrap_or_default(),
+        level: a.level().map(|l| l.to_string()).unwrap_or_default(),
     }
+}
+
+/// `md/sync_action` through [`write_attr`].
+fn write_sync_action(root: &Root, array: &str, action: &SyncAction) -> Result<(), CheckError> {
+    write_attr(root, array, "sync_action", action.as_str())
 }
 
 /// Through the one writer ([`crate::sysfs::write_array_attr`]): an array that has just gone is
@@ -333,12 +334,7 @@ pub fn upkeep_all(
         let Some(rec) = st.array.get(&record_key(a)) else {
             continue;
         };
-        let action = a
-            .sysfs
-            .as_ref()
-            .and_then(|s| s.sync_action.as_ref())
-            .map_or("idle".to_string(), |w| w.as_str().to_string());
-        match upkeep(rec, &action, now_s) {
+        match upkeep(rec, &a.sync_action(), now_s) {
             Some(Upkeep::WindowEnd) => pause.push(a.name.clone()),
             Some(Upkeep::Record | Upkeep::Save) => status = true,
             None => {}
@@ -411,10 +407,10 @@ fn step(
     let o = observe(root, a);
     let rec: &mut ArrayRecord = st.array.entry(record_key(a)).or_default();
     rec.name = a.name.clone();
-    let idle = o.sync_action == "idle";
+    let idle = o.sync_action == SyncAction::Idle;
     let busy = || CheckError::Busy {
         array: a.name.clone(),
-        action: o.sync_action.clone(),
+        action: o.sync_action.to_string(),
     };
     match op {
         Op::Start {
@@ -444,7 +440,7 @@ fn step(
             rec.running = Some(action);
             rec.until_s = *until_s;
             rec.max = *max;
-            write_attr(root, &a.name, "sync_action", action.as_str())?;
+            write_sync_action(root, &a.name, &action.sync_action())?;
         }
         Op::Resume { max } => {
             if !idle {
@@ -459,7 +455,7 @@ fn step(
             rec.running = Some(p.action);
             rec.until_s = None;
             rec.max = max;
-            write_attr(root, &a.name, "sync_action", p.action.as_str())?;
+            write_sync_action(root, &a.name, &p.action.sync_action())?;
         }
         Op::Pause => pause(root, policy, config, a, &o, st, now)?,
         Op::Cancel => cancel(root, policy, a, &o, rec)?,
@@ -481,15 +477,11 @@ fn pause(
 ) -> Result<(), CheckError> {
     let chunk = a.sysfs.as_ref().and_then(|s| s.chunk_size_bytes);
     let rec: &mut ArrayRecord = st.array.entry(record_key(a)).or_default();
-    let seen = match o.sync_action.as_str() {
-        "check" => Some(CheckAction::Check),
-        "repair" => Some(CheckAction::Repair),
-        _ => None,
-    };
+    let seen = CheckAction::running(&o.sync_action);
     let Some(action) = rec.running.or(seen) else {
         return Ok(());
     };
-    if o.sync_action == action.as_str() {
+    if o.sync_action == action.sync_action() {
         let (done, total) = o.completed.unwrap_or((o.sync_min, 0));
         rec.position = Some(Position {
             action,
@@ -503,7 +495,7 @@ fn pause(
     // The position is on disk before anything else is written.
     let snapshot = st.clone();
     save(&root.path(&config.check.state_path), &snapshot)?;
-    write_attr(root, &a.name, "sync_action", "idle")?;
+    write_sync_action(root, &a.name, &SyncAction::Idle)?;
     Ok(unthrottle(policy, &a.name)?)
 }
 
@@ -516,13 +508,13 @@ fn cancel(
     o: &Observed,
     rec: &mut ArrayRecord,
 ) -> Result<(), CheckError> {
-    let checking = matches!(o.sync_action.as_str(), "check" | "repair");
+    let checking = CheckAction::running(&o.sync_action).is_some();
     if checking {
-        write_attr(root, &a.name, "sync_action", "idle")?;
+        write_sync_action(root, &a.name, &SyncAction::Idle)?;
     }
     // md refuses `sync_min` (EBUSY) while another sync runs; that one is not ours,
     // and `Start` writes 0 again before the next check.
-    if checking || o.sync_action == "idle" {
+    if checking || o.sync_action == SyncAction::Idle {
         write_attr(root, &a.name, "sync_min", "0")?;
     }
     rec.position = None;

@@ -100,7 +100,7 @@ pub enum CheckCommand {
 /// Why a step failed: the core's error ([`crate::check::run::CheckError`]).
 pub use crate::check::run::CheckError;
 
-/// The record key of `a`: its UUID (`md/uuid`), else `name:<mdN>`
+/// The record key of `a`: its UUID in mdadm's spelling, else `name:<mdN>`
 /// ([`crate::check::run::record_key`]).
 pub use crate::check::run::record_key;
 
@@ -215,7 +215,7 @@ fn print_status(root: &Root, stat: &MdStat, names: &[String], st: &CheckState, j
             .is_some_and(|l| crate::check::mismatch_is_warning(&l.level, l.mismatch_cnt));
         out.push(serde_json::json!({
             "name": a.name,
-            "uuid": a.sysfs.as_ref().and_then(|s| s.uuid.clone()),
+            "uuid": a.uuid().map(|u| u.to_string()),
             "sync_action": o.sync_action,
             "percent": percent,
             "position": rec.and_then(|r| r.position.clone()),

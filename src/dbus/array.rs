@@ -51,8 +51,17 @@ pub struct ArrayProps {
     pub size: u64,
     /// `raid_disks`.
     pub num_devices: u32,
-    /// Members.
+    /// Members ([`Array::members_with_roles`]).
     pub members: Vec<MemberInfo>,
+    /// Each member's role word ([`crate::model::MemberRole`]: `in_sync`, `rebuilding`,
+    /// `spare`, `faulty`, `journal`) by member name.
+    pub member_roles: HashMap<String, String>,
+    /// [`Array::health`]: `ok`, `degraded`, `inactive`, `unusable` (`status --test`'s verdict).
+    pub health: String,
+    /// [`Array::initial_build`]: the running sync is the array's first build.
+    pub initial_build: bool,
+    /// [`crate::vocab::Level::redundancy`] of [`Array::level`]: `none`, `mirror`, `parity`.
+    pub redundancy: String,
     /// [`Array::degraded`]: `md/degraded`, else T − A of mdstat's `[T/A]`; 0 where unknown.
     pub degraded: u32,
     /// [`Array::sync_action`] (`idle`, `resync`, `recover`, `check`, `repair`, `reshape`,
@@ -127,38 +136,26 @@ fn sync_props(a: &Array) -> (u64, u64, f64, u64, u64) {
     )
 }
 
-/// `Members`: `md/dev-*` where read, else the mdstat member list (flag words, `in_sync` for
-/// none).
-fn members(a: &Array) -> Vec<MemberInfo> {
-    match a
-        .sysfs
-        .as_ref()
-        .map(|s| &s.members)
-        .filter(|m| !m.is_empty())
-    {
-        Some(ms) => ms
-            .iter()
-            .map(|m| {
-                (
-                    m.name.clone(),
-                    m.slot.map_or(-1, |s| s as i32),
-                    m.state.clone(),
-                    m.errors.unwrap_or(0),
-                )
-            })
-            .collect(),
-        None => a
-            .members
-            .iter()
-            .map(|m| {
-                let mut st: Vec<String> = m.flags.iter().map(|f| f.as_str().to_string()).collect();
-                if st.is_empty() {
-                    st.push("in_sync".into());
-                }
-                (m.name.clone(), m.slot as i32, st, 0)
-            })
-            .collect(),
-    }
+/// `Members` and `MemberRoles`: the model's members ([`Array::members_with_roles`]):
+/// `md/dev-*` where read, else the mdstat member list in sysfs words.
+fn members(a: &Array) -> (Vec<MemberInfo>, HashMap<String, String>) {
+    let ms = a.members_with_roles();
+    let roles = ms
+        .iter()
+        .map(|m| (m.name.clone(), m.role.as_str().to_string()))
+        .collect();
+    let info = ms
+        .into_iter()
+        .map(|m| {
+            (
+                m.name,
+                m.slot.map_or(-1, |s| i32::try_from(s).unwrap_or(i32::MAX)),
+                m.states.iter().map(ToString::to_string).collect(),
+                m.errors.unwrap_or(0),
+            )
+        })
+        .collect();
+    (info, roles)
 }
 
 /// `BitmapLocation`: udisks2 publishes md/bitmap/location; without sysfs, /proc/mdstat tells
@@ -226,23 +223,28 @@ impl ArrayProps {
     pub fn from_model_in(a: &Array, global_min_kib_s: Option<u64>) -> ArrayProps {
         let sys = a.sysfs.clone().unwrap_or_default();
         let (done, total, sync_completed, sync_rate, sync_remaining_time) = sync_props(a);
-        let uuid = sys
-            .mdadm_uuid
-            .clone()
-            .or_else(|| sys.uuid.as_deref().and_then(crate::array_names::mdadm_uuid))
-            .unwrap_or_default();
+        let (members, member_roles) = members(a);
+        let uuid = a.uuid().map(|u| u.to_string()).unwrap_or_default();
         ArrayProps {
             kernel_name: a.name.clone(),
             name: sys.metadata_name.clone().unwrap_or_default(),
             uuid,
             device_node: format!("/dev/{}", a.name),
             named_device: sys.named_device.clone().unwrap_or_default(),
-            level: a.level().unwrap_or_default().to_string(),
+            level: a.level().map(|l| l.to_string()).unwrap_or_default(),
             state: a.array_state().to_string(),
             read_only: a.is_read_only(),
             size: a.size_kib.unwrap_or(0).saturating_mul(1024),
             num_devices: a.raid_disks().unwrap_or(0),
-            members: members(a),
+            members,
+            member_roles,
+            health: a.health().as_str().to_string(),
+            initial_build: a.initial_build(),
+            redundancy: a
+                .level()
+                .map_or(crate::vocab::Redundancy::None, |l| l.redundancy())
+                .as_str()
+                .to_string(),
             degraded: a.degraded().unwrap_or(0),
             sync_action: a.sync_action().to_string(),
             sync_completed,
@@ -297,6 +299,8 @@ impl ArrayProps {
             logical_block_size => "LogicalBlockSize", write_intent_bitmap => "WriteIntentBitmap",
             bitmap_advised => "BitmapAdvised", full_resync_time => "FullResyncTime",
             bitmap_pending => "BitmapPending", warnings => "Warnings",
+            member_roles => "MemberRoles", health => "Health", initial_build => "InitialBuild",
+            redundancy => "Redundancy",
         );
         out.extend(CheckProps::changed(&old.check, &new.check));
         out
@@ -671,6 +675,34 @@ impl ArrayObject {
     fn members(&self) -> Vec<MemberInfo> {
         self.props.members.clone()
     }
+    /// Each member's role by member name: in_sync, rebuilding (given a slot, being recovered
+    /// into it), spare, faulty, journal. From md/dev-*/state and slot, else /proc/mdstat's
+    /// flags. Since 1.3.
+    #[zbus(property)]
+    fn member_roles(&self) -> HashMap<String, String> {
+        self.props.member_roles.clone()
+    }
+    /// The verdict of `mdadm --detail --test` and `mdpilot status --test`: ok (every member
+    /// present), degraded (members missing, data served), inactive (not started), unusable
+    /// (broken, or more members missing than the level survives). Since 1.3.
+    #[zbus(property)]
+    fn health(&self) -> String {
+        self.props.health.clone()
+    }
+    /// True while the running sync is the array's first build: a resync, or a recovery with
+    /// no faulty member and every slot filled (how md builds a new raid5); information, not a
+    /// failure. Since 1.3.
+    #[zbus(property)]
+    fn initial_build(&self) -> bool {
+        self.props.initial_build
+    }
+    /// How the level keeps the data redundant: parity (raid4/5/6: a repair recomputes the
+    /// parity, and mismatches after a check mean trouble), mirror (raid1/raid10: a repair
+    /// copies one copy over the others), none (raid0, linear; empty level). Since 1.3.
+    #[zbus(property)]
+    fn redundancy(&self) -> String {
+        self.props.redundancy.clone()
+    }
     /// Number of missing devices (md/degraded). udisks2: Degraded.
     #[zbus(property)]
     fn degraded(&self) -> u32 {
@@ -896,6 +928,37 @@ mod tests {
         assert_eq!(p.sync_rate, 1_024_000);
         assert_eq!(p.sync_remaining_time, 1_000_000);
         assert!(p.syncing());
+    }
+
+    #[test]
+    fn health_and_roles_are_published_as_the_model_decides() {
+        // A raid5 of four members with two faulty: unusable, as `status --test` says (the
+        // Cockpit page called it degraded when it judged by itself).
+        let text = "Personalities : [raid5]\nmd0 : active raid5 sdd[3](F) sdc[2](F) sdb[1] sda[0]\n      3139584 blocks super 1.2 level 5, 512k chunk, algorithm 2 [4/2] [UU__]\n\nunused devices: <none>\n";
+        let a = crate::mdstat::parse(text).arrays.remove(0);
+        let p = ArrayProps::from_model(&a);
+        assert_eq!(p.health, "unusable");
+        assert_eq!(crate::health::array_health(&a).exit_code(), 2);
+        assert_eq!(p.member_roles["sdc"], "faulty");
+        assert_eq!(p.member_roles["sda"], "in_sync");
+        assert_eq!(p.redundancy, "parity");
+        assert!(!p.initial_build);
+        // A raid1 rebuilding onto sdb: rebuilding, not in sync; no initial build while the
+        // old member is faulty.
+        let text = "Personalities : [raid1]\nmd1 : active raid1 sdc[2](F) sdb[1] sda[0]\n      1046528 blocks super 1.2 [2/1] [U_]\n      [=>...................]  recovery =  8.5% (89128/1046528) finish=1.5min speed=10000K/sec\n\nunused devices: <none>\n";
+        let a = crate::mdstat::parse(text).arrays.remove(0);
+        let p = ArrayProps::from_model(&a);
+        assert_eq!(p.health, "degraded");
+        assert_eq!(p.member_roles["sdb"], "rebuilding");
+        assert_eq!(p.member_roles["sdc"], "faulty");
+        assert!(!p.initial_build);
+        let sdb = p.members.iter().find(|m| m.0 == "sdb").unwrap();
+        assert_eq!(sdb.2, ["spare"]);
+        assert_eq!(p.redundancy, "mirror");
+        let changed = ArrayProps::changed(&ArrayProps::default(), &p);
+        for k in ["Health", "MemberRoles", "Redundancy"] {
+            assert!(changed.contains_key(k), "{k}");
+        }
     }
 
     #[test]

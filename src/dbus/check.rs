@@ -128,7 +128,7 @@ impl CheckView {
 fn candidate(a: &Array) -> Candidate {
     Candidate {
         name: a.name.clone(),
-        uuid: a.sysfs.as_ref().and_then(|s| s.uuid.clone()),
+        uuid: a.uuid().map(|u| u.to_string()),
         created_unix_s: None,
         disks: Vec::new(),
         last_completed_s: None,

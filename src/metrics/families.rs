@@ -38,8 +38,9 @@ pub const SYNC_ACTIONS: [SyncAction; 7] = [
 ];
 
 /// Member states of `mdpilot_array_members`.
-pub const MEMBER_STATES: [&str; 6] = [
+pub const MEMBER_STATES: [&str; 7] = [
     "active",
+    "rebuilding",
     "spare",
     "faulty",
     "down",
@@ -92,7 +93,7 @@ pub const FAMILIES: [(&str, &str); 31] = [
     ("mdpilot_array_size_bytes", "Array size, the blocks of /proc/mdstat (KiB) in bytes."),
     ("mdpilot_array_raid_disks", "md/raid_disks: members the array is built of."),
     ("mdpilot_array_degraded", "md/degraded: members missing from the array (0 when whole)."),
-    ("mdpilot_array_members", "Members by state: active (in sync), spare, faulty, down (empty slots), write-mostly, journal."),
+    ("mdpilot_array_members", "Members by role: active (in sync), rebuilding, spare, faulty, journal; write-mostly; down (empty or not yet in sync slots)."),
     ("mdpilot_array_consistency_policy", "md/consistency_policy (none, resync, bitmap, journal, ppl), one series per policy, 1 for the current one (no samples where sysfs lacks it)."),
     ("mdpilot_array_write_intent_bitmap", "The array's write-intent bitmap (none, internal, file, llbitmap), one series per kind, 1 for the current one."),
     ("mdpilot_array_md_logical_block_size_bytes", "md/logical_block_size (Linux 6.19+): the logical block size md records in a 1.x superblock."),
@@ -124,12 +125,12 @@ pub const FAMILY_DOCS: [(&str, &str, &str); 31] = [
     ("mdpilot_wipe_done_bytes", "", "wipe engine progress, summed over running jobs"),
     ("mdpilot_wipe_total_bytes", "", "wipe engine progress, summed over running jobs"),
     ("mdpilot_wipe_rate_bytes_per_second", "", "wipe engine rate of the current phase, summed"),
-    ("mdpilot_array_info", "`array`, `level`, `metadata`, `uuid`", "`/proc/mdstat` header, `md/level`, `md/metadata_version`, `md/uuid` (value 1)"),
+    ("mdpilot_array_info", "`array`, `level`, `metadata`, `uuid`", "`/proc/mdstat` header, `md/level`, `md/metadata_version`, the array's UUID in mdadm's spelling (udev's `MD_UUID`, else `md/uuid` regrouped; as `mdadm --detail` and the D-Bus `UUID`) (value 1)"),
     ("mdpilot_array_state", "`array`, `state` (the 10 words of md.rst)", "`md/array_state` (the `/proc/mdstat` header without sysfs); 1 for the current state"),
     ("mdpilot_array_size_bytes", "`array`", "`/proc/mdstat` blocks"),
     ("mdpilot_array_raid_disks", "`array`", "`md/raid_disks` (else `[T/A]`)"),
     ("mdpilot_array_degraded", "`array`", "`md/degraded` (else T − A of `[T/A]`)"),
-    ("mdpilot_array_members", "`array`, `state` (`active`, `spare`, `faulty`, `down`, `write-mostly`, `journal`)", "`/proc/mdstat`: A of `[T/A]`, flags `(S)(F)(W)(J)`, `_` slots of `[UU_]`"),
+    ("mdpilot_array_members", "`array`, `state` (`active`, `rebuilding`, `spare`, `faulty`, `down`, `write-mostly`, `journal`)", "the model's member roles: `md/dev-*/state` and `slot`, else the flags `(S)(F)(W)(J)(R)` of `/proc/mdstat`; `_` slots of `[UU_]`"),
     ("mdpilot_array_consistency_policy", "`array`, `policy` (`none`, `resync`, `bitmap`, `journal`, `ppl`)", "`md/consistency_policy`; 1 for the current policy (no samples without sysfs)"),
     ("mdpilot_array_write_intent_bitmap", "`array`, `bitmap` (`none`, `internal`, `file`, `llbitmap`)", "`md/bitmap_type`, `md/bitmap/location`, `md/consistency_policy` (else the mdstat bitmap line); redundant arrays only"),
     ("mdpilot_array_md_logical_block_size_bytes", "`array`", "`md/logical_block_size` (no sample where the kernel lacks it)"),

@@ -9,9 +9,10 @@
 //! Creation times are not read yet (every array passes the minimum-age rule).
 
 use crate::check::run::{execute, record_key, Op};
-use crate::check::CheckState;
+use crate::check::{CheckAction, CheckState};
 use crate::config::Config;
 use crate::host::Root;
+use crate::model::SyncAction;
 use crate::schedule::{fixed_delay_s, Candidate};
 use crate::shared::State;
 use std::sync::Arc;
@@ -41,24 +42,16 @@ fn candidates(root: &Root, config: &Config) -> Vec<Candidate> {
         .unwrap_or_default();
     stat.arrays
         .iter()
-        .filter(|a| {
-            matches!(
-                a.level.as_deref(),
-                Some("raid1" | "raid4" | "raid5" | "raid6" | "raid10")
-            )
-        })
+        .filter(|a| a.is_redundant())
         .map(|a| {
             let rec = st.array.get(&record_key(a));
-            let action = a
-                .sysfs
-                .as_ref()
-                .and_then(|s| s.sync_action.as_ref())
-                .map_or("idle".to_string(), |w| w.as_str().to_string());
+            // The model's fact: `md/sync_action`, else the mdstat sync line's word.
+            let action = a.sync_action();
             let ours = rec.is_some_and(|r| r.scheduled && r.running.is_some());
-            let running = matches!(action.as_str(), "check" | "repair");
+            let running = CheckAction::running(&action).is_some();
             Candidate {
                 name: a.name.clone(),
-                uuid: a.sysfs.as_ref().and_then(|s| s.uuid.clone()),
+                uuid: a.uuid().map(|u| u.to_string()),
                 created_unix_s: crate::sysfs::array_created(root, &a.name),
                 disks: a
                     .members
@@ -72,7 +65,7 @@ fn candidates(root: &Root, config: &Config) -> Vec<Candidate> {
                 // Only the schedule's own checks count (and are paused): hand-started ones
                 // are the admin's.
                 checking: ours && running,
-                busy: action != "idle" && !(ours && running),
+                busy: action != SyncAction::Idle && !(ours && running),
             }
         })
         .collect()
@@ -228,5 +221,29 @@ mod tests {
         assert!(tick(&root, &config, day + 86_400 + 10 * 3600, 0)
             .1
             .is_empty());
+    }
+
+    #[test]
+    fn a_recovery_mdstat_shows_is_busy_without_a_sysfs_sync_action() {
+        // No md/sync_action file (an older kernel, a test root): the model's word is mdstat's
+        // `recovery` (`recover`), so the window starts no check over the rebuild.
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        put(r, "proc/mdstat", "Personalities : [raid1]\nmd0 : active raid1 sdb1[2] sda1[0]\n      1046528 blocks super 1.2 [2/1] [U_]\n      [=>...................]  recovery =  8.5% (89128/1046528) finish=1.5min speed=10000K/sec\n\nunused devices: <none>\n");
+        for (f, v) in [("sync_min", "0"), ("uuid", "u-0"), ("level", "raid1")] {
+            put(r, &format!("sys/block/md0/md/{f}"), &format!("{v}\n"));
+        }
+        put(
+            r,
+            "etc/mdpilot/config.d/50-check.toml",
+            "[check]\nschedule = \"Sun *-*-1..7 01:00\"\n",
+        );
+        let root = Root::new(r);
+        let config = Config::load(&root).unwrap();
+        let c = candidates(&root, &config);
+        assert_eq!(c.len(), 1);
+        assert!(c[0].busy && !c[0].checking, "{c:?}");
+        let day = days_from_civil(2026, 12, 6) * 86_400;
+        assert_eq!(tick(&root, &config, day + 2 * 3600, 0), (vec![], vec![]));
     }
 }

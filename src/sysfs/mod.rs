@@ -202,20 +202,26 @@ fn block_dir(root: &Root, name: &str) -> PathBuf {
 /// `root`. `name` is the kernel name (`md0`, `md_d0`, `md127`). Every field is `None` (members
 /// empty) where its file is missing; never fails (see module doc).
 ///
-/// The name fields (`metadata_name`, `mdadm_uuid`, `named_device`) come from the udev database
-/// and `/dev/md` under `root` ([`udev`]); [`read_array_at`] leaves them `None`.
+/// The name fields (`metadata_name`, `named_device`) come from the udev database and `/dev/md`
+/// under `root` ([`udev`]), as does `mdadm_uuid` (udev's `MD_UUID`, else `md/uuid` regrouped);
+/// [`read_array_at`] leaves the names `None`.
 pub fn read_array(root: &Root, name: &str) -> ArraySysfs {
+    let base = read_array_at(&block_dir(root, name));
+    let udev_uuid = udev::udev_properties(root, name)
+        .get("MD_UUID")
+        .and_then(|u| udev::mdadm_uuid(u));
     ArraySysfs {
         metadata_name: udev::metadata_name(root, name),
-        mdadm_uuid: udev::array_uuid(root, name),
+        mdadm_uuid: udev_uuid.or_else(|| base.mdadm_uuid.clone()),
         named_device: udev::named_device(root, name),
-        ..read_array_at(&block_dir(root, name))
+        ..base
     }
 }
 
 /// [`read_array`] for a block device's sysfs directory given as a path (`/sys/block/md0`, or
 /// `/sys/dev/block/9:0` as the wipe probe finds it): reads `<dir>/md/*` and `<dir>/queue/*`
-/// only, so the name fields read by [`read_array`] are `None`.
+/// only, so the name fields read by [`read_array`] are `None` (`mdadm_uuid` is `md/uuid`
+/// regrouped).
 pub fn read_array_at(dir: &Path) -> ArraySysfs {
     let md = dir.join("md");
     let queue = dir.join("queue");
@@ -248,7 +254,7 @@ pub fn read_array_at(dir: &Path) -> ArraySysfs {
         bitmap_type: read_parsed(&md.join("bitmap_type"), parse_bitmap_type),
         md_logical_block_size: num("logical_block_size"),
         metadata_name: None,
-        mdadm_uuid: None,
+        mdadm_uuid: word("uuid").as_deref().and_then(udev::mdadm_uuid),
         named_device: None,
     }
 }
@@ -448,10 +454,10 @@ fn parse_sync_speed(s: &str) -> Option<Option<u64>> {
 }
 
 /// `dev-*/state`: comma-separated words (`in_sync,write_mostly`).
-fn parse_state(s: &str) -> Vec<String> {
+fn parse_state(s: &str) -> Vec<crate::model::MemberState> {
     s.split([',', ' ', '\n'])
         .filter(|w| !w.is_empty())
-        .map(str::to_string)
+        .map(crate::model::MemberState::from)
         .collect()
 }
 
@@ -575,7 +581,7 @@ mod tests {
         assert_eq!(s.members[0].name, "cciss/c0d0p1");
         assert_eq!(s.members[0].slot, Some(0));
         assert_eq!(s.members[1].slot, None);
-        assert_eq!(s.members[1].state, Vec::<String>::new());
+        assert_eq!(s.members[1].state, Vec::<crate::model::MemberState>::new());
     }
 
     #[test]

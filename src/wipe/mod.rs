@@ -236,7 +236,7 @@ fn plan_resume(
         started_by: options.started_by,
         head: None,
     });
-    let action = probe.array.as_ref().map(|a| a.sync_action.as_str());
+    let action = probe.array.as_ref().map(|a| &a.sync_action);
     planner::resume(plan, &ck, &ck_path, action)
 }
 

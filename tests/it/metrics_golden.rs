@@ -21,7 +21,7 @@ fn dir() -> PathBuf {
 fn member(name: &str, state: &str, slot: Option<u32>) -> MemberSysfs {
     MemberSysfs {
         name: name.into(),
-        state: state.split(',').map(String::from).collect(),
+        state: state.split(',').map(Into::into).collect(),
         slot,
         errors: Some(0),
     }
