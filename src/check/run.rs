@@ -472,10 +472,12 @@ fn guard_upkeep(
                 tracing::warn!(array = %a.name, reason = h.code(), "check paused: {h}; it resumes when the array is redundant again");
                 pause.push(a.name.clone());
             }
-        } else if rec.position.is_some() && idle && may_resume(&f) {
-            if rec.paused_for.as_deref() == Some(PAUSED_DEGRADED) {
-                resume.push((a.name.clone(), rec.scheduled));
-            }
+        } else if rec.position.is_some()
+            && idle
+            && may_resume(&f)
+            && rec.paused_for.as_deref() == Some(PAUSED_DEGRADED)
+        {
+            resume.push((a.name.clone(), rec.scheduled));
         }
     }
     if !pause.is_empty() {

@@ -171,7 +171,7 @@ mod tests {
     fn battery_rule() {
         assert!(!on_battery(&[]), "a server has no supplies");
         let bat = ps("BAT0", "Battery", None, None);
-        assert!(on_battery(&[bat.clone()]));
+        assert!(on_battery(std::slice::from_ref(&bat)));
         assert!(on_battery(&[
             ps("AC", "Mains", Some(false), None),
             bat.clone()
