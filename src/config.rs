@@ -99,6 +99,14 @@ pub struct CheckConfig {
     /// `schedule` and the keys around it: the service's check windows (see
     /// [`crate::schedule`]); `None` (default): no scheduled checks.
     pub schedule: Option<crate::schedule::Schedule>,
+    /// `pressure_target` (`"full 5%..10%"`): drive the check's `sync_speed_max` from the io
+    /// pressure ([`crate::pressure`]); `None` (default): the fixed `check_max`.
+    pub pressure_target: Option<crate::pressure::Target>,
+    /// `pressure_floor`: the throttle's least limit, KiB/s (default md's 1000).
+    pub pressure_floor: Option<u64>,
+    /// `pressure_ceiling`: the throttle's greatest limit, KiB/s (default `check_max`, else
+    /// md's 200000).
+    pub pressure_ceiling: Option<u64>,
 }
 
 /// The working-hours throttle of checks ([`CheckConfig::working`]).
@@ -118,6 +126,25 @@ impl CheckConfig {
             Some(w) if w.band.contains(now, utc_offset_s) => Some(w.max),
             _ => self.check_max,
         }
+    }
+
+    /// The pressure throttle's settings at `now` ([`CheckConfig::check_max_at`] is the
+    /// default ceiling, so working hours lower it); `None` without `pressure_target`. The
+    /// ceiling is never below the floor.
+    pub fn pressure_tuning(&self, now: i64, utc_offset_s: i64) -> Option<crate::pressure::Tuning> {
+        use crate::pressure::{DEFAULT_CEILING_KIB_S, DEFAULT_FLOOR_KIB_S};
+        let target = self.pressure_target?;
+        let floor = self.pressure_floor.unwrap_or(DEFAULT_FLOOR_KIB_S).max(1);
+        let ceiling = match (&self.working, self.pressure_ceiling) {
+            (Some(w), _) if w.band.contains(now, utc_offset_s) => w.max,
+            (_, Some(c)) => c,
+            _ => self.check_max.unwrap_or(DEFAULT_CEILING_KIB_S),
+        };
+        Some(crate::pressure::Tuning {
+            target,
+            floor_kib_s: floor,
+            ceiling_kib_s: ceiling.max(floor),
+        })
     }
 }
 
@@ -268,6 +295,9 @@ impl Default for Config {
                 check_max: None,
                 working: None,
                 schedule: None,
+                pressure_target: None,
+                pressure_floor: None,
+                pressure_ceiling: None,
             },
             metrics: MetricsConfig::default(),
         }
@@ -325,6 +355,12 @@ pub struct CheckFragment {
     pub min_age_days: Option<u64>,
     /// At most this many checks at once (default 1).
     pub max_concurrent: Option<usize>,
+    /// See [`CheckConfig::pressure_target`] (`"full 5%..10%"`).
+    pub pressure_target: Option<String>,
+    /// See [`CheckConfig::pressure_floor`], KiB/s.
+    pub pressure_floor: Option<u64>,
+    /// See [`CheckConfig::pressure_ceiling`], KiB/s.
+    pub pressure_ceiling: Option<u64>,
 }
 
 /// `[profiles.NAME]` of a fragment.
@@ -666,6 +702,19 @@ impl Config {
         }
         if let Some(v) = c.check_max {
             self.check.check_max = Some(v.max(1));
+        }
+        if let Some(t) = &c.pressure_target {
+            self.check.pressure_target =
+                Some(t.parse().map_err(|reason| ConfigError::Invalid {
+                    path: path.to_path_buf(),
+                    reason: format!("check.pressure_target: {reason}"),
+                })?);
+        }
+        if let Some(v) = c.pressure_floor {
+            self.check.pressure_floor = Some(v.max(1));
+        }
+        if let Some(v) = c.pressure_ceiling {
+            self.check.pressure_ceiling = Some(v.max(1));
         }
         apply_working(&mut self.check.working, c).map_err(|reason| ConfigError::Invalid {
             path: path.to_path_buf(),

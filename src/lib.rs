@@ -23,6 +23,7 @@ pub mod mdstat; // pure `/proc/mdstat` parser
 pub mod metrics; // mdpilot_* Prometheus families rendered from an owned snapshot (text 0.0.4, OpenMetrics)
 pub mod model; // owned domain types (Array, Member, SpeedLimit, SyncAction ...) and their kernel forms
 pub mod policy; // resync priority leases on the md speed limits: state machine, durable state, knob writes
+pub mod pressure; // pure: the check throttle from the io pressure (a target band, floor, ceiling; AIMD steps)
 pub mod schedule; // pure: check windows (OnCalendar subset) and which arrays to check now
 #[cfg(feature = "service")]
 pub mod service; // `mdpilot serve`: the one event loop, shutdown, the scheduler and metrics tasks

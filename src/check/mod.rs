@@ -18,8 +18,9 @@
 //! running service, which saves a running check's position every [`SAVE_INTERVAL_S`] and the
 //! scheduler's every 30 s: that is the bound).
 
+pub mod guard;
 pub mod run;
-mod throttle;
+pub mod throttle;
 
 use crate::model::SyncAction;
 use serde::{Deserialize, Serialize};
@@ -122,6 +123,12 @@ pub struct ArrayRecord {
     /// resume without its own reuses it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<u64>,
+    /// Why the service paused the check itself, so that it resumes it: `degraded` (resumed
+    /// when the array is redundant again, [`guard::may_resume`]) or `shutdown` (resumed when
+    /// the service starts again, or by the schedule for a scheduled check). Cleared by every
+    /// start, resume and cancel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_for: Option<String>,
 }
 
 /// The whole file.
@@ -464,6 +471,7 @@ mod tests {
                 scheduled: false,
                 until_s: None,
                 max: Some(5000),
+                paused_for: Some("shutdown".into()),
             },
         );
         let text = s.to_toml().unwrap();

@@ -450,10 +450,14 @@ impl ArrayObject {
     /// false), duration (t: seconds until the service pauses the check, keeping its position;
     /// 0 = no end; at most 3650 days), max (t: KiB/s, the array's md/sync_speed_max while the check runs, a lease
     /// check-<KernelName> shown in Manager.Leases and released when the check pauses, ends or
-    /// is cancelled; 0 = the config's check_max, else none), auth.no_user_interaction (b).
-    /// Needs uid 0 or polkit org.mdpilot.MdPilot1.manage-priority (details: method, device).
-    /// Errors: NotAuthorized; InvalidArgument (unknown option, wrong type, a duration above
-    /// 3650 days, EINVAL from md); Busy (another sync runs: resync, recover, reshape, check, frozen; EBUSY); NoSuchArray;
+    /// is cancelled; 0 = the config's check_max, else none), force (b, since 1.4: start
+    /// although a guard holds the check, see CheckHeld; the reason overridden goes to the
+    /// journal), auth.no_user_interaction (b). Needs uid 0 or polkit
+    /// org.mdpilot.MdPilot1.manage-priority (a repair: org.mdpilot.MdPilot1.repair; details:
+    /// method, device). Errors: NotAuthorized; InvalidArgument (unknown option, wrong type, a
+    /// duration above 3650 days, EINVAL from md); Busy (another sync runs: resync, recover,
+    /// reshape, check, frozen; EBUSY; or, without force, a guard holds the check: the array or
+    /// one sharing a disk with it is degraded or rebuilding, the message says which); NoSuchArray;
     /// Failed (the check record /var/lib/mdpilot/checks.toml, the throttle).
     async fn start_check(
         &self,
@@ -613,6 +617,25 @@ impl ArrayObject {
     #[zbus(property)]
     fn next_check_start(&self) -> u64 {
         self.props.check.next_start
+    }
+    /// The check's pressure throttle ([check] pressure_target), while a check of mdpilot runs:
+    /// limit (t: md/sync_speed_max through the lease check-<KernelName>, KiB/s), decision (s:
+    /// start, down, up, hold, floor, ceiling, fixed), why (s: in words), full_avg10 and
+    /// some_avg10 (d: /proc/pressure/io, percent; absent without PSI), changed (t: Unix
+    /// seconds of the last change), not_applied (s: why the limit did not take effect; absent
+    /// when it did). Empty without a pressure throttle or a running check.
+    #[zbus(property)]
+    fn check_throttle(&self) -> HashMap<String, OwnedValue> {
+        super::check::throttle_dict(self.props.check.throttle.as_ref())
+    }
+    /// Why a check would not start on this array now, or why the service paused its check:
+    /// "md0 is degraded (1 member(s) missing)", "md0 runs recover", "it shares disk sda: ...",
+    /// "the machine runs on battery" (scheduled checks only), "paused: degraded" (resumes when
+    /// the array is redundant again), "paused: shutdown" (resumes after the restart). Empty:
+    /// nothing holds a check. StartCheck with the option force (b) overrides the array guards.
+    #[zbus(property)]
+    fn check_held(&self) -> String {
+        self.props.check.held.clone()
     }
 
     /// Kernel name, e.g. md127 (/sys/block/<KernelName>); may differ after a reboot.

@@ -8,6 +8,7 @@
 //! | method | action | defaults (any / inactive / active) |
 //! |---|---|---|
 //! | AcquirePriority, ReleasePriority, SetArraySpeedLimits, RestoreLimits, RequestSyncAction, StartCheck, PauseCheck, ResumeCheck, CancelCheck ([`super::check::request`]) | [`PRIORITY_ACTION`] | auth_admin / auth_admin / auth_admin_keep |
+//! | StartCheck with `repair`, ResumeCheck of a paused repair, RequestSyncAction `repair` | [`REPAIR_ACTION`] | auth_admin / auth_admin / auth_admin_keep |
 //! | StartWipe, Job.Cancel of another uid's job | [`WIPE_ACTION`] | auth_admin, every time |
 //! | AddBitmap | [`BITMAP_ACTION`] | auth_admin / auth_admin / auth_admin_keep |
 //!
@@ -39,6 +40,10 @@ pub const WIPE_ACTION: &str = "org.mdpilot.MdPilot1.wipe";
 /// Polkit action for adding a write-intent bitmap to an array (`Array.AddBitmap`: mdadm
 /// rewrites the members' superblocks).
 pub const BITMAP_ACTION: &str = "org.mdpilot.MdPilot1.add-bitmap";
+/// Polkit action for a repair (`StartCheck` with `repair`, `ResumeCheck` of a paused repair,
+/// `RequestSyncAction("repair")`): md rewrites the blocks that do not match, so it asks for
+/// more than a read-only check.
+pub const REPAIR_ACTION: &str = "org.mdpilot.MdPilot1.repair";
 /// The `a{sv}` option (b) that forbids a polkit prompt (udisks2's standard option).
 pub const NO_USER_INTERACTION: &str = "auth.no_user_interaction";
 /// CheckAuthorization flag `AllowUserInteraction`.
@@ -143,6 +148,9 @@ impl Request {
             Some(array_device(array)),
         );
         r.extra.push(("sync-action", action.to_string()));
+        if action == "repair" {
+            r.action = REPAIR_ACTION;
+        }
         r
     }
 

@@ -76,7 +76,7 @@ pub static HOOK_EVENTS_DROPPED: std::sync::atomic::AtomicU64 = std::sync::atomic
 
 /// Every family: (name as exposed, help), in exposition order. `docs/metrics.md` is generated
 /// from this list and [`FAMILY_DOCS`] (`cargo run -p xtask -- metrics-doc`).
-pub const FAMILIES: [(&str, &str); 31] = [
+pub const FAMILIES: [(&str, &str); 35] = [
     ("mdpilot_build_info", "mdpilot version (value 1)."),
     ("mdpilot_mdstat_parse_errors", "Parts of /proc/mdstat that could not be parsed."),
     ("mdpilot_speed_limit_bytes_per_second", "Global resync speed limit, /proc/sys/dev/raid/speed_limit_{min,max} (the kernel unit is KiB/s)."),
@@ -84,6 +84,7 @@ pub const FAMILIES: [(&str, &str); 31] = [
     ("mdpilot_policy_leases", "Live resync priority leases by kind of holder."),
     ("mdpilot_policy_install_applied_timestamp_seconds", "When the install policy (an installer lease) was first taken, Unix time; no sample while none applies."),
     ("mdpilot_hook_events_dropped_total", "Events the service did not hand to the event program because its queue (64 events) was full, since start."),
+    ("mdpilot_io_pressure_ratio", "The io pressure, /proc/pressure/io avg10 as a ratio of wall time: some (a task waited on io) and full (every non-idle task did); the check throttle's input."),
     ("mdpilot_wipe_jobs_running", "Wipe jobs running in the service."),
     ("mdpilot_wipe_done_bytes", "Bytes durably written by the running wipe jobs."),
     ("mdpilot_wipe_total_bytes", "Bytes the running wipe jobs write in all."),
@@ -108,12 +109,15 @@ pub const FAMILIES: [(&str, &str); 31] = [
     ("mdpilot_array_last_check_mismatch_sectors", "md/mismatch_cnt at the end of the last completed check (from mdpilot's check record)."),
     ("mdpilot_array_sync_speed_limit_bytes_per_second", "Effective md/sync_speed_{min,max} of the array (the kernel unit is KiB/s)."),
     ("mdpilot_array_sync_speed_limit_local", "1 when md/sync_speed_{min,max} is set for the array (local), 0 when it follows the global limit (system)."),
+    ("mdpilot_array_check_throttle_limit_bytes_per_second", "The pressure throttle's limit on the array's running check: md/sync_speed_max through the check lease (the kernel unit is KiB/s)."),
+    ("mdpilot_array_check_throttle_applied", "1 when the throttle's limit took effect (md/sync_speed_max reads it and md/sync_speed keeps to it), 0 when not."),
+    ("mdpilot_array_check_throttle_decisions_total", "Decisions of the pressure throttle that changed the running check's limit, by decision (start, down, up, fixed); reset when the check ends."),
 ];
 
 /// The documentation of every family of [`FAMILIES`], in the same order: (name, labels, source
 /// of the value). Labels and sources are Markdown (`docs/metrics.md` is generated from them);
 /// a unit test keeps the names in step with [`FAMILIES`].
-pub const FAMILY_DOCS: [(&str, &str, &str); 31] = [
+pub const FAMILY_DOCS: [(&str, &str, &str); 35] = [
     ("mdpilot_build_info", "`version`", "mdpilot (value 1)"),
     ("mdpilot_mdstat_parse_errors", "", "`/proc/mdstat` parts that could not be parsed"),
     ("mdpilot_speed_limit_bytes_per_second", "`bound` (`min`, `max`)", "`/proc/sys/dev/raid/speed_limit_{min,max}`"),
@@ -121,6 +125,7 @@ pub const FAMILY_DOCS: [(&str, &str, &str); 31] = [
     ("mdpilot_policy_leases", "`kind` (`installer`, `wipe-job`, `admin`, `dbus-client`)", "policy state file: live leases (dead pid owners left out)"),
     ("mdpilot_policy_install_applied_timestamp_seconds", "", "the earliest `[taken]` time of a live installer lease in the policy state file (none while no installer lease applies)"),
     ("mdpilot_hook_events_dropped_total", "", "the service's event program queue (`[events] program`): events dropped to keep it at 64, or because the program was not configured (0); service only"),
+    ("mdpilot_io_pressure_ratio", "`kind` (`some`, `full`)", "`/proc/pressure/io` `avg10` / 100 (no samples without PSI)"),
     ("mdpilot_wipe_jobs_running", "", "the service's wipe jobs (service only)"),
     ("mdpilot_wipe_done_bytes", "", "wipe engine progress, summed over running jobs"),
     ("mdpilot_wipe_total_bytes", "", "wipe engine progress, summed over running jobs"),
@@ -145,6 +150,9 @@ pub const FAMILY_DOCS: [(&str, &str, &str); 31] = [
     ("mdpilot_array_last_check_mismatch_sectors", "`array`", "`md/mismatch_cnt` at that check's end, from the same record"),
     ("mdpilot_array_sync_speed_limit_bytes_per_second", "`array`, `bound`", "`md/sync_speed_{min,max}` (the value in force, local or system)"),
     ("mdpilot_array_sync_speed_limit_local", "`array`, `bound`", "`md/sync_speed_{min,max}`: 1 for `(local)`, 0 for `(system)`"),
+    ("mdpilot_array_check_throttle_limit_bytes_per_second", "`array`", "the throttle's last decision (`/run/mdpilot/check-throttle.json`); only while a check of mdpilot runs under `[check] pressure_target`"),
+    ("mdpilot_array_check_throttle_applied", "`array`", "the throttle's read-back of `md/sync_speed_max` and `md/sync_speed`"),
+    ("mdpilot_array_check_throttle_decisions_total", "`array`, `decision` (`start`, `down`, `up`, `fixed`)", "the throttle's decisions, counted per check"),
 ];
 
 /// One sample's value: gauges are integers or floats; counters (families named `*_total`)

@@ -7,6 +7,8 @@
 //!   `resync_start`, `sync_completed` typed) and the kernel paths of attributes for messages;
 //! - [`block`]: block devices (partitions, holders, slaves, queue limits) and an array's members
 //!   with their data regions, for the wipe probe and the check scheduler;
+//! - [`pressure`]: the io pressure (`/proc/pressure/io`) and the power source
+//!   (`/sys/class/power_supply`), for the check throttle and guards;
 //! - [`proc`]: `/proc/self/mountinfo` and `/proc/swaps`;
 //! - [`udev`]: the udev database's `MD_NAME`/`MD_UUID` and the `/dev/md/` links of an array;
 //! - [`write`]: the one writer ([`write_attr`]), which never creates a file.
@@ -32,6 +34,7 @@ use std::path::{Path, PathBuf};
 
 pub mod arrays;
 pub mod block;
+pub mod pressure;
 pub mod proc;
 pub mod udev;
 pub mod write;

@@ -17,6 +17,7 @@ mod support;
 
 mod bitmap_cli;
 mod check_cli;
+mod check_yield;
 mod dbus_bitmap;
 mod dbus_calls;
 mod dbus_check;
