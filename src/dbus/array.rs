@@ -382,8 +382,8 @@ impl ArrayObject {
         Ok(())
     }
 
-    /// Adds an internal write-intent bitmap, as `mdpilot bitmap add`: runs `mdadm --grow
-    /// --bitmap=internal /dev/<KernelName>` (since 1.3). md refuses while a sync runs or the
+    /// Adds an internal write-intent bitmap, as `mdpilot bitmap add`: runs `mdadm -G -b
+    /// internal /dev/<KernelName>` (since 1.3). md refuses while a sync runs or the
     /// array is frozen: then the array's UUID is queued in /var/lib/mdpilot/bitmap-wanted,
     /// BitmapPending turns true, and the service adds the bitmap when the sync ends (the
     /// journal says when; no Job object: SyncCompleted is the progress). Returns true when
