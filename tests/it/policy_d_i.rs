@@ -17,6 +17,11 @@ const PARTMAN_HOOK: &str = concat!(
     "/packaging/udeb/lib/partman/init.d/05mdpilot"
 );
 
+const BITMAP: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/packaging/udeb/usr/lib/mdpilot/d-i-bitmap"
+);
+
 fn shells() -> Vec<Vec<String>> {
     let mut out = Vec::new();
     for (prog, args) in [("dash", vec![]), ("busybox", vec!["sh"]), ("sh", vec![])] {
@@ -146,10 +151,63 @@ fn run_partman_with(
         .env("MDPILOT_WIPER", t.path("/bin/blockdev-wipe"))
         .env("MDPILOT_PARTMAN_DIR", t.path("/lib/partman"))
         .env("MDPILOT_PARTMAN_HOOK", PARTMAN_HOOK)
+        .env("MDPILOT_MDCFG", t.path("/bin/mdcfg"))
+        .env("MDPILOT_D_I_BITMAP", t.path("/usr/lib/mdpilot/d-i-bitmap"))
         .env("MDPILOT_ROOT", t.dir.path())
         .output()
         .unwrap();
     (out.status.code().unwrap_or(-1), stderr(&out))
+}
+
+/// mdcfg (mdcfg-utils' /bin/mdcfg) installed, and its `speed_limit_min := 0` when it loads md.
+fn mdcfg_write(t: &FakeTree) {
+    t.set("/bin/mdcfg", "#!/bin/sh\n");
+    t.set("/proc/sys/dev/raid/speed_limit_min", "0\n");
+}
+
+#[test]
+fn partman_hook_puts_back_mdcfg_min_write_before_the_installer_lease() {
+    for sh in shells() {
+        let t = FakeTree::new();
+        std::fs::create_dir_all(t.path("/run")).unwrap();
+        mdcfg_write(&t);
+        let (code, err) = run_partman(&sh, PARTMAN_HOOK, &t, None);
+        assert_eq!(code, 0, "{sh:?}: {err}");
+        assert_eq!((t.gmin(), t.gmax()), ("0".into(), "200000".into()), "{sh:?}: {err}");
+        // The lease's own min 0 at the next start is not taken for mdcfg's write.
+        let (code, err) = run_partman(&sh, PARTMAN_HOOK, &t, None);
+        assert_eq!(code, 0, "{sh:?}: {err}");
+        assert_eq!(t.gmin(), "0", "{sh:?}: {err}");
+        // finish-install: md's min from before mdcfg's write, not the 0 it found.
+        let (code, err) = run_partman(&sh, FINISH, &t, None);
+        assert_eq!(code, 0, "{sh:?}: {err}");
+        assert_eq!((t.gmin(), t.gmax()), ("1000".into(), "200000".into()), "{sh:?}: {err}");
+    }
+}
+
+#[test]
+fn finish_puts_back_mdcfg_min_write_when_partman_never_started() {
+    for sh in shells() {
+        let t = FakeTree::new();
+        std::fs::create_dir_all(t.path("/run")).unwrap();
+        mdcfg_write(&t);
+        let (code, err) = run_partman(&sh, FINISH, &t, None);
+        assert_eq!(code, 0, "{sh:?}: {err}");
+        assert_eq!((t.gmin(), t.gmax()), ("1000".into(), "200000".into()), "{sh:?}: {err}");
+    }
+}
+
+#[test]
+fn partman_hook_leaves_a_min_of_0_without_mdcfg() {
+    for sh in shells() {
+        let t = FakeTree::new();
+        std::fs::create_dir_all(t.path("/run")).unwrap();
+        t.set("/proc/sys/dev/raid/speed_limit_min", "0\n");
+        run_partman(&sh, PARTMAN_HOOK, &t, None);
+        let (code, err) = run_partman(&sh, FINISH, &t, None);
+        assert_eq!(code, 0, "{sh:?}: {err}");
+        assert_eq!(t.gmin(), "0", "{sh:?}: {err}");
+    }
 }
 
 /// partman-md's `speed_limit_max := speed_limit_min` just before `mdadm --create`.
@@ -282,7 +340,7 @@ fn partman_hook_steps_aside_for_a_patched_installer() {
 #[test]
 fn scripts_parse_as_posix_sh() {
     for sh in shells() {
-        for script in [FINISH, PARTMAN_HOOK] {
+        for script in [FINISH, PARTMAN_HOOK, BITMAP] {
             let st = Command::new(&sh[0])
                 .args(&sh[1..])
                 .arg("-n")
