@@ -161,6 +161,7 @@ fn run_partman_with(
 
 /// mdcfg (mdcfg-utils' /bin/mdcfg) installed, and its `speed_limit_min := 0` when it loads md.
 fn mdcfg_write(t: &FakeTree) {
+    std::fs::create_dir_all(t.path("/bin")).unwrap();
     t.set("/bin/mdcfg", "#!/bin/sh\n");
     t.set("/proc/sys/dev/raid/speed_limit_min", "0\n");
 }
@@ -173,7 +174,11 @@ fn partman_hook_puts_back_mdcfg_min_write_before_the_installer_lease() {
         mdcfg_write(&t);
         let (code, err) = run_partman(&sh, PARTMAN_HOOK, &t, None);
         assert_eq!(code, 0, "{sh:?}: {err}");
-        assert_eq!((t.gmin(), t.gmax()), ("0".into(), "200000".into()), "{sh:?}: {err}");
+        assert_eq!(
+            (t.gmin(), t.gmax()),
+            ("0".into(), "200000".into()),
+            "{sh:?}: {err}"
+        );
         // The lease's own min 0 at the next start is not taken for mdcfg's write.
         let (code, err) = run_partman(&sh, PARTMAN_HOOK, &t, None);
         assert_eq!(code, 0, "{sh:?}: {err}");
@@ -181,7 +186,11 @@ fn partman_hook_puts_back_mdcfg_min_write_before_the_installer_lease() {
         // finish-install: md's min from before mdcfg's write, not the 0 it found.
         let (code, err) = run_partman(&sh, FINISH, &t, None);
         assert_eq!(code, 0, "{sh:?}: {err}");
-        assert_eq!((t.gmin(), t.gmax()), ("1000".into(), "200000".into()), "{sh:?}: {err}");
+        assert_eq!(
+            (t.gmin(), t.gmax()),
+            ("1000".into(), "200000".into()),
+            "{sh:?}: {err}"
+        );
     }
 }
 
@@ -193,7 +202,11 @@ fn finish_puts_back_mdcfg_min_write_when_partman_never_started() {
         mdcfg_write(&t);
         let (code, err) = run_partman(&sh, FINISH, &t, None);
         assert_eq!(code, 0, "{sh:?}: {err}");
-        assert_eq!((t.gmin(), t.gmax()), ("1000".into(), "200000".into()), "{sh:?}: {err}");
+        assert_eq!(
+            (t.gmin(), t.gmax()),
+            ("1000".into(), "200000".into()),
+            "{sh:?}: {err}"
+        );
     }
 }
 
