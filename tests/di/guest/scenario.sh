@@ -44,7 +44,8 @@ finish_install() {
     res "LIMITS_AFTER_FINISH $(limits)"
     res "BITMAP_AT_END $(bitmap_state)"
     res "BITMAP_WANTED $(cat /target/var/lib/mdpilot/bitmap-wanted 2>/dev/null | tr '\n' ' ' | sed 's/ $//')"
-    grep 'mdpilot' /var/log/syslog 2>/dev/null | sed 's/^.*\(mdpilot[a-z-]*\)/\1/' |
+    # (each line without its time stamp, "Dec  3 03:10:11 ")
+    grep 'mdpilot' /var/log/syslog 2>/dev/null | sed 's/^[^:]*:[0-9][0-9]:[0-9][0-9] //' |
         while read -r l; do res "SYSLOG $l"; done
     mdadm --stop "/dev/$md" >/dev/null 2>&1 || :
     res END
