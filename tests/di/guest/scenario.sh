@@ -94,8 +94,11 @@ for t in /var/lib/dpkg/info/*.templates; do
 done
 if [ "$mode" = patched ]; then
     # The maintainers' patches of packaging/d-i-patches, applied by the host to the udebs'
-    # scripts, replace the unpacked files.
-    cp -a /di-test/patched/. / || fail "patched scripts"
+    # scripts, replace the unpacked files (file by file: Debian 13's /lib is a link to usr/lib,
+    # which a copy of the directory tree would try to replace).
+    for f in $(cd /di-test/patched && find . -type f); do
+        cp -p "/di-test/patched/$f" "/$f" || fail "patched script $f"
+    done
 fi
 depmod -a
 for m in virtio_blk md_mod raid1 dm_mod dm_crypt; do modprobe "$m" 2>/dev/null || log "modprobe $m failed"; done
