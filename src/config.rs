@@ -24,7 +24,8 @@ pub const CONFIG_DIRS: [&str; 3] = [
 /// The sections `mdpilot serve` reads only at start-up (the policy's settings and profiles,
 /// the progress interval, the metrics listener, the event program, auto-resume); a SIGHUP
 /// that changes them logs that they take effect at the next start. `[check]` is read at each
-/// use and follows a reload at once.
+/// use and follows a reload at once, except its `state_path`, which the service reads at start
+/// only (a running check's record is there).
 pub const READ_AT_START: [&str; 6] = ["policy", "profiles", "service", "metrics", "events", "wipe"];
 
 /// Default state file of the policy.
@@ -143,10 +144,72 @@ pub struct EventsConfig {
 }
 
 /// `[metrics]` settings.
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MetricsConfig {
-    /// `listen`: `ADDR:PORT` where `mdpilot serve` answers `GET /metrics` (default: off).
-    pub listen: Option<std::net::SocketAddr>,
+    /// `listen`: where `mdpilot serve` answers `GET /metrics` (default: off).
+    pub listen: Option<MetricsListen>,
+    /// `socket_mode`: permission bits of a `unix:` socket (default `0660`: owner and group).
+    pub socket_mode: u32,
+    /// `socket_group`: group (name or number) of a `unix:` socket, the scraper's (default:
+    /// the service's own group, root).
+    pub socket_group: Option<String>,
+}
+
+impl Default for MetricsConfig {
+    fn default() -> Self {
+        MetricsConfig {
+            listen: None,
+            socket_mode: 0o660,
+            socket_group: None,
+        }
+    }
+}
+
+/// Where the metrics listener listens, as written in `[metrics] listen` and `serve --metrics`:
+/// `ADDR:PORT` (TCP, `127.0.0.1:9163`, `[::1]:9163`) or `unix:PATH` (a Unix stream socket at the
+/// absolute `PATH`, on the host, not under the root). Parse errors name the two forms.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub enum MetricsListen {
+    /// A TCP address: anyone who can reach it can scrape (on loopback: every local user).
+    Tcp(std::net::SocketAddr),
+    /// A Unix socket path: who may connect is decided by its mode and group.
+    Unix(PathBuf),
+}
+
+impl std::str::FromStr for MetricsListen {
+    type Err = String;
+
+    fn from_str(s: &str) -> Result<Self, String> {
+        if let Some(p) = s.strip_prefix("unix:") {
+            let p = PathBuf::from(p);
+            return if p.is_absolute() && p.file_name().is_some() {
+                Ok(MetricsListen::Unix(p))
+            } else {
+                Err(format!("{s:?}: unix:PATH needs an absolute path to a file"))
+            };
+        }
+        s.parse().map(MetricsListen::Tcp).map_err(|_| {
+            format!("{s:?} is neither ADDR:PORT (127.0.0.1:9163) nor unix:/ABSOLUTE/PATH")
+        })
+    }
+}
+
+impl TryFrom<String> for MetricsListen {
+    type Error = String;
+
+    fn try_from(s: String) -> Result<Self, String> {
+        s.parse()
+    }
+}
+
+impl std::fmt::Display for MetricsListen {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            MetricsListen::Tcp(a) => write!(f, "{a}"),
+            MetricsListen::Unix(p) => write!(f, "unix:{}", p.display()),
+        }
+    }
 }
 
 /// `[policy]` settings.
@@ -284,8 +347,13 @@ pub struct EventsFragment {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MetricsFragment {
-    /// See [`MetricsConfig::listen`] (`"127.0.0.1:9163"`, `"[::1]:9163"`).
-    pub listen: Option<std::net::SocketAddr>,
+    /// See [`MetricsConfig::listen`] (`"127.0.0.1:9163"`, `"[::1]:9163"`,
+    /// `"unix:/run/mdpilot/metrics.sock"`).
+    pub listen: Option<MetricsListen>,
+    /// See [`MetricsConfig::socket_mode`]: octal digits as a string (`"0660"`), at most `0777`.
+    pub socket_mode: Option<String>,
+    /// See [`MetricsConfig::socket_group`] (`"prometheus"`).
+    pub socket_group: Option<String>,
 }
 
 /// `[policy]` of a fragment.
@@ -450,6 +518,27 @@ impl Config {
         .collect()
     }
 
+    /// `[metrics]` of `frag` (from `path`) over these settings. Errors:
+    /// [`ConfigError::Invalid`] for a `socket_mode` that is not octal up to `0777`.
+    fn apply_metrics(&mut self, m: &MetricsFragment, path: &Path) -> Result<(), ConfigError> {
+        if let Some(v) = &m.listen {
+            self.metrics.listen = Some(v.clone());
+        }
+        if let Some(v) = &m.socket_mode {
+            self.metrics.socket_mode = u32::from_str_radix(v, 8)
+                .ok()
+                .filter(|&b| b <= 0o777)
+                .ok_or_else(|| ConfigError::Invalid {
+                    path: path.to_path_buf(),
+                    reason: format!("metrics.socket_mode {v:?} must be octal, 0000 to 0777"),
+                })?;
+        }
+        if let Some(v) = &m.socket_group {
+            self.metrics.socket_group = Some(v.clone());
+        }
+        Ok(())
+    }
+
     /// Applies `frag` (from `path`) over `self`: set keys override.
     ///
     /// # Errors
@@ -474,8 +563,8 @@ impl Config {
                 self.events.program = Some(v.clone());
             }
         }
-        if let Some(v) = frag.metrics.as_ref().and_then(|m| m.listen) {
-            self.metrics.listen = Some(v);
+        if let Some(m) = &frag.metrics {
+            self.apply_metrics(m, path)?;
         }
         if let Some(v) = frag.wipe.as_ref().and_then(|w| w.auto_resume) {
             self.wipe.auto_resume = v;
@@ -776,6 +865,39 @@ mod tests {
         c.apply(&frag, p).unwrap();
         assert_eq!(c.metrics.listen, Some("127.0.0.1:9163".parse().unwrap()));
         assert!(ConfigFragment::parse("[metrics]\nlisten = \"localhost\"\n", p).is_err());
+    }
+
+    #[test]
+    fn metrics_listen_takes_a_unix_socket_with_its_mode_and_group() {
+        let p = Path::new("50-metrics.toml");
+        let mut c = Config::default();
+        assert_eq!(c.metrics.socket_mode, 0o660);
+        let frag = ConfigFragment::parse(
+            "[metrics]\nlisten = \"unix:/run/mdpilot/metrics.sock\"\nsocket_mode = \"0640\"\nsocket_group = \"prometheus\"\n",
+            p,
+        )
+        .unwrap();
+        c.apply(&frag, p).unwrap();
+        assert_eq!(
+            c.metrics.listen,
+            Some(MetricsListen::Unix("/run/mdpilot/metrics.sock".into()))
+        );
+        assert_eq!(
+            c.metrics.listen.as_ref().unwrap().to_string(),
+            "unix:/run/mdpilot/metrics.sock"
+        );
+        assert_eq!(c.metrics.socket_mode, 0o640);
+        assert_eq!(c.metrics.socket_group.as_deref(), Some("prometheus"));
+        for bad in ["unix:metrics.sock", "unix:", "unix:/"] {
+            let t = format!("[metrics]\nlisten = \"{bad}\"\n");
+            assert!(ConfigFragment::parse(&t, p).is_err(), "{bad}");
+        }
+        for bad in ["8", "1777", "rw-rw----", ""] {
+            let t = format!("[metrics]\nsocket_mode = \"{bad}\"\n");
+            let frag = ConfigFragment::parse(&t, p).unwrap();
+            let e = Config::default().apply(&frag, p).unwrap_err().to_string();
+            assert!(e.contains("50-metrics.toml"), "{bad}: {e}");
+        }
     }
 
     #[test]

@@ -119,6 +119,79 @@ pub fn pid_alive(pid: u32) -> bool {
     )
 }
 
+/// The parent of process `pid`: field 4 of `/proc/PID/stat` (`proc(5)`, read with `procfs`);
+/// `None` when there is no such process or it cannot be read. Like [`pid_alive`], this asks
+/// the running kernel, not a [`Root`].
+pub fn parent_pid(pid: u32) -> Option<u32> {
+    let pid = i32::try_from(pid).ok().filter(|p| *p > 0)?;
+    let stat = procfs::process::Process::new(pid).ok()?.stat().ok()?;
+    u32::try_from(stat.ppid).ok()
+}
+
+/// True when process `pid` is `ancestor` itself or one of its descendants, following the
+/// parent chain of `/proc/PID/stat` ([`parent_pid`]) up from `pid`. False when the chain ends
+/// (pid 0, an unreadable entry) without meeting `ancestor`. The chain is walked at most
+/// 4096 steps (far deeper than any real process tree), so a racing table never loops.
+pub fn descends_from(pid: u32, ancestor: u32) -> bool {
+    let mut p = pid;
+    for _ in 0..4096 {
+        if p == ancestor {
+            return true;
+        }
+        match parent_pid(p) {
+            Some(parent) if parent != 0 && parent != p => p = parent,
+            _ => return false,
+        }
+    }
+    false
+}
+
+/// A child of this process as `/proc/PID/stat` shows it (`proc(5)`: fields 1, 3, 4 and 5).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct OwnChild {
+    /// Its pid.
+    pub pid: i32,
+    /// Its process group id (`pgrp`).
+    pub pgid: i32,
+    /// True when it has exited and waits for this process to reap it (state `Z`).
+    pub zombie: bool,
+}
+
+/// The children of this process: every `/proc/PID/stat` whose `ppid` is [`std::process::id`]
+/// (children of every thread, and orphans adopted as a child subreaper). A child cannot leave
+/// this list, nor its pid be reused, before this process reaps it. Like [`pid_alive`], not
+/// under a [`Root`]: it is this process's own. Unreadable entries (processes that exit while
+/// the list is read) are left out.
+pub fn own_children() -> Vec<OwnChild> {
+    let me = std::process::id().to_string();
+    let Ok(dir) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
+    dir.filter_map(Result::ok)
+        .filter_map(|e| {
+            let pid: i32 = e.file_name().to_str()?.parse().ok()?;
+            let stat = std::fs::read_to_string(e.path().join("stat")).ok()?;
+            parse_child_stat(pid, &stat, &me)
+        })
+        .collect()
+}
+
+/// The [`OwnChild`] of a `/proc/PID/stat` line when its `ppid` is `parent`. `comm` may hold
+/// spaces and parentheses: the fields start after its last `") "`.
+fn parse_child_stat(pid: i32, stat: &str, parent: &str) -> Option<OwnChild> {
+    let (_, rest) = stat.rsplit_once(") ")?;
+    let mut f = rest.split_ascii_whitespace();
+    let state = f.next()?;
+    if f.next()? != parent {
+        return None;
+    }
+    Some(OwnChild {
+        pid,
+        pgid: f.next()?.parse().ok()?,
+        zombie: state == "Z",
+    })
+}
+
 /// The local wall-clock offset east of UTC, seconds, at `t` (Unix seconds), from
 /// `localtime_r(3)` and the TZ database (0 where unknown).
 pub fn utc_offset_s(t: i64) -> i64 {
@@ -136,6 +209,34 @@ pub fn utc_offset_s(t: i64) -> i64 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn child_stat_lines_give_pid_group_and_zombie_state() {
+        let line = "4242 (a) b (c)) Z 17 4240 17 0 -1 4194560 0 0 0 0\n";
+        assert_eq!(
+            parse_child_stat(4242, line, "17"),
+            Some(OwnChild {
+                pid: 4242,
+                pgid: 4240,
+                zombie: true
+            })
+        );
+        assert_eq!(parse_child_stat(4242, line, "18"), None);
+        assert_eq!(parse_child_stat(1, "garbage", "17"), None);
+    }
+
+    #[test]
+    fn a_spawned_child_is_listed_until_reaped() {
+        let mut c = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        let pid = c.id() as i32;
+        assert!(own_children().iter().any(|k| k.pid == pid && !k.zombie));
+        c.kill().unwrap();
+        c.wait().unwrap();
+        assert!(!own_children().iter().any(|k| k.pid == pid));
+    }
 
     #[test]
     fn system_root_keeps_paths() {
@@ -165,6 +266,23 @@ mod tests {
         assert!(pid_alive(std::process::id()));
         assert!(!pid_alive(0));
         assert!(!pid_alive(u32::MAX));
+    }
+
+    #[test]
+    fn a_child_descends_from_us_and_init_does_not() {
+        let me = std::process::id();
+        assert!(descends_from(me, me));
+        let mut child = std::process::Command::new("sleep")
+            .arg("30")
+            .spawn()
+            .unwrap();
+        assert!(descends_from(child.id(), me));
+        assert_eq!(parent_pid(child.id()), Some(me));
+        assert!(!descends_from(me, child.id()));
+        assert!(!descends_from(1, me));
+        assert!(!descends_from(0, me));
+        child.kill().unwrap();
+        child.wait().unwrap();
     }
 
     #[test]

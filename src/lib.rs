@@ -10,6 +10,7 @@
 pub mod alerts; // pure: mdadm-style alerts (Fail, DegradedArray, RebuildNN, CheckFinished...) from snapshots
 pub mod array_names; // the names users type for an array (/dev/md/root, md/root, host:root), resolved to the kernel name
 pub mod atomic; // the one atomic file replacement (O_EXCL temporary, fsync, rename, directory fsync)
+pub mod bitmap; // adding a write-intent bitmap: the plan (pure), the mdadm adapter, the bitmap-wanted list
 pub mod check; // resumable checks: the record per array UUID, resume points, results (pure); run: the one executor
 pub mod cli; // front ends: status, policy, wipe (+ progress), monitor, blockdev-wipe
 pub mod config; // drop-in TOML configuration from /usr/lib, /run and /etc/mdpilot/config.d

@@ -160,6 +160,7 @@ fn main() -> ExitCode {
         #[cfg(feature = "service")]
         Command::Serve(a) => mdpilot::service::run(&ctx.root, a),
         Command::Check(c) => mdpilot::cli::check::run(&ctx, c),
+        Command::Bitmap(c) => mdpilot::cli::bitmap::run(&ctx, c),
         #[cfg(feature = "service")]
         Command::Monitor(a) => mdpilot::cli::monitor::run(&ctx, a),
     }

@@ -345,6 +345,166 @@ impl ArrayState {
     }
 }
 
+word_enum! {
+    /// `/sys/block/mdN/md/consistency_policy` (md.rst): how md makes the members agree again
+    /// after an unclean stop (a crash, a power loss).
+    pub enum ConsistencyPolicy {
+        /// No redundancy to keep consistent (raid0, linear).
+        None => "none",
+        /// A full resync of the whole array.
+        Resync => "resync",
+        /// A write-intent bitmap: only the regions marked dirty are resynced.
+        Bitmap => "bitmap",
+        /// A raid4/5/6 journal device replays the writes.
+        Journal => "journal",
+        /// Partial parity log (raid5): the parity of the interrupted stripes is rebuilt.
+        Ppl => "ppl",
+    }
+}
+
+word_enum! {
+    /// The selected (bracketed) word of `/sys/block/mdN/md/bitmap_type` (Linux 6.19+, e.g.
+    /// `[none] bitmap llbitmap`): which bitmap implementation the array uses.
+    pub enum BitmapType {
+        /// No bitmap.
+        None => "none",
+        /// The classic write-intent bitmap (`mdadm --bitmap=internal`).
+        Bitmap => "bitmap",
+        /// The lockless bitmap (marked experimental by the kernel; never offered as a default).
+        Llbitmap => "llbitmap",
+    }
+}
+
+/// What keeps an array's resync after a crash short, from [`Array::write_intent_bitmap`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteIntentBitmap {
+    /// No bitmap: md resyncs the whole array after an unclean stop.
+    None,
+    /// An internal bitmap beside the superblock (`md/bitmap/location` `+8`...).
+    Internal,
+    /// A bitmap in a file (`md/bitmap/location` `file`).
+    File,
+    /// The lockless bitmap (`md/bitmap_type` `llbitmap`).
+    Llbitmap,
+}
+
+closed_words!(WriteIntentBitmap {
+    None => "none",
+    Internal => "internal",
+    File => "file",
+    Llbitmap => "llbitmap",
+});
+
+/// md's default `speed_limit_min` in KiB/s (drivers/md/md.c `sysctl_speed_limit_min`), the floor
+/// an estimate assumes where neither the array's nor the global limit was read.
+pub const MD_DEFAULT_SPEED_LIMIT_MIN: u64 = 1000;
+
+/// Which speed a [`FullResyncEstimate`] divides by.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EstimateBasis {
+    /// The speed of the sync md runs now (`md/sync_speed`, else mdstat's `speed=`).
+    Observed,
+    /// The floor md keeps under other I/O: the array's effective `md/sync_speed_min` (which
+    /// shows the global `speed_limit_min` when it follows it), else the global one.
+    SpeedLimitMin,
+}
+
+closed_words!(EstimateBasis {
+    Observed => "observed",
+    SpeedLimitMin => "speed_limit_min",
+});
+
+/// How long a full resync of an array would take now, from [`Array::full_resync_estimate`].
+///
+/// md counts a resync per member (`md/sync_completed`'s total is `md/component_size` × 2
+/// sectors, and the speed limits apply to that count), so the length is the component size
+/// (the array size for raid1) over the speed. At the floor it is what a busy machine sees after
+/// a crash; an idle one may go up to `speed_limit_max`.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize, Deserialize)]
+pub struct FullResyncEstimate {
+    /// What md resyncs, KiB per member.
+    pub kib: u64,
+    /// The speed assumed, KiB/s (never 0).
+    pub speed_kib_s: u64,
+    /// Where the speed comes from.
+    pub basis: EstimateBasis,
+    /// `kib / speed_kib_s`, seconds.
+    pub seconds: f64,
+}
+
+/// The estimate of `kib` KiB resynced at `observed_kib_s` when a sync runs and is moving
+/// (non-zero), else at `floor_kib_s`; `None` when neither is above 0 (a floor of 0 promises
+/// nothing) or there is nothing to resync. Pure.
+pub fn full_resync_estimate(
+    kib: u64,
+    observed_kib_s: Option<u64>,
+    floor_kib_s: u64,
+) -> Option<FullResyncEstimate> {
+    let (speed_kib_s, basis) = match observed_kib_s.filter(|&v| v > 0) {
+        Some(v) => (v, EstimateBasis::Observed),
+        None => (floor_kib_s, EstimateBasis::SpeedLimitMin),
+    };
+    (speed_kib_s > 0 && kib > 0).then(|| FullResyncEstimate {
+        kib,
+        speed_kib_s,
+        basis,
+        seconds: kib as f64 / speed_kib_s as f64,
+    })
+}
+
+/// Something an admin should know about one array, from [`Array::warnings`]; `Display` is the
+/// one line every view shows (`status`, the D-Bus `Warnings`, the journal).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ArrayWarning {
+    /// A redundant array without a write-intent bitmap ([`Array::bitmap_advised`]).
+    NoBitmap {
+        /// Kernel name.
+        array: String,
+        /// The full resync a crash would cost, where it can be estimated.
+        estimate: Option<FullResyncEstimate>,
+    },
+    /// The superblock records a logical block size ([`Array::recorded_logical_block_size`]):
+    /// Linux 6.18 and older refuse to assemble the array (Debian bug #1130781).
+    LogicalBlockSize {
+        /// Kernel name.
+        array: String,
+        /// `md/logical_block_size`, bytes.
+        bytes: u64,
+    },
+}
+
+impl fmt::Display for ArrayWarning {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            ArrayWarning::NoBitmap { array, estimate } => {
+                write!(
+                    f,
+                    "{array} has no write-intent bitmap: a crash or power loss means a full resync"
+                )?;
+                if let Some(e) = estimate {
+                    write!(
+                        f,
+                        " ({} KiB, about {} at {} {} KiB/s)",
+                        e.kib,
+                        crate::units::minutes(e.seconds / 60.0),
+                        e.basis,
+                        e.speed_kib_s
+                    )?;
+                }
+                write!(f, "; `mdpilot bitmap add {array}` adds one")
+            }
+            ArrayWarning::LogicalBlockSize { array, bytes } => write!(
+                f,
+                "{array}: its superblock records a logical block size ({bytes} bytes, written by \
+                 Linux 6.19 and later); Linux 6.18 and older cannot assemble it (Debian bug #1130781)"
+            ),
+        }
+    }
+}
+
 /// A sync (resync, recovery, reshape, check, repair) as printed in mdstat, maybe refined by sysfs.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 pub struct SyncStatus {
@@ -534,14 +694,22 @@ pub struct ArraySysfs {
     pub optimal_io_size: Option<u64>,
     /// `md/dev-*` directories.
     pub members: Vec<MemberSysfs>,
-    /// `md/consistency_policy` (`none`, `resync`, `bitmap`, `journal`, `ppl`); not in the
-    /// status JSON.
-    #[serde(skip)]
-    pub consistency_policy: Option<String>,
+    /// `md/consistency_policy` (`none`, `resync`, `bitmap`, `journal`, `ppl`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub consistency_policy: Option<ConsistencyPolicy>,
     /// `md/bitmap/location` as the kernel prints it (`none`, `file`, `+8` sectors from the
-    /// superblock); not in the status JSON.
-    #[serde(skip)]
+    /// superblock); `None` where the file is missing (Linux 6.19+ has no `bitmap/` directory
+    /// without a bitmap until a change event) or busy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub bitmap_location: Option<String>,
+    /// The selected word of `md/bitmap_type` (Linux 6.19+: `[none] bitmap llbitmap` reads
+    /// `none`); `None` on older kernels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bitmap_type: Option<BitmapType>,
+    /// `md/logical_block_size` in bytes (Linux 6.19+; not `queue/logical_block_size`): the
+    /// logical block size md records in a 1.x superblock; `None` on older kernels.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub md_logical_block_size: Option<u64>,
     /// The metadata name (`host:root`), from udev's `MD_NAME` ([`crate::array_names::metadata_name`]);
     /// not in the status JSON.
     #[serde(skip)]
@@ -616,6 +784,9 @@ pub struct RunningSync {
 /// | [`sync_progress`](Array::sync_progress) | `md/sync_completed` `A / B` | `(done/total)` of the sync line |
 /// | [`sync_speed_kib_s`](Array::sync_speed_kib_s) | `md/sync_speed` | `speed=` |
 /// | [`sync_remaining_s`](Array::sync_remaining_s) | from `sync_completed` and `sync_speed` | `finish=` (wins: the kernel's own estimate) |
+/// | [`write_intent_bitmap`](Array::write_intent_bitmap) | `md/bitmap_type`, `md/bitmap/location`, `md/consistency_policy` | the bitmap line |
+/// | [`bitmap_advised`](Array::bitmap_advised), [`full_resync_estimate`](Array::full_resync_estimate) | the above, `md/level`, `md/component_size`, `md/sync_speed_min` | the level, the size, `speed=` |
+/// | [`recorded_logical_block_size`](Array::recorded_logical_block_size) | `md/logical_block_size` and `md/metadata_version` | — |
 impl Array {
     /// `md/array_state`, else the nearest state of the mdstat header: `inactive`, `broken`,
     /// `readonly` for `(read-only)`, `read-auto` for `(auto-read-only)`, else `active`.
@@ -769,6 +940,127 @@ impl Array {
         Some(left_kib / v as f64)
     }
 
+    /// `md/consistency_policy` where read; `None` where not (older kernels, no sysfs).
+    pub fn consistency_policy(&self) -> Option<&ConsistencyPolicy> {
+        self.sysfs.as_ref()?.consistency_policy.as_ref()
+    }
+
+    /// The selected word of `md/bitmap_type` (Linux 6.19+); `None` where not read.
+    pub fn bitmap_type(&self) -> Option<&BitmapType> {
+        self.sysfs.as_ref()?.bitmap_type.as_ref()
+    }
+
+    /// Keeps a redundant array's members consistent after a crash: [`Array::level`] is raid1,
+    /// raid4, raid5, raid6 or raid10.
+    pub fn is_redundant(&self) -> bool {
+        matches!(
+            self.level(),
+            Some("raid1" | "raid4" | "raid5" | "raid6" | "raid10")
+        )
+    }
+
+    /// The array's write-intent bitmap. In order: `md/bitmap_type` `llbitmap`;
+    /// `md/bitmap/location` (`none`, `file`, `+N`/`-N` internal); mdstat's bitmap line (with
+    /// `file:` a file, else internal); `md/consistency_policy` `bitmap` (internal) ; else none
+    /// (md prints a bitmap line for every bitmap).
+    pub fn write_intent_bitmap(&self) -> WriteIntentBitmap {
+        if self.bitmap_type() == Some(&BitmapType::Llbitmap) {
+            return WriteIntentBitmap::Llbitmap;
+        }
+        let location = self
+            .sysfs
+            .as_ref()
+            .and_then(|s| s.bitmap_location.as_deref());
+        match location {
+            Some("none") => return WriteIntentBitmap::None,
+            Some("file") => return WriteIntentBitmap::File,
+            Some(l) if l.starts_with(['+', '-']) => return WriteIntentBitmap::Internal,
+            _ => {}
+        }
+        match (&self.bitmap, self.consistency_policy()) {
+            (Some(b), _) if b.file.is_some() => WriteIntentBitmap::File,
+            (Some(_), _) | (None, Some(ConsistencyPolicy::Bitmap)) => WriteIntentBitmap::Internal,
+            (None, _) => WriteIntentBitmap::None,
+        }
+    }
+
+    /// The bitmap advisor: true for a redundant array that serves data, with native metadata
+    /// (not `external:`), no write-intent bitmap ([`Array::write_intent_bitmap`]) and no other
+    /// consistency mechanism (`journal`, `ppl`): after a crash md resyncs all of it.
+    pub fn bitmap_advised(&self) -> bool {
+        let external = self
+            .metadata_version()
+            .is_some_and(|m| m.starts_with("external"));
+        self.is_redundant()
+            && self.is_serving()
+            && !external
+            && self.write_intent_bitmap() == WriteIntentBitmap::None
+            && !matches!(
+                self.consistency_policy(),
+                Some(ConsistencyPolicy::Journal | ConsistencyPolicy::Ppl)
+            )
+    }
+
+    /// `md/metadata_version`, else mdstat's `super` text; `None` where neither (0.90).
+    pub fn metadata_version(&self) -> Option<&str> {
+        self.sysfs
+            .as_ref()
+            .and_then(|s| s.metadata_version.as_deref())
+            .or(self.metadata.as_deref())
+    }
+
+    /// How long a full resync of this array would take now ([`full_resync_estimate`]): KiB
+    /// from `md/component_size`, else the array size; speed: the running sync's
+    /// ([`Array::sync_speed_kib_s`]), else the floor: `md/sync_speed_min`, else
+    /// `global_min_kib_s` (`speed_limit_min`), else [`MD_DEFAULT_SPEED_LIMIT_MIN`].
+    pub fn full_resync_estimate(
+        &self,
+        global_min_kib_s: Option<u64>,
+    ) -> Option<FullResyncEstimate> {
+        let sys = self.sysfs.as_ref();
+        let kib = sys.and_then(|s| s.component_size_kib).or(self.size_kib)?;
+        let floor = sys
+            .and_then(|s| s.sync_speed_min)
+            .map(|l| l.kib_s)
+            .or(global_min_kib_s)
+            .unwrap_or(MD_DEFAULT_SPEED_LIMIT_MIN);
+        full_resync_estimate(kib, self.sync_speed_kib_s(), floor)
+    }
+
+    /// The logical block size the superblock records: `md/logical_block_size` (bytes, non-zero)
+    /// of an array with 1.x metadata. Linux 6.19 added the file and writes the size into 1.x
+    /// superblocks; 6.18 and older refuse such a superblock. `None` otherwise.
+    pub fn recorded_logical_block_size(&self) -> Option<u64> {
+        let lbs = self
+            .sysfs
+            .as_ref()?
+            .md_logical_block_size
+            .filter(|&b| b > 0)?;
+        self.metadata_version()
+            .is_some_and(|m| m.starts_with("1."))
+            .then_some(lbs)
+    }
+
+    /// What an admin should know about this array, in order: no write-intent bitmap
+    /// ([`Array::bitmap_advised`], with [`Array::full_resync_estimate`]), a recorded logical
+    /// block size ([`Array::recorded_logical_block_size`]).
+    pub fn warnings(&self, global_min_kib_s: Option<u64>) -> Vec<ArrayWarning> {
+        let mut out = Vec::new();
+        if self.bitmap_advised() {
+            out.push(ArrayWarning::NoBitmap {
+                array: self.name.clone(),
+                estimate: self.full_resync_estimate(global_min_kib_s),
+            });
+        }
+        if let Some(bytes) = self.recorded_logical_block_size() {
+            out.push(ArrayWarning::LogicalBlockSize {
+                array: self.name.clone(),
+                bytes,
+            });
+        }
+        out
+    }
+
     /// The mdstat sync line when it shows a running sync.
     fn printed_sync(&self) -> Option<&SyncStatus> {
         self.sync.as_ref().filter(|s| s.state == SyncState::Running)
@@ -854,6 +1146,135 @@ mod tests {
         assert!(a.is_stopped() && !a.is_serving());
         a.sysfs.as_mut().unwrap().array_state = Some(ArrayState::Broken);
         assert!(!a.is_stopped() && a.is_broken() && !a.is_serving());
+    }
+
+    fn raid1(sys: Option<ArraySysfs>) -> Array {
+        let text = "md0 : active raid1 sdb1[1] sda1[0]\n      1048576 blocks super 1.2 [2/2] [UU]\n\nunused devices: <none>\n";
+        let mut a = crate::mdstat::parse(text).arrays.remove(0);
+        a.sysfs = sys;
+        a
+    }
+
+    #[test]
+    fn the_estimate_divides_what_md_counts_by_the_observed_speed_else_the_floor() {
+        let e = full_resync_estimate(1_048_576, None, 1000).unwrap();
+        assert_eq!(
+            (e.basis, e.speed_kib_s, e.seconds),
+            (EstimateBasis::SpeedLimitMin, 1000, 1048.576)
+        );
+        let e = full_resync_estimate(1_048_576, Some(200_000), 1000).unwrap();
+        assert_eq!((e.basis, e.speed_kib_s), (EstimateBasis::Observed, 200_000));
+        // A stalled sync (0 KiB/s) says nothing: the floor stands in.
+        let e = full_resync_estimate(1_048_576, Some(0), 1000).unwrap();
+        assert_eq!(e.basis, EstimateBasis::SpeedLimitMin);
+        assert_eq!(
+            full_resync_estimate(1_048_576, None, 0),
+            None,
+            "a floor of 0 promises nothing"
+        );
+        assert_eq!(full_resync_estimate(0, None, 1000), None);
+        let e = full_resync_estimate(u64::MAX, Some(1), 1).unwrap();
+        assert!(e.seconds.is_finite() && e.seconds > 1e18);
+        // On an array: md/component_size over md/sync_speed_min, else the global floor, else
+        // md's default.
+        let a = raid1(None);
+        assert_eq!(
+            a.full_resync_estimate(None).unwrap().speed_kib_s,
+            MD_DEFAULT_SPEED_LIMIT_MIN
+        );
+        assert_eq!(
+            a.full_resync_estimate(Some(5000)).unwrap().speed_kib_s,
+            5000
+        );
+        let a = raid1(Some(ArraySysfs {
+            component_size_kib: Some(2_097_152),
+            sync_speed_min: Some(SpeedLimit::local(50_000)),
+            ..Default::default()
+        }));
+        let e = a.full_resync_estimate(Some(5000)).unwrap();
+        assert_eq!((e.kib, e.speed_kib_s), (2_097_152, 50_000));
+    }
+
+    #[test]
+    fn the_advisor_names_redundant_running_arrays_without_a_bitmap() {
+        // mdstat alone, no bitmap line: none, advised.
+        let a = raid1(None);
+        assert_eq!(a.write_intent_bitmap(), WriteIntentBitmap::None);
+        assert!(a.bitmap_advised());
+        let w = a.warnings(None);
+        assert!(matches!(w[..], [ArrayWarning::NoBitmap { .. }]), "{w:?}");
+        assert!(
+            w[0].to_string()
+                .contains("full resync (1048576 KiB, about 17m 29s at speed_limit_min 1000 KiB/s)"),
+            "{}",
+            w[0]
+        );
+        let with = |f: &dyn Fn(&mut ArraySysfs)| {
+            let mut s = ArraySysfs {
+                consistency_policy: Some(ConsistencyPolicy::Resync),
+                bitmap_location: Some("none".into()),
+                ..Default::default()
+            };
+            f(&mut s);
+            raid1(Some(s))
+        };
+        assert!(with(&|_| {}).bitmap_advised());
+        let internal = with(&|s| s.bitmap_location = Some("+8".into()));
+        assert_eq!(internal.write_intent_bitmap(), WriteIntentBitmap::Internal);
+        assert!(!internal.bitmap_advised());
+        let file = with(&|s| s.bitmap_location = Some("file".into()));
+        assert_eq!(file.write_intent_bitmap(), WriteIntentBitmap::File);
+        // 6.19+ without bitmap/ (it appears after a change event): the policy decides.
+        let gone = with(&|s| {
+            s.bitmap_location = None;
+            s.consistency_policy = Some(ConsistencyPolicy::Bitmap);
+        });
+        assert_eq!(gone.write_intent_bitmap(), WriteIntentBitmap::Internal);
+        // llbitmap is detected and shown, whatever bitmap/location says.
+        let ll = with(&|s| s.bitmap_type = Some(BitmapType::Llbitmap));
+        assert_eq!(ll.write_intent_bitmap(), WriteIntentBitmap::Llbitmap);
+        assert!(!ll.bitmap_advised());
+        for quiet in [
+            with(&|s| s.consistency_policy = Some(ConsistencyPolicy::Ppl)),
+            with(&|s| s.consistency_policy = Some(ConsistencyPolicy::Journal)),
+            with(&|s| s.level = Some("raid0".into())),
+            with(&|s| s.array_state = Some(ArrayState::Inactive)),
+            with(&|s| s.metadata_version = Some("external:imsm".into())),
+        ] {
+            assert!(!quiet.bitmap_advised(), "{:?}", quiet.sysfs);
+        }
+    }
+
+    #[test]
+    fn a_recorded_logical_block_size_warns_of_the_kernels_that_cannot_assemble() {
+        let sys = |lbs: Option<u64>, meta: &str| ArraySysfs {
+            md_logical_block_size: lbs,
+            metadata_version: Some(meta.into()),
+            bitmap_location: Some("+8".into()),
+            ..Default::default()
+        };
+        let a = raid1(Some(sys(Some(4096), "1.2")));
+        assert_eq!(a.recorded_logical_block_size(), Some(4096));
+        let w = a.warnings(None);
+        assert_eq!(w.len(), 1);
+        let t = w[0].to_string();
+        assert!(
+            t.contains("4096 bytes") && t.contains("Linux 6.18 and older cannot assemble it"),
+            "{t}"
+        );
+        // Older kernels lack the file; 0.90 and external metadata record nothing.
+        assert_eq!(
+            raid1(Some(sys(None, "1.2"))).recorded_logical_block_size(),
+            None
+        );
+        assert_eq!(
+            raid1(Some(sys(Some(512), "0.90"))).recorded_logical_block_size(),
+            None
+        );
+        assert_eq!(
+            raid1(Some(sys(Some(0), "1.2"))).recorded_logical_block_size(),
+            None
+        );
     }
 
     #[test]

@@ -48,13 +48,32 @@ pub enum ScheduleError {
     /// The duration is not `N[s|m|min|h|d]...`.
     #[error("duration {0:?}: expected e.g. 90s, 30min, 6h, 1d, 1h30m")]
     Duration(String),
+    /// The duration is longer than [`crate::units::MAX_DURATION_S`].
+    #[error("duration {text:?}: {source}")]
+    TooLong {
+        /// The text.
+        text: String,
+        /// The bound it exceeds.
+        source: crate::units::DurationTooLong,
+    },
 }
 
 /// Parses a duration as systemd.time(7) spans in short form: `90s`, `30min`/`30m`, `6h`, `1d`,
-/// `2w`, combinations `1h30m`, a bare number = seconds. Returns seconds.
+/// `2w`, combinations `1h30m`, a bare number = seconds. Returns seconds, at most
+/// [`crate::units::MAX_DURATION_S`].
 ///
-/// Errors: [`ScheduleError::Duration`] for anything else, including an empty text.
+/// Errors: [`ScheduleError::Duration`] for anything else, including an empty text;
+/// [`ScheduleError::TooLong`] above the bound.
 pub fn parse_duration(text: &str) -> Result<u64, ScheduleError> {
+    let secs = parse_span(text)?;
+    crate::units::bounded_duration(secs).map_err(|source| ScheduleError::TooLong {
+        text: text.to_string(),
+        source,
+    })
+}
+
+/// [`parse_duration`] without the bound.
+fn parse_span(text: &str) -> Result<u64, ScheduleError> {
     let bad = || ScheduleError::Duration(text.to_string());
     let t = text.trim();
     if t.is_empty() {
@@ -697,6 +716,12 @@ mod tests {
         assert_eq!(parse_duration("30min"), Ok(1_800));
         assert_eq!(parse_duration("90"), Ok(90));
         assert_eq!(parse_duration("2d"), Ok(172_800));
+        assert_eq!(parse_duration("3650d"), Ok(crate::units::MAX_DURATION_S));
+        for long in ["3651d", "18446744073709551615", "522w"] {
+            let e = parse_duration(long).unwrap_err();
+            assert!(matches!(e, ScheduleError::TooLong { .. }), "{long}: {e}");
+            assert!(e.to_string().contains("3650 days"), "{e}");
+        }
         for bad in ["", "h", "6x", "-1h", "1.5h"] {
             assert!(parse_duration(bad).is_err(), "{bad}");
         }

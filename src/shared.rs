@@ -139,7 +139,7 @@ impl State {
     /// ':'>-<n>`, unique within this run of the service).
     pub fn mint_lease_id(&self, sender: &str) -> String {
         let n = self.lease_counter.fetch_add(1, Ordering::Relaxed);
-        format!("dbus-{}-{n}", sender.trim_start_matches(':'))
+        crate::policy::Holder::bus_client(sender, n).to_string()
     }
 
     /// Releases every lease owned by the bus client `name` ([`Owner::BusName`]; it left the

@@ -3,7 +3,9 @@
 //!
 //! The tree has what the service reads: `/proc/mdstat`, `/proc/sys/dev/raid/speed_limit_{min,max}`
 //! and `/sys/block/mdN/md/*` (formats as in kernel Documentation/admin-guide/md.rst). Two arrays:
-//! `md0` (raid1, clean, idle) and `md1` (raid5, resyncing). The resync advances on a timer
+//! `md0` (raid1, clean, idle) and `md1` (raid5, resyncing), both without a write-intent bitmap
+//! (`consistency_policy` `resync`, `bitmap_type` `[none] bitmap`; md1 with a
+//! `logical_block_size`, as a Linux 6.19+ kernel writes it). The resync advances on a timer
 //! honouring md's speed-limit semantics (see [`sync_rate_kib_s`]) and stops at the end; the
 //! timer runs only while a sync runs. A `check`/`repair` written to `md/sync_action` starts at
 //! `md/sync_min`; interrupted, it leaves `sync_min` at the point reached, and complete it resets
@@ -446,6 +448,12 @@ impl Sim {
         write(self.md(a, "mismatch_cnt"), "0\n")?;
         write(self.md(a, "consistency_policy"), "resync\n")?;
         write(self.md(a, "bitmap/location"), "none\n")?;
+        // Linux 6.19+'s attributes (as 7.3 prints them: no llbitmap built in); md1 stands for
+        // an array a 6.19+ kernel created, whose superblock records the logical block size.
+        write(self.md(a, "bitmap_type"), "[none] bitmap\n")?;
+        if a.name == "md1" {
+            write(self.md(a, "logical_block_size"), "512\n")?;
+        }
         write(self.md(a, "degraded"), "0\n")?;
         write(self.md(a, "sync_speed_min"), "1000 (system)\n")?;
         write(self.md(a, "sync_speed_max"), "200000 (system)\n")?;

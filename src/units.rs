@@ -104,6 +104,39 @@ pub fn minutes(min: f64) -> String {
     duration(secs, DurationStyle::Spaced)
 }
 
+/// The longest duration mdpilot accepts anywhere a caller gives one, seconds: 3650 days
+/// (ten years). A timed lease (`AcquirePriority`'s `duration`, `policy apply --for`, a
+/// profile's `duration`), a check window (`StartCheck`'s `duration`) and the config's spans
+/// (`window`, `random_delay`, `working_hours_length`) are refused above it, so that every end
+/// time stays far inside what the state files can hold (TOML integers are i64).
+pub const MAX_DURATION_S: u64 = 3650 * 86_400;
+
+/// A duration longer than [`MAX_DURATION_S`], or an end time that does not fit.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[error("duration {0} s is longer than the longest accepted, {max} s (3650 days)", max = MAX_DURATION_S)]
+pub struct DurationTooLong(pub u64);
+
+/// `duration_s` itself when it is at most [`MAX_DURATION_S`].
+///
+/// Errors: [`DurationTooLong`] above it.
+pub fn bounded_duration(duration_s: u64) -> Result<u64, DurationTooLong> {
+    if duration_s > MAX_DURATION_S {
+        return Err(DurationTooLong(duration_s));
+    }
+    Ok(duration_s)
+}
+
+/// The end of a span of `duration_s` seconds that starts at `start_s` (Unix seconds):
+/// `start_s + duration_s`, checked.
+///
+/// Errors: [`DurationTooLong`] when the duration is above [`MAX_DURATION_S`] or the sum
+/// overflows.
+pub fn end_after(start_s: u64, duration_s: u64) -> Result<u64, DurationTooLong> {
+    start_s
+        .checked_add(bounded_duration(duration_s)?)
+        .ok_or(DurationTooLong(duration_s))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -130,5 +163,20 @@ mod tests {
         assert_eq!(minutes(197.2), "3h 17m");
         assert_eq!(minutes(43200.0), "30d 00h");
         assert_eq!(minutes(f64::NAN), "0s");
+    }
+
+    #[test]
+    fn durations_are_bounded_and_ends_checked() {
+        assert_eq!(bounded_duration(MAX_DURATION_S), Ok(MAX_DURATION_S));
+        assert_eq!(
+            bounded_duration(MAX_DURATION_S + 1),
+            Err(DurationTooLong(MAX_DURATION_S + 1))
+        );
+        assert_eq!(end_after(10, 5), Ok(15));
+        assert!(end_after(10, u64::MAX).is_err());
+        assert!(end_after(u64::MAX, 1).is_err());
+        assert!(DurationTooLong(u64::MAX)
+            .to_string()
+            .contains("315360000 s"));
     }
 }

@@ -122,8 +122,11 @@ impl CheckState {
     }
 
     /// The file's text.
-    pub fn to_toml(&self) -> String {
-        toml::to_string(self).unwrap_or_default()
+    ///
+    /// Errors: the serializer's message when a value cannot be written as TOML (an integer
+    /// above `i64::MAX`): the caller saves nothing then, never an empty file.
+    pub fn to_toml(&self) -> Result<String, String> {
+        toml::to_string(self).map_err(|e| e.to_string().replace('\n', " "))
     }
 }
 
@@ -402,8 +405,12 @@ mod tests {
                 max: Some(5000),
             },
         );
-        let text = s.to_toml();
+        let text = s.to_toml().unwrap();
         assert_eq!(CheckState::parse(&text).unwrap(), s);
+        s.array
+            .values_mut()
+            .for_each(|r| r.until_s = Some(u64::MAX));
+        assert!(s.to_toml().is_err(), "an end TOML cannot hold is an error");
         assert!(CheckState::parse("[array.x]\nbogus = 1\n").is_err());
         assert_eq!(CheckState::parse("").unwrap(), CheckState::default());
     }

@@ -211,9 +211,27 @@ fn save(path: &Path, st: &CheckState) -> Result<(), CheckError> {
         path: path.to_path_buf(),
         reason: e.to_string(),
     };
+    let text = st.to_toml().map_err(|reason| CheckError::State {
+        path: path.to_path_buf(),
+        reason: format!("not saved, the file is unchanged: {reason}"),
+    })?;
     let dir = path.parent().unwrap_or(Path::new("/"));
     std::fs::create_dir_all(dir).map_err(bad)?;
-    crate::atomic::write(path, st.to_toml().as_bytes(), 0o600).map_err(bad)
+    crate::atomic::write(path, text.as_bytes(), 0o600).map_err(bad)
+}
+
+/// Refuses a step whose record could not be saved (`rec` as it would be after the step) before
+/// anything is written: a value TOML cannot hold would otherwise leave the kernel changed and
+/// the record behind.
+///
+/// Errors: [`CheckError::State`] naming `path`.
+fn saveable(path: &Path, rec: &ArrayRecord) -> Result<(), CheckError> {
+    let mut one = CheckState::default();
+    one.array.insert(String::new(), rec.clone());
+    one.to_toml().map(drop).map_err(|reason| CheckError::State {
+        path: path.to_path_buf(),
+        reason: format!("refused, nothing written: {reason}"),
+    })
 }
 
 /// Runs `op` on `arrays` (kernel names, `/dev/mdN`, `/dev/md/NAME`, `md/NAME` or metadata
@@ -412,6 +430,14 @@ fn step(
             } else {
                 CheckAction::Check
             };
+            let next = ArrayRecord {
+                position: None,
+                running: Some(action),
+                until_s: *until_s,
+                max: *max,
+                ..rec.clone()
+            };
+            saveable(&root.path(&config.check.state_path), &next)?;
             throttle(policy, &a.name, max.or(configured_max(config, now)))?;
             write_attr(root, &a.name, "sync_min", "0")?;
             rec.position = None;

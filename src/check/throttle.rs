@@ -11,9 +11,10 @@ use crate::model::{Array, MdStat};
 use crate::policy::{LeaseKind, LeaseRequest, Limits, Owner, Policy, PolicyError};
 use std::collections::BTreeMap;
 
-/// The throttle lease's holder id for `array`: `check-<array>`.
+/// The throttle lease's holder id for `array`: `check-<array>`
+/// ([`crate::policy::Holder::check_throttle`]).
 pub fn holder(array: &str) -> String {
-    format!("check-{array}")
+    crate::policy::Holder::check_throttle(array).to_string()
 }
 
 /// Rewrites the `check-<array>` lease of each running check that follows the config's throttle

@@ -44,6 +44,9 @@ pub enum Command {
     Wipe(crate::cli::wipe::WipeArgs),
     /// Drop-in for the Debian installer's blockdev-wipe: 1000 lines of `*` as progress.
     BlockdevWipe(crate::cli::blockdev_wipe::BlockdevWipeArgs),
+    /// Write-intent bitmaps: add one to a redundant array (mdadm --grow --bitmap=internal).
+    #[command(subcommand, long_about = crate::cli::bitmap::BITMAP_LONG_ABOUT)]
+    Bitmap(crate::cli::bitmap::BitmapCommand),
     /// Run the service: watch arrays and publish them on D-Bus.
     #[cfg(feature = "service")]
     Serve(crate::service::ServeArgs),

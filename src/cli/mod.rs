@@ -2,6 +2,7 @@
 //! context and exit helper.
 
 pub mod args;
+pub mod bitmap;
 pub mod blockdev_wipe;
 pub mod check;
 #[cfg(feature = "service")]

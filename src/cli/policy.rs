@@ -24,7 +24,9 @@
 
 use crate::cli::{fail, Context};
 use crate::config::Config;
-use crate::policy::{cli_alive, LeaseKind, LeaseRequest, Limits, Owner, Policy, PolicyView};
+use crate::policy::{
+    cli_alive, Holder, LeaseKind, LeaseRequest, Limits, Owner, Policy, PolicyView,
+};
 use std::collections::BTreeMap;
 use std::process::ExitCode;
 
@@ -73,7 +75,9 @@ pub enum PolicyCommand {
     /// Take (or replace) a lease. Without --min/--max: the install policy (global min from the
     /// config's `install_min`, default 0).
     Apply(ApplyArgs),
-    /// Drop a holder's lease; knobs no other lease wants get their originals back.
+    /// Drop a holder's lease; knobs no other lease wants get their originals back. A wipe
+    /// job's (wipe:, freeze:), a check's (check-) or a bus client's (dbus-) lease is refused:
+    /// it ends with its job, check or client.
     Release {
         /// The holder whose lease to drop.
         #[arg(long, value_name = "NAME")]
@@ -112,7 +116,8 @@ pub struct ApplyArgs {
     pub array: Option<String>,
     /// Lease holder name; applying again with the same name replaces the lease. Default:
     /// `installer`; with `--profile NAME`, NAME; with `--for` alone, `timed` (so a timed or
-    /// profile lease never replaces the installer's).
+    /// profile lease never replaces the installer's). Names starting with dbus-, admin-,
+    /// check-, wipe: or freeze: are the service's own and refused.
     #[arg(long, value_name = "NAME")]
     pub holder: Option<String>,
     /// Tie the lease to this process: dropped once it has exited. Default: the lease lives
@@ -245,16 +250,8 @@ pub struct NoSuchPid(pub u32);
 /// Runs a `mdpilot policy` subcommand: through the service when it runs
 /// ([`try_service`]), else on the files under `ctx.root`.
 pub fn run(ctx: &Context, mut cmd: PolicyCommand) -> ExitCode {
-    if let PolicyCommand::Apply(a) = &mut cmd {
-        if a.profile.is_some() {
-            let resolved = Config::load(&ctx.root)
-                .map_err(|e| crate::error::error_chain(&e))
-                .and_then(|c| resolve_profile(a, &c));
-            if let Err(msg) = resolved {
-                eprintln!("mdpilot: policy apply: {msg}");
-                return ExitCode::from(1);
-            }
-        }
+    if let Err(code) = prepare(ctx, &mut cmd) {
+        return code;
     }
     if let PolicyCommand::Apply(ApplyArgs {
         array: Some(word), ..
@@ -302,15 +299,12 @@ pub fn run(ctx: &Context, mut cmd: PolicyCommand) -> ExitCode {
         PolicyCommand::Show { json } => (policy.show(), json),
         PolicyCommand::Apply(a) => (
             reap().and_then(|_| {
-                let until = a
-                    .for_s
-                    .map(|d| crate::policy::unix_now_s().saturating_add(d));
                 let mut req = a.request(install_min, install_max);
                 // Pinned by its start time: a reused pid does not keep the lease.
                 if let Owner::Pid(p) = req.owner {
                     req.owner = crate::policy::process_owner(p);
                 }
-                policy.acquire_until(req, until)
+                policy.acquire_for(req, a.for_s)
             }),
             a.json,
         ),
@@ -322,6 +316,38 @@ pub fn run(ctx: &Context, mut cmd: PolicyCommand) -> ExitCode {
     match result {
         Ok(view) => print_view(&view, json),
         Err(e) => fail(&e, 1),
+    }
+}
+
+/// What every `policy` command checks first, whether or not the service runs (it checks the
+/// holder again): the holder rules ([`holder_allowed`]), then `--profile NAME` replaced by the
+/// profile's limits. Errors: the exit code, the message printed.
+fn prepare(ctx: &Context, cmd: &mut PolicyCommand) -> Result<(), ExitCode> {
+    holder_allowed(cmd).map_err(|e| fail(&e, 1))?;
+    if let PolicyCommand::Apply(a) = cmd {
+        if a.profile.is_some() {
+            let resolved = Config::load(&ctx.root)
+                .map_err(|e| crate::error::error_chain(&e))
+                .and_then(|c| resolve_profile(a, &c));
+            if let Err(msg) = resolved {
+                eprintln!("mdpilot: policy apply: {msg}");
+                return Err(ExitCode::from(1));
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The holder rules of the policy core for `cmd`: `apply` takes a chosen name
+/// ([`Holder::chosen`]: none of the service's schemes), `release` ends only what may be ended
+/// by name ([`Holder::may_release`]: not a wipe job's, a check's or a bus client's lease).
+///
+/// Errors: [`crate::policy::CoreError`] naming the holder and how such a lease ends.
+fn holder_allowed(cmd: &PolicyCommand) -> Result<(), crate::policy::CoreError> {
+    match cmd {
+        PolicyCommand::Apply(a) => Holder::chosen(&a.holder_name()).map(drop),
+        PolicyCommand::Release { holder, .. } => Holder::parse(holder).may_release(None),
+        PolicyCommand::Show { .. } | PolicyCommand::Restore { .. } => Ok(()),
     }
 }
 

@@ -97,7 +97,8 @@ pub fn run(ctx: &Context, args: StatusArgs) -> ExitCode {
     if let Err(e) = select(&ctx.root, &mut stat, &args.arrays) {
         return fail(&e, read_fail);
     }
-    let warnings = frozen_warnings(ctx, &stat);
+    let mut warnings = frozen_warnings(ctx, &stat);
+    warnings.extend(array_warnings(&stat));
     let format = match (args.json, args.format) {
         (true, _) => StatusFormat::Json,
         (false, f) => f.unwrap_or(StatusFormat::Text),
@@ -111,6 +112,7 @@ pub fn run(ctx: &Context, args: StatusArgs) -> ExitCode {
             if let Some(o) = v.as_object_mut() {
                 o.insert("warnings".into(), serde_json::json!(warnings));
             }
+            add_array_facts(&mut v, &stat);
             match serde_json::to_string_pretty(&v) {
                 Ok(s) => s + "\n",
                 Err(e) => return fail(&e, 1),
@@ -203,6 +205,39 @@ fn frozen_warnings(ctx: &Context, stat: &MdStat) -> Vec<String> {
         .collect()
 }
 
+/// Every array's [`Array::warnings`], one line each (the `Warning:` lines and the JSON
+/// `warnings`).
+pub fn array_warnings(stat: &MdStat) -> Vec<String> {
+    stat.arrays
+        .iter()
+        .flat_map(|a| a.warnings(stat.speed_limit_min))
+        .map(|w| w.to_string())
+        .collect()
+}
+
+/// Adds the model's derived bitmap facts to each array object of the status JSON `v` (the
+/// serialized `stat`): `write_intent_bitmap` (`none`, `internal`, `file`, `llbitmap`; `null`
+/// without redundancy), `bitmap_advised` (bool) and `full_resync_estimate` (`{"kib",
+/// "speed_kib_s", "basis", "seconds"}` while advised, else `null`).
+pub fn add_array_facts(v: &mut serde_json::Value, stat: &MdStat) {
+    let Some(arrays) = v.get_mut("arrays").and_then(|a| a.as_array_mut()) else {
+        return;
+    };
+    for (obj, a) in arrays.iter_mut().zip(&stat.arrays) {
+        let Some(o) = obj.as_object_mut() else {
+            continue;
+        };
+        let bitmap = a.is_redundant().then(|| a.write_intent_bitmap().as_str());
+        let advised = a.bitmap_advised();
+        let estimate = advised
+            .then(|| a.full_resync_estimate(stat.speed_limit_min))
+            .flatten();
+        o.insert("write_intent_bitmap".into(), serde_json::json!(bitmap));
+        o.insert("bitmap_advised".into(), serde_json::json!(advised));
+        o.insert("full_resync_estimate".into(), serde_json::json!(estimate));
+    }
+}
+
 /// The human form: one block per array in the manner of `mdadm --detail`'s summary (level,
 /// state, size, counts, sync with a progress bar, bitmap, members), then the global speed
 /// limits. Pure; ends with a newline.
@@ -213,6 +248,8 @@ pub fn render_text(stat: &MdStat) -> String {
     }
     for a in &stat.arrays {
         render_array(&mut out, a);
+        bitmap_rows(&mut out, a, stat.speed_limit_min);
+        member_rows(&mut out, a);
         out.push('\n');
     }
     let limit = |v: Option<u64>| v.map_or("unknown".to_string(), |k| format!("{k} KiB/s"));
@@ -275,7 +312,47 @@ fn render_array(out: &mut String, a: &Array) {
             ),
         );
     }
-    member_rows(out, a);
+}
+
+/// Consistency, the write-intent bitmap of a redundant array (with the advisor's words where
+/// it has none), `md/bitmap_type` and `md/logical_block_size` where the kernel has them.
+fn bitmap_rows(out: &mut String, a: &Array, global_min_kib_s: Option<u64>) {
+    let sys = a.sysfs.as_ref();
+    if let Some(p) = sys.and_then(|s| s.consistency_policy.as_ref()) {
+        row(out, "Consistency", p.as_str());
+    }
+    if let Some(t) = sys.and_then(|s| s.bitmap_type.as_ref()) {
+        let note = if *t == crate::model::BitmapType::Llbitmap {
+            " (lockless bitmap, experimental in the kernel)"
+        } else {
+            ""
+        };
+        row(out, "Bitmap Type", &format!("{t}{note}"));
+    }
+    if a.bitmap.is_none() && a.is_redundant() {
+        let mut text = a.write_intent_bitmap().as_str().to_string();
+        if a.bitmap_advised() {
+            text.push_str(": a crash or power loss means a full resync");
+            if let Some(e) = a.full_resync_estimate(global_min_kib_s) {
+                let _ = write!(
+                    text,
+                    ", about {} at {} {} KiB/s",
+                    crate::units::minutes(e.seconds / 60.0),
+                    e.basis,
+                    e.speed_kib_s
+                );
+            }
+        }
+        row(out, "Bitmap", &text);
+    }
+    if let Some(l) = sys.and_then(|s| s.md_logical_block_size) {
+        let note = if a.recorded_logical_block_size().is_some() {
+            " (recorded in the superblock: Linux 6.18 and older cannot assemble it)"
+        } else {
+            ""
+        };
+        row(out, "Logical Block", &format!("{l} bytes{note}"));
+    }
 }
 
 /// `active, auto-read-only, degraded, resyncing (sysfs: clean)`: the mdstat header word, its

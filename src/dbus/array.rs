@@ -16,6 +16,7 @@ use super::errors::{Error, Result};
 use super::options::Options;
 use super::shared::Shared;
 use crate::model::{Array, SpeedLimit, SyncAction};
+use crate::shared::lock;
 use std::collections::HashMap;
 use std::sync::Arc;
 use zbus::interface;
@@ -80,6 +81,25 @@ pub struct ArrayProps {
     pub consistency_policy: String,
     /// `md/metadata_version` (`1.2`, `external:imsm`), "" where unknown.
     pub metadata_version: String,
+    /// The selected word of `md/bitmap_type` (`none`, `bitmap`, `llbitmap`), "" where the
+    /// kernel lacks the file (before Linux 6.19).
+    pub bitmap_type: String,
+    /// `md/logical_block_size` in bytes (Linux 6.19+), 0 where absent.
+    pub logical_block_size: u64,
+    /// [`Array::write_intent_bitmap`]: `none`, `internal`, `file`, `llbitmap`; "" for an
+    /// array without redundancy.
+    pub write_intent_bitmap: String,
+    /// [`Array::bitmap_advised`]: a redundant array without a bitmap (a crash means a full
+    /// resync).
+    pub bitmap_advised: bool,
+    /// The full resync a crash would cost while [`ArrayProps::bitmap_advised`], µs
+    /// ([`Array::full_resync_estimate`]); 0 otherwise or when unknown.
+    pub full_resync_time: u64,
+    /// A bitmap add waits for the running sync to end (the array's UUID is in the service's
+    /// `bitmap-wanted` list); set by the service, not the model.
+    pub bitmap_pending: bool,
+    /// [`Array::warnings`], one line each.
+    pub warnings: Vec<String>,
     /// `md/mismatch_cnt` in sectors.
     pub mismatch_count: u64,
     /// The array is started: not [`Array::is_stopped`].
@@ -154,6 +174,34 @@ fn bitmap_location(a: &Array) -> Vec<u8> {
     .into_bytes()
 }
 
+/// The bitmap and warning properties of [`ArrayProps`] (the rest default).
+fn bitmap_props(a: &Array, global_min_kib_s: Option<u64>) -> ArrayProps {
+    let sys = a.sysfs.as_ref();
+    let advised = a.bitmap_advised();
+    let estimate = advised
+        .then(|| a.full_resync_estimate(global_min_kib_s))
+        .flatten();
+    ArrayProps {
+        bitmap_type: sys
+            .and_then(|s| s.bitmap_type.as_ref())
+            .map_or_else(String::new, ToString::to_string),
+        logical_block_size: sys.and_then(|s| s.md_logical_block_size).unwrap_or(0),
+        write_intent_bitmap: if a.is_redundant() {
+            a.write_intent_bitmap().as_str().to_string()
+        } else {
+            String::new()
+        },
+        bitmap_advised: advised,
+        full_resync_time: estimate.map_or(0, |e| (e.seconds * 1e6).round() as u64),
+        warnings: a
+            .warnings(global_min_kib_s)
+            .iter()
+            .map(ToString::to_string)
+            .collect(),
+        ..ArrayProps::default()
+    }
+}
+
 /// `SyncSpeedMin`, `SyncSpeedMax`: (KiB/s, "local" | "system"), (0, "") where unknown.
 fn limit(l: Option<SpeedLimit>) -> (u64, String) {
     l.map_or((0, String::new()), |l| {
@@ -169,6 +217,13 @@ impl ArrayProps {
     /// [`Array::sync_action`], [`Array::sync_progress`], [`Array::is_stopped`]...: sysfs over
     /// mdstat); the other values are sysfs where read, else mdstat's.
     pub fn from_model(a: &Array) -> ArrayProps {
+        ArrayProps::from_model_in(a, None)
+    }
+
+    /// [`ArrayProps::from_model`] with the global `speed_limit_min` (KiB/s) of the model the
+    /// array is part of: the floor of [`Array::full_resync_estimate`] where the array's own
+    /// `md/sync_speed_min` is not read.
+    pub fn from_model_in(a: &Array, global_min_kib_s: Option<u64>) -> ArrayProps {
         let sys = a.sysfs.clone().unwrap_or_default();
         let (done, total, sync_completed, sync_rate, sync_remaining_time) = sync_props(a);
         let uuid = sys
@@ -199,7 +254,10 @@ impl ArrayProps {
             sync_speed_max: limit(sys.sync_speed_max),
             chunk_size: sys.chunk_size_bytes.unwrap_or(0),
             bitmap_location: bitmap_location(a),
-            consistency_policy: sys.consistency_policy.clone().unwrap_or_default(),
+            consistency_policy: sys
+                .consistency_policy
+                .as_ref()
+                .map_or_else(String::new, ToString::to_string),
             metadata_version: sys
                 .metadata_version
                 .clone()
@@ -208,6 +266,7 @@ impl ArrayProps {
             mismatch_count: sys.mismatch_cnt.unwrap_or(0),
             running: !a.is_stopped(),
             check: CheckProps::default(),
+            ..bitmap_props(a, global_min_kib_s)
         }
     }
 
@@ -234,7 +293,10 @@ impl ArrayProps {
             sync_speed_max => "SyncSpeedMax", chunk_size => "ChunkSize",
             bitmap_location => "BitmapLocation", consistency_policy => "ConsistencyPolicy",
             metadata_version => "MetadataVersion", mismatch_count => "MismatchCount",
-            running => "Running",
+            running => "Running", bitmap_type => "BitmapType",
+            logical_block_size => "LogicalBlockSize", write_intent_bitmap => "WriteIntentBitmap",
+            bitmap_advised => "BitmapAdvised", full_resync_time => "FullResyncTime",
+            bitmap_pending => "BitmapPending", warnings => "Warnings",
         );
         out.extend(CheckProps::changed(&old.check, &new.check));
         out
@@ -320,16 +382,60 @@ impl ArrayObject {
         Ok(())
     }
 
+    /// Adds an internal write-intent bitmap, as `mdpilot bitmap add`: runs `mdadm --grow
+    /// --bitmap=internal /dev/<KernelName>` (since 1.3). md refuses while a sync runs or the
+    /// array is frozen: then the array's UUID is queued in /var/lib/mdpilot/bitmap-wanted,
+    /// BitmapPending turns true, and the service adds the bitmap when the sync ends (the
+    /// journal says when; no Job object: SyncCompleted is the progress). Returns true when
+    /// queued, false when added now or present already (WriteIntentBitmap says which; the
+    /// lockless llbitmap is never added). Options: auth.no_user_interaction (b); no other.
+    /// Needs uid 0 or polkit org.mdpilot.MdPilot1.add-bitmap (details: method, device).
+    /// Errors: InvalidArgument (an unknown option; no redundancy, external metadata, a
+    /// journal or PPL); Busy (the array is not running); NoSuchArray; NotAuthorized; Failed
+    /// (mdadm's message, the list cannot be written).
+    async fn add_bitmap(
+        &self,
+        mut options: Options,
+        #[zbus(header)] header: Header<'_>,
+        #[zbus(connection)] conn: &zbus::Connection,
+    ) -> Result<bool> {
+        let name = self.props.kernel_name.clone();
+        let what = format!("AddBitmap {name}");
+        let flags = take_interaction_flags("AddBitmap", &mut options)?;
+        parse_sync_action_options(&what, &options)?;
+        let a = lock(&self.shared.model)
+            .arrays
+            .iter()
+            .find(|a| a.name == name)
+            .cloned();
+        let a = a.ok_or_else(|| Error::NoSuchArray(format!("{what}: the array has gone")))?;
+        crate::bitmap::plan(&a).map_err(|e| bitmap_error(&what, e))?;
+        let req = Request::add_bitmap(&name);
+        self.shared
+            .auth
+            .authorize_with(conn, &header, &req, flags)
+            .await?;
+        let root = self.shared.root.clone();
+        let n = name.clone();
+        let outcome = tokio::task::spawn_blocking(move || crate::bitmap::add_or_queue(&root, &n))
+            .await
+            .map_err(|e| Error::Failed(format!("{what}: {e}")))?
+            .map_err(|e| bitmap_error(&what, e))?;
+        tracing::info!(array = %name, "{what}: {outcome:?}");
+        self.shared.refresh_array(&name);
+        Ok(matches!(outcome, crate::bitmap::Outcome::Queued(_)))
+    }
+
     /// Starts a check (scrub) of the whole array from sector 0, as `mdpilot check start`:
     /// writes md/sync_min 0, then md/sync_action check (or repair); a saved position is
     /// dropped (ResumeCheck keeps it). Options: repair (b: rewrite mismatches, default
     /// false), duration (t: seconds until the service pauses the check, keeping its position;
-    /// 0 = no end), max (t: KiB/s, the array's md/sync_speed_max while the check runs, a lease
+    /// 0 = no end; at most 3650 days), max (t: KiB/s, the array's md/sync_speed_max while the check runs, a lease
     /// check-<KernelName> shown in Manager.Leases and released when the check pauses, ends or
     /// is cancelled; 0 = the config's check_max, else none), auth.no_user_interaction (b).
     /// Needs uid 0 or polkit org.mdpilot.MdPilot1.manage-priority (details: method, device).
-    /// Errors: NotAuthorized; InvalidArgument (unknown option, wrong type, EINVAL from md);
-    /// Busy (another sync runs: resync, recover, reshape, check, frozen; EBUSY); NoSuchArray;
+    /// Errors: NotAuthorized; InvalidArgument (unknown option, wrong type, a duration above
+    /// 3650 days, EINVAL from md); Busy (another sync runs: resync, recover, reshape, check, frozen; EBUSY); NoSuchArray;
     /// Failed (the check record /var/lib/mdpilot/checks.toml, the throttle).
     async fn start_check(
         &self,
@@ -628,6 +734,67 @@ impl ArrayObject {
     #[zbus(property)]
     fn running(&self) -> bool {
         self.props.running
+    }
+    /// The selected word of md/bitmap_type (Linux 6.19+): none, bitmap, or llbitmap (the
+    /// lockless bitmap, experimental in the kernel); empty where the kernel lacks the file.
+    /// Since 1.3.
+    #[zbus(property)]
+    fn bitmap_type(&self) -> String {
+        self.props.bitmap_type.clone()
+    }
+    /// md/logical_block_size in bytes (Linux 6.19+); 0 where the kernel lacks the file. Since
+    /// 1.3.
+    #[zbus(property)]
+    fn logical_block_size(&self) -> u64 {
+        self.props.logical_block_size
+    }
+    /// The write-intent bitmap of a redundant array: none, internal, file, llbitmap; empty for
+    /// an array without redundancy. From md/bitmap_type, md/bitmap/location and
+    /// md/consistency_policy. Since 1.3.
+    #[zbus(property)]
+    fn write_intent_bitmap(&self) -> String {
+        self.props.write_intent_bitmap.clone()
+    }
+    /// True for a running redundant array without a write-intent bitmap (and no journal or
+    /// PPL): after a crash or power loss md resyncs all of it (see FullResyncTime); AddBitmap
+    /// adds one. Since 1.3.
+    #[zbus(property)]
+    fn bitmap_advised(&self) -> bool {
+        self.props.bitmap_advised
+    }
+    /// While BitmapAdvised: the estimated length of that full resync in µs, md/component_size
+    /// over the running sync's speed, else over md/sync_speed_min (the floor md keeps under
+    /// load); 0 otherwise or when unknown. Since 1.3.
+    #[zbus(property)]
+    fn full_resync_time(&self) -> u64 {
+        self.props.full_resync_time
+    }
+    /// True while an AddBitmap (or the installer's request) waits for the running sync to end;
+    /// the service then adds the bitmap. Since 1.3.
+    #[zbus(property)]
+    fn bitmap_pending(&self) -> bool {
+        self.props.bitmap_pending
+    }
+    /// What an admin should know about the array, one line each: no write-intent bitmap (with
+    /// the estimate), a superblock that records a logical block size (Linux 6.18 and older
+    /// cannot assemble the array). Since 1.3.
+    #[zbus(property)]
+    fn warnings(&self) -> Vec<String> {
+        self.props.warnings.clone()
+    }
+}
+
+/// A [`crate::bitmap::BitmapError`] as the D-Bus error of `what` (`AddBitmap md0`).
+fn bitmap_error(what: &str, e: crate::bitmap::BitmapError) -> Error {
+    use crate::bitmap::BitmapError as B;
+    let msg = format!("{what}: {}", crate::error::error_chain(&e));
+    match e {
+        B::NoArray(_) => Error::NoSuchArray(msg),
+        B::NotRunning(..) => Error::Busy(msg),
+        B::NotRedundant { .. } | B::External(..) | B::OtherPolicy(..) => {
+            Error::InvalidArgument(msg)
+        }
+        B::NoUuid(_) | B::Queue(_) | B::Mdadm { .. } => Error::Failed(msg),
     }
 }
 

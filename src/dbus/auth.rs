@@ -9,6 +9,7 @@
 //! |---|---|---|
 //! | AcquirePriority, ReleasePriority, SetArraySpeedLimits, RestoreLimits, RequestSyncAction, StartCheck, PauseCheck, ResumeCheck, CancelCheck ([`super::check::request`]) | [`PRIORITY_ACTION`] | auth_admin / auth_admin / auth_admin_keep |
 //! | StartWipe, Job.Cancel of another uid's job | [`WIPE_ACTION`] | auth_admin, every time |
+//! | AddBitmap | [`BITMAP_ACTION`] | auth_admin / auth_admin / auth_admin_keep |
 //!
 //! Cancelling one's own job needs no polkit (the caller was allowed to start it). The polkit
 //! details (`a{ss}`) name the method and the device so the prompt names them: `method`,
@@ -35,6 +36,9 @@ use zbus_polkit::policykit1::{AuthorityProxy, CheckAuthorizationFlags, Subject};
 pub const PRIORITY_ACTION: &str = "org.mdpilot.MdPilot1.manage-priority";
 /// Polkit action for destroying data: StartWipe, and cancelling another user's wipe job.
 pub const WIPE_ACTION: &str = "org.mdpilot.MdPilot1.wipe";
+/// Polkit action for adding a write-intent bitmap to an array (`Array.AddBitmap`: mdadm
+/// rewrites the members' superblocks).
+pub const BITMAP_ACTION: &str = "org.mdpilot.MdPilot1.add-bitmap";
 /// The `a{sv}` option (b) that forbids a polkit prompt (udisks2's standard option).
 pub const NO_USER_INTERACTION: &str = "auth.no_user_interaction";
 /// CheckAuthorization flag `AllowUserInteraction`.
@@ -136,6 +140,17 @@ impl Request {
         );
         r.extra.push(("sync-action", action.to_string()));
         r
+    }
+
+    /// `AddBitmap` on `array` (kernel name).
+    pub fn add_bitmap(array: &str) -> Request {
+        Request {
+            action: BITMAP_ACTION,
+            method: "AddBitmap",
+            device: Some(array_device(array)),
+            message: "Authentication is required to add a write-intent bitmap to $(device)",
+            extra: Vec::new(),
+        }
     }
 
     /// `StartWipe` on `device`.
@@ -509,6 +524,35 @@ async fn caller_leaves(
         // The connection to the bus is gone: the service stops on its own (`BusLost`).
         std::future::pending::<()>().await;
     })
+}
+
+/// Refuses an `AcquirePriority` `pid` that is neither the caller's own process nor one of its
+/// descendants (the bus daemon's `GetConnectionUnixProcessID` of the sender, then the parent
+/// chain through [`crate::host::descends_from`]): a lease tied to a stranger's process, or to
+/// pid 1, would never end with the caller's work.
+///
+/// Errors: `InvalidArgument` for such a pid; `NotAuthorized` when the message has no sender or
+/// the bus does not know its pid; `Failed` when the bus cannot be asked.
+pub async fn check_own_pid(conn: &zbus::Connection, header: &Header<'_>, pid: u32) -> Result<()> {
+    let Some(sender) = header.sender() else {
+        return Err(Error::NotAuthorized(
+            "AcquirePriority: message has no sender".into(),
+        ));
+    };
+    let caller = zbus::fdo::DBusProxy::new(conn)
+        .await
+        .map_err(|e| Error::Failed(format!("AcquirePriority: cannot ask the bus: {e}")))?
+        .get_connection_unix_process_id(zbus::names::BusName::from(sender.to_owned()))
+        .await
+        .map_err(|e| {
+            Error::NotAuthorized(format!("AcquirePriority: the caller's pid is unknown: {e}"))
+        })?;
+    if crate::host::descends_from(pid, caller) {
+        return Ok(());
+    }
+    Err(Error::InvalidArgument(format!(
+        "AcquirePriority: pid {pid} is not the caller's process ({caller}) or one of its descendants"
+    )))
 }
 
 /// True when the process of `pidfd` has exited (a pidfd polls readable then, pidfd_open(2)).

@@ -139,10 +139,12 @@ fn candidate(a: &Array) -> Candidate {
 }
 
 /// `StartCheck`'s options: `repair` (b, default false), `duration` (t, seconds; 0 = no window
-/// end), `max` (t, KiB/s; 0 = the config's `check_max`). Returns `Op::Start` with the window
-/// end `now_s + duration`.
+/// end; at most [`crate::units::MAX_DURATION_S`], 3650 days), `max` (t, KiB/s; 0 = the
+/// config's `check_max`). Returns `Op::Start` with the window end `now_s + duration`
+/// ([`crate::units::end_after`]).
 ///
-/// Errors: `InvalidArgument` for an unknown option or a wrong type.
+/// Errors: `InvalidArgument` for an unknown option, a wrong type or a duration above the
+/// bound.
 pub fn parse_start(opts: &Options, now_s: u64) -> Result<Op> {
     let (mut repair, mut duration, mut max) = (false, 0u64, 0u64);
     for (k, v) in opts {
@@ -159,10 +161,17 @@ pub fn parse_start(opts: &Options, now_s: u64) -> Result<Op> {
             }
         }
     }
+    let until_s = match duration {
+        0 => None,
+        d => Some(
+            crate::units::end_after(now_s, d)
+                .map_err(|e| Error::InvalidArgument(format!("StartCheck: {e}")))?,
+        ),
+    };
     Ok(Op::Start {
         repair,
         max: (max != 0).then_some(max),
-        until_s: (duration != 0).then(|| now_s.saturating_add(duration)),
+        until_s,
     })
 }
 

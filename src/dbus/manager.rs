@@ -14,7 +14,7 @@
 //! only (at most one `arrays` key per array of the machine), known options; the polkit details
 //! hold only the canonical (resolved) values.
 
-use super::auth::{name_has_owner, take_interaction_flags, Request};
+use super::auth::{check_own_pid, name_has_owner, take_interaction_flags, Request};
 use super::errors::{Error, Result};
 use super::options::{
     check_array_count, check_limits, check_word, no_options, parse_acquire, parse_restore,
@@ -42,7 +42,7 @@ pub struct Manager {
 /// StartWipe org.mdpilot.MdPilot1.wipe); options take auth.no_user_interaction (b).
 #[interface(name = "org.mdpilot.MdPilot1.Manager")]
 impl Manager {
-    /// Version of this D-Bus API: "1.2" (major changes break clients; minor ones add).
+    /// Version of this D-Bus API: "1.3" (major changes break clients; minor ones add).
     #[zbus(property(emits_changed_signal = "const"))]
     fn version(&self) -> String {
         super::API_VERSION.to_string()
@@ -96,13 +96,16 @@ impl Manager {
     /// value; md rejects 0 there, so a per-array 0 is written as 1 KiB/s; arrays are named as
     /// users type them: md0, /dev/md0, /dev/md/root, md/root or the metadata name);
     /// kind (s: client, installer, admin, wipe-job); holder (s: a named lease that outlives
-    /// this connection, id = holder); pid (u: the lease lives while that process does);
+    /// this connection, id = holder); pid (u: the lease lives while that process does: the
+    /// caller's own process or one of its descendants);
     /// duration (t, seconds: the service releases the lease by itself that long after it was
     /// taken, also across a restart; its end is the lease's expires in Leases). No min, max
     /// nor arrays: the install policy (global min = the config's install_min, default 0).
     /// Without holder and pid the lease is tied to the caller's bus name and released when it
     /// leaves the bus. Returns the lease id. Errors: NotAuthorized; InvalidArgument (unknown
-    /// option, wrong type, min above max, pid 0, holder empty, duration 0); NoSuchArray; Busy
+    /// option, wrong type, min above max, pid 0 or not the caller's own or a descendant, holder
+    /// empty or in a reserved scheme, duration 0 or above 3650 days);
+    /// NoSuchArray; Busy
     /// (md refused a write with EBUSY); Failed (state file, kernel write).
     #[zbus(out_args("lease_id"))]
     async fn acquire_priority(
@@ -114,6 +117,9 @@ impl Manager {
     ) -> Result<String> {
         let flags = take_interaction_flags("AcquirePriority", &mut options)?;
         let o = self.acquire_options(&options)?;
+        if let Some(p) = o.pid {
+            check_own_pid(conn, &header, p).await?;
+        }
         let arrays: Vec<String> = o.arrays.keys().cloned().collect();
         let req = Request::acquire_priority(&arrays);
         let sender = self
@@ -142,12 +148,10 @@ impl Manager {
             global: o.global,
             arrays: o.arrays,
         };
-        let until = o
-            .duration_s
-            .map(|d| crate::policy::unix_now_s().saturating_add(d));
+        let duration_s = o.duration_s;
         let view = off_thread(&self.shared, "AcquirePriority", move |s| {
             s.reap_dead_pids();
-            s.policy.acquire_until(req, until)
+            s.policy.acquire_for(req, duration_s)
         })
         .await?;
         if bus_owned {
@@ -157,9 +161,12 @@ impl Manager {
         Ok(id)
     }
 
-    /// Ends a lease: one taken with AcquirePriority (bus, holder or pid lease) or any named
-    /// lease of the policy (e.g. one the CLI took with `policy apply` and a holder name). Errors:
-    /// NotAuthorized; InvalidArgument (an id that holds no lease); Failed.
+    /// Ends a lease: one taken with AcquirePriority (the caller's own bus or pid lease, or a
+    /// holder lease), a named lease of the policy (e.g. one the CLI took with `policy apply`
+    /// and a holder name) or an admin-<array> lease. Refused: another client's dbus- lease (it
+    /// ends when that client releases it or leaves the bus), a wipe job's wipe: or freeze:
+    /// (cancel the job) and a check's check- throttle (pause or cancel the check). Errors:
+    /// NotAuthorized; InvalidArgument (an id that holds no lease, a refused id); Failed.
     async fn release_priority(
         &self,
         lease_id: String,
@@ -214,7 +221,7 @@ impl Manager {
             .auth
             .authorize_with(conn, &header, &req, flags)
             .await?;
-        let holder = format!("admin-{array}");
+        let holder = crate::policy::Holder::array_admin(&array).to_string();
         let what = format!("SetArraySpeedLimits {array}");
         let view = off_thread(&self.shared, &what, move |s| {
             if limits.min.is_none() && limits.max.is_none() {
@@ -234,7 +241,9 @@ impl Manager {
     }
 
     /// Drops every lease and writes back the saved limits (option defaults (b): the kernel
-    /// defaults 1000/200000 KiB/s instead). Errors: NotAuthorized; InvalidArgument; Failed.
+    /// defaults 1000/200000 KiB/s instead, also when the state file is corrupt or unreadable:
+    /// it is set aside as policy.toml.corrupt-TIME). Errors: NotAuthorized; InvalidArgument;
+    /// Busy (a wipe job holds a freeze); Failed.
     async fn restore_limits(
         &self,
         mut options: Options,
@@ -249,8 +258,14 @@ impl Manager {
             .auth
             .authorize_with(conn, &header, &req, flags)
             .await?;
-        let view = off_thread(&self.shared, "RestoreLimits", |s| s.policy.show()).await?;
-        refuse_while_frozen(&self.shared, &view)?;
+        match off_thread(&self.shared, "RestoreLimits", |s| s.policy.show()).await {
+            Ok(view) => refuse_while_frozen(&self.shared, &view)?,
+            // The kernel defaults need nothing from a state file that cannot be read: the
+            // policy sets it aside. Its journal is lost with it, so the jobs of this service
+            // are what may still hold a freeze.
+            Err(_) if defaults => refuse_while_jobs_run(&self.shared)?,
+            Err(e) => return Err(e),
+        }
         let view = off_thread(&self.shared, "RestoreLimits", move |s| {
             s.policy.restore(defaults)
         })
@@ -314,6 +329,11 @@ impl Manager {
         let flags = take_interaction_flags("ReleasePriority", &mut options)?;
         no_options("ReleasePriority", &options)?;
         check_word("ReleasePriority", "lease id", &lease_id)?;
+        // A wipe job's or a check's lease ends with its job or check, a client's with that
+        // client: refused by name, before polkit is asked.
+        crate::policy::Holder::parse(&lease_id)
+            .may_release(header.sender().map(|s| s.as_str()))
+            .map_err(|e| Error::InvalidArgument(format!("ReleasePriority: {e}")))?;
         let req = Request::release_priority();
         self.shared
             .auth
@@ -442,6 +462,28 @@ fn refuse_while_frozen(shared: &Shared, view: &PolicyView) -> Result<()> {
         } else {
             jobs.join(", ")
         }
+    )))
+}
+
+/// `RestoreLimits {defaults}` over a state file that cannot be read: refuse while a wipe job of
+/// this service runs (it may hold a freeze the lost journal recorded).
+///
+/// Errors: `Busy`, naming the jobs.
+fn refuse_while_jobs_run(shared: &Shared) -> Result<()> {
+    let jobs: Vec<String> = shared
+        .jobs
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .iter()
+        .filter(|(_, j)| !j.handle.is_finished())
+        .map(|(n, j)| format!("job {n} on {}", j.device.display()))
+        .collect();
+    if jobs.is_empty() {
+        return Ok(());
+    }
+    Err(Error::Busy(format!(
+        "RestoreLimits: the policy state is unreadable and a wipe may hold a freeze (running: {}); cancel the job first",
+        jobs.join(", ")
     )))
 }
 

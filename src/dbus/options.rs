@@ -22,11 +22,6 @@ pub const MAX_WORD_BYTES: usize = 256;
 /// refuses more keys than it knows arrays ([`check_array_count`]).
 pub const MAX_ARRAY_KEYS: usize = 1024;
 
-/// Service-owned holder prefixes a caller may not use as `holder`: `dbus-` (lease ids minted
-/// for bus clients), `admin-` (SetArraySpeedLimits), `check-` (a check's throttle),
-/// `wipe:` and `freeze:` (wipe jobs).
-pub const RESERVED_HOLDER_PREFIXES: [&str; 5] = ["dbus-", "admin-", "check-", "wipe:", "freeze:"];
-
 /// `s` as an error message may show it: at most 64 characters, `...` when cut.
 pub fn shown(s: &str) -> String {
     match s.char_indices().nth(64) {
@@ -194,12 +189,14 @@ fn opt_str(opts: &Options, key: &str) -> Result<Option<String>> {
 /// - `kind` (s): `client` (default; also `dbus-client`), `installer`, `admin`, `wipe-job`.
 /// - `holder` (s): a named lease that outlives the caller's connection (the CLI's form).
 /// - `pid` (u): tie the lease to that process instead.
-/// - `duration` (t): seconds until the lease is released by itself (0 is rejected).
+/// - `duration` (t): seconds until the lease is released by itself (0 and more than
+///   [`crate::units::MAX_DURATION_S`], 3650 days, are rejected).
 ///
 /// No `min`, `max` nor `arrays` at all = the install policy: global min `install.0`
 /// (the config's `install_min`, default 0) and max `install.1` (`install_max`).
 ///
-/// Errors: `InvalidArgument` for unknown options, wrong types, min above max, pid 0.
+/// Errors: `InvalidArgument` for unknown options, wrong types, min above max, pid 0, a
+/// duration of 0 or above the bound.
 pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<AcquireOptions> {
     acquire_keys_known(opts)?;
     let mut global = check_present(
@@ -231,6 +228,10 @@ pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<Acqu
         return Err(Error::InvalidArgument(
             "AcquirePriority: duration 0 would end the lease at once".into(),
         ));
+    }
+    if let Some(d) = duration_s {
+        crate::units::bounded_duration(d)
+            .map_err(|e| Error::InvalidArgument(format!("AcquirePriority: {e}")))?;
     }
     Ok(AcquireOptions {
         kind,
@@ -341,29 +342,26 @@ fn acquire_pid(opts: &Options) -> Result<Option<u32>> {
     }
 }
 
-/// A caller's `holder`: 1-128 printable characters (the policy's rule), not starting with
-/// one of the service's [`RESERVED_HOLDER_PREFIXES`].
+/// A caller's `holder`: the policy's rule for chosen names ([`crate::policy::Holder::chosen`]:
+/// 1-128 printable characters, in none of the reserved schemes).
 ///
-/// Errors: `InvalidArgument`.
+/// Errors: `InvalidArgument` (the name shown bounded, [`shown`]).
 pub fn check_holder(h: &str) -> Result<()> {
     if h.is_empty() {
         return Err(Error::InvalidArgument(
             "AcquirePriority: holder is empty".into(),
         ));
     }
-    if h.len() > 128 || h.chars().any(char::is_control) {
-        return Err(Error::InvalidArgument(format!(
+    match crate::policy::Holder::chosen(h) {
+        Ok(_) => Ok(()),
+        Err(crate::policy::CoreError::ReservedHolder { why, .. }) => Err(Error::InvalidArgument(
+            format!("AcquirePriority: holder {}: {why}", shown(h)),
+        )),
+        Err(_) => Err(Error::InvalidArgument(format!(
             "AcquirePriority: holder {} is not 1-128 printable characters",
             shown(h)
-        )));
+        ))),
     }
-    if let Some(p) = RESERVED_HOLDER_PREFIXES.iter().find(|p| h.starts_with(**p)) {
-        return Err(Error::InvalidArgument(format!(
-            "AcquirePriority: holder {} uses the prefix {p:?}, which the service keeps for its own leases",
-            shown(h)
-        )));
-    }
-    Ok(())
 }
 
 /// StartWipe's options: `method` (s: zero (default), random, discard, zeroout, signatures),

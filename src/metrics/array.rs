@@ -3,8 +3,9 @@
 
 use super::families::{
     esc, int, Builder, Labels, Value, ARRAY_STATES, CONSISTENCY_POLICIES, SYNC_ACTIONS,
+    WRITE_INTENT_BITMAPS,
 };
-use crate::model::{Array, ArrayState, HeaderState, MemberFlag, SyncAction};
+use crate::model::{Array, ArrayState, ArrayWarning, HeaderState, MemberFlag, SyncAction};
 
 /// One series per word of `known` (1 for `cur`, 0 for the others) in the family `fam` with the
 /// label `key`, plus a series for `cur` when it is not in `known`.
@@ -34,8 +35,9 @@ fn state_set<'a>(
     }
 }
 
-/// Adds the samples of every `mdpilot_array_*` family for `a`.
-pub fn array(b: &mut Builder, a: &Array) {
+/// Adds the samples of every `mdpilot_array_*` family for `a`; `global_min_kib_s` is the
+/// global `speed_limit_min` (the estimate's floor where the array's own is not read).
+pub fn array(b: &mut Builder, a: &Array, global_min_kib_s: Option<u64>) {
     let sys = a.sysfs.as_ref();
     let name = esc(&a.name);
     let arr = || -> Labels { vec![("array", name.clone())] };
@@ -79,7 +81,8 @@ pub fn array(b: &mut Builder, a: &Array) {
         b.add("mdpilot_array_degraded", arr(), int(d.into()));
     }
     members(b, a, &name);
-    if let Some(p) = sys.and_then(|s| s.consistency_policy.as_deref()) {
+    bitmap(b, a, &name, global_min_kib_s);
+    if let Some(p) = sys.and_then(|s| s.consistency_policy.as_ref().map(|p| p.as_str())) {
         state_set(
             b,
             "mdpilot_array_consistency_policy",
@@ -102,6 +105,46 @@ pub fn array(b: &mut Builder, a: &Array) {
         b.add("mdpilot_array_mismatch_sectors", arr(), int(m));
     }
     limits(b, a, &name);
+}
+
+/// The write-intent bitmap (redundant arrays), `md/logical_block_size`, the array's warnings
+/// and, where the advisor warns, the full resync estimate ([`Array::warnings`]).
+fn bitmap(b: &mut Builder, a: &Array, name: &str, global_min_kib_s: Option<u64>) {
+    if a.is_redundant() {
+        state_set(
+            b,
+            "mdpilot_array_write_intent_bitmap",
+            name,
+            "bitmap",
+            WRITE_INTENT_BITMAPS.iter().map(|w| w.as_str()),
+            a.write_intent_bitmap().as_str(),
+        );
+    }
+    if let Some(l) = a.sysfs.as_ref().and_then(|s| s.md_logical_block_size) {
+        let labels = vec![("array", name.to_string())];
+        b.add("mdpilot_array_md_logical_block_size_bytes", labels, int(l));
+    }
+    for w in a.warnings(global_min_kib_s) {
+        let kind = match &w {
+            ArrayWarning::NoBitmap { estimate, .. } => {
+                if let Some(e) = estimate {
+                    let labels = vec![
+                        ("array", name.to_string()),
+                        ("basis", e.basis.as_str().to_string()),
+                    ];
+                    b.add(
+                        "mdpilot_array_full_resync_estimate_seconds",
+                        labels,
+                        Value::Float(e.seconds),
+                    );
+                }
+                "no_bitmap"
+            }
+            ArrayWarning::LogicalBlockSize { .. } => "logical_block_size",
+        };
+        let labels = vec![("array", name.to_string()), ("kind", kind.to_string())];
+        b.add("mdpilot_array_warning", labels, Value::Int(1));
+    }
 }
 
 /// The array's `md/sync_speed_{min,max}`: bytes/s and whether local.
@@ -234,11 +277,11 @@ mod tests {
              1048576 blocks super 1.2 [2/2] [UU]\n\nunused devices: <none>\n",
         );
         a.sysfs = Some(ArraySysfs {
-            consistency_policy: Some("future".into()),
+            consistency_policy: Some(crate::model::ConsistencyPolicy::from("future")),
             ..Default::default()
         });
         let mut b = Builder::default();
-        array(&mut b, &a);
+        array(&mut b, &a, None);
         let t = b.encode();
         assert!(
             t.contains("mdpilot_array_consistency_policy{array=\"md0\",policy=\"future\"} 1\n"),

@@ -51,6 +51,14 @@ pub const MEMBER_STATES: [&str; 6] = [
 /// each; a word outside the list gets its own series.
 pub const CONSISTENCY_POLICIES: [&str; 5] = ["none", "resync", "bitmap", "journal", "ppl"];
 
+/// Kinds of `mdpilot_array_write_intent_bitmap`, one series each.
+pub const WRITE_INTENT_BITMAPS: [crate::model::WriteIntentBitmap; 4] = [
+    crate::model::WriteIntentBitmap::None,
+    crate::model::WriteIntentBitmap::Internal,
+    crate::model::WriteIntentBitmap::File,
+    crate::model::WriteIntentBitmap::Llbitmap,
+];
+
 /// Lease kinds of `mdpilot_policy_leases`, one series each.
 pub const LEASE_KINDS: [LeaseKind; 4] = [
     LeaseKind::Installer,
@@ -67,7 +75,7 @@ pub static HOOK_EVENTS_DROPPED: std::sync::atomic::AtomicU64 = std::sync::atomic
 
 /// Every family: (name as exposed, help), in exposition order. `docs/metrics.md` is generated
 /// from this list and [`FAMILY_DOCS`] (`cargo run -p xtask -- metrics-doc`).
-pub const FAMILIES: [(&str, &str); 27] = [
+pub const FAMILIES: [(&str, &str); 31] = [
     ("mdpilot_build_info", "mdpilot version (value 1)."),
     ("mdpilot_mdstat_parse_errors", "Parts of /proc/mdstat that could not be parsed."),
     ("mdpilot_speed_limit_bytes_per_second", "Global resync speed limit, /proc/sys/dev/raid/speed_limit_{min,max} (the kernel unit is KiB/s)."),
@@ -86,6 +94,10 @@ pub const FAMILIES: [(&str, &str); 27] = [
     ("mdpilot_array_degraded", "md/degraded: members missing from the array (0 when whole)."),
     ("mdpilot_array_members", "Members by state: active (in sync), spare, faulty, down (empty slots), write-mostly, journal."),
     ("mdpilot_array_consistency_policy", "md/consistency_policy (none, resync, bitmap, journal, ppl), one series per policy, 1 for the current one (no samples where sysfs lacks it)."),
+    ("mdpilot_array_write_intent_bitmap", "The array's write-intent bitmap (none, internal, file, llbitmap), one series per kind, 1 for the current one."),
+    ("mdpilot_array_md_logical_block_size_bytes", "md/logical_block_size (Linux 6.19+): the logical block size md records in a 1.x superblock."),
+    ("mdpilot_array_warning", "Warnings about the array, one series per kind (no_bitmap, logical_block_size) with value 1 while it applies."),
+    ("mdpilot_array_full_resync_estimate_seconds", "Estimated length of a full resync (what a crash costs an array without a write-intent bitmap) at the speed named by basis (observed, speed_limit_min); only for arrays the bitmap advisor warns about."),
     ("mdpilot_array_sync_action", "md/sync_action, one series per action, 1 for the current one."),
     ("mdpilot_array_sync_completed_ratio", "md/sync_completed as a fraction of the running sync (no sample while none runs)."),
     ("mdpilot_array_sync_speed_bytes_per_second", "md/sync_speed, the recent speed of the running sync (the kernel unit is KiB/s)."),
@@ -100,7 +112,7 @@ pub const FAMILIES: [(&str, &str); 27] = [
 /// The documentation of every family of [`FAMILIES`], in the same order: (name, labels, source
 /// of the value). Labels and sources are Markdown (`docs/metrics.md` is generated from them);
 /// a unit test keeps the names in step with [`FAMILIES`].
-pub const FAMILY_DOCS: [(&str, &str, &str); 27] = [
+pub const FAMILY_DOCS: [(&str, &str, &str); 31] = [
     ("mdpilot_build_info", "`version`", "mdpilot (value 1)"),
     ("mdpilot_mdstat_parse_errors", "", "`/proc/mdstat` parts that could not be parsed"),
     ("mdpilot_speed_limit_bytes_per_second", "`bound` (`min`, `max`)", "`/proc/sys/dev/raid/speed_limit_{min,max}`"),
@@ -119,6 +131,10 @@ pub const FAMILY_DOCS: [(&str, &str, &str); 27] = [
     ("mdpilot_array_degraded", "`array`", "`md/degraded` (else T − A of `[T/A]`)"),
     ("mdpilot_array_members", "`array`, `state` (`active`, `spare`, `faulty`, `down`, `write-mostly`, `journal`)", "`/proc/mdstat`: A of `[T/A]`, flags `(S)(F)(W)(J)`, `_` slots of `[UU_]`"),
     ("mdpilot_array_consistency_policy", "`array`, `policy` (`none`, `resync`, `bitmap`, `journal`, `ppl`)", "`md/consistency_policy`; 1 for the current policy (no samples without sysfs)"),
+    ("mdpilot_array_write_intent_bitmap", "`array`, `bitmap` (`none`, `internal`, `file`, `llbitmap`)", "`md/bitmap_type`, `md/bitmap/location`, `md/consistency_policy` (else the mdstat bitmap line); redundant arrays only"),
+    ("mdpilot_array_md_logical_block_size_bytes", "`array`", "`md/logical_block_size` (no sample where the kernel lacks it)"),
+    ("mdpilot_array_warning", "`array`, `kind` (`no_bitmap`, `logical_block_size`)", "the model's array warnings: a redundant array without a bitmap; a superblock that records a logical block size (Linux 6.18 and older cannot assemble it)"),
+    ("mdpilot_array_full_resync_estimate_seconds", "`array`, `basis` (`observed`, `speed_limit_min`)", "`md/component_size` over the running sync's speed, else `md/sync_speed_min` (else `speed_limit_min`)"),
     ("mdpilot_array_sync_action", "`array`, `action` (`idle`, `resync`, `recover`, `check`, `repair`, `reshape`, `frozen`)", "`md/sync_action`; 1 for the current action"),
     ("mdpilot_array_sync_completed_ratio", "`array`", "`md/sync_completed` (else the mdstat progress line); only while a sync runs"),
     ("mdpilot_array_sync_speed_bytes_per_second", "`array`", "`md/sync_speed` (else mdstat `speed=`)"),

@@ -112,7 +112,7 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
     let mut b = Builder::default();
     global(&mut b, snap);
     for a in &snap.model.arrays {
-        array::array(&mut b, a);
+        array::array(&mut b, a, snap.model.speed_limit_min);
         if let Some(c) = snap.last_checks.get(&a.name) {
             let arr = || vec![("array", a.name.clone())];
             b.add(

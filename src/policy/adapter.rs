@@ -9,8 +9,8 @@ use super::request::{self, KnobId};
 use super::state::{self, StateError};
 use super::warning::PolicyWarning;
 use super::{
-    cli_alive, ArrayView, Bound, GlobalOriginals, LeaseRequest, LeaseView, Owner, PolicyError,
-    PolicySettings, PolicyView, KERNEL_DEFAULT_MAX, KERNEL_DEFAULT_MIN,
+    cli_alive, ArrayView, Bound, CoreError, GlobalOriginals, LeaseRequest, LeaseView, Owner,
+    PolicyError, PolicySettings, PolicyView, KERNEL_DEFAULT_MAX, KERNEL_DEFAULT_MIN,
 };
 use crate::host::Root;
 use crate::model::SpeedLimit;
@@ -89,9 +89,20 @@ impl Policy {
         expires_unix_s: Option<u64>,
     ) -> Result<PolicyView, PolicyError> {
         request::validate(&req)?;
+        let now = super::unix_now_s();
+        if let Some(t) = expires_unix_s {
+            // Past ends are fine (released at once); far ones are not what any caller means.
+            let longest = now.saturating_add(crate::units::MAX_DURATION_S);
+            if t > longest {
+                return Err(CoreError::DurationTooLong {
+                    holder: req.holder,
+                    source: crate::units::DurationTooLong(t - now),
+                }
+                .into());
+            }
+        }
         tracing::info!(holder = %req.holder, kind = %req.kind, owner = %req.owner, expires = ?expires_unix_s, "acquire lease");
         let holder = req.holder.clone();
-        let now = super::unix_now_s();
         self.change_with(
             &|c: &Change| !cli_alive(&c.owner),
             move |old| {
@@ -111,6 +122,31 @@ impl Policy {
                 st.taken.entry(holder.clone()).or_insert(now);
             },
         )
+    }
+
+    /// [`Policy::acquire_until`] for a lease of `duration_s` seconds from now (`None`: no end):
+    /// the end is computed with [`crate::units::end_after`], the one bound every front end
+    /// shares.
+    ///
+    /// # Errors
+    /// [`PolicyError::Invalid`] with [`CoreError::DurationTooLong`] above
+    /// [`crate::units::MAX_DURATION_S`] (nothing read or written); else as [`Policy::acquire`].
+    pub fn acquire_for(
+        &self,
+        req: LeaseRequest,
+        duration_s: Option<u64>,
+    ) -> Result<PolicyView, PolicyError> {
+        let until =
+            match duration_s {
+                None => None,
+                Some(d) => Some(crate::units::end_after(super::unix_now_s(), d).map_err(
+                    |source| CoreError::DurationTooLong {
+                        holder: req.holder.clone(),
+                        source,
+                    },
+                )?),
+            };
+        self.acquire_until(req, until)
     }
 
     /// Releases every timed lease whose end is at or before `now_s` (Unix seconds), restoring
@@ -179,7 +215,8 @@ impl Policy {
     /// Drops every lease, undoes every journaled change (a freeze of ours: `idle` ->
     /// `sync_action`) and writes the originals back (leaving knobs someone else changed).
     ///
-    /// With `defaults`, ignores the saved originals (and a corrupt state file) and writes the
+    /// With `defaults`, ignores the saved originals (and a corrupt or unreadable state file, set
+    /// aside as `<state>.corrupt-<time>`) and writes the
     /// kernel defaults: `speed_limit_min` 1000, `speed_limit_max` 200000, and `system` to every
     /// array's `sync_speed_{min,max}` that is not already `(system)`.
     ///
@@ -196,7 +233,7 @@ impl Policy {
         let path = &self.settings.state_path;
         let _lock = state::lock(path)?;
         let mut warnings = Vec::new();
-        let old = match state::load(path) {
+        let old = match state::load_for_reset(path) {
             Ok(s) => s,
             Err(e @ StateError::Corrupt { .. }) => {
                 warnings.push(PolicyWarning::Other(e.to_string()));
@@ -391,6 +428,9 @@ impl Policy {
         self.stamp_new_uuids(&mut t);
         edit(&mut t.mid);
         edit(&mut t.end);
+        // Both records must be writable before the first of them, or any knob, is written.
+        state::saveable(path, &t.mid)?;
+        state::saveable(path, &t.end)?;
         for w in &t.warnings {
             tracing::warn!("{w}");
         }

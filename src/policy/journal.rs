@@ -84,7 +84,7 @@ impl Change {
     /// The freeze of `array` by `owner`: `frozen` -> `sync_action`, put back with `idle`.
     pub fn freeze(array: ArrayRef, owner: Owner) -> Change {
         Change {
-            id: format!("freeze:{}", array.name),
+            id: super::Holder::freeze(&array.name).to_string(),
             owner,
             array,
             attr: SYNC_ACTION.into(),

@@ -9,7 +9,8 @@
 //! original is written back — unless someone else changed the knob meanwhile, in which case their
 //! value is left and a warning is kept for `policy show`.
 //!
-//! Layout: [`request`] what a lease asks for (pure), [`lease`] the pure state machine,
+//! Layout: [`request`] what a lease asks for (pure), [`holder`] who holds it (the reserved
+//! schemes), [`lease`] the pure state machine,
 //! [`warning`] its warnings, [`journal`] the other array writes a job holds (freezes) and `changes`
 //! ([`Policy::hold`], [`Policy::let_go`]) that make them, [`state`] the durable
 //! file and its lock, [`knobs`] the kernel files, [`adapter`] ([`Policy`]) ties them together.
@@ -18,6 +19,7 @@
 
 pub mod adapter;
 mod changes;
+pub mod holder;
 pub mod journal;
 pub mod knobs;
 pub mod lease;
@@ -27,6 +29,7 @@ pub mod warning;
 
 pub use crate::model::SpeedLimit;
 pub use adapter::Policy;
+pub use holder::Holder;
 pub use lease::Setting;
 pub use request::{
     Bound, CoreError, KnobId, LeaseKind, LeaseRequest, Limits, Owner, KERNEL_DEFAULT_MAX,

@@ -179,6 +179,23 @@ pub enum CoreError {
         /// Requested maximum, KiB/s.
         max: u64,
     },
+    /// A holder in a scheme the service keeps for itself ([`super::holder::Holder`]): chosen by a
+    /// caller, or a lease a front end may not end by name.
+    #[error("lease holder {holder:?}: {why}")]
+    ReservedHolder {
+        /// The holder as given.
+        holder: String,
+        /// Why, and how such a lease ends.
+        why: String,
+    },
+    /// A timed lease's duration (or end) beyond [`crate::units::MAX_DURATION_S`].
+    #[error("lease of {holder:?}: {source}")]
+    DurationTooLong {
+        /// The holder.
+        holder: String,
+        /// The duration asked for.
+        source: crate::units::DurationTooLong,
+    },
     /// The adapter did not provide a reading for a knob a lease targets (a bug in the adapter).
     #[error("no reading for {0}")]
     MissingReading(KnobId),
@@ -293,10 +310,19 @@ pub fn valid_array_name(name: &str) -> bool {
             .all(|b| b.is_ascii_alphanumeric() || b == b'_')
 }
 
+/// The longest lease holder name, bytes.
+pub const MAX_HOLDER_BYTES: usize = 128;
+
+/// 1-[`MAX_HOLDER_BYTES`] bytes without control characters: the rule for every lease holder in
+/// the state file (the schemes are [`super::holder::Holder`]'s).
+pub fn valid_holder_text(text: &str) -> bool {
+    !text.is_empty() && text.len() <= MAX_HOLDER_BYTES && !text.chars().any(char::is_control)
+}
+
 /// Checks a lease request: holder 1-128 printable chars, array names valid, limits within the
 /// kernel's `int`, at least one limit.
 pub fn validate(req: &LeaseRequest) -> Result<(), CoreError> {
-    if req.holder.is_empty() || req.holder.len() > 128 || req.holder.chars().any(char::is_control) {
+    if !valid_holder_text(&req.holder) {
         return Err(CoreError::InvalidHolder(req.holder.clone()));
     }
     if let Some(p) = req.owner.pid() {

@@ -119,6 +119,15 @@ pub enum StateError {
         #[source]
         source: io::Error,
     },
+    /// The state cannot be written as TOML (a number TOML cannot hold: its integers are i64);
+    /// nothing was written, neither the file nor the kernel.
+    #[error("policy state {path} not saved, nothing changed: {reason}")]
+    Unrepresentable {
+        /// The state file.
+        path: PathBuf,
+        /// The serializer's message.
+        reason: String,
+    },
     /// Opening or locking the lock file failed.
     #[error("cannot lock {path}")]
     Lock {
@@ -167,7 +176,11 @@ struct KnobEntry {
 }
 
 /// Renders a state as the TOML text of the file.
-pub fn to_toml(state: &PolicyState) -> String {
+///
+/// Errors: the serializer's message (one line) when a value cannot be written as TOML (an
+/// integer above `i64::MAX`, such as an expiry from an unbounded duration): the caller saves
+/// nothing then, never an empty file.
+pub fn to_toml(state: &PolicyState) -> Result<String, String> {
     let file = StateFile {
         version: STATE_VERSION,
         warnings: state.warnings.clone(),
@@ -188,8 +201,20 @@ pub fn to_toml(state: &PolicyState) -> String {
             .collect(),
         changes: state.changes.values().cloned().collect(),
     };
-    // Serialising these plain types cannot fail; fall back to an empty string defensively.
-    toml::to_string(&file).unwrap_or_default()
+    toml::to_string(&file).map_err(|e| one_line(&e.to_string()))
+}
+
+/// Checks that `state` can be saved to `path` ([`to_toml`] succeeds), before anything that
+/// depends on saving it is done.
+///
+/// Errors: [`StateError::Unrepresentable`].
+pub fn saveable(path: &Path, state: &PolicyState) -> Result<(), StateError> {
+    to_toml(state)
+        .map(drop)
+        .map_err(|reason| StateError::Unrepresentable {
+            path: path.to_path_buf(),
+            reason,
+        })
 }
 
 /// Parses the TOML text of a state file. Errors: a message (syntax, unknown field, wrong
@@ -279,6 +304,23 @@ pub fn load(path: &Path) -> Result<PolicyState, StateError> {
     }
 }
 
+/// [`load`] for a reset that needs nothing from the file (`restore --defaults`): a file that
+/// cannot be read at all (EIO, a file system gone bad) is set aside like a corrupt one, with
+/// the read error as the reason, instead of stopping the reset.
+///
+/// Errors: as [`load`] ([`StateError::Corrupt`] once the file is set aside: the caller goes
+/// on with an empty state); [`StateError::CorruptStuck`] when it cannot be set aside.
+pub fn load_for_reset(path: &Path) -> Result<PolicyState, StateError> {
+    match parse_file(path) {
+        Ok(Ok(s)) => Ok(s),
+        Ok(Err(reason)) => move_aside(path, reason),
+        Err(StateError::Read { source, .. }) => {
+            move_aside(path, one_line(&format!("unreadable: {source}")))
+        }
+        Err(e) => Err(e),
+    }
+}
+
 /// The parsed file (`Ok(Ok(default))` when missing), `Ok(Err(reason))` when it does not parse.
 fn parse_file(path: &Path) -> Result<Result<PolicyState, String>, StateError> {
     match std::fs::read_to_string(path) {
@@ -347,19 +389,20 @@ pub fn sibling(path: &Path, suffix: &str) -> PathBuf {
 /// directory), mode 0666 less the process's umask, as a plain create gives: 0644 for the CLI
 /// under the usual 022 (`policy show` run by any user reads it), 0600 for the service under its
 /// unit's `UMask=0077`. The directory is created when missing.
+///
+/// Errors: [`StateError::Unrepresentable`] (the file is left as it was), [`StateError::Write`].
 pub fn save(path: &Path, state: &PolicyState) -> Result<(), StateError> {
     let err = |p: &Path| {
         let p = p.to_path_buf();
         move |source| StateError::Write { path: p, source }
     };
+    let text = to_toml(state).map_err(|reason| StateError::Unrepresentable {
+        path: path.to_path_buf(),
+        reason,
+    })?;
     let dir = path.parent().unwrap_or(Path::new("/"));
     std::fs::create_dir_all(dir).map_err(err(dir))?;
-    crate::atomic::write(
-        path,
-        to_toml(state).as_bytes(),
-        0o666 & !crate::host::umask(),
-    )
-    .map_err(err(path))
+    crate::atomic::write(path, text.as_bytes(), 0o666 & !crate::host::umask()).map_err(err(path))
 }
 
 /// An exclusive `flock` on `<state>.lock`, held until dropped (the kernel drops it when the
@@ -484,8 +527,24 @@ mod tests {
     #[test]
     fn toml_round_trip() {
         let s = sample();
-        let text = to_toml(&s);
+        let text = to_toml(&s).unwrap();
         assert_eq!(from_toml(&text).unwrap(), s, "{text}");
+    }
+
+    #[test]
+    fn an_unrepresentable_state_is_an_error_and_the_file_is_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("policy.toml");
+        save(&p, &sample()).unwrap();
+        let before = std::fs::read(&p).unwrap();
+        let mut huge = sample();
+        huge.expires.insert("installer".into(), u64::MAX);
+        assert!(to_toml(&huge).is_err());
+        let e = save(&p, &huge).unwrap_err();
+        assert!(matches!(e, StateError::Unrepresentable { .. }), "{e:?}");
+        assert!(saveable(&p, &huge).is_err());
+        assert_eq!(std::fs::read(&p).unwrap(), before);
+        assert_eq!(load(&p).unwrap(), sample());
     }
 
     #[test]

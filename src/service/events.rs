@@ -14,13 +14,19 @@
 //!   `LANG=C.UTF-8` and `MDPILOT_EVENT_JSON` (the event as JSON) ([`program_env`]).
 //! - Process group: each run is the leader of its own group. A run longer than
 //!   [`PROGRAM_TIMEOUT`] is killed with its whole group; children a run leaves behind are
-//!   killed with their group at shutdown ([`EventSink::shutdown`]).
+//!   killed with their group at shutdown ([`EventSink::shutdown`]). The service is a child
+//!   subreaper (`PR_SET_CHILD_SUBREAPER`), so left-behind children become its own; a group is
+//!   signalled only while one of its members is such an unreaped child (the leader, waited for
+//!   through a pidfd and reaped under the same lock, or an adopted child), so its id cannot
+//!   belong to another process. A group with no such member is forgotten at the end of a run
+//!   (never signalled later: a stranger may have its id by then). A left-behind child that
+//!   exits waits as a zombie until the next run ends or the service stops.
 //! - Queue: at most [`QUEUE_LIMIT`] events wait; critical ones go first. When full, a new
 //!   event pushes out the oldest waiting one of lower severity, or is itself dropped; each drop
 //!   is counted ([`EventSink::dropped`]) and logged (at most every 10 s).
 
 use crate::alerts::{ArrayView, Classifier, Event, Severity};
-use crate::host::Root;
+use crate::host::{OwnChild, Root};
 use crate::model::MdStat;
 use std::collections::{BTreeSet, VecDeque};
 use std::path::PathBuf;
@@ -88,9 +94,53 @@ struct Runner {
     queue: Mutex<EventQueue>,
     wake: tokio::sync::Notify,
     dropped: AtomicU64,
-    /// Process groups of runs (running, or with children left behind), killed at shutdown.
-    groups: Mutex<BTreeSet<i32>>,
+    /// Process groups of runs still owned, killed at shutdown; every reap of one of their
+    /// members happens under this lock.
+    owned: Mutex<Owned>,
     log_limit: Mutex<super::metrics_http::LogLimit>,
+}
+
+/// The process groups of event-program runs this process still owns. Pure: the caller passes
+/// the children it sees ([`crate::host::own_children`]) and reaps what it is told to.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Owned {
+    /// The group id (= leader pid) of every run with a member among this process's children.
+    pub groups: BTreeSet<i32>,
+    /// The running program's pid: reaped by its run, never by [`Owned::tidy`].
+    pub leader: Option<i32>,
+}
+
+impl Owned {
+    /// Given this process's `children`: returns the exited members of owned groups to reap
+    /// now (every zombie but the leader) and forgets each group left with no other member
+    /// among `children`, since its id may be reused once those are reaped.
+    pub fn tidy(&mut self, children: &[OwnChild]) -> Vec<i32> {
+        let leader = self.leader;
+        let member = |c: &OwnChild| self.groups.contains(&c.pgid);
+        let reap: Vec<i32> = children
+            .iter()
+            .filter(|c| member(c) && c.zombie && Some(c.pid) != leader)
+            .map(|c| c.pid)
+            .collect();
+        let keep: BTreeSet<i32> = children
+            .iter()
+            .filter(|c| member(c) && !reap.contains(&c.pid))
+            .map(|c| c.pgid)
+            .collect();
+        self.groups
+            .retain(|g| keep.contains(g) || Some(*g) == leader);
+        reap
+    }
+
+    /// The owned groups that may be signalled: those with a member among `children` (which
+    /// cannot be reaped meanwhile, the caller holding the lock every reap takes).
+    pub fn signallable(&self, children: &[OwnChild]) -> Vec<i32> {
+        self.groups
+            .iter()
+            .copied()
+            .filter(|g| children.iter().any(|c| c.pgid == *g))
+            .collect()
+    }
 }
 
 /// Classifier plus outputs, owned by the service loop.
@@ -108,6 +158,11 @@ impl EventSink {
     /// [`EventSink::new`] with another limit per run than [`PROGRAM_TIMEOUT`] (tests).
     pub fn with_timeout(program: Option<PathBuf>, timeout: Duration) -> Self {
         let program = program.map(|p| {
+            // Children a run leaves behind become ours, so that shutdown may kill them
+            // knowing their group ids are not reused (see the module doc).
+            if let Err(e) = rustix::process::set_child_subreaper(Some(rustix::process::getpid())) {
+                tracing::warn!("cannot become a child subreaper ({e}): left-behind children of the event program are not stopped with the service");
+            }
             let runner = Arc::new(Runner {
                 timeout,
                 ..Runner::default()
@@ -154,13 +209,17 @@ impl EventSink {
             .map_or(0, |r| r.dropped.load(Ordering::Relaxed))
     }
 
-    /// Kills (SIGKILL) the process group of every run still alive or with children left
-    /// behind. Called on SIGTERM, so no hook outlives the service.
+    /// Kills (SIGKILL) the process group of every run still running or with children left
+    /// behind that are still this process's (see the module doc). Called on SIGTERM, so no
+    /// hook outlives the service; a group whose run ended and left nothing is not signalled.
     pub fn shutdown(&self) {
         if let Some(r) = &self.program {
-            for pg in std::mem::take(&mut *lock(&r.groups)) {
+            let mut owned = lock(&r.owned);
+            let children = crate::host::own_children();
+            for pg in owned.signallable(&children) {
                 kill_group(pg);
             }
+            owned.groups.clear();
         }
     }
 }
@@ -201,9 +260,15 @@ fn kill_group(pg: i32) {
     }
 }
 
-/// True while some process of group `pg` is alive (`kill(-pg, 0)`).
-fn group_alive(pg: i32) -> bool {
-    nix::sys::signal::killpg(nix::unistd::Pid::from_raw(pg), None).is_ok()
+/// [`Owned::tidy`] over this process's children, reaping what it returns; `owned` is the
+/// runner's locked record.
+fn tidy(owned: &mut Owned) {
+    for pid in owned.tidy(&crate::host::own_children()) {
+        let _ = nix::sys::wait::waitpid(
+            nix::unistd::Pid::from_raw(pid),
+            Some(nix::sys::wait::WaitPidFlag::WNOHANG),
+        );
+    }
 }
 
 fn log(e: &Event) {
@@ -267,30 +332,74 @@ async fn run_program(program: &std::path::Path, e: &Event, runner: &Runner) {
     };
     let pg = child.id().and_then(|p| i32::try_from(p).ok()).unwrap_or(0);
     {
-        // Forget the groups that are gone; remember this one until shutdown.
-        let mut groups = lock(&runner.groups);
-        groups.retain(|g| group_alive(*g));
-        groups.insert(pg);
+        let mut owned = lock(&runner.owned);
+        tidy(&mut owned);
+        owned.leader = Some(pg);
+        owned.groups.insert(pg);
     }
-    match tokio::time::timeout(runner.timeout, child.wait()).await {
-        Ok(Ok(st)) if st.success() => {}
-        Ok(Ok(st)) => tracing::warn!(
+    let (status, timed_out) = wait_run(&mut child, pg, runner).await;
+    match status {
+        _ if timed_out => tracing::warn!(
+            "event program {} for {} took over {:?}: killed with its process group",
+            program.display(),
+            e.kind.name(),
+            runner.timeout
+        ),
+        Ok(st) if st.success() => {}
+        Ok(st) => tracing::warn!(
             "event program {} for {}: {st}",
             program.display(),
             e.kind.name()
         ),
-        Ok(Err(err)) => tracing::warn!("event program {}: {err}", program.display()),
-        Err(_) => {
-            kill_group(pg);
-            let _ = child.wait().await;
-            tracing::warn!(
-                "event program {} for {} took over {:?}: killed with its process group",
-                program.display(),
-                e.kind.name(),
-                runner.timeout
-            );
-        }
+        Err(err) => tracing::warn!("event program {}: {err}", program.display()),
     }
+}
+
+/// Waits for the run led by `child` (group `pg`), killing its group after the runner's
+/// timeout; returns its exit status and whether it timed out. The leader is reaped under the
+/// runner's lock, which then forgets its group unless children it left behind are still ours.
+async fn wait_run(
+    child: &mut tokio::process::Child,
+    pg: i32,
+    runner: &Runner,
+) -> (std::io::Result<std::process::ExitStatus>, bool) {
+    // A pidfd tells the exit without reaping, so the group id stays ours until the lock is held.
+    let pidfd = rustix::process::Pid::from_raw(pg)
+        .and_then(|p| rustix::process::pidfd_open(p, rustix::process::PidfdFlags::empty()).ok())
+        // SAFETY: the OwnedFd moves into the AsyncFd, which owns it until dropped; it is
+        // closed only after deregistration (the I/O-safety condition of `register`).
+        .and_then(|fd| unsafe { tokio::io::unix::AsyncFd::register(fd) }.ok());
+    let Some(pidfd) = pidfd else {
+        // No pidfds (Linux before 5.3): reaped by tokio, then forgotten.
+        let r = tokio::time::timeout(runner.timeout, child.wait()).await;
+        let timed_out = r.is_err();
+        if timed_out {
+            kill_group(pg);
+        }
+        let st = match r {
+            Ok(st) => st,
+            Err(_) => child.wait().await,
+        };
+        let mut owned = lock(&runner.owned);
+        owned.leader = None;
+        tidy(&mut owned);
+        return (st, timed_out);
+    };
+    let timed_out = tokio::time::timeout(runner.timeout, pidfd.readable())
+        .await
+        .is_err();
+    if timed_out {
+        // The leader is not reaped yet: `pg` is still its group.
+        kill_group(pg);
+        let _ = pidfd.readable().await;
+    }
+    let mut owned = lock(&runner.owned);
+    let st = child
+        .try_wait()
+        .and_then(|s| s.ok_or_else(|| std::io::Error::other("exited but not reapable")));
+    owned.leader = None;
+    tidy(&mut owned);
+    (st, timed_out)
 }
 
 /// The classifier's input for every array of `stat`: [`crate::alerts::views_from_model`] plus
@@ -398,6 +507,62 @@ mod tests {
         assert_eq!(r.dropped.load(Ordering::Relaxed), 5);
         // Other tests' sinks may drop meanwhile: at least ours are counted.
         assert!(hook_events_dropped_total() >= before + 5);
+    }
+
+    fn child(pid: i32, pgid: i32, zombie: bool) -> OwnChild {
+        OwnChild { pid, pgid, zombie }
+    }
+
+    #[test]
+    fn a_run_that_ended_with_nothing_left_behind_is_forgotten() {
+        // Its pid may now be anyone's, even a stranger's group leader: never signalled.
+        let mut o = Owned {
+            groups: BTreeSet::from([100]),
+            leader: None,
+        };
+        let stranger_not_our_child: [OwnChild; 0] = [];
+        assert!(o.tidy(&stranger_not_our_child).is_empty());
+        assert_eq!(o, Owned::default());
+        assert!(o.signallable(&[child(100, 100, false)]).is_empty());
+    }
+
+    #[test]
+    fn children_left_behind_keep_their_group_owned_until_reaped() {
+        let mut o = Owned {
+            groups: BTreeSet::from([100, 200]),
+            leader: Some(300),
+        };
+        o.groups.insert(300);
+        let kids = [
+            child(101, 100, false),
+            child(201, 200, true),
+            child(300, 300, true),
+            child(7, 7, false),
+        ];
+        // 201 exited: reaped, and group 200 has no member left. The leader is its run's.
+        assert_eq!(o.tidy(&kids), [201]);
+        assert_eq!(o.groups, BTreeSet::from([100, 300]));
+        assert_eq!(o.signallable(&kids), [100, 300]);
+        // The leader reaped by its run: its group goes with it.
+        o.leader = None;
+        assert!(o.tidy(&[child(101, 100, false)]).is_empty());
+        assert_eq!(o.groups, BTreeSet::from([100]));
+    }
+
+    #[tokio::test]
+    async fn a_finished_run_is_forgotten_when_it_ends() {
+        let d = tempfile::tempdir().unwrap();
+        let script = d.path().join("quick.sh");
+        std::fs::write(&script, "#!/bin/sh\nexit 0\n").unwrap();
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
+        let r = Arc::new(Runner {
+            timeout: PROGRAM_TIMEOUT,
+            ..Runner::default()
+        });
+        run_program(&script, &sample_event(), &r).await;
+        // Before, the finished run's group stayed until the next run and shutdown killed it.
+        assert_eq!(*lock(&r.owned), Owned::default());
     }
 
     #[tokio::test]

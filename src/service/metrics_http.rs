@@ -11,14 +11,25 @@
 //! (Prometheus does by default), else the text format 0.0.4. `HEAD` is answered like `GET`
 //! without a body; other paths are 404, other methods 405.
 //!
-//! Bounds (the listener shares the service's descriptors and its one thread): at most
-//! [`MAX_CONNECTIONS`] connections are served at once; further ones wait in the kernel's listen
-//! backlog, costing the service no descriptor, until one closes. A client has
-//! [`HEADER_TIMEOUT`] to send its headers (also between keep-alive requests), at most
-//! [`MAX_HEADERS`] headers in [`MAX_HEADER_BYTES`], and a connection lives at most
-//! [`CONNECTION_LIFETIME`]. Accept errors (EMFILE under a flood) are logged at most once per
-//! [`ACCEPT_LOG_INTERVAL`], with the number left out.
+//! Listeners ([`MetricsListen`]): TCP (`ADDR:PORT`), which anyone who can reach the address
+//! may use (on loopback, every local user), or a Unix socket (`unix:PATH`) whose mode and
+//! group ([`SocketAccess`]) name who may scrape; nobody else can even connect. The socket is
+//! bound under a temporary name, given its group and mode, then renamed into place, so it is
+//! never reachable with other permissions; its directory must belong to root (or the service's
+//! user) and be writable by nobody else; an existing file that is not a socket is refused.
+//!
+//! Bounds (the listener shares the service's descriptors and its one thread): one request per
+//! connection (no keep-alive); each connection has [`CONNECTION_BUDGET`] from accept to read
+//! its request and write the answer, then it is closed; at most [`MAX_HEADERS`] headers in
+//! [`MAX_HEADER_BYTES`]. The listener accepts whenever a connection waits, and with
+//! [`MAX_CONNECTIONS`] open it closes the oldest to make room: connections held idle (or
+//! trickling a request) cannot keep a scraper out, whose request is read as soon as it is
+//! accepted. What a TCP listener cannot bound: a local user who reconnects as fast as they are
+//! closed competes with the scraper for the kernel's accept queue ([`BACKLOG`]); where local
+//! users are not trusted, use `unix:`. Accept errors (EMFILE under a flood) and closes to make
+//! room are logged at most once per [`ACCEPT_LOG_INTERVAL`], with the number left out.
 
+use crate::config::MetricsListen;
 use crate::metrics::{render, Format, Snapshot, WipeSample};
 use crate::model::MdStat;
 use crate::policy::PolicyView;
@@ -26,8 +37,10 @@ use crate::shared::{lock, State as Shared};
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
+use std::collections::VecDeque;
 use std::convert::Infallible;
 use std::net::SocketAddr;
+use std::path::Path;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -85,17 +98,14 @@ pub fn snapshot(shared: &Shared, state: &MetricsState) -> Snapshot {
     }
 }
 
-/// Connections served at once; the rest wait in the listen backlog (a Prometheus server
-/// scrapes over one connection, so 32 leaves room for several scrapers and `curl`).
-pub const MAX_CONNECTIONS: usize = 32;
-/// Connections the kernel keeps waiting for an accept (capped by `net.core.somaxconn`):
-/// under a flood they wait there, costing the service no descriptor, instead of retrying SYNs.
+/// Connections open at once; a new one closes the oldest (a Prometheus server scrapes over one
+/// connection at a time, and a scrape takes milliseconds).
+pub const MAX_CONNECTIONS: usize = 128;
+/// Connections the kernel keeps waiting for an accept (capped by `net.core.somaxconn`).
 pub const BACKLOG: u32 = 1024;
-/// How long a client may take to send a request's headers, and to start the next request on
-/// a kept-alive connection.
-pub const HEADER_TIMEOUT: Duration = Duration::from_secs(10);
-/// The longest a connection is kept, however active (a scraper reconnects).
-pub const CONNECTION_LIFETIME: Duration = Duration::from_secs(120);
+/// From accept, how long a connection may take to send its request and take the answer
+/// (Prometheus' default scrape timeout is 10 s).
+pub const CONNECTION_BUDGET: Duration = Duration::from_secs(5);
 /// Headers per request (a scrape sends about five).
 pub const MAX_HEADERS: usize = 32;
 /// Bytes of request line plus headers (a larger head is answered 431 and closed).
@@ -133,31 +143,59 @@ impl LogLimit {
 #[error("cannot listen for metrics on {addr}")]
 pub struct BindError {
     /// The address asked for.
-    pub addr: SocketAddr,
-    /// Why (EADDRINUSE, EACCES...).
+    pub addr: MetricsListen,
+    /// Why (EADDRINUSE, EACCES, a group that does not exist, an unsafe directory...).
     #[source]
     pub source: std::io::Error,
 }
 
-/// Binds `addr` and serves `/metrics` from `shared` and `state` in a task of the current
-/// runtime, until the returned handle is aborted or dropped with the runtime. Returns the bound
-/// address (useful with port 0). Errors: [`BindError`].
+/// Who may connect to a `unix:` listener ([`crate::config::MetricsConfig`]'s `socket_mode`
+/// and `socket_group`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SocketAccess {
+    /// Permission bits of the socket file (`0o660`: its owner, root, and its group).
+    pub mode: u32,
+    /// Its group, a name or a number (`None`: the service's own group).
+    pub group: Option<String>,
+}
+
+/// Binds `listen` and serves `/metrics` from `shared` and `state` in a task of the current
+/// runtime, until the returned handle is aborted or dropped with the runtime. `access` applies
+/// to a `unix:` listener. Returns the bound address (useful with port 0). Errors:
+/// [`BindError`].
 pub async fn start(
-    addr: SocketAddr,
+    listen: &MetricsListen,
+    access: &SocketAccess,
     shared: Arc<Shared>,
     state: Arc<MetricsState>,
-) -> Result<(SocketAddr, tokio::task::JoinHandle<()>), BindError> {
-    let listener = listen(addr).map_err(|source| BindError { addr, source })?;
-    let bound = listener
-        .local_addr()
-        .map_err(|source| BindError { addr, source })?;
-    tracing::info!("serving metrics on http://{bound}/metrics");
+) -> Result<(MetricsListen, tokio::task::JoinHandle<()>), BindError> {
+    let err = |source| BindError {
+        addr: listen.clone(),
+        source,
+    };
+    let listener = match listen {
+        MetricsListen::Tcp(addr) => Listener::Tcp(listen_tcp(*addr).map_err(err)?),
+        MetricsListen::Unix(path) => Listener::Unix(listen_unix(path, access).map_err(err)?),
+    };
+    let bound = match &listener {
+        Listener::Tcp(l) => MetricsListen::Tcp(l.local_addr().map_err(err)?),
+        Listener::Unix(_) => listen.clone(),
+    };
+    match &bound {
+        MetricsListen::Tcp(a) => tracing::info!("serving metrics on http://{a}/metrics"),
+        MetricsListen::Unix(p) => tracing::info!(
+            "serving metrics on {} (mode {:04o}, group {})",
+            p.display(),
+            access.mode,
+            access.group.as_deref().unwrap_or("of the service")
+        ),
+    }
     let task = tokio::spawn(accept_loop(listener, shared, state));
     Ok((bound, task))
 }
 
 /// Binds `addr` (`SO_REUSEADDR`, as std does) with a [`BACKLOG`] of pending connections.
-fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
+fn listen_tcp(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     let socket = if addr.is_ipv4() {
         tokio::net::TcpSocket::new_v4()?
     } else {
@@ -168,22 +206,119 @@ fn listen(addr: SocketAddr) -> std::io::Result<tokio::net::TcpListener> {
     socket.listen(BACKLOG)
 }
 
-/// Accepts while fewer than [`MAX_CONNECTIONS`] are open; each connection is served in its
-/// own task holding one permit.
-async fn accept_loop(
-    listener: tokio::net::TcpListener,
-    shared: Arc<Shared>,
-    state: Arc<MetricsState>,
-) {
-    let permits = Arc::new(tokio::sync::Semaphore::new(MAX_CONNECTIONS));
+/// Binds a Unix socket at `path` with `access` (see the module doc: temporary name, group and
+/// mode, rename). Errors: an unsafe directory (not root's or ours, or writable by others), a
+/// file at `path` that is not a socket, an unknown group, and the bind's own.
+fn listen_unix(path: &Path, access: &SocketAccess) -> std::io::Result<tokio::net::UnixListener> {
+    use std::io::{Error, ErrorKind};
+    use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+    let (Some(dir), Some(name)) = (path.parent(), path.file_name()) else {
+        return Err(Error::new(ErrorKind::InvalidInput, "no directory or name"));
+    };
+    let d = std::fs::metadata(dir)?;
+    if (d.uid() != 0 && d.uid() != nix::unistd::geteuid().as_raw()) || d.mode() & 0o022 != 0 {
+        return Err(Error::new(
+            ErrorKind::PermissionDenied,
+            format!(
+                "{} must belong to root and be writable by its owner only",
+                dir.display()
+            ),
+        ));
+    }
+    if let Ok(m) = std::fs::symlink_metadata(path) {
+        if !m.file_type().is_socket() {
+            return Err(Error::new(
+                ErrorKind::AlreadyExists,
+                "a file that is not a socket is there",
+            ));
+        }
+    }
+    let gid = access.group.as_deref().map(group_id).transpose()?;
+    let tmp = dir.join(format!(
+        ".{}.{}.tmp",
+        name.to_string_lossy(),
+        std::process::id()
+    ));
+    let _ = std::fs::remove_file(&tmp);
+    let listener = std::os::unix::net::UnixListener::bind(&tmp)?;
+    let placed = (|| {
+        std::os::unix::fs::lchown(&tmp, None, gid)?;
+        std::fs::set_permissions(&tmp, std::fs::Permissions::from_mode(access.mode))?;
+        std::fs::rename(&tmp, path)
+    })();
+    if let Err(e) = placed {
+        let _ = std::fs::remove_file(&tmp);
+        return Err(e);
+    }
+    listener.set_nonblocking(true)?;
+    tokio::net::UnixListener::from_std(listener)
+}
+
+/// The gid of `group`, a name (`/etc/group`, NSS) or a number. Errors: NotFound.
+fn group_id(group: &str) -> std::io::Result<u32> {
+    if let Ok(n) = group.parse() {
+        return Ok(n);
+    }
+    match nix::unistd::Group::from_name(group) {
+        Ok(Some(g)) => Ok(g.gid.as_raw()),
+        Ok(None) => Err(std::io::Error::new(
+            std::io::ErrorKind::NotFound,
+            format!("no group {group:?}"),
+        )),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// A bound listener of either kind.
+enum Listener {
+    Tcp(tokio::net::TcpListener),
+    Unix(tokio::net::UnixListener),
+}
+
+/// A connection of either kind, as hyper reads it.
+trait Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static> Io for T {}
+
+impl Listener {
+    async fn accept(&self) -> std::io::Result<Box<dyn Io>> {
+        Ok(match self {
+            Listener::Tcp(l) => Box::new(l.accept().await?.0),
+            Listener::Unix(l) => Box::new(l.accept().await?.0),
+        })
+    }
+}
+
+/// The open connections' tasks, oldest first.
+#[derive(Debug, Default)]
+struct Slots {
+    open: VecDeque<tokio::task::AbortHandle>,
+}
+
+impl Slots {
+    /// Forgets the finished connections, then closes (aborts) the oldest ones until fewer than
+    /// `max` are open. Returns how many it closed.
+    fn make_room(&mut self, max: usize) -> usize {
+        self.open.retain(|h| !h.is_finished());
+        let mut closed = 0;
+        while self.open.len() >= max.max(1) {
+            if let Some(h) = self.open.pop_front() {
+                h.abort();
+                closed += 1;
+            }
+        }
+        closed
+    }
+}
+
+/// Accepts every connection as it comes, each served in its own task; with
+/// [`MAX_CONNECTIONS`] open, the oldest is closed first.
+async fn accept_loop(listener: Listener, shared: Arc<Shared>, state: Arc<MetricsState>) {
+    let mut slots = Slots::default();
     let mut errors = LogLimit::default();
+    let mut evictions = LogLimit::default();
     loop {
-        // Wait for a free slot before accepting: the rest stay in the kernel's backlog.
-        let Ok(permit) = permits.clone().acquire_owned().await else {
-            return;
-        };
         let stream = match listener.accept().await {
-            Ok((s, _)) => s,
+            Ok(s) => s,
             Err(e) => {
                 if let Some(left_out) = errors.allow(std::time::Instant::now(), ACCEPT_LOG_INTERVAL)
                 {
@@ -194,34 +329,37 @@ async fn accept_loop(
                 continue;
             }
         };
-        let (shared, state) = (shared.clone(), state.clone());
-        tokio::spawn(async move {
-            serve_connection(stream, shared, state).await;
-            drop(permit);
-        });
+        for _ in 0..slots.make_room(MAX_CONNECTIONS) {
+            if let Some(left_out) = evictions.allow(std::time::Instant::now(), ACCEPT_LOG_INTERVAL)
+            {
+                tracing::warn!("metrics: {MAX_CONNECTIONS} connections open, the oldest closed for a new one ({left_out} more left out)");
+            }
+        }
+        let task = tokio::spawn(serve_connection(stream, shared.clone(), state.clone()));
+        slots.open.push_back(task.abort_handle());
+        // The connections just accepted read their requests before the next accept: a burst
+        // of connections cannot push out one whose request is already there.
+        tokio::task::yield_now().await;
     }
 }
 
-/// Serves one connection with the header limits and timeouts above.
-async fn serve_connection(
-    stream: tokio::net::TcpStream,
-    shared: Arc<Shared>,
-    state: Arc<MetricsState>,
-) {
+/// Serves one request on `stream` within [`CONNECTION_BUDGET`], then closes it.
+async fn serve_connection(stream: Box<dyn Io>, shared: Arc<Shared>, state: Arc<MetricsState>) {
     let svc = hyper::service::service_fn(move |req| {
         let (shared, state) = (shared.clone(), state.clone());
         async move { Ok::<_, Infallible>(respond(&req, || snapshot(&shared, &state))) }
     });
     let conn = hyper::server::conn::http1::Builder::new()
         .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(HEADER_TIMEOUT)
+        .keep_alive(false)
+        .header_read_timeout(CONNECTION_BUDGET)
         .max_headers(MAX_HEADERS)
         .max_header_size(MAX_HEADER_BYTES)
         .serve_connection(hyper_util::rt::TokioIo::new(stream), svc);
-    match tokio::time::timeout(CONNECTION_LIFETIME, conn).await {
+    match tokio::time::timeout(CONNECTION_BUDGET, conn).await {
         Ok(Ok(())) => {}
         Ok(Err(e)) => tracing::debug!("metrics connection: {e}"),
-        Err(_) => tracing::debug!("metrics connection: open over {CONNECTION_LIFETIME:?}, closed"),
+        Err(_) => tracing::debug!("metrics connection: over {CONNECTION_BUDGET:?}, closed"),
     }
 }
 
@@ -274,6 +412,70 @@ pub fn respond(req: &Request<Incoming>, snap: impl FnOnce() -> Snapshot) -> Resp
 mod tests {
     use super::*;
     use std::time::Instant;
+
+    #[tokio::test]
+    async fn a_new_connection_closes_the_oldest_open_one_at_the_limit() {
+        let mut slots = Slots::default();
+        let mut tasks = Vec::new();
+        for _ in 0..3 {
+            assert_eq!(slots.make_room(3), 0);
+            let t = tokio::spawn(std::future::pending::<()>());
+            slots.open.push_back(t.abort_handle());
+            tasks.push(t);
+        }
+        assert_eq!(slots.make_room(3), 1);
+        let first = tasks.remove(0);
+        assert!(first.await.unwrap_err().is_cancelled());
+        // A finished connection frees its slot: nothing else is closed.
+        tasks.remove(0).abort();
+        tokio::task::yield_now().await;
+        assert_eq!(slots.make_room(3), 0);
+        assert_eq!(slots.open.len(), 1);
+    }
+
+    fn access(mode: u32) -> SocketAccess {
+        SocketAccess {
+            mode,
+            group: Some(nix::unistd::getegid().as_raw().to_string()),
+        }
+    }
+
+    #[tokio::test]
+    async fn a_unix_socket_appears_with_its_mode_and_replaces_a_stale_one_only() {
+        use std::os::unix::fs::{FileTypeExt, MetadataExt, PermissionsExt};
+        let d = tempfile::tempdir().unwrap();
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+        let path = d.path().join("metrics.sock");
+        let stale = std::os::unix::net::UnixListener::bind(&path).unwrap();
+        drop(stale);
+        let l = listen_unix(&path, &access(0o640)).unwrap();
+        let m = std::fs::symlink_metadata(&path).unwrap();
+        assert!(m.file_type().is_socket());
+        assert_eq!(m.mode() & 0o7777, 0o640);
+        assert_eq!(m.gid(), nix::unistd::getegid().as_raw());
+        assert_eq!(
+            std::fs::read_dir(d.path()).unwrap().count(),
+            1,
+            "no temporary left"
+        );
+        drop(l);
+        std::fs::remove_file(&path).unwrap();
+        std::fs::write(&path, "not a socket").unwrap();
+        assert!(listen_unix(&path, &access(0o660)).is_err());
+        assert_eq!(std::fs::read_to_string(&path).unwrap(), "not a socket");
+        std::fs::remove_file(&path).unwrap();
+        // A directory others may write to: they could swap the socket.
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o777)).unwrap();
+        assert!(listen_unix(&path, &access(0o660)).is_err());
+        assert!(std::fs::symlink_metadata(&path).is_err());
+        let nobody = SocketAccess {
+            mode: 0o660,
+            group: Some("no-such-group-mdpilot".into()),
+        };
+        std::fs::set_permissions(d.path(), std::fs::Permissions::from_mode(0o700)).unwrap();
+        let e = listen_unix(&path, &nobody).unwrap_err();
+        assert_eq!(e.kind(), std::io::ErrorKind::NotFound, "{e}");
+    }
 
     #[test]
     fn accept_errors_are_logged_once_per_interval_with_the_count_left_out() {

@@ -27,6 +27,7 @@
 //! The state the loop shares with the D-Bus objects (model, published manager properties, lease
 //! owners, wipe jobs) is [`state::Shared`].
 
+mod bitmaps;
 pub mod events;
 pub mod expiry;
 mod instance;
@@ -68,9 +69,10 @@ pub struct ServeArgs {
     /// Bus to serve on: `system`, `session`, or a D-Bus address (`unix:path=/tmp/bus`).
     #[arg(long, default_value = "system", value_name = "BUS")]
     pub bus: BusChoice,
-    /// Serve Prometheus metrics on http://ADDR:PORT/metrics (overrides `metrics.listen`).
-    #[arg(long, value_name = "ADDR:PORT")]
-    pub metrics: Option<std::net::SocketAddr>,
+    /// Serve Prometheus metrics on http://ADDR:PORT/metrics, or on the Unix socket PATH with
+    /// `unix:PATH` (overrides `metrics.listen`; the socket's mode and group are the config's).
+    #[arg(long, value_name = "ADDR:PORT|unix:PATH")]
+    pub metrics: Option<crate::config::MetricsListen>,
     /// How long start-up waits for the bus to complete the connection (authentication and
     /// `Hello`), milliseconds; then it gives up with [`ServeError::BusTimeout`]. Hidden: 30 s
     /// suits every real bus; tests shorten it.
@@ -199,7 +201,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     let shared = Arc::new(Shared::new(core.clone(), args.bus.clone()));
     let metrics = Arc::new(metrics_http::MetricsState::new(shared.policy.show().ok()));
     let metrics_task =
-        start_metrics(args.metrics.or(config.metrics.listen), &core, &metrics).await?;
+        start_metrics(args.metrics.clone(), &config.metrics, &core, &metrics).await?;
 
     let (builder, published) = bus_objects(&args.bus, &shared, &root, &config, &model)?;
     // Nothing is changed before the connection: a stop here only drops the listener, the
@@ -248,6 +250,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         events,
         metrics,
         watchdog: watchdog_from_env(),
+        bitmaps: Arc::new(bitmaps::Upkeep::default()),
     };
     let result = lp.run(rx, refresh_rx, &mut owners, signals).await;
     // No event program (or a child it left behind) outlives the service.
@@ -287,21 +290,23 @@ impl Signals {
     }
 }
 
-/// The metrics listener on `addr` (`--metrics`, else `[metrics] listen`); `None` without
-/// an address. Errors: the address cannot be bound.
+/// The metrics listener on `listen` (`--metrics`), else on `config.listen`, with the socket
+/// access of `config`; `None` without an address. Errors: the address cannot be bound.
 async fn start_metrics(
-    addr: Option<std::net::SocketAddr>,
+    listen: Option<crate::config::MetricsListen>,
+    config: &crate::config::MetricsConfig,
     core: &Arc<State>,
     metrics: &Arc<metrics_http::MetricsState>,
 ) -> Result<Option<tokio::task::JoinHandle<()>>, ServeError> {
-    match addr {
-        Some(addr) => Ok(Some(
-            metrics_http::start(addr, core.clone(), metrics.clone())
-                .await?
-                .1,
-        )),
-        None => Ok(None),
-    }
+    let Some(listen) = listen.or_else(|| config.listen.clone()) else {
+        return Ok(None);
+    };
+    let access = metrics_http::SocketAccess {
+        mode: config.socket_mode,
+        group: config.socket_group.clone(),
+    };
+    let (_, task) = metrics_http::start(&listen, &access, core.clone(), metrics.clone()).await?;
+    Ok(Some(task))
 }
 
 /// `--sim`: creates the simulated tree and watches its control signal; `None` without
@@ -365,9 +370,11 @@ fn bus_objects(
         .map_err(bus_err("serve Manager"))?;
     let mut published: BTreeMap<String, ArrayProps> = BTreeMap::new();
     let checks = CheckView::read(root, config, crate::policy::unix_now_s() as i64);
+    let pending = bitmaps::Upkeep::pending(root);
     for a in &model.arrays {
-        let mut props = ArrayProps::from_model(a);
+        let mut props = ArrayProps::from_model_in(a, model.speed_limit_min);
         props.check = checks.props(a);
+        props.bitmap_pending = pending.contains(&props.uuid.to_ascii_lowercase());
         let path = array_path(&props.uuid, &props.kernel_name);
         if published.contains_key(&path) {
             tracing::warn!("two arrays at {path}: {} is not published", a.name);
@@ -449,6 +456,22 @@ async fn shutdown(shared: &Arc<Shared>, conn: &zbus::Connection) {
     if let Err(e) = conn.release_name(BUS_NAME).await {
         tracing::warn!("cannot release {BUS_NAME}: {e}");
     }
+}
+
+/// `[check] state_path` is read at start only: the record of a check that runs now is there,
+/// and a reload that moved it would orphan that check (its position, its throttle). A reload
+/// that changes it keeps the one in effect in `new` and logs that the new path takes effect at
+/// the next start.
+fn keep_check_state_path(old: &Config, new: &mut Config) {
+    if new.check.state_path == old.check.state_path {
+        return;
+    }
+    tracing::warn!(
+        "SIGHUP: [check] state_path {} takes effect at the next start (systemctl restart mdpilot); the check record stays {}",
+        new.check.state_path.display(),
+        old.check.state_path.display()
+    );
+    new.check.state_path.clone_from(&old.check.state_path);
 }
 
 /// SIGTERM and SIGINT, installed first thing in [`serve`] so that a stop during start-up is
@@ -594,6 +617,8 @@ struct Loop {
     /// Half of systemd's `WatchdogSec=` (`$WATCHDOG_USEC`): how often the loop sends
     /// `WATCHDOG=1`; `None` without a watchdog.
     watchdog: Option<Duration>,
+    /// The arrays of `bitmap-wanted` whose bitmap is being added.
+    bitmaps: Arc<bitmaps::Upkeep>,
 }
 
 impl Loop {
@@ -620,6 +645,7 @@ impl Loop {
         let manager_emitter =
             SignalEmitter::new(&self.conn, MANAGER_PATH).map_err(bus_err("emitter"))?;
         self.sync_pids(&mut pids, &manager_emitter).await;
+        self.bitmaps.step(&self.shared.core, &self.model);
         loop {
             tokio::select! {
                 _ = term.recv() => { tracing::info!("SIGTERM: stopping"); return Ok(()); }
@@ -746,7 +772,7 @@ impl Loop {
     /// not load (a parse error, an invalid value, an unreadable file) is logged and the one in
     /// effect kept. Returns true when a changed configuration was put in effect.
     fn reload(&mut self) -> bool {
-        let new = match Config::load(&self.root) {
+        let mut new = match Config::load(&self.root) {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(
@@ -756,6 +782,7 @@ impl Loop {
                 return false;
             }
         };
+        keep_check_state_path(&self.config, &mut new);
         let changed = self.config.changed_sections(&new);
         if changed.is_empty() {
             tracing::info!("SIGHUP: configuration reloaded, unchanged");
@@ -842,6 +869,8 @@ impl Loop {
         } else if done.recorded {
             self.publish_arrays().await;
         }
+        // The bitmaps waiting for a sync's end: each worker asks for its array's re-read.
+        self.bitmaps.step(&self.shared.core, &self.model);
     }
 
     /// Re-reads what `r` names, feeds the events, then publishes the differences.
@@ -879,9 +908,11 @@ impl Loop {
         let mut new: BTreeMap<String, ArrayProps> = BTreeMap::new();
         // The check properties (the upkeep was the step before: publishing writes nothing).
         let checks = CheckView::read(&self.root, &self.config, crate::policy::unix_now_s() as i64);
+        let pending = bitmaps::Upkeep::pending(&self.root);
         for a in &self.model.arrays {
-            let mut props = ArrayProps::from_model(a);
+            let mut props = ArrayProps::from_model_in(a, self.model.speed_limit_min);
             props.check = checks.props(a);
+            props.bitmap_pending = pending.contains(&props.uuid.to_ascii_lowercase());
             let path = array_path(&props.uuid, &props.kernel_name);
             if new.contains_key(&path) {
                 tracing::warn!("two arrays at {path}: {} is not published", a.name);

@@ -5,9 +5,14 @@
 //! published as job objects like any StartWipe job.
 //!
 //! Only checkpoints whose `started_by` is the service are taken; a CLI wipe's checkpoint is the
-//! CLI user's to continue with `mdpilot wipe DEVICE --resume`. A checkpoint whose device is gone
-//! or no longer matches (another device at that node, another size, block size or ranges) is
-//! logged at warn and left in place: nothing is written, nothing deleted. A corrupt checkpoint
+//! CLI user's to continue with `mdpilot wipe DEVICE --resume`. And only checkpoints the disk
+//! can confirm ([`checkpoint::needs_a_person`]): with durable bytes and the digest of the
+//! wipe's first bytes, which the job reads back before it writes (a mismatch is the job's
+//! error, in the log and its `Completed`, with nothing written); the others (nothing durable,
+//! a kernel name, a file of an earlier mdpilot) are logged at warn and left in place. A
+//! checkpoint whose device is gone or no longer matches (another device at that node, another
+//! size, block size or ranges) is logged at warn and left in place: nothing is written,
+//! nothing deleted. A corrupt checkpoint
 //! (not JSON, or not one this version reads) is kept aside as `NAME.corrupt-<unix seconds>`
 //! with one warning ([`checkpoint::list`]) and not resumed. Config switch:
 //! `[wipe] auto_resume` (default true).

@@ -25,8 +25,8 @@
 
 use crate::host::{read_optional, Root};
 use crate::model::{
-    parse_plain_u64, ArrayState, ArraySysfs, MdStat, MemberSysfs, SpeedLimit, SyncAction,
-    SyncCompleted,
+    parse_plain_u64, ArrayState, ArraySysfs, BitmapType, ConsistencyPolicy, MdStat, MemberSysfs,
+    SpeedLimit, SyncAction, SyncCompleted,
 };
 use std::path::{Path, PathBuf};
 
@@ -243,8 +243,10 @@ pub fn read_array_at(dir: &Path) -> ArraySysfs {
         physical_block_size: read_parsed(&queue.join("physical_block_size"), parse_plain_u64),
         optimal_io_size: read_parsed(&queue.join("optimal_io_size"), parse_plain_u64),
         members: read_members(&md),
-        consistency_policy: word("consistency_policy"),
+        consistency_policy: word("consistency_policy").map(|w| ConsistencyPolicy::from(w.as_str())),
         bitmap_location: word("bitmap/location"),
+        bitmap_type: read_parsed(&md.join("bitmap_type"), parse_bitmap_type),
+        md_logical_block_size: num("logical_block_size"),
         metadata_name: None,
         mdadm_uuid: None,
         named_device: None,
@@ -399,6 +401,21 @@ fn parse_word(s: &str) -> Option<String> {
     (!s.is_empty()).then(|| s.to_string())
 }
 
+/// `md/bitmap_type` (Linux 6.19+): the words md knows with the selected one in brackets
+/// (`[none] bitmap llbitmap`); a single bare word is taken as selected. `None` when no word is
+/// bracketed among several.
+pub fn parse_bitmap_type(s: &str) -> Option<BitmapType> {
+    let words: Vec<&str> = s.split_whitespace().collect();
+    let selected = words
+        .iter()
+        .find_map(|w| w.strip_prefix('[').and_then(|w| w.strip_suffix(']')));
+    match (selected, words.as_slice()) {
+        (Some(w), _) => Some(BitmapType::from(w)),
+        (None, [one]) => Some(BitmapType::from(*one)),
+        (None, _) => None,
+    }
+}
+
 fn parse_raid_disks(s: &str) -> Option<u32> {
     // During a reshape md prints `new (old)`, e.g. `4 (3)`: the new count is the one in force.
     let first = s.split_whitespace().next()?;
@@ -504,6 +521,13 @@ mod tests {
         );
         assert_eq!(parse_sync_completed("x / y"), None);
         assert_eq!(parse_raid_disks("4 (3)"), Some(4));
+        assert_eq!(parse_bitmap_type("[none] bitmap"), Some(BitmapType::None));
+        assert_eq!(
+            parse_bitmap_type("none bitmap [llbitmap]"),
+            Some(BitmapType::Llbitmap)
+        );
+        assert_eq!(parse_bitmap_type("bitmap"), Some(BitmapType::Bitmap));
+        assert_eq!(parse_bitmap_type("none bitmap"), None);
         assert_eq!(parse_slot("none"), Some(None));
         assert_eq!(
             parse_state("in_sync,write_mostly"),

@@ -1,33 +1,37 @@
 //! Durable checkpoints of wipe jobs: what lets `mdpilot wipe DEVICE --resume` continue a wipe
 //! after a power cut, a killed installer or a reboot instead of starting again at 0.
 //!
-//! Where: `/var/lib/mdpilot/wipe/<stable id>.json` under the [`crate::host::Root`] ([`DIR`]),
-//! beside (not inside) the policy state. The policy state lives in `/run/mdpilot` because what it
+//! Where: `/var/lib/mdpilot/wipe/<escaped stable id>.json` ([`path_for`]) under the
+//! [`crate::host::Root`] ([`DIR`]), beside (not inside) the policy state. The policy state
+//! lives in `/run/mdpilot` because what it
 //! records (speed limits) dies with the kernel; a checkpoint describes bytes on a disk, which
 //! survive a power cut that empties `/run`, so it must be on persistent storage.
 //!
 //! What: the device identity ([`Identity`]: stable id, size, logical block size), the method,
 //! the random key (hex; the file is 0600 in a 0700 directory: the key only reproduces the
-//! written stream for `--verify`), every range, and `durable_offset`: every byte of the ranges
-//! below it is on the device (written, then a cache flush returned).
+//! written stream for `--verify`), every range, `durable_offset`: every byte of the ranges
+//! below it is on the device (written, then a cache flush returned), and `head`: the SHA-256 of
+//! the wipe's own first bytes ([`head_digest`]), which a resume reads back before it writes.
+//! Files without `head` (earlier versions) load, and resume only when a person asks.
 //!
 //! When ([`Checkpointer`]): at the start (offset where the job begins), then after a completed
 //! request when at least a second has passed or 1 GiB more is durable since the last save
 //! (whichever comes first: at rates above 1 GiB/s that is more than once a second, bounding the
 //! work a resume repeats to 1 GiB), always after `fdatasync` on the device returned for the
-//! bytes it describes; saved by write-to-temp, fsync, rename, fsync of the directory. Removed
-//! when the job completes or is cancelled; kept when it fails (a resume may continue).
+//! bytes it describes; saved by [`crate::atomic::write`] (a randomly named temporary file,
+//! fsync, rename, fsync of the directory). Removed when the job completes or is cancelled;
+//! kept when it fails (a resume may continue).
 //! A file that does not parse is kept aside as `NAME.corrupt-<unix seconds>` and read as no
 //! checkpoint ([`load_or_set_aside`]), as the policy state does with a corrupt state file.
 
-use super::plan::{Identity, Method, Range, ResyncMark, StartedBy};
+use super::plan::{Data, HeadDigest, Identity, Method, Op, Range, ResyncMark, StartedBy};
 use super::sink::Sink;
 use super::stream::Seed;
 use crate::host::Root;
 use std::collections::BTreeMap;
 use std::fs;
-use std::io::{self, Write};
-use std::os::unix::fs::{OpenOptionsExt, PermissionsExt};
+use std::io;
+use std::os::unix::fs::PermissionsExt;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -66,6 +70,12 @@ pub struct Checkpoint {
     /// ([`StartedBy::Service`]); absent in older files (read as the CLI's).
     #[serde(default)]
     pub started_by: StartedBy,
+    /// The first bytes of the wipe as the device holds them once durable ([`head_digest`]):
+    /// what the service's auto-resume needs to confirm the disk before it writes ([`locate`]).
+    /// `None` in files written before mdpilot recorded it (those resume only when a person
+    /// asks: `--resume`), and for operations whose result is device-defined (`discard`).
+    #[serde(default)]
+    pub head: Option<HeadDigest>,
 }
 
 /// The resync part of a checkpoint.
@@ -105,6 +115,32 @@ impl Checkpoint {
     pub fn total_bytes(&self) -> u64 {
         self.ranges.iter().map(|r| r.len).sum()
     }
+}
+
+/// How much of the start of a wipe a checkpoint hashes ([`head_digest`]): 64 KiB, a multiple of
+/// every logical block size and less than a request ([`super::planner::MIN_BLOCK`]), so
+/// durable as soon as any byte is. It covers what a disk's own first sectors usually hold
+/// (partition tables, GPT, md 1.1/1.2 superblocks at 0 and 4 KiB, filesystem superblocks):
+/// another disk whose first 4 KiB happen to read as zeroes still differs here.
+pub const HEAD_BYTES: u64 = 64 * 1024;
+
+/// The [`HeadDigest`] of a wipe applying `op` to `ranges` (pure): the SHA-256 of what `op`
+/// leaves in the first [`HEAD_BYTES`] of the first range (shorter when that range is). `None`
+/// when there is nothing to record: no ranges, or an operation whose result the device
+/// defines (`BLKDISCARD`) or that comes from a file or a stream (not checkpointed).
+pub fn head_digest(op: &Op, ranges: &[Range]) -> Option<HeadDigest> {
+    if !matches!(op, Op::Write(Data::Zero | Data::Random(_)) | Op::ZeroOut) {
+        return None;
+    }
+    let first = ranges.first().filter(|r| r.len > 0)?;
+    let len = first.len.min(HEAD_BYTES);
+    let mut want = vec![0u8; usize::try_from(len).ok()?];
+    super::source::expected(op, &super::source::Sources::none(), first.offset, &mut want).ok()?;
+    Some(HeadDigest {
+        offset: first.offset,
+        len,
+        sha256: sha256_hex(&want),
+    })
 }
 
 /// `seed` as 64 hex digits.
@@ -147,9 +183,44 @@ pub fn remaining(ranges: &[Range], off: u64) -> Vec<Range> {
         .collect()
 }
 
-/// The file of the device whose stable id is `stable_id` in `dir`: the id with every character
-/// other than `[A-Za-z0-9._-]` replaced by `_`, plus `.json`.
+/// Longest escaped stable id kept whole in a file name; longer ones are cut and hashed
+/// ([`path_for`]). With `.json` and the `.corrupt-<seconds>.N` or temporary suffixes the name
+/// stays well under `NAME_MAX` (255 bytes).
+const NAME_MAX_ESCAPED: usize = 180;
+/// How much of an over-long escaped id a name keeps before the hash.
+const NAME_KEPT: usize = 120;
+
+/// The file of the device whose stable id is `stable_id` in `dir` (pure, injective: two ids
+/// never share a file). The id is percent-escaped: `[A-Za-z0-9._-]` stay, every other byte of
+/// its UTF-8 becomes `%XX` (upper-case hex; `%` itself too), so `by-id:usb-A-0:0` is
+/// `by-id%3Ausb-A-0%3A0.json` and `by-id:usb-A-0_0` is `by-id%3Ausb-A-0_0.json`. An escaped id
+/// longer than 180 bytes (a deep loop backing file) is cut to its first 120 (never inside an
+/// escape), then `~` and the SHA-256 of the whole id in hex: `~` never appears in an escaped
+/// id, so the two forms cannot meet. Ids without characters to escape keep the name the
+/// previous scheme gave them; for the others, [`path_in`] still finds a file of that scheme.
 pub fn path_for(dir: &Path, stable_id: &str) -> PathBuf {
+    let mut safe = String::with_capacity(stable_id.len());
+    for b in stable_id.bytes() {
+        if b.is_ascii_alphanumeric() || b"._-".contains(&b) {
+            safe.push(char::from(b));
+        } else {
+            safe.push_str(&format!("%{b:02X}"));
+        }
+    }
+    if safe.len() > NAME_MAX_ESCAPED {
+        let mut cut = NAME_KEPT;
+        // Not inside a `%XX`: back off to the escape's start.
+        while safe.as_bytes()[cut - 2..cut].contains(&b'%') {
+            cut -= 1;
+        }
+        safe = format!("{}~{}", &safe[..cut], sha256_hex(stable_id.as_bytes()));
+    }
+    dir.join(format!("{safe}.json"))
+}
+
+/// The name the previous scheme gave `stable_id`'s file: every character outside
+/// `[A-Za-z0-9._-]` replaced by `_` (not injective: `usb-A-0:0` and `usb-A-0_0` met).
+fn legacy_path_for(dir: &Path, stable_id: &str) -> PathBuf {
     let safe: String = stable_id
         .chars()
         .map(|c| {
@@ -161,6 +232,32 @@ pub fn path_for(dir: &Path, stable_id: &str) -> PathBuf {
         })
         .collect();
     dir.join(format!("{safe}.json"))
+}
+
+/// Where the checkpoint of `stable_id` is in `dir`: [`path_for`], unless no file is there and a
+/// file under the previous scheme's name ([`legacy_path_for`]) records this very stable id
+/// (then that file: a checkpoint written before the upgrade is resumed, saved and removed
+/// where it is). A previous-scheme file of another id (the collision the new names end) or
+/// one that does not load is not taken. Reads only; changes nothing.
+pub fn path_in(dir: &Path, stable_id: &str) -> PathBuf {
+    let path = path_for(dir, stable_id);
+    let old = legacy_path_for(dir, stable_id);
+    if old == path || fs::symlink_metadata(&path).is_ok() {
+        return path;
+    }
+    match load(&old) {
+        Ok(Some(c)) if c.identity.stable_id == stable_id => old,
+        _ => path,
+    }
+}
+
+/// SHA-256 of `bytes`, 64 lower-case hex digits.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes)
+        .iter()
+        .map(|b| format!("{b:02x}"))
+        .collect()
 }
 
 /// Reads the checkpoint at `path`; `Ok(None)` when there is none. Changes nothing (see
@@ -257,40 +354,49 @@ pub fn list(dir: &Path) -> Vec<(PathBuf, Checkpoint)> {
     v
 }
 
-/// The device checkpoint `ck` (read from `path` in `dir`) is of, if it is still there: the
-/// `/dev/disk/by-id` link or `/dev/mapper` name its stable id names (kernel names move between
-/// boots), else the node it was started on; accepted only when that device's stable id leads to
-/// this same file ([`path_for`]), i.e. it is the device the checkpoint describes. Size, block
-/// size, method and ranges are checked later by [`super::planner::resume`].
+/// The device checkpoint `ck` (read from `path` in `dir`) is of, if it is still there and may
+/// be continued without a person: the `/dev/disk/by-id` link or `/dev/mapper` name its stable
+/// id names (kernel names move between boots), else the node it was started on, as a caller
+/// names it (`/dev/disk/by-id/…`; a request finds it under the root); accepted only when that
+/// device's stable id leads to this same file ([`path_in`]), i.e. it is the device the
+/// checkpoint describes. Size, block size, method and ranges are checked later by
+/// [`super::planner::resume`], and the job reads back what the checkpoint says is durable —
+/// the first bytes by their [`HeadDigest`], then samples — before it writes.
 ///
-/// What the service's auto-resume goes by: a checkpoint whose identity [`is_weak`] is never
-/// located (no person confirms the disk at start-up).
+/// What the service's auto-resume goes by: a checkpoint that leaves nothing to confirm the
+/// disk with ([`needs_a_person`]) is never located (no person confirms the disk at start-up).
 ///
-/// Errors: why not, as a sentence (a weak identity, no such device, cannot probe it, another
-/// device there now).
+/// Errors: why not, as a sentence (see [`needs_a_person`]; no such device, cannot probe it,
+/// another device there now).
 pub fn locate(root: &Root, dir: &Path, path: &Path, ck: &Checkpoint) -> Result<PathBuf, String> {
     let id = &ck.identity.stable_id;
-    if is_weak(id) {
+    if let Some(why) = needs_a_person(ck) {
         return Err(format!(
-            "its device is known only by its kernel name ({id}), which may name another disk              after a reboot (virtio disks without a serial, xvd*, nbd*, rbd* are renumbered):              not resumed automatically; `mdpilot wipe {} --resume` continues it once a person              has confirmed the disk",
+            "{why}: not resumed automatically; `mdpilot wipe {} --resume` continues it once a \
+             person has confirmed the disk (`--restart` starts again at 0)",
             ck.device.display()
         ));
     }
-    let dev = if let Some(link) = id.strip_prefix("by-id:") {
-        root.dev(format!("disk/by-id/{link}"))
-    } else if let Some(n) = id.strip_prefix("dm-name:") {
-        root.dev(format!("mapper/{n}"))
+    // The node as a caller names it (what a request takes; `plan_for` finds it in the root),
+    // and where it is under the root.
+    let named = if let Some(link) = id.strip_prefix("by-id:") {
+        Some(PathBuf::from(format!("/dev/disk/by-id/{link}")))
     } else {
-        ck.device.clone()
+        id.strip_prefix("dm-name:")
+            .map(|n| PathBuf::from(format!("/dev/mapper/{n}")))
     };
-    let p = super::probe::probe(root, &dev).map_err(|e| {
+    let (dev, probed) = match named {
+        Some(n) => (n.clone(), root.path(n)),
+        None => (ck.device.clone(), ck.device.clone()),
+    };
+    let p = super::probe::probe(root, &probed).map_err(|e| {
         format!(
             "{} ({id}): {}",
             dev.display(),
             crate::error::error_chain(&e)
         )
     })?;
-    if path_for(dir, &p.stable_id) != path {
+    if path_in(dir, &p.stable_id) != path {
         return Err(format!(
             "{} is now another device ({}, the checkpoint is of {id})",
             dev.display(),
@@ -300,33 +406,60 @@ pub fn locate(root: &Root, dir: &Path, path: &Path, ck: &Checkpoint) -> Result<P
     Ok(dev)
 }
 
+/// Why `ck` may be continued only when a person asks (`--resume`), if so (pure): its identity
+/// [`is_weak`] (a kernel name may be another disk after a reboot); nothing of it is durable
+/// (its device holds none of the wipe's data yet, so the read-back before a resume has
+/// nothing to compare, and a `by-id` name is not unique: USB enclosures that report one
+/// serial share it); or it records no [`HeadDigest`] (written by an earlier mdpilot, or a
+/// `discard`, whose result the device defines) or one below its durable offset.
+pub fn needs_a_person(ck: &Checkpoint) -> Option<String> {
+    let id = &ck.identity.stable_id;
+    if is_weak(id) {
+        return Some(format!(
+            "its device is known only by its kernel name ({id}), which may name another disk \
+             after a reboot (virtio disks without a serial, xvd*, nbd*, rbd* are renumbered)"
+        ));
+    }
+    if ck.durable_bytes() == 0 {
+        return Some(format!(
+            "nothing of it was durable when it stopped: no data of the wipe on the disk can \
+             confirm that {id} is still the disk it was wiping (a by-id name can be shared, \
+             e.g. by USB enclosures that report one serial)"
+        ));
+    }
+    match &ck.head {
+        None => Some(
+            "it records none of the wipe's first bytes to check the disk by (a checkpoint of \
+             an earlier mdpilot, or a discard, whose result the device defines)"
+                .into(),
+        ),
+        Some(h) if ck.durable_offset < h.offset.saturating_add(h.len) => Some(format!(
+            "its first bytes (at offset {}, {} bytes) are not durable yet",
+            h.offset, h.len
+        )),
+        Some(_) => None,
+    }
+}
+
 /// True for a stable id that names only the kernel name (`name:<kernel name>`, see
 /// [`super::probe::Probe::stable_id`]): after a reboot it may be another disk.
 pub fn is_weak(stable_id: &str) -> bool {
     stable_id.starts_with("name:")
 }
 
-/// Saves `ck` at `path` durably: a temporary file (0600) written and fsynced, renamed over
-/// `path`, then the directory (0700, created) fsynced.
+/// Saves `ck` at `path` durably with [`crate::atomic::write`] (0600; a temporary file with a
+/// random name created `O_EXCL`, so nothing planted beside it is opened or followed; fsync,
+/// rename, fsync of the directory), after creating the directory (0700).
 ///
-/// Errors: the OS error of any step.
+/// Errors: the OS error of any step, or `InvalidData` when `ck` does not serialize; `path` is
+/// then left as it was.
 pub fn save(path: &Path, ck: &Checkpoint) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     fs::create_dir_all(dir)?;
     let _ = fs::set_permissions(dir, fs::Permissions::from_mode(0o700));
-    let tmp = path.with_extension("json.tmp");
-    let mut f = fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .mode(0o600)
-        .open(&tmp)?;
-    let body = serde_json::to_vec_pretty(ck).map_err(io::Error::other)?;
-    f.write_all(&body)?;
-    f.sync_all()?;
-    drop(f);
-    fs::rename(&tmp, path)?;
-    fs::File::open(dir)?.sync_all()
+    let body =
+        serde_json::to_vec_pretty(ck).map_err(|e| io::Error::new(io::ErrorKind::InvalidData, e))?;
+    crate::atomic::write(path, &body, 0o600)
 }
 
 /// Removes the checkpoint at `path` (and fsyncs the directory); a missing file is fine.
@@ -488,6 +621,7 @@ mod tests {
             durable_offset: 0,
             resync: None,
             started_by: StartedBy::Service { uid: 0 },
+            head: None,
         };
         let p = path_for(d.path(), "name:vdb");
         let e = locate(&Root::new(d.path()), d.path(), &p, &ck).unwrap_err();
@@ -511,7 +645,50 @@ mod tests {
             durable_offset: 0,
             resync: None,
             started_by: StartedBy::Cli,
+            head: None,
         }
+    }
+
+    #[test]
+    fn only_a_checkpoint_with_durable_bytes_and_their_digest_is_resumed_without_a_person() {
+        let whole = vec![Range {
+            offset: 0,
+            len: 8 << 20,
+        }];
+        let mut c = ck(whole.clone());
+        c.identity.stable_id = "by-id:usb-A-0:0".into();
+        c.head = head_digest(&Op::Write(Data::Zero), &whole);
+        let h = c.head.clone().unwrap();
+        assert_eq!((h.offset, h.len), (0, HEAD_BYTES));
+        assert_eq!(h.sha256, sha256_hex(&[0; HEAD_BYTES as usize]));
+        let why = needs_a_person(&c).unwrap();
+        assert!(why.contains("nothing of it was durable"), "{why}");
+        c.durable_offset = 4 << 20;
+        assert_eq!(needs_a_person(&c), None);
+        // A damaged record whose bytes lie above the durable offset.
+        c.head.as_mut().unwrap().offset = 5 << 20;
+        assert!(needs_a_person(&c).unwrap().contains("not durable yet"));
+        // A file of an earlier mdpilot has no `head`: it loads, but waits for `--resume`.
+        let mut old = serde_json::to_value(&c).unwrap();
+        old.as_object_mut().unwrap().remove("head");
+        let back: Checkpoint = serde_json::from_value(old).unwrap();
+        assert_eq!(back.head, None);
+        let why = needs_a_person(&back).unwrap();
+        assert!(why.contains("earlier mdpilot"), "{why}");
+        let d = tempfile::tempdir().unwrap();
+        let e = locate(&Root::new(d.path()), d.path(), d.path(), &back).unwrap_err();
+        assert!(
+            e.contains("--resume") && e.contains("not resumed automatically"),
+            "{e}"
+        );
+        // Discard leaves device-defined bytes: nothing to record.
+        assert_eq!(head_digest(&Op::Discard, &whole), None);
+        let short = [Range {
+            offset: 4096,
+            len: 512,
+        }];
+        let r = head_digest(&Op::Write(Data::Random(Seed([1; 32]))), &short).unwrap();
+        assert_eq!((r.offset, r.len), (4096, 512));
     }
 
     #[test]
@@ -574,8 +751,105 @@ mod tests {
         assert_eq!(c.seed(), Some(Seed([0xab; 32])));
         assert_eq!(
             path_for(Path::new("/d"), "loop:/var/tmp/a b.img"),
-            PathBuf::from("/d/loop__var_tmp_a_b.img.json")
+            PathBuf::from("/d/loop%3A%2Fvar%2Ftmp%2Fa%20b.img.json")
         );
+    }
+
+    #[test]
+    fn a_symlink_at_the_old_temporary_name_is_not_followed() {
+        let d = tempfile::tempdir().unwrap();
+        let secret = d.path().join("secret");
+        fs::write(&secret, "keep").unwrap();
+        let p = path_for(d.path(), "by-id:usb-A-0:0");
+        // The name the writer used to open with O_CREAT|O_TRUNC, following links.
+        std::os::unix::fs::symlink(&secret, p.with_extension("json.tmp")).unwrap();
+        save(&p, &ck(vec![])).unwrap();
+        assert_eq!(fs::read_to_string(&secret).unwrap(), "keep");
+        assert!(!fs::symlink_metadata(&p).unwrap().file_type().is_symlink());
+        assert_eq!(load(&p).unwrap().unwrap(), ck(vec![]));
+        let mode = fs::metadata(&p).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o600);
+    }
+
+    #[test]
+    fn ids_that_differ_only_in_escaped_characters_get_two_files() {
+        let d = Path::new("/d");
+        let (a, b) = ("by-id:usb-A-0:0", "by-id:usb-A-0_0");
+        assert_ne!(path_for(d, a), path_for(d, b));
+        let dir = tempfile::tempdir().unwrap();
+        let (mut ca, mut cb) = (ck(vec![]), ck(vec![]));
+        ca.identity.stable_id = a.into();
+        cb.identity.stable_id = b.into();
+        save(&path_for(dir.path(), a), &ca).unwrap();
+        save(&path_for(dir.path(), b), &cb).unwrap();
+        let back = |id| load(&path_for(dir.path(), id)).unwrap().unwrap();
+        assert_eq!((back(a), back(b)), (ca, cb));
+    }
+
+    #[test]
+    fn a_checkpoint_under_its_previous_scheme_name_is_still_found() {
+        let d = tempfile::tempdir().unwrap();
+        let id = "by-id:usb-A-0:0";
+        let old = d.path().join("by-id_usb-A-0_0.json");
+        assert_eq!(
+            path_in(d.path(), id),
+            path_for(d.path(), id),
+            "nothing there"
+        );
+        let mut c = ck(vec![]);
+        c.identity.stable_id = id.into();
+        save(&old, &c).unwrap();
+        assert_eq!(path_in(d.path(), id), old);
+        // The file there is the other id's (the collision): not this device's checkpoint.
+        assert_eq!(
+            path_in(d.path(), "by-id:usb-A-0/0"),
+            path_for(d.path(), "by-id:usb-A-0/0")
+        );
+        // Once a file has the new name, it is the one.
+        save(&path_for(d.path(), id), &c).unwrap();
+        assert_eq!(path_in(d.path(), id), path_for(d.path(), id));
+        // An id with nothing to escape had the same name under both schemes.
+        assert_eq!(
+            path_for(d.path(), "md-uuid-abc"),
+            d.path().join("md-uuid-abc.json")
+        );
+    }
+
+    mod names {
+        use super::*;
+        use proptest::prelude::*;
+
+        /// Characters that old and naive escapes confuse: escaped ones, the escape character,
+        /// hex digits, a multi-byte one, a control character.
+        const ALPHABET: &[char] = &[
+            'a', 'A', '3', ':', '_', '/', '%', '~', '.', '-', ' ', '\u{e9}', '\0',
+        ];
+
+        fn id() -> impl Strategy<Value = String> {
+            (
+                proptest::collection::vec(proptest::sample::select(ALPHABET), 0..6),
+                prop_oneof![Just(0usize), 150usize..260],
+            )
+                .prop_map(|(v, long)| {
+                    v.into_iter()
+                        .chain(std::iter::repeat('x').take(long))
+                        .collect()
+                })
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig::with_cases(1000))]
+            /// Two stable ids never share a file, and every name is one short path component.
+            #[test]
+            fn path_for_is_injective(a in id(), b in id()) {
+                let d = Path::new("/d");
+                let (pa, pb) = (path_for(d, &a), path_for(d, &b));
+                prop_assert_eq!(a == b, pa == pb, "{:?} {:?} -> {:?}", a, b, pa);
+                let name = pa.file_name().unwrap().to_string_lossy().into_owned();
+                prop_assert_eq!(pa.parent(), Some(d));
+                prop_assert!(name.len() <= 200 && name.ends_with(".json"), "{}", name);
+            }
+        }
     }
 
     #[test]

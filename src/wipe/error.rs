@@ -111,6 +111,27 @@ pub enum WipeError {
         /// Byte offset of the first differing byte among the samples.
         offset: u64,
     },
+    /// A resumed job read back the first bytes of the wipe and their SHA-256 is not the one
+    /// its checkpoint recorded ([`super::plan::HeadDigest`]): perhaps another disk under the
+    /// same name; nothing written.
+    #[error(
+        "{device}: refusing to resume: the first {len} bytes of the wipe (at offset {offset}) \
+         do not read back as the checkpoint recorded them (SHA-256 {found}, recorded \
+         {recorded}; another disk under this name?); nothing was written; `--restart` starts \
+         again at 0"
+    )]
+    ResumeHeadMismatch {
+        /// The device.
+        device: PathBuf,
+        /// Where the bytes start, bytes.
+        offset: u64,
+        /// How many, bytes.
+        len: u64,
+        /// The SHA-256 read back (hex).
+        found: String,
+        /// The SHA-256 the checkpoint recorded (hex).
+        recorded: String,
+    },
     /// Writing `md/sync_action` or `md/resync_start` failed.
     #[error("{path}: cannot write {value:?}")]
     Resync {
@@ -152,7 +173,7 @@ pub enum WipeError {
     Checkpoint {
         /// The device.
         device: PathBuf,
-        /// The checkpoint file (`/var/lib/mdpilot/wipe/<id>.json` under the root).
+        /// The checkpoint file (`/var/lib/mdpilot/wipe/<escaped id>.json` under the root, [`super::checkpoint::path_for`]).
         path: PathBuf,
         /// The OS error (EROFS when `/var/lib/mdpilot` is read-only).
         #[source]

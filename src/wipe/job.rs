@@ -419,6 +419,7 @@ impl Job {
                 mark: cp.resync_mark.clone().unwrap_or(now),
             }),
             started_by: cp.started_by,
+            head: checkpoint::head_digest(&plan.op, &cp.full_ranges),
         };
         let c = Checkpointer::new(cp.path.clone(), sink, ck);
         match c.save_now() {

@@ -118,7 +118,7 @@ impl LeaseProvider for Policy {
     }
     fn unfreeze(&self, _root: &Root, array: &str, in_sync: bool) -> Result<(), WipeError> {
         let first = in_sync.then_some(("resync_start", "none"));
-        self.let_go(&format!("freeze:{array}"), first)
+        self.let_go(&crate::policy::Holder::freeze(array).to_string(), first)
             .map_err(|e| journal_err(array, if in_sync { "none" } else { "idle" }, &e))
     }
 }
@@ -127,7 +127,7 @@ impl LeaseProvider for Policy {
 fn journal_err(array: &str, value: &str, e: &PolicyError) -> WipeError {
     WipeError::Lease {
         device: PathBuf::from(format!("/dev/{array}")),
-        holder: format!("freeze:{array}"),
+        holder: crate::policy::Holder::freeze(array).to_string(),
         message: format!("{value}: {}", crate::error::error_chain(e)),
     }
 }

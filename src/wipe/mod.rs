@@ -121,7 +121,7 @@ pub fn plan_for(root: &Root, req: &Request) -> Result<Plan, WipeError> {
         .checkpoint_dir
         .clone()
         .unwrap_or_else(|| root.path(checkpoint::DIR));
-    let path = checkpoint::path_for(&dir, &probe.stable_id);
+    let path = checkpoint::path_in(&dir, &probe.stable_id);
     let keeps = options.data.is_none();
     let dev = probe.path.display().to_string();
     let unreadable = |p: &std::path::Path, e: std::io::Error| {
@@ -157,6 +157,7 @@ pub fn plan_for(root: &Root, req: &Request) -> Result<Plan, WipeError> {
             resumed_bytes: 0,
             resync_mark: None,
             started_by: options.started_by,
+            head: None,
         });
     }
     Ok(plan)
@@ -227,6 +228,7 @@ fn plan_resume(
         resumed_bytes: 0,
         resync_mark: None,
         started_by: options.started_by,
+        head: None,
     });
     let action = probe.array.as_ref().map(|a| a.sync_action.as_str());
     planner::resume(plan, &ck, &ck_path, action)

@@ -285,10 +285,27 @@ pub struct Identity {
     pub logical_block_size: u64,
 }
 
+/// The first bytes of a wipe as the device holds them once they are durable: what a resume
+/// reads back and hashes before it writes, so that a different disk answering to the same
+/// name (two USB enclosures with one serial share a `by-id` link) is not written. Of the wipe's
+/// own data, not of what was there before: once the first run's first request is durable
+/// those bytes hold the wipe's zeroes or random stream, and nothing else is verifiable then.
+/// Recorded by [`super::checkpoint::head_digest`].
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HeadDigest {
+    /// Device offset, bytes: where the first range starts.
+    pub offset: u64,
+    /// Length, bytes: [`super::checkpoint::HEAD_BYTES`] or the first range, whichever is
+    /// shorter (inside the first request, so durable once any byte of the wipe is).
+    pub len: u64,
+    /// SHA-256 of the wipe's data there, 64 lower-case hex digits.
+    pub sha256: String,
+}
+
 /// Where a job keeps its checkpoint and what it continues from ([`super::checkpoint`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct CheckpointPlan {
-    /// The checkpoint file (`/var/lib/mdpilot/wipe/<id>.json` under the root).
+    /// The checkpoint file (`/var/lib/mdpilot/wipe/<escaped id>.json` under the root, [`super::checkpoint::path_for`]).
     pub path: PathBuf,
     /// Every range of the whole wipe (the plan's `ranges` are what is left of them).
     pub full_ranges: Vec<Range>,
@@ -298,6 +315,10 @@ pub struct CheckpointPlan {
     pub resync_mark: Option<ResyncMark>,
     /// Who runs the job ([`Options::started_by`]), recorded in the checkpoint.
     pub started_by: StartedBy,
+    /// For a resumed job: the first bytes its checkpoint recorded, read back and hashed before
+    /// the first write ([`HeadDigest`]); `None` for a fresh job or a checkpoint written
+    /// before mdpilot recorded them.
+    pub head: Option<HeadDigest>,
 }
 
 /// One member's data region for member offload (md.rst `dev-*/offset`, `dev-*/size`).

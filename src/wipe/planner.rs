@@ -384,7 +384,7 @@ fn resync_and_leases(
     opts: &Options,
     reasons: &mut Vec<String>,
 ) -> (ResyncAction, Vec<LeaseRequest>) {
-    let holder = format!("wipe:{}", p.path.display());
+    let holder = crate::policy::Holder::wipe(&p.path).to_string();
     let owner = opts.owner.clone().unwrap_or(Owner::None);
     let lease = |global: Limits, arrays: BTreeMap<String, Limits>| LeaseRequest {
         holder: holder.clone(),

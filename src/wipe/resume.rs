@@ -3,7 +3,7 @@
 
 use super::checkpoint::{self, Checkpoint};
 use super::error::WipeError;
-use super::plan::{Data, Op, Plan, ResyncAction};
+use super::plan::{Data, HeadDigest, Op, Plan, ResyncAction};
 use crate::units::bytes_exact;
 
 /// Continues `plan` (planned afresh for the same device) from checkpoint `ck` (pure): refuses
@@ -64,6 +64,7 @@ pub fn resume(
         c.full_ranges = full;
         c.resumed_bytes = done;
         c.resync_mark = ck.resync.as_ref().map(|r| r.mark.clone());
+        c.head = ck.head.clone();
     }
     Ok(plan)
 }
@@ -101,7 +102,15 @@ fn mismatch(plan: &Plan, ck: &Checkpoint) -> Option<String> {
     if ck.ranges != plan.ranges {
         return Some("its ranges are not this device's".into());
     }
-    None
+    // Where its first bytes are follows from the ranges: a record elsewhere is not this
+    // wipe's (and is never read: its length is bounded by what the ranges give).
+    let place = |h: &HeadDigest| (h.offset, h.len);
+    match (&ck.head, checkpoint::head_digest(&plan.op, &plan.ranges)) {
+        (Some(h), want) if Some(place(h)) != want.as_ref().map(place) => {
+            Some("its record of the wipe's first bytes does not fit its ranges".into())
+        }
+        _ => None,
+    }
 }
 
 /// True when the plan leaves the resync alone on purpose (`--keep-resync` said so).
@@ -142,6 +151,7 @@ mod tests {
             resumed_bytes: 0,
             resync_mark: None,
             started_by: StartedBy::Service { uid: 0 },
+            head: None,
         });
         plan
     }
@@ -169,6 +179,7 @@ mod tests {
                 },
             }),
             started_by: StartedBy::Cli,
+            head: checkpoint::head_digest(&plan.op, &plan.ranges),
         }
     }
 
@@ -208,5 +219,109 @@ mod tests {
         c.identity.logical_block_size = 4096;
         let e = resume(plan, &c, Path::new("/c.json"), None).unwrap_err();
         assert!(e.to_string().contains("logical block size was 4096"), "{e}");
+    }
+
+    /// A 16 MiB "disk" in a file: a fresh zero plan of it with a checkpoint half durable, as
+    /// the first run saved it (its first bytes' digest included).
+    fn half_done_on_a_file() -> (tempfile::TempDir, std::fs::File, Plan, Checkpoint) {
+        let d = tempfile::tempdir().unwrap();
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(d.path().join("disk.img"))
+            .unwrap();
+        f.set_len(16 << 20).unwrap();
+        let p = Probe {
+            path: "/dev/sdz".into(),
+            name: "sdz".into(),
+            size_bytes: 16 << 20,
+            logical_block_size: 512,
+            physical_block_size: 512,
+            stable_id: "by-id:usb-Enclosure_SAME-0:0".into(),
+            ..Probe::default()
+        };
+        let opts = Options {
+            prefer_writes: true,
+            ..Options::default()
+        };
+        let mut plan = crate::wipe::planner::plan(&p, Method::Zero, &opts).unwrap();
+        plan.checkpoint = Some(CheckpointPlan {
+            path: d.path().join("ck.json"),
+            full_ranges: plan.ranges.clone(),
+            resumed_bytes: 0,
+            resync_mark: None,
+            started_by: StartedBy::Service { uid: 0 },
+            head: None,
+        });
+        plan.open.direct = false;
+        let mut c = ck(&plan);
+        c.identity = plan.identity.clone();
+        c.durable_offset = 8 << 20;
+        c.resync = None;
+        (d, f, plan, c)
+    }
+
+    fn run_on(plan: Plan, f: &std::fs::File) -> Result<crate::wipe::Outcome, WipeError> {
+        let sink = std::sync::Arc::new(crate::wipe::sink::FileSink(f.try_clone().unwrap()));
+        crate::wipe::Job::new(plan, crate::host::Root::new("/nonexistent"))
+            .with_sink(sink)
+            .run(&std::sync::atomic::AtomicBool::new(false))
+    }
+
+    #[test]
+    fn a_resume_onto_a_disk_whose_first_bytes_differ_from_the_recorded_digest_writes_nothing() {
+        use std::os::unix::fs::FileExt;
+        let (d, f, plan, c) = half_done_on_a_file();
+        assert_eq!(
+            c.head.as_ref().map(|h| (h.offset, h.len)),
+            Some((0, 64 << 10))
+        );
+        // Another disk under the name: zeroes where the samples look (its first 4 KiB
+        // included), an md 1.2 superblock at 4 KiB (a whole-disk member, no partition table).
+        f.write_all_at(&0xa92b_4efc_u32.to_le_bytes(), 4096)
+            .unwrap();
+        let before = std::fs::read(d.path().join("disk.img")).unwrap();
+        let r = resume(plan.clone(), &c, Path::new("/c.json"), None).unwrap();
+        assert_eq!(r.checkpoint.as_ref().unwrap().head, c.head);
+        let e = run_on(r, &f).unwrap_err();
+        assert!(
+            matches!(
+                e,
+                WipeError::ResumeHeadMismatch {
+                    offset: 0,
+                    len: 65536,
+                    ..
+                }
+            ),
+            "{e:?}"
+        );
+        assert!(e.to_string().contains("nothing was written"), "{e}");
+        assert_eq!(std::fs::read(d.path().join("disk.img")).unwrap(), before);
+        // The disk the checkpoint is of (zeroes there): resumed and completed.
+        f.write_all_at(&[0; 4], 4096).unwrap();
+        let r = resume(plan, &c, Path::new("/c.json"), None).unwrap();
+        let o = run_on(r, &f).unwrap();
+        assert_eq!((o.bytes, o.resumed_bytes), (8 << 20, 8 << 20));
+    }
+
+    #[test]
+    fn a_resume_onto_a_disk_of_another_size_or_with_a_misplaced_digest_is_refused() {
+        let (_d, _f, plan, c) = half_done_on_a_file();
+        let mut other = c.clone();
+        other.identity.size_bytes = 32 << 20;
+        let e = resume(plan.clone(), &other, Path::new("/c.json"), None).unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("was 33554432 bytes, it is 16777216 bytes now"),
+            "{e}"
+        );
+        // A record that names other bytes than the ranges' first (never read: its length
+        // could be anything in a damaged file).
+        let mut other = c;
+        other.head.as_mut().unwrap().len = u64::MAX;
+        let e = resume(plan, &other, Path::new("/c.json"), None).unwrap_err();
+        assert!(e.to_string().contains("first bytes does not fit"), "{e}");
     }
 }

@@ -4,7 +4,7 @@
 
 use super::buffer::AlignedBuf;
 use super::error::WipeError;
-use super::plan::{Data, Op, Plan, Range};
+use super::plan::{Data, HeadDigest, Op, Plan, Range};
 use super::progress::{ProgressFn, Shared};
 use super::sink::Sink;
 use super::source::{expected, Sources};
@@ -96,14 +96,17 @@ const RESUME_SAMPLES: u64 = 16;
 /// Bytes per sample (a page; a multiple of every logical block size).
 const SAMPLE_BYTES: u64 = 4096;
 
-/// Before a resumed job writes: reads [`RESUME_SAMPLES`] blocks spread over what the
-/// interrupted run made durable (the first and the last block below the durable offset among
-/// them) and compares them with the wipe's data (zeroes, or the random stream at those offsets
-/// under the checkpoint's key). A fresh job, a member offload (redone whole) and `discard`
-/// (device-defined contents) are not checked.
+/// Before a resumed job writes: reads back the first bytes of the wipe and compares their
+/// SHA-256 with the one the checkpoint recorded ([`super::plan::HeadDigest`], when it has one),
+/// then reads [`RESUME_SAMPLES`] blocks spread over what the interrupted run made durable (the
+/// first and the last block below the durable offset among them) and compares them with the
+/// wipe's data (zeroes, or the random stream at those offsets under the checkpoint's key). A
+/// fresh job, a member offload (redone whole) and `discard` (device-defined contents) are not
+/// checked.
 ///
-/// Errors: [`WipeError::ResumeMismatch`] naming the device and the first differing offset
-/// (another disk at this name?), [`WipeError::Io`] (`read`); nothing has been written.
+/// Errors: [`WipeError::ResumeHeadMismatch`], [`WipeError::ResumeMismatch`] naming the device
+/// and the first differing offset (another disk at this name?), [`WipeError::Io`] (`read`);
+/// nothing has been written.
 pub(super) fn check_resumed(plan: &Plan, sink: &dyn Sink) -> Result<(), WipeError> {
     let Some(cp) = plan.checkpoint.as_ref().filter(|c| c.resumed_bytes > 0) else {
         return Ok(());
@@ -115,6 +118,9 @@ pub(super) fn check_resumed(plan: &Plan, sink: &dyn Sink) -> Result<(), WipeErro
         )
     {
         return Ok(());
+    }
+    if let Some(h) = &cp.head {
+        check_head(plan, sink, h)?;
     }
     let start = plan.ranges.first().map_or(u64::MAX, |r| r.offset);
     let written = super::checkpoint::durable_ranges(&cp.full_ranges, start);
@@ -134,6 +140,29 @@ pub(super) fn check_resumed(plan: &Plan, sink: &dyn Sink) -> Result<(), WipeErro
                 offset: off + i as u64,
             });
         }
+    }
+    Ok(())
+}
+
+/// Reads the `head` bytes back from `sink` and compares their SHA-256 with the recorded one.
+/// Its place was checked against the plan's ranges ([`super::planner::resume`]), so its length
+/// is at most [`super::checkpoint::HEAD_BYTES`].
+///
+/// Errors: [`WipeError::ResumeHeadMismatch`], [`WipeError::Io`] (`read`).
+fn check_head(plan: &Plan, sink: &dyn Sink, head: &HeadDigest) -> Result<(), WipeError> {
+    let len = head.len.min(super::checkpoint::HEAD_BYTES) as usize;
+    let mut got = AlignedBuf::zeroed(len);
+    sink.read_at(&mut got[..len], head.offset)
+        .map_err(|e| WipeError::io(&plan.device, "read", head.offset, e))?;
+    let found = super::checkpoint::sha256_hex(&got[..len]);
+    if found != head.sha256 {
+        return Err(WipeError::ResumeHeadMismatch {
+            device: plan.device.clone(),
+            offset: head.offset,
+            len: head.len,
+            found,
+            recorded: head.sha256.clone(),
+        });
     }
     Ok(())
 }

@@ -115,7 +115,7 @@ fn defaults(a: &str) -> [&str; 3] {
 
 #[test]
 fn polkit_actions_keep_for_priority_and_ask_every_time_for_wiping() {
-    use mdpilot::dbus::auth::{PRIORITY_ACTION, WIPE_ACTION};
+    use mdpilot::dbus::auth::{BITMAP_ACTION, PRIORITY_ACTION, WIPE_ACTION};
     let pk = read("dist/usr/share/polkit-1/actions/org.mdpilot.MdPilot1.policy");
     assert_eq!(
         defaults(action(&pk, PRIORITY_ACTION)),
@@ -126,8 +126,17 @@ fn polkit_actions_keep_for_priority_and_ask_every_time_for_wiping() {
         defaults(action(&pk, WIPE_ACTION)),
         ["auth_admin", "auth_admin", "auth_admin"]
     );
-    assert_eq!(pk.matches("<action id=").count(), 2, "only the two actions");
-    for id in [PRIORITY_ACTION, WIPE_ACTION] {
+    // A bitmap add rewrites superblocks: its own action, kept like a priority change.
+    assert_eq!(
+        defaults(action(&pk, BITMAP_ACTION)),
+        ["auth_admin", "auth_admin", "auth_admin_keep"]
+    );
+    assert_eq!(
+        pk.matches("<action id=").count(),
+        3,
+        "only the three actions"
+    );
+    for id in [PRIORITY_ACTION, WIPE_ACTION, BITMAP_ACTION] {
         let a = action(&pk, id);
         assert!(
             a.contains("<description>") && a.contains("<message>"),

@@ -192,6 +192,7 @@ fn loop_resume_refuses_a_checkpoint_of_another_size_or_device() {
         durable_offset: 32 * MIB,
         resync: None,
         started_by: Default::default(),
+        head: None,
     };
     ck.identity.size_bytes = 128 * MIB;
     checkpoint::save(&path, &ck).unwrap();
@@ -247,6 +248,7 @@ fn loop_zero_wipe_resumes_from_the_checkpoint_offset() {
         durable_offset: 40 * MIB,
         resync: None,
         started_by: Default::default(),
+        head: checkpoint::head_digest(&plan.op, &plan.ranges),
     };
     checkpoint::save(&plan.checkpoint.as_ref().unwrap().path, &ck).unwrap();
     // What the first run made durable: zeroes below the checkpoint (read back before resuming).

@@ -15,7 +15,9 @@
 #[macro_use]
 mod support;
 
+mod bitmap_cli;
 mod check_cli;
+mod dbus_bitmap;
 mod dbus_check;
 mod dbus_clients;
 mod dbus_files;
@@ -27,6 +29,7 @@ mod dbus_timed;
 mod dbus_trust;
 mod fuzz_regressions;
 mod health_events_cli;
+mod lease_trust;
 mod loop_resume;
 mod loop_wipe;
 mod mdstat_fixtures;
@@ -46,6 +49,7 @@ mod serve_startup;
 mod serve_watchdog;
 mod service_trust;
 mod skips;
+mod state_trust;
 mod status_cli;
 mod views_agree;
 mod wipe_checkpoint;

@@ -330,3 +330,96 @@ async fn real_prometheus_scrapes_the_values_status_json_shows() {
     compare(&p, &sim_root, 1e-4);
     drop(conn);
 }
+
+// ---- a Unix socket listener ----
+
+/// `GET /metrics` over the Unix socket at `path`: the status code and the body.
+fn http_unix(path: &Path) -> std::io::Result<(u16, String)> {
+    let mut s = std::os::unix::net::UnixStream::connect(path)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(s, "GET /metrics HTTP/1.1\r\nHost: localhost\r\n\r\n")?;
+    let mut raw = Vec::new();
+    s.read_to_end(&mut raw)?;
+    let raw = String::from_utf8_lossy(&raw).into_owned();
+    let (head, body) = raw.split_once("\r\n\r\n").unwrap_or((&raw, ""));
+    let status = head
+        .split_whitespace()
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    Ok((status, body.to_string()))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_on_a_unix_socket_answer_one_request_per_connection() {
+    use std::os::unix::fs::{FileTypeExt, MetadataExt};
+    let Some(bus) = Bus::start() else { return };
+    let dir = tempfile::tempdir().unwrap();
+    let sock = dir.path().join("metrics.sock");
+    let listen = format!("unix:{}", sock.display());
+    let _s = Service::start(&bus, &["--sim", "--metrics", &listen], &[]).await;
+    let m = std::fs::symlink_metadata(&sock).unwrap();
+    assert!(m.file_type().is_socket());
+    assert_eq!(m.mode() & 0o7777, 0o660, "the default socket_mode");
+    // SAFETY: getegid has no preconditions.
+    assert_eq!(m.gid(), unsafe { libc::getegid() }, "the service's group");
+    let (code, body) = http_unix(&sock).unwrap();
+    assert_eq!(code, 200);
+    assert!(body.contains("mdpilot_array_info{array=\"md1\""), "{body}");
+    // No keep-alive: the connection closes after the answer (read_to_end returned).
+    assert_eq!(http_unix(&sock).unwrap().0, 200);
+}
+
+/// `curl` as uid 65534 with only group `gid`: the HTTP status of `GET /metrics` on `sock`
+/// (`000` when it could not connect) and curl's exit status.
+fn curl_as_nobody(sock: &Path, gid: u32) -> (String, Option<i32>) {
+    let out = Command::new("setpriv")
+        .args(["--reuid=65534", &format!("--regid={gid}"), "--clear-groups"])
+        .args([
+            "curl",
+            "-s",
+            "-o",
+            "/dev/null",
+            "-w",
+            "%{http_code}",
+            "--unix-socket",
+        ])
+        .arg(sock)
+        .arg("http://localhost/metrics")
+        .output()
+        .unwrap();
+    (
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        out.status.code(),
+    )
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loop_a_unix_socket_admits_its_group_and_no_other_local_user() {
+    use std::os::unix::fs::PermissionsExt;
+    need_root!("to connect as other users");
+    if !support::have("curl", "curl") || !support::have("setpriv", "util-linux") {
+        return;
+    }
+    let Some(bus) = Bus::start() else { return };
+    let root = support::tree::mdstat_root(
+        "Personalities : [raid1]\nmd1 : active raid1 loop4[1] loop3[0]\n      1046528 blocks super 1.2 [2/2] [UU]\n\nunused devices: <none>\n",
+    );
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::set_permissions(dir.path(), std::fs::Permissions::from_mode(0o755)).unwrap();
+    let sock = dir.path().join("metrics.sock");
+    support::tree::write(
+        root.path(),
+        "etc/mdpilot/config.d/50-metrics.toml",
+        &format!(
+            "[metrics]\nlisten = \"unix:{}\"\nsocket_group = \"65534\"\n",
+            sock.display()
+        ),
+    );
+    let _s = Service::on_root(&bus, root.path(), &[]).await;
+    // The scraper: uid 65534 in the socket's group.
+    assert_eq!(curl_as_nobody(&sock, 65534), ("200".to_string(), Some(0)));
+    // Another local user (the same uid without the group) cannot even connect (curl: 7).
+    assert_eq!(curl_as_nobody(&sock, 65533), ("000".to_string(), Some(7)));
+    assert_eq!(http_unix(&sock).unwrap().0, 200, "root, the owner");
+}

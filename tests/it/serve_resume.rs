@@ -198,6 +198,7 @@ fn fake_checkpoint(root: &Path, dev: &LoopDev, by: StartedBy) -> (PathBuf, Check
         durable_offset: plan.size_bytes / 2,
         resync: None,
         started_by: by,
+        head: checkpoint::head_digest(&plan.op, &plan.ranges),
     };
     checkpoint::save(&path, &ck).unwrap();
     (path, ck)
@@ -278,4 +279,129 @@ async fn loop_start_up_leaves_cli_mismatched_and_switched_off_checkpoints_alone(
     let back = d.read_all();
     let half = back.len() / 2;
     assert!(back[half..].iter().all(|&x| x == 0), "the rest is zeroed");
+}
+
+/// A root like [`job_root`] whose `/dev` is the test's own: only `disk/by-id/<link>`, a link to
+/// `target` (a `by-id` name two disks share: USB enclosures that report one serial).
+fn root_with_by_id(link: &str, target: &Path) -> tempfile::TempDir {
+    let root = job_root();
+    let dev = root.path().join("dev");
+    std::fs::remove_file(&dev).unwrap();
+    std::fs::create_dir_all(dev.join("disk/by-id")).unwrap();
+    std::os::unix::fs::symlink(target, dev.join("disk/by-id").join(link)).unwrap();
+    root
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loop_start_up_never_resumes_a_checkpoint_with_nothing_durable_onto_a_shared_by_id_name() {
+    need_root!();
+    let Some(bus) = Bus::start() else {
+        return;
+    };
+    // The disk the interrupted job was wiping is gone; another disk of the same size, holding
+    // data, now answers to the same by-id name.
+    let other = LoopDev::filled(16 * MIB, 0xbb);
+    let link = "usb-Enclosure_SAME_SERIAL-0:0";
+    let root = root_with_by_id(link, &other.path);
+    let req = mdpilot::wipe::Request {
+        device: Path::new("/dev/disk/by-id").join(link),
+        method: Method::Zero,
+        options: Options {
+            checkpoint_dir: Some(ck_dir(root.path())),
+            ..Options::default()
+        },
+    };
+    let plan = mdpilot::wipe::plan_for(&mdpilot::host::Root::new(root.path()), &req).unwrap();
+    assert_eq!(plan.identity.stable_id, format!("by-id:{link}"));
+    let path = plan.checkpoint.as_ref().unwrap().path.clone();
+    // Saved at the start of the first run: nothing durable yet.
+    let ck = Checkpoint {
+        version: 1,
+        device: "/dev/sdz".into(),
+        name: "sdz".into(),
+        identity: plan.identity.clone(),
+        method: "zero".into(),
+        seed_hex: None,
+        verify: false,
+        ranges: plan.ranges.clone(),
+        durable_offset: 0,
+        resync: None,
+        started_by: StartedBy::Service { uid: 0 },
+        head: checkpoint::head_digest(&plan.op, &plan.ranges),
+    };
+    checkpoint::save(&path, &ck).unwrap();
+    let c = bus.connect().await;
+    // The service decides on every checkpoint before it owns the name (Service waits for it):
+    // a resumed job would be published by now.
+    let _svc = Service::on_root(&bus, root.path(), &[]).await;
+    assert!(jobs(&c).await.is_empty(), "nothing resumed");
+    assert!(
+        path.exists(),
+        "the checkpoint stays for a person's `--resume`"
+    );
+    assert!(
+        other.read_all().iter().all(|&b| b == 0xbb),
+        "the other disk was written"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loop_start_up_reports_a_resume_whose_first_bytes_do_not_match_and_writes_nothing() {
+    need_root!();
+    let Some(bus) = Bus::start() else {
+        return;
+    };
+    // Another disk under the shared by-id name: zeroes wherever the samples look, but an md 1.2
+    // superblock at 4 KiB (a whole-disk member has no partition table before it).
+    let other = LoopDev::new(16 * MIB);
+    {
+        use std::os::unix::fs::FileExt;
+        let f = std::fs::OpenOptions::new()
+            .write(true)
+            .open(&other.path)
+            .unwrap();
+        f.write_all_at(&0xa92b_4efc_u32.to_le_bytes(), 4096)
+            .unwrap();
+        f.sync_all().unwrap();
+    }
+    let before = other.read_all();
+    let link = "usb-Enclosure_SAME_SERIAL-0:0";
+    let root = root_with_by_id(link, &other.path);
+    let req = mdpilot::wipe::Request {
+        device: Path::new("/dev/disk/by-id").join(link),
+        method: Method::Zero,
+        options: Options {
+            checkpoint_dir: Some(ck_dir(root.path())),
+            ..Options::default()
+        },
+    };
+    let plan = mdpilot::wipe::plan_for(&mdpilot::host::Root::new(root.path()), &req).unwrap();
+    let path = plan.checkpoint.as_ref().unwrap().path.clone();
+    let ck = Checkpoint {
+        version: 1,
+        device: "/dev/sdz".into(),
+        name: "sdz".into(),
+        identity: plan.identity.clone(),
+        method: "zero".into(),
+        seed_hex: None,
+        verify: false,
+        ranges: plan.ranges.clone(),
+        durable_offset: plan.size_bytes / 2,
+        resync: None,
+        started_by: StartedBy::Service { uid: 0 },
+        head: checkpoint::head_digest(&plan.op, &plan.ranges),
+    };
+    checkpoint::save(&path, &ck).unwrap();
+    let c = bus.connect().await;
+    let mut sig = job_signals(&c).await;
+    let _svc = Service::on_root(&bus, root.path(), &[]).await;
+    // The job is published, reads the first bytes back and fails: its error says why.
+    let (_, ok, msg) = completed(&mut sig, Duration::from_secs(60)).await;
+    assert!(!ok, "{msg}");
+    assert!(
+        msg.contains("do not read back as the checkpoint recorded") && msg.contains("nothing"),
+        "{msg}"
+    );
+    assert!(path.exists(), "the checkpoint stays");
+    assert_eq!(other.read_all(), before, "the other disk was written");
 }

@@ -155,6 +155,92 @@ async fn a_metrics_connection_flood_leaves_lease_calls_and_later_scrapes_working
     drop(service);
 }
 
+/// One hostile local client, for ever (until its task is aborted): connects, sends `prefix`
+/// (nothing, or the start of a request it never finishes), holds the connection until the
+/// service closes it, and reconnects.
+/// `connected` counts the connections it has made.
+async fn hostile_client(
+    addr: std::net::SocketAddr,
+    prefix: &'static [u8],
+    connected: std::sync::Arc<std::sync::atomic::AtomicUsize>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    loop {
+        let Ok(Ok(mut s)) =
+            tokio::time::timeout(Duration::from_secs(3), TcpStream::connect(addr)).await
+        else {
+            continue;
+        };
+        connected.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let _ = s.write_all(prefix).await;
+        let mut buf = [0u8; 256];
+        while matches!(s.read(&mut buf).await, Ok(n) if n > 0) {}
+    }
+}
+
+/// A scrape as Prometheus makes it: `GET /metrics` with a 10 s timeout for all of it
+/// (connect, request, answer). The status code, or why there was none.
+async fn scrape_10s(addr: std::net::SocketAddr) -> Result<u16, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let scrape = async {
+        let mut s = TcpStream::connect(addr).await.map_err(|e| e.to_string())?;
+        let req = format!("GET /metrics HTTP/1.1\r\nHost: {addr}\r\nAccept: text/plain\r\n\r\n");
+        s.write_all(req.as_bytes())
+            .await
+            .map_err(|e| e.to_string())?;
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).await.map_err(|e| e.to_string())?;
+        let raw = String::from_utf8_lossy(&raw);
+        raw.split_whitespace()
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .ok_or_else(|| format!("no HTTP answer: {raw:?}"))
+    };
+    tokio::time::timeout(Duration::from_secs(10), scrape)
+        .await
+        .map_err(|_| "no answer within 10 s".to_string())?
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scrapes_get_200_within_10_s_while_local_clients_hold_and_refill_every_connection() {
+    let Some(bus) = Bus::start() else { return };
+    let addr: std::net::SocketAddr = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap()
+    };
+    let (old_soft, hard) = set_nofile(1024);
+    let service = Service::start(&bus, &["--sim", "--metrics", &addr.to_string()], &[]).await;
+    set_nofile(hard.min(8192));
+    // More than the connections served at once plus the whole listen backlog (1024): idle
+    // ones, and ones trickling a request they never finish; each reconnects when closed.
+    let connected = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let mut hostile = tokio::task::JoinSet::new();
+    for i in 0..1300 {
+        let prefix: &'static [u8] = if i % 4 == 0 {
+            b"GET /metrics HTTP/1.1\r\n"
+        } else {
+            b""
+        };
+        hostile.spawn(hostile_client(addr, prefix, connected.clone()));
+    }
+    // The flood is in place before the first scrape: as many connections as the old listener
+    // served (32) and kept waiting (its 1024 backlog) at once have been made.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while connected.load(std::sync::atomic::Ordering::Relaxed) < 1050 {
+        assert!(Instant::now() < deadline, "the flood did not connect");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let mut results = Vec::new();
+    for _ in 0..3 {
+        results.push(scrape_10s(addr).await);
+    }
+    hostile.abort_all();
+    while hostile.join_next().await.is_some() {}
+    set_nofile(old_soft);
+    drop(service);
+    assert_eq!(results, [Ok(200), Ok(200), Ok(200)]);
+}
+
 const R1_FAILED: &str = "Personalities : [raid1]\nmd1 : active raid1 loop4[1](F) loop3[0]\n      1046528 blocks super 1.2 [2/1] [U_]\n\nunused devices: <none>\n";
 
 /// True when `pid` is gone (no such process, or a zombie waiting for its reaper).
@@ -234,6 +320,88 @@ async fn a_hook_leaving_a_background_child_does_not_delay_sigterm_and_sees_a_cle
         "{env}"
     );
     assert!(env.contains("LANG=C.UTF-8\n"), "{env}");
+}
+
+/// In a private pid namespace (`unshare --pid --fork --mount-proc`, so pids are handed out by
+/// `ns_last_pid` and nobody else forks there), the service runs a hook that exits at once;
+/// once the hook is reaped, an unrelated `setsid sleep` is given its pid, hence its process
+/// group id; then the service stops. Prints `service=STATUS stranger=STATUS`, the stranger's
+/// status after the script's own SIGTERM (143 when it was alive, 137 when the service killed it).
+const PIDNS_STRANGER: &str = r#"
+d=$1 bin=$2 bus=$3 root=$4
+"$bin" serve --bus "$bus" --root "$root" 2>"$d/serve.log" &
+svc=$!
+i=0
+until [ -s "$d/hook" ]; do
+  i=$((i+1)); [ $i -lt 600 ] || { echo "the hook did not run"; exit 2; }; sleep 0.05
+done
+h=$(cat "$d/hook")
+until [ "$(cat /proc/$h/comm 2>/dev/null)" != hook.sh ]; do
+  i=$((i+1)); [ $i -lt 1200 ] || { echo "the hook $h was not reaped"; exit 2; }; sleep 0.05
+done
+n=0
+while :; do
+  echo $((h-1)) > /proc/sys/kernel/ns_last_pid
+  setsid sleep 600 &
+  s=$!
+  [ "$s" = "$h" ] && break
+  kill $s; wait $s
+  n=$((n+1)); [ $n -lt 50 ] || { echo "pid $h not reused"; exit 2; }
+done
+until [ "$(cut -d' ' -f5 /proc/$s/stat)" = "$s" ]; do
+  i=$((i+1)); [ $i -lt 2000 ] || { echo "the stranger did not lead its group"; exit 2; }; sleep 0.01
+done
+kill -TERM $svc; wait $svc; st=$?
+kill -TERM $s; wait $s; echo "service=$st stranger=$?"
+"#;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn loop_a_stranger_reusing_a_finished_hooks_pid_survives_the_service_stop() {
+    need_root!("to hand out pids in a private pid namespace");
+    if !support::have("unshare", "util-linux") {
+        return;
+    }
+    let Some(bus) = Bus::start() else { return };
+    let root = mdstat_root(R1_FAILED);
+    let dir = tempfile::tempdir().unwrap();
+    let hook = dir.path().join("hook.sh");
+    std::fs::write(
+        &hook,
+        format!(
+            "#!/bin/sh\necho $$ > {d}/hook.tmp && mv {d}/hook.tmp {d}/hook\n",
+            d = dir.path().display()
+        ),
+    )
+    .unwrap();
+    std::fs::set_permissions(&hook, std::fs::Permissions::from_mode(0o755)).unwrap();
+    support::tree::write(
+        root.path(),
+        "etc/mdpilot/config.d/50-hook.toml",
+        &format!("[events]\nprogram = \"{}\"\n", hook.display()),
+    );
+    let out = tokio::process::Command::new("unshare")
+        .args([
+            "--pid",
+            "--fork",
+            "--mount-proc",
+            "sh",
+            "-c",
+            PIDNS_STRANGER,
+            "sh",
+        ])
+        .arg(dir.path())
+        .arg(BIN)
+        .arg(&bus.address)
+        .arg(root.path())
+        .env_remove("NOTIFY_SOCKET")
+        .kill_on_drop(true)
+        .output()
+        .await
+        .unwrap();
+    let log = std::fs::read_to_string(dir.path().join("serve.log")).unwrap_or_default();
+    let said = String::from_utf8_lossy(&out.stdout);
+    assert!(out.status.success(), "{said}{}\n{log}", stderr(&out));
+    assert_eq!(said.trim(), "service=0 stranger=143", "{log}");
 }
 
 #[test]

@@ -4,7 +4,9 @@
 //! not), read back through `sysfs::collect` and shown by the D-Bus properties, the alerts view,
 //! the metrics families and health/`status`: all of them say what the model's facts say
 //! (`Array::degraded`, `sync_action`, `running_sync`, `sync_progress`, `is_stopped`,
-//! `is_serving`), so none disagrees with another about one array.
+//! `is_serving`, `write_intent_bitmap`, `bitmap_advised`, `recorded_logical_block_size`, under
+//! generated `consistency_policy`, `bitmap/location`, `bitmap_type` and `logical_block_size`
+//! files too), so none disagrees with another about one array.
 
 use crate::support;
 
@@ -41,6 +43,13 @@ struct Overlay {
     sync_action: Option<&'static str>,
     sync_completed: Option<String>,
     sync_speed: Option<String>,
+    /// `consistency_policy`, `bitmap/location`, `bitmap_type`, `logical_block_size`.
+    bitmap: (
+        Option<&'static str>,
+        Option<&'static str>,
+        Option<&'static str>,
+        Option<&'static str>,
+    ),
 }
 
 fn overlay() -> impl Strategy<Value = Overlay> {
@@ -77,6 +86,17 @@ fn overlay() -> impl Strategy<Value = Overlay> {
         ]),
         proptest::option::of(completed),
         proptest::option::of(speed),
+        (
+            word(&["none", "resync", "bitmap", "journal", "ppl", "future"]),
+            word(&["none", "file", "+8", "-16", ""]),
+            word(&[
+                "[none] bitmap",
+                "none [bitmap]",
+                "none bitmap [llbitmap]",
+                "odd",
+            ]),
+            word(&["512", "4096", "0"]),
+        ),
     )
         .prop_map(
             |(
@@ -87,6 +107,7 @@ fn overlay() -> impl Strategy<Value = Overlay> {
                 sync_action,
                 sync_completed,
                 sync_speed,
+                bitmap,
             )| {
                 Overlay {
                     array_state,
@@ -96,6 +117,7 @@ fn overlay() -> impl Strategy<Value = Overlay> {
                     sync_action,
                     sync_completed,
                     sync_speed,
+                    bitmap,
                 }
             },
         )
@@ -117,7 +139,7 @@ fn model(mdstat: &str, overlays: &[Overlay]) -> MdStat {
         };
         let dir = format!("sys/block/{name}/md");
         std::fs::create_dir_all(root.join(&dir)).unwrap();
-        let files: [(&str, Option<String>); 7] = [
+        let files: [(&str, Option<String>); 11] = [
             ("array_state", o.array_state.map(String::from)),
             ("level", o.level.map(String::from)),
             ("raid_disks", o.raid_disks.map(|n| n.to_string())),
@@ -125,6 +147,10 @@ fn model(mdstat: &str, overlays: &[Overlay]) -> MdStat {
             ("sync_action", o.sync_action.map(String::from)),
             ("sync_completed", o.sync_completed.clone()),
             ("sync_speed", o.sync_speed.clone()),
+            ("consistency_policy", o.bitmap.0.map(String::from)),
+            ("bitmap/location", o.bitmap.1.map(String::from)),
+            ("bitmap_type", o.bitmap.2.map(String::from)),
+            ("logical_block_size", o.bitmap.3.map(String::from)),
         ];
         for (file, text) in files {
             if let Some(t) = text {
@@ -149,7 +175,7 @@ fn samples(text: &str) -> BTreeMap<(String, String, String), f64> {
             let v = v.trim_end_matches('"').to_string();
             if k == "array" {
                 array = v;
-            } else if matches!(k, "state" | "action") {
+            } else if matches!(k, "state" | "action" | "bitmap" | "kind") {
                 other = v;
             }
         }
@@ -198,6 +224,51 @@ fn agree(file: &str, a: &Array, metrics: &BTreeMap<(String, String, String), f64
     let health = agree_degraded(&w);
     agree_sync(&w);
     agree_stopped(&w, health);
+    agree_bitmap(&w);
+}
+
+/// The write-intent bitmap, the advisor and the array's warnings agree across the views.
+fn agree_bitmap(w: &Views<'_>) {
+    let (a, at, p, block) = (w.a, &w.at, &w.p, w.block);
+    let m = |fam: &str, other: &str| w.m(fam, other);
+    let bitmap = a.write_intent_bitmap();
+    let advised = a.bitmap_advised();
+    assert_eq!(p.bitmap_advised, advised, "D-Bus BitmapAdvised: {at}");
+    assert_eq!(
+        m("mdpilot_array_warning", "no_bitmap"),
+        advised.then_some(1.0),
+        "metrics no_bitmap: {at}"
+    );
+    let lbs = a.recorded_logical_block_size().is_some();
+    assert_eq!(
+        m("mdpilot_array_warning", "logical_block_size"),
+        lbs.then_some(1.0),
+        "metrics logical_block_size: {at}"
+    );
+    assert_eq!(
+        p.warnings.len(),
+        usize::from(advised) + usize::from(lbs),
+        "{at}"
+    );
+    if a.is_redundant() {
+        assert_eq!(p.write_intent_bitmap, bitmap.as_str(), "D-Bus: {at}");
+        assert_eq!(
+            m("mdpilot_array_write_intent_bitmap", bitmap.as_str()),
+            Some(1.0),
+            "metrics bitmap: {at}"
+        );
+        if a.bitmap.is_none() {
+            let row = format!("Bitmap : {}", bitmap.as_str());
+            assert!(block.contains(&row), "status {row}: {at}\n{block}");
+        }
+    } else {
+        assert_eq!(p.write_intent_bitmap, "", "D-Bus: {at}");
+    }
+    assert_eq!(
+        block.contains("a crash or power loss means a full resync"),
+        advised && a.bitmap.is_none(),
+        "status advice: {at}\n{block}"
+    );
 }
 
 /// The degraded count and the health agree across the views; returns the health.

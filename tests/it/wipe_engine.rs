@@ -700,6 +700,7 @@ fn plan_with_unwritable_checkpoint(
         resumed_bytes: 0,
         resync_mark: None,
         started_by,
+        head: None,
     });
     (d, p, path)
 }

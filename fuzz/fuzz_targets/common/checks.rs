@@ -134,7 +134,7 @@ pub fn state_file(data: &[u8]) {
         return;
     };
     if let Ok(state) = from_toml(text) {
-        let again = to_toml(&state);
+        let again = to_toml(&state).expect("a state read from TOML is written back");
         assert_eq!(
             from_toml(&again).as_ref(),
             Ok(&state),

@@ -40,6 +40,7 @@ macro_rules! need_root {
 
 pub mod bus;
 pub mod loopdev;
+pub mod mdadm;
 pub mod polkit;
 pub mod tree;
 

@@ -7,6 +7,14 @@ source /vm/common.sh
 
 MDP=/usr/bin/mdpilot
 
+# kernel_at_least MAJOR.MINOR: the guest's kernel is that release or newer (the bed's kernel,
+# tests/vm/run --kernel), for scenarios whose kernel behaviour changed.
+kernel_at_least() {
+    local want=$1 have
+    have=$(uname -r | sed 's/^\([0-9]*\.[0-9]*\).*/\1/')
+    [ "$(printf '%s\n' "$want" "$have" | sort -V | head -1)" = "$want" ]
+}
+
 now_ms() { echo $(($(date +%s%N) / 1000000)); }
 
 md_attr() { cat "/sys/block/$1/md/$2"; }           # md_attr md0 sync_action

@@ -2,6 +2,10 @@
 # The test bed itself: the guest has a real md driver, a new raid1 really resyncs, the speed-limit
 # knobs are writable, udev sees md events and the system bus is up. Needs nothing from mdpilot.
 need_disks 2
+# The bed: its kernel and the mdadm udev and the scenarios call (the bed's own release's).
+info "kernel $(uname -r), $(mdadm -V 2>&1 | head -1)"
+mdadm -V 2>&1 | grep -qF "$(sed 's/^mdadm \([0-9.]*\).*/v\1/' /vm/mdadm-version)" ||
+    fail "mdadm -V says $(mdadm -V 2>&1 | head -1), the bed wants $(cat /vm/mdadm-version)"
 grep -q '^Personalities :.*\[raid1\]' /proc/mdstat || fail "raid1 personality not in /proc/mdstat"
 dbus-send --system --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus \
     org.freedesktop.DBus.ListNames >/dev/null || fail "system bus not reachable"
