@@ -15,7 +15,10 @@
 # max := min (0/0 under the installer lease) holds the resync: the array is still resyncing at
 # finish-install, for certain.
 #
-# Kernel command line: di.release=12|13 di.mode=stock|udeb|patched|mdcfg  di.size=GIB
+# Route autoraid (udeb, Debian 13): partman-auto-raid's display.d step and its auto-raidcfg
+# create the RAID1 from a preseeded recipe; the resync runs to its end; then finish-install.
+#
+# Kernel command line: di.release=12|13 di.mode=stock|udeb|patched|mdcfg|autoraid  di.size=GIB
 # Results: `KEY value` lines on /dev/ttyS1 (the host's results file), ending with `END`.
 # POSIX sh (the installer's busybox ash).
 
@@ -32,6 +35,36 @@ sync_done() {
 # bitmap_state: the array's consistency_policy and md/bitmap/location ("resync none", "bitmap +8").
 bitmap_state() {
     echo "$(cat /sys/block/$md/md/consistency_policy 2>/dev/null) $(cat /sys/block/$md/md/bitmap/location 2>/dev/null || echo none)"
+}
+# wait_redundant FROM_MS: waits, for at most DI_REDUNDANT_WAIT_S from now, until the array is
+# redundant; REDUNDANT_MS from FROM_MS. Bounded: the stock route resyncs at the floor (hours).
+# Without the end, the resync's progress over the wait gives its rate (sectors of
+# sync_completed per second) and the host extrapolates.
+wait_redundant() {
+    limit_s=${DI_REDUNDANT_WAIT_S:-120}
+    t_end=$(now_ms)
+    done0=$(sync_done)
+    redundant=""
+    while :; do
+        act=$(cat /sys/block/$md/md/sync_action)
+        # Redundant: no resync running or pending (`resync_start` none: every stripe in sync).
+        if [ "$act" = idle ] && [ "$(cat /sys/block/$md/md/resync_start)" = none ] &&
+            ! grep -q 'resync\|recovery' /proc/mdstat; then
+            redundant=$(now_ms)
+            break
+        fi
+        [ $(( ($(now_ms) - t_end) / 1000 )) -ge "$limit_s" ] && break
+        sleep 0.5
+    done
+    if [ -n "$redundant" ]; then
+        res "REDUNDANT_MS $((redundant - $1))"
+    else
+        t_now=$(now_ms)
+        res "REDUNDANT_MS none-after-$(( (t_now - $1) / 1000 ))s"
+        res "RESYNC_DONE_SECTORS $(sync_done) of $(($(cat /sys/block/$md/size)))"
+        res "RESYNC_RATE_KIBS $(( ($(sync_done) - done0) / 2 * 1000 / (t_now - t_end + 1) ))"
+        res "RESYNC_AT $(grep -o '\(resync\|recovery\) *=.*' /proc/mdstat | head -1)"
+    fi
 }
 # finish_install: finish-install's mdpilot step, with a directory standing in for the
 # installed system's root at /target; the results; the end.
@@ -145,6 +178,29 @@ answer partman-md/createmain RAID1
 answer partman-md/raiddevcount 2
 answer partman-md/raidsparecount 0
 
+
+# ---------------------------------------------------------------- route autoraid: partman-auto-raid
+# partman's own display.d step for a preseeded RAID (`partman-auto/method raid`):
+# partman-auto-raid's `50initial_auto_raid`, as /bin/partman runs it before its menu: confirm,
+# commit, `auto-raidcfg` (its own `mdadm --create ... --force -R` of the recipe's RAID1 over
+# both disks, no --bitmap), and `restart_partman`. The array resyncs in the installer's idle
+# time; mdpilot-udeb's waiter adds the bitmap when the resync ends; then finish-install.
+if [ "$mode" = autoraid ]; then
+    answer partman-auto/method raid
+    # raidtype devcount sparecount fstype mountpoint devices sparedevices (auto-raidcfg's recipe)
+    answer partman-auto-raid/recipe "1 2 0 ext4 / /dev/vda#/dev/vdb ."
+    t0=$(now_ms)
+    /lib/partman/display.d/50initial_auto_raid || fail "partman-auto-raid's display.d/50initial_auto_raid"
+    md=$(sed -n 's/^\(md[0-9]*\) : active.*/\1/p' /proc/mdstat | head -1)
+    [ -n "$md" ] || fail "no array after auto-raidcfg"
+    res "ARRAY $md $(cat /sys/block/$md/md/level) $(cat /sys/block/$md/md/raid_disks)"
+    res "ARRAY_UUID $(mdadm --detail --export "/dev/$md" | sed -n 's/^MD_UUID=//p')"
+    res "BITMAP_AFTER_CREATE $(bitmap_state)"
+    res "LIMITS_AFTER_MD_MENU $(limits)"
+    wait_redundant "$t0"
+    # (the waiter, or finish-install's own pass when the resync ended between its looks)
+    finish_install
+fi
 
 # ---------------------------------------------------------------- partman-md: create the RAID1
 # `25md/do_option` is a menu loop whose answers never change once preseeded; its functions
@@ -282,33 +338,7 @@ res "LIMITS_AFTER_ERASE $(limits)"
 res "SYNC_AFTER_ERASE $(cat /sys/block/$md/md/sync_action) $(cat /sys/block/$md/md/sync_completed)"
 
 # ---------------------------------------------------------------- redundant: resync done or skipped
-# Bounded wait, DI_REDUNDANT_WAIT_S after the erase's end: the stock route resyncs at the floor
-# (hours). Without the end, the resync's progress over the wait gives its rate (sectors of
-# sync_completed per second) and the host extrapolates.
-limit_s=${DI_REDUNDANT_WAIT_S:-120}
-t_end=$(now_ms)
-done0=$(sync_done)
-redundant=""
-while :; do
-    act=$(cat /sys/block/$md/md/sync_action)
-    # Redundant: no resync running or pending (`resync_start` none: every stripe in sync).
-    if [ "$act" = idle ] && [ "$(cat /sys/block/$md/md/resync_start)" = none ] &&
-        ! grep -q 'resync\|recovery' /proc/mdstat; then
-        redundant=$(now_ms)
-        break
-    fi
-    [ $(( ($(now_ms) - t_end) / 1000 )) -ge "$limit_s" ] && break
-    sleep 0.5
-done
-if [ -n "$redundant" ]; then
-    res "REDUNDANT_MS $((redundant - t_wipe0))"
-else
-    t_now=$(now_ms)
-    res "REDUNDANT_MS none-after-$(( (t_now - t_wipe0) / 1000 ))s"
-    res "RESYNC_DONE_SECTORS $(sync_done) of $(($(cat /sys/block/$md/size)))"
-    res "RESYNC_RATE_KIBS $(( ($(sync_done) - done0) / 2 * 1000 / (t_now - t_end + 1) ))"
-    res "RESYNC_AT $(grep -o '\(resync\|recovery\) *=.*' /proc/mdstat | head -1)"
-fi
+wait_redundant "$t_wipe0"
 
 # ---------------------------------------------------------------- finish-install
 finish_install
