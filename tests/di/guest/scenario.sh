@@ -36,12 +36,12 @@ sync_done() {
 bitmap_state() {
     echo "$(cat /sys/block/$md/md/consistency_policy 2>/dev/null) $(cat /sys/block/$md/md/bitmap/location 2>/dev/null || echo none)"
 }
-# wait_redundant FROM_MS: waits, for at most DI_REDUNDANT_WAIT_S from now, until the array is
-# redundant; REDUNDANT_MS from FROM_MS. Bounded: the stock route resyncs at the floor (hours).
+# wait_redundant FROM_MS [LIMIT_S]: waits, for at most LIMIT_S (DI_REDUNDANT_WAIT_S) from now,
+# until the array is redundant; REDUNDANT_MS from FROM_MS. Bounded: the stock route resyncs at the floor (hours).
 # Without the end, the resync's progress over the wait gives its rate (sectors of
 # sync_completed per second) and the host extrapolates.
 wait_redundant() {
-    limit_s=${DI_REDUNDANT_WAIT_S:-120}
+    limit_s=${2:-${DI_REDUNDANT_WAIT_S:-120}}
     t_end=$(now_ms)
     done0=$(sync_done)
     redundant=""
@@ -197,7 +197,8 @@ if [ "$mode" = autoraid ]; then
     res "ARRAY_UUID $(mdadm --detail --export "/dev/$md" | sed -n 's/^MD_UUID=//p')"
     res "BITMAP_AFTER_CREATE $(bitmap_state)"
     res "LIMITS_AFTER_MD_MENU $(limits)"
-    wait_redundant "$t0"
+    # The whole resync, at idle speed (bounded well inside the host's timeout for the run).
+    wait_redundant "$t0" 500
     # (the waiter, or finish-install's own pass when the resync ended between its looks)
     finish_install
 fi
