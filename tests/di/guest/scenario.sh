@@ -120,7 +120,10 @@ done
 # mdpilot-udeb as docs/installer.md has the admin install it: `udpkg -i` from early_command.
 if [ "$mode" != stock ]; then
     # (its templates too: mdpilot/bitmap)
-    udpkg -i /di-test/udebs/mdpilot-udeb_*.udeb >/dev/null 2>&1 || fail "udpkg -i mdpilot-udeb"
+    set -- /di-test/udebs/mdpilot-udeb_*.udeb
+    [ -f "$1" ] || fail "no mdpilot-udeb in /di-test/udebs"
+    udpkg -i "$1" >/dev/null 2>&1 || fail "udpkg -i mdpilot-udeb"
+    [ -x /usr/bin/mdpilot ] && [ -x /lib/partman/init.d/05mdpilot ] || fail "mdpilot-udeb not installed"
 fi
 for t in /var/lib/dpkg/info/*.templates; do
     debconf-loadtemplate debian "$t" 2>/dev/null || :
@@ -187,6 +190,9 @@ answer partman-md/raidsparecount 0
 # time; mdpilot-udeb's waiter adds the bitmap when the resync ends; then finish-install.
 if [ "$mode" = autoraid ]; then
     answer partman-auto/method raid
+    # partman-base's confirm_changes with no partition changed asks TEMPLATE/confirm_nochanges
+    # ("Keep current partition layout and configure RAID?").
+    answer partman-md/confirm_nochanges true
     # raidtype devcount sparecount fstype mountpoint devices sparedevices (auto-raidcfg's recipe)
     answer partman-auto-raid/recipe "1 2 0 ext4 / /dev/vda#/dev/vdb ."
     t0=$(now_ms)
