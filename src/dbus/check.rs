@@ -388,8 +388,8 @@ pub async fn call(
         .guarded(conn, header, method, options, |options| {
             let op = op(&options, crate::policy::unix_now_s()).map_err(|e| e.context(&what))?;
             // A paused repair resumes under the repair action (its record says which it was).
-            let resumes_repair = matches!(op, Op::Resume { .. })
-                && paused_repair(&root, &config, &model, array);
+            let resumes_repair =
+                matches!(op, Op::Resume { .. }) && paused_repair(&root, &config, &model, array);
             let req = request_for(method, array, &op, resumes_repair);
             Ok((op, req))
         })

@@ -349,6 +349,9 @@ mod tests {
         assert_eq!(c.len(), 1);
         assert!(c[0].busy && !c[0].checking, "{c:?}");
         let day = days_from_civil(2026, 12, 6) * 86_400;
-        assert_eq!(tick(&root, &config, day + 2 * 3600, 0).started, Vec::<String>::new());
+        assert_eq!(
+            tick(&root, &config, day + 2 * 3600, 0).started,
+            Vec::<String>::new()
+        );
     }
 }
