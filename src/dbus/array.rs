@@ -705,8 +705,8 @@ impl ArrayObject {
     fn member_roles(&self) -> HashMap<String, String> {
         self.props.member_roles.clone()
     }
-    /// The verdict of `mdadm --detail --test` and `mdpilot status --test`: ok (every member
-    /// present), degraded (members missing, data served), inactive (not started), unusable
+    /// The verdict of `mdadm -D -t` (detail, test) and `mdpilot status`'s test option: ok (every
+    /// member present), degraded (members missing, data served), inactive (not started), unusable
     /// (broken, or more members missing than the level survives). Since 1.3.
     #[zbus(property)]
     fn health(&self) -> String {
