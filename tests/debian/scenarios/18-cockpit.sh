@@ -1,5 +1,5 @@
 # The Cockpit page "RAID (mdpilot)" (the cockpit-mdpilot .deb) under the shipped unit, with a
-# real login: cockpit-ws (Debian 12's cockpit 287) on port 9090, which tests/debian/run forwards
+# real login: cockpit-ws (Debian 12's cockpit 287, Debian 13's 337) on port 9090, which tests/debian/run forwards
 # to the host, where tests/debian/cockpit-host drives headless Chromium through cockpit's login
 # page. This side: the package installed, two users with passwords (`opsadmin` in group sudo,
 # `tester` without rights), a real raid1 resyncing slowly (speed_limit_max 1000 KiB/s), then it
@@ -20,11 +20,15 @@ ctl=/dev/ttyS1
 dpkg -i "$T/cockpit-mdpilot.deb" || fail "dpkg -i cockpit-mdpilot.deb failed"
 [ -f /usr/share/cockpit/mdpilot/manifest.json ] || fail "the package did not install the page's manifest"
 
-# The root archive makes every file root's (cpio -R 0:0): cockpit-session back to the group its
+# Cockpit before 330 (Debian 12's 287) runs cockpit-session setuid from the ws instance's static
+# group: the root archive makes every file root's (cpio -R 0:0), so it goes back to the group its
 # package gives it (dpkg-statoverride), else the ws instance cannot run it ("Internal error in
-# login process").
-chown root:cockpit-wsinstance /usr/lib/cockpit/cockpit-session
-chmod 4750 /usr/lib/cockpit/cockpit-session
+# login process"). Later ones (Debian 13's 337) start it from cockpit-session.socket instead
+# (DynamicUser, no such group, not setuid).
+if getent group cockpit-wsinstance >/dev/null; then
+    chown root:cockpit-wsinstance /usr/lib/cockpit/cockpit-session
+    chmod 4750 /usr/lib/cockpit/cockpit-session
+fi
 # The network of qemu's user mode (slirp): the host's hostfwd reaches 10.0.2.15:9090.
 mkdir -p /etc/systemd/network /etc/cockpit
 printf '[Match]\nType=ether\n[Network]\nAddress=10.0.2.15/24\nLinkLocalAddressing=no\nIPv6AcceptRA=no\n' \
