@@ -1,8 +1,9 @@
 #!/bin/bash
 # Runs in the booted Debian guest as mdpilot-tests.service (after multi-user.target): runs each
 # scenario named by `mdpilot.scenario=a,b` on the kernel command line (all when absent; `shell`
-# runs none and leaves the guest up), in order and in the same system (a later scenario finds what
-# an earlier one installed), prints its log between `@@BEGIN name` / `@@END name` on the console,
+# runs none and leaves the guest up; a name from tests/debian/bench/ runs that bench step), in
+# order and in the same system (a later scenario finds what an earlier one installed), prints
+# its log between `@@BEGIN name` / `@@END name` on the console,
 # and writes one line per scenario
 #   RESULT <name> PASS|FAIL|SKIP <seconds>s [reason]
 #   INFO <name> <text>
@@ -26,13 +27,16 @@ results=/run/t-results
 for name in ${list//,/ }; do
     script=$T/scenarios/$name.sh
     [ -f "$script" ] || script=$(ls $T/scenarios/*-"$name".sh 2>/dev/null | head -1)
+    # The benches' guest steps (tests/debian/bench/), run only when named.
+    [ -f "$script" ] || script=$T/bench/$name.sh
     if [ ! -f "$script" ]; then
         echo "RESULT $name FAIL 0s no such scenario" >>"$results"
         continue
     fi
     name=$(basename "$script" .sh)
     tmo=$(sed -n 's/^# vm-timeout: *\([0-9]*\).*/\1/p' "$script" | head -1)
-    tmo=${tmo:-120}
+    # mdpilot.timescale=N (tests/debian/run's MDPILOT_DEBIAN_TIME_SCALE): N times every limit.
+    tmo=$((${tmo:-120} * $(arg mdpilot.timescale || echo 1)))
     rm -rf /tmp/t-skip /tmp/t-fail /tmp/t-info /tmp/work
     mkdir -p /tmp/work
     # The scenarios restart the service far more often than an admin does (14 to 16 restart it
@@ -50,6 +54,9 @@ for name in ${list//,/ }; do
     echo "RESULT $name $line" >>"$results"
     [ -f /tmp/t-info ] && sed "s/^/INFO $name /" /tmp/t-info >>"$results"
     echo "@@RESULT $name $line"
+    # On the results disk after every scenario: a guest killed at the host's time limit still
+    # reports the scenarios it finished.
+    dd if="$results" of=/dev/vda bs=64K conv=fsync status=none
 done
 echo "END" >>"$results"
 dd if="$results" of=/dev/vda bs=64K conv=fsync status=none
