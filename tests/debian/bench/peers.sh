@@ -13,7 +13,7 @@
 #   hard     two arrays on shared disks both checking (one `delayed`), a RAID5 reshape, an array
 #            stopped while it resyncs, an array created while the tools run: a snapshot of every
 #            tool's view and the kernel's at each point.
-# vm-timeout: 3000
+# vm-timeout: 5400
 P=/run/peers
 OBS=$T/bench/peers_observe.py
 mkdir -p $P
@@ -35,8 +35,13 @@ mark() { echo "$EPOCHREALTIME $*" >>$P/marks.log; log "mark: $*"; }
 clock() { python3 $OBS clock >>$P/clock.jsonl; }
 
 # ---------------------------------------------------------------- the tools, at their defaults
+# Without a .deb in the guest (benches/peers with MDPILOT_DEB=none: a dry run of the peers alone).
+have_mdpilot=1
+[ -f "$DEB" ] || have_mdpilot=0
 setup_tools() {
-    dpkg -i "$DEB" >$P/dpkg.log 2>&1 || fail "dpkg -i mdpilot.deb failed: $(tail -3 $P/dpkg.log)"
+    if [ $have_mdpilot = 1 ]; then
+        dpkg -i "$DEB" >$P/dpkg.log 2>&1 || fail "dpkg -i mdpilot.deb failed: $(tail -3 $P/dpkg.log)"
+    fi
     mkdir -p /etc/mdpilot/config.d
     printf '[metrics]\nlisten = "127.0.0.1:9163"\n' >/etc/mdpilot/config.d/50-peers.toml
     # mdadm --monitor's alert command: stamps each call ($EPOCHREALTIME: no fork before it).
@@ -61,12 +66,14 @@ EOF
     } >$P/versions.txt
 }
 start_tools() {
-    systemctl start udisks2.service prometheus-node-exporter.service mdpilot.service ||
+    local mine=
+    [ $have_mdpilot = 0 ] || mine=mdpilot.service
+    systemctl start udisks2.service prometheus-node-exporter.service $mine ||
         fail "a peer did not start: $(systemctl --failed --no-legend)"
-    systemctl restart mdmonitor.service || fail "mdmonitor.service did not start"
-    wait_for 30 name_on_bus || fail "mdpilot not on the bus"
+    systemctl restart mdmonitor.service || fail "mdmonitor.service did not start: $(systemctl status mdmonitor.service --no-pager 2>&1 | tail -5)"
+    [ $have_mdpilot = 0 ] || wait_for 30 name_on_bus || fail "mdpilot not on the bus"
     wait_for 30 busctl --system status org.freedesktop.UDisks2 >/dev/null 2>&1 || fail "udisksd not on the bus"
-    for u in udisks2 mdmonitor prometheus-node-exporter mdpilot; do
+    for u in udisks2 mdmonitor prometheus-node-exporter ${mine%.service}; do
         echo "$u $(systemctl show -p MainPID --value $u.service)"
     done >$P/pids.txt
     cat $P/pids.txt
@@ -74,14 +81,16 @@ start_tools() {
 start_observers() {
     python3 $OBS dbus >>$P/dbus.jsonl 2>>$P/observer.err &
     pids+=($!)
-    (mdpilot monitor --events | python3 $OBS lines mdpilot-events) >>$P/events.jsonl 2>>$P/observer.err &
-    pids+=($!)
+    if [ $have_mdpilot = 1 ]; then
+        (mdpilot monitor --events | python3 $OBS lines mdpilot-events) >>$P/events.jsonl 2>>$P/observer.err &
+        pids+=($!)
+    fi
     python3 $OBS scrape node_exporter 'http://127.0.0.1:9100/metrics?collect[]=mdadm' >>$P/scrape-node.jsonl 2>>$P/observer.err &
     pids+=($!)
     python3 $OBS scrape mdpilot-metrics http://127.0.0.1:9163/metrics >>$P/scrape-mdpilot.jsonl 2>>$P/observer.err &
     pids+=($!)
     wait_for 60 grep -q ready $P/dbus.jsonl || fail "the D-Bus observer did not start"
-    wait_for 60 test -s $P/scrape-mdpilot.jsonl || fail "no scrape"
+    wait_for 60 test -s $P/scrape-node.jsonl || fail "no scrape"
 }
 stop_observers() {
     local p
@@ -117,6 +126,7 @@ seen() {
     esac
 }
 KEYS="udisks mdpilot events mdmonitor node metrics"
+[ $have_mdpilot = 1 ] || KEYS="udisks mdmonitor node"
 declare -A before
 all_seen() {
     local k
@@ -143,13 +153,16 @@ latency() {
 
 # ---------------------------------------------------------------- 2. idle cost
 counters() {
-    local u pid t cs=0 f
+    local u pid t cs=0 f v
     while read -r u pid; do
         [ -d "/proc/$pid" ] || continue
         t=$(awk '{print $14 + $15}' "/proc/$pid/stat")
         cs=0
+        # Summed over the threads (a thread's switches are in its own status; ended threads'
+        # are lost, which the thread counts below would show).
         for f in /proc/$pid/task/*/status; do
-            cs=$((cs + $(awk '/^(voluntary|nonvoluntary)_ctxt_switches/ {s += $2} END {print s + 0}' "$f")))
+            v=$(awk '/^(voluntary|nonvoluntary)_ctxt_switches/ {s += $2} END {print s + 0}' "$f" 2>/dev/null) || true
+            cs=$((cs + ${v:-0}))
         done
         echo "$1 $u $pid ticks=$t ctxt=$cs threads=$(ls /proc/$pid/task | wc -l) $(grep -E '^(VmHWM|VmRSS)' /proc/$pid/status | tr -s ' \t\n' ' ')"
     done <$P/idle-pids.txt >>$P/idle.txt
@@ -160,9 +173,11 @@ idle_cost() {
     mdc md3 1 65536 --assume-clean "$(d 6)" "$(d 7)"
     cp $P/pids.txt $P/idle-pids.txt
     # mdpilot's own counterpart of `mdadm --monitor`, a process of its own.
-    mdpilot monitor --events >>$P/idle-events.txt 2>&1 &
-    pids+=($!)
-    echo "mdpilot-monitor-events $!" >>$P/idle-pids.txt
+    if [ $have_mdpilot = 1 ]; then
+        mdpilot monitor --events >>$P/idle-events.txt 2>&1 &
+        pids+=($!)
+        echo "mdpilot-monitor-events $!" >>$P/idle-pids.txt
+    fi
     sleep 20
     echo "clk_tck $(getconf CLK_TCK)" >$P/idle.txt
     mark "idle start"
