@@ -48,6 +48,8 @@ def pct(xs, p):
 
 def marks(raw, off):
     out = []
+    if not os.path.exists(os.path.join(raw, "marks.log")):
+        return out
     with open(os.path.join(raw, "marks.log")) as f:
         for line in f:
             t, _, text = line.rstrip("\n").partition(" ")

@@ -28,7 +28,9 @@ finish() {
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     dmesg >$P/dmesg.txt 2>/dev/null || true
     journalctl --no-pager -o short-monotonic >$P/journal.txt 2>/dev/null || true
-    tar -C $P -cf - . | dd of="$out_disk" bs=1M conv=fsync status=none || true
+    tar -C $P -cf /tmp/peers-out.tar . || echo "@@PEERS tar failed"
+    dd if=/tmp/peers-out.tar of="$(readlink -f "$out_disk")" bs=1M conv=fsync status=none || echo "@@PEERS dd failed"
+    echo "@@PEERS wrote $(stat -c %s /tmp/peers-out.tar) bytes of raw logs to $(readlink -f "$out_disk")"
 }
 trap finish EXIT
 mark() { echo "$EPOCHREALTIME $*" >>$P/marks.log; log "mark: $*"; }
@@ -57,7 +59,7 @@ EOF
     systemctl daemon-reload
     {
         echo "kernel $(uname -r)"
-        dpkg-query -W -f '${Package} ${Version}\n' udisks2 mdadm prometheus-node-exporter mdpilot systemd
+        dpkg-query -W -f '${Package} ${Version}\n' udisks2 mdadm prometheus-node-exporter mdpilot systemd || true
         cat /etc/debian_version
         systemctl cat mdmonitor.service 2>&1 | grep -E '^(Exec|Environment)' || true
         cat /etc/default/prometheus-node-exporter 2>/dev/null | grep -v '^#' | grep . || true
