@@ -91,8 +91,8 @@ start_observers() {
     pids+=($!)
     python3 $OBS scrape mdpilot-metrics http://127.0.0.1:9163/metrics >>$P/scrape-mdpilot.jsonl 2>>$P/observer.err &
     pids+=($!)
-    wait_for 60 grep -q ready $P/dbus.jsonl || fail "the D-Bus observer did not start"
-    wait_for 60 test -s $P/scrape-node.jsonl || fail "no scrape"
+    wait_for 400 grep -q ready $P/dbus.jsonl || fail "the D-Bus observer did not start"
+    wait_for 300 test -s $P/scrape-node.jsonl || fail "no scrape"
 }
 stop_observers() {
     local p
