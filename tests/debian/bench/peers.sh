@@ -23,14 +23,19 @@ d() { readlink -f "/dev/disk/by-id/virtio-mdpilot-data$1"; }
 out_disk=/dev/disk/by-id/virtio-peers-out
 [ -b "$out_disk" ] || fail "no output disk (serial peers-out)"
 pids=()
+# flush: what /run/peers holds so far onto the output disk (after every phase, so a run cut
+# short still leaves its finished phases to the host).
+flush() {
+    tar -C $P -cf /tmp/peers-out.tar . || echo "@@PEERS tar failed"
+    dd if=/tmp/peers-out.tar of="$(readlink -f "$out_disk")" bs=1M conv=fsync status=none || echo "@@PEERS dd failed"
+    echo "@@PEERS wrote $(stat -c %s /tmp/peers-out.tar) bytes of raw logs to $(readlink -f "$out_disk")"
+}
 finish() {
     local p
     for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done
     dmesg >$P/dmesg.txt 2>/dev/null || true
     journalctl --no-pager -o short-monotonic >$P/journal.txt 2>/dev/null || true
-    tar -C $P -cf /tmp/peers-out.tar . || echo "@@PEERS tar failed"
-    dd if=/tmp/peers-out.tar of="$(readlink -f "$out_disk")" bs=1M conv=fsync status=none || echo "@@PEERS dd failed"
-    echo "@@PEERS wrote $(stat -c %s /tmp/peers-out.tar) bytes of raw logs to $(readlink -f "$out_disk")"
+    flush
 }
 trap finish EXIT
 mark() { echo "$EPOCHREALTIME $*" >>$P/marks.log; log "mark: $*"; }
@@ -269,10 +274,12 @@ snapshot start
 t0=$(date +%s)
 latency
 info "latency: $trials trials in $(($(date +%s) - t0)) s"
+flush
 stop_observers
 t0=$(date +%s)
 idle_cost
 info "idle: $idle_s s measured, $(($(date +%s) - t0)) s in all"
+flush
 start_observers
 t0=$(date +%s)
 hard
