@@ -75,7 +75,8 @@ EOF
 start_tools() {
     local mine=
     [ $have_mdpilot = 0 ] || mine=mdpilot.service
-    systemctl start udisks2.service prometheus-node-exporter.service $mine ||
+    # restart: the package's postinst may have started mdpilot before its metrics setting.
+    systemctl restart udisks2.service prometheus-node-exporter.service $mine ||
         fail "a peer did not start: $(systemctl --failed --no-legend)"
     systemctl restart mdmonitor.service || fail "mdmonitor.service did not start: $(systemctl status mdmonitor.service --no-pager 2>&1 | tail -5)"
     [ $have_mdpilot = 0 ] || wait_for 30 name_on_bus || fail "mdpilot not on the bus"
