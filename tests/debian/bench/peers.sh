@@ -79,8 +79,8 @@ start_tools() {
     systemctl restart udisks2.service prometheus-node-exporter.service $mine ||
         fail "a peer did not start: $(systemctl --failed --no-legend)"
     systemctl restart mdmonitor.service || fail "mdmonitor.service did not start: $(systemctl status mdmonitor.service --no-pager 2>&1 | tail -5)"
-    [ $have_mdpilot = 0 ] || wait_for 30 name_on_bus || fail "mdpilot not on the bus"
-    wait_for 30 busctl --system status org.freedesktop.UDisks2 >/dev/null 2>&1 || fail "udisksd not on the bus"
+    [ $have_mdpilot = 0 ] || wait_for 120 name_on_bus || fail "mdpilot not on the bus"
+    wait_for 120 busctl --system status org.freedesktop.UDisks2 >/dev/null 2>&1 || fail "udisksd not on the bus"
     for u in udisks2 mdmonitor prometheus-node-exporter ${mine%.service}; do
         echo "$u $(systemctl show -p MainPID --value $u.service)"
     done >$P/pids.txt
