@@ -164,6 +164,8 @@ fn render_timings(sim_root: &std::path::Path) -> (Vec<Duration>, usize) {
         policy: None,
         install_applied_at: None,
         last_checks: std::collections::BTreeMap::new(),
+        io_pressure_pct: None,
+        check_throttles: std::collections::BTreeMap::new(),
         wipe_jobs: Some(vec![]),
         hook_events_dropped: Some(0),
         version: "bench".into(),

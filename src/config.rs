@@ -99,6 +99,14 @@ pub struct CheckConfig {
     /// `schedule` and the keys around it: the service's check windows (see
     /// [`crate::schedule`]); `None` (default): no scheduled checks.
     pub schedule: Option<crate::schedule::Schedule>,
+    /// `pressure_target` (`"full 5%..10%"`): drive the check's `sync_speed_max` from the io
+    /// pressure ([`crate::pressure`]); `None` (default): the fixed `check_max`.
+    pub pressure_target: Option<crate::pressure::Target>,
+    /// `pressure_floor`: the throttle's least limit, KiB/s (default md's 1000).
+    pub pressure_floor: Option<u64>,
+    /// `pressure_ceiling`: the throttle's greatest limit, KiB/s (default `check_max`, else
+    /// md's 200000).
+    pub pressure_ceiling: Option<u64>,
 }
 
 /// The working-hours throttle of checks ([`CheckConfig::working`]).
@@ -119,16 +127,39 @@ impl CheckConfig {
             _ => self.check_max,
         }
     }
+
+    /// The pressure throttle's settings at `now` ([`CheckConfig::check_max_at`] is the
+    /// default ceiling, so working hours lower it); `None` without `pressure_target`. The
+    /// ceiling is never below the floor.
+    pub fn pressure_tuning(&self, now: i64, utc_offset_s: i64) -> Option<crate::pressure::Tuning> {
+        use crate::pressure::{DEFAULT_CEILING_KIB_S, DEFAULT_FLOOR_KIB_S};
+        let target = self.pressure_target?;
+        let floor = self.pressure_floor.unwrap_or(DEFAULT_FLOOR_KIB_S).max(1);
+        let ceiling = match (&self.working, self.pressure_ceiling) {
+            (Some(w), _) if w.band.contains(now, utc_offset_s) => w.max,
+            (_, Some(c)) => c,
+            _ => self.check_max.unwrap_or(DEFAULT_CEILING_KIB_S),
+        };
+        Some(crate::pressure::Tuning {
+            target,
+            floor_kib_s: floor,
+            ceiling_kib_s: ceiling.max(floor),
+        })
+    }
 }
 
-/// A named priority profile (`[profiles.boost] min = 50000`, `[profiles.quiet] max = 5000`):
-/// the limits a `policy apply --profile NAME` lease asks for, KiB/s, and its default duration.
+/// A named priority profile (`[profiles.boost] min = 50000` with `io_depth = 128`,
+/// `[profiles.quiet] max = 5000` with `io_depth = 1`): the limits a `policy apply --profile
+/// NAME` lease asks for (KiB/s, and the resync I/O depth in requests), and its default duration.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Profile {
     /// `min`: wanted minimum resync speed, KiB/s.
     pub min: Option<u64>,
     /// `max`: wanted maximum resync speed, KiB/s.
     pub max: Option<u64>,
+    /// `io_depth`: wanted `sync_io_depth`, resync requests in flight while the array is busy
+    /// (Linux 6.16+; kernel default 32; not written on older kernels).
+    pub io_depth: Option<u64>,
     /// `duration` (`"1h"`, `"30min"`): how long the lease lasts when `--for` is not given, in
     /// seconds; `None`: until released.
     pub duration_s: Option<u64>,
@@ -264,6 +295,9 @@ impl Default for Config {
                 check_max: None,
                 working: None,
                 schedule: None,
+                pressure_target: None,
+                pressure_floor: None,
+                pressure_ceiling: None,
             },
             metrics: MetricsConfig::default(),
         }
@@ -321,6 +355,12 @@ pub struct CheckFragment {
     pub min_age_days: Option<u64>,
     /// At most this many checks at once (default 1).
     pub max_concurrent: Option<usize>,
+    /// See [`CheckConfig::pressure_target`] (`"full 5%..10%"`).
+    pub pressure_target: Option<String>,
+    /// See [`CheckConfig::pressure_floor`], KiB/s.
+    pub pressure_floor: Option<u64>,
+    /// See [`CheckConfig::pressure_ceiling`], KiB/s.
+    pub pressure_ceiling: Option<u64>,
 }
 
 /// `[profiles.NAME]` of a fragment.
@@ -331,6 +371,8 @@ pub struct ProfileFragment {
     pub min: Option<u64>,
     /// See [`Profile::max`].
     pub max: Option<u64>,
+    /// See [`Profile::io_depth`].
+    pub io_depth: Option<u64>,
     /// See [`Profile::duration_s`]; systemd-style span (`90s`, `30min`, `2h`, `1d`).
     pub duration: Option<String>,
 }
@@ -614,8 +656,8 @@ impl Config {
                 path: path.to_path_buf(),
                 reason: format!("profiles.{name}: {reason}"),
             };
-            if p.min.is_none() && p.max.is_none() {
-                return Err(bad("give min or max (KiB/s)".into()));
+            if p.min.is_none() && p.max.is_none() && p.io_depth.is_none() {
+                return Err(bad("give min or max (KiB/s), or io_depth".into()));
             }
             if let (Some(a), Some(b)) = (p.min, p.max) {
                 if a > b {
@@ -635,6 +677,7 @@ impl Config {
                 Profile {
                     min: p.min,
                     max: p.max,
+                    io_depth: p.io_depth,
                     duration_s,
                 },
             );
@@ -659,6 +702,19 @@ impl Config {
         }
         if let Some(v) = c.check_max {
             self.check.check_max = Some(v.max(1));
+        }
+        if let Some(t) = &c.pressure_target {
+            self.check.pressure_target =
+                Some(t.parse().map_err(|reason| ConfigError::Invalid {
+                    path: path.to_path_buf(),
+                    reason: format!("check.pressure_target: {reason}"),
+                })?);
+        }
+        if let Some(v) = c.pressure_floor {
+            self.check.pressure_floor = Some(v.max(1));
+        }
+        if let Some(v) = c.pressure_ceiling {
+            self.check.pressure_ceiling = Some(v.max(1));
         }
         apply_working(&mut self.check.working, c).map_err(|reason| ConfigError::Invalid {
             path: path.to_path_buf(),
@@ -816,7 +872,7 @@ mod tests {
         put(
             CONFIG_DIRS[2],
             "70-profiles.toml",
-            "[profiles.boost]\nmin = 50000\nduration = \"1h\"\n[profiles.quiet]\nmax = 5000\n",
+            "[profiles.boost]\nmin = 50000\nio_depth = 128\nduration = \"1h\"\n[profiles.quiet]\nmax = 5000\nio_depth = 1\n[profiles.shallow]\nio_depth = 4\n",
         );
         let c = Config::load(&root).unwrap();
         assert_eq!(
@@ -824,10 +880,13 @@ mod tests {
             Profile {
                 min: Some(50_000),
                 max: None,
+                io_depth: Some(128),
                 duration_s: Some(3600)
             }
         );
         assert_eq!(c.profiles["quiet"].max, Some(5000));
+        assert_eq!(c.profiles["quiet"].io_depth, Some(1));
+        assert_eq!(c.profiles["shallow"].io_depth, Some(4));
         put(
             CONFIG_DIRS[2],
             "80-check.toml",

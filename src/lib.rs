@@ -23,6 +23,7 @@ pub mod mdstat; // pure `/proc/mdstat` parser
 pub mod metrics; // mdpilot_* Prometheus families rendered from an owned snapshot (text 0.0.4, OpenMetrics)
 pub mod model; // owned domain types (Array, Member, SpeedLimit, SyncAction ...) and their kernel forms
 pub mod policy; // resync priority leases on the md speed limits: state machine, durable state, knob writes
+pub mod pressure; // pure: the check throttle from the io pressure (a target band, floor, ceiling; AIMD steps)
 pub mod schedule; // pure: check windows (OnCalendar subset) and which arrays to check now
 #[cfg(feature = "service")]
 pub mod service; // `mdpilot serve`: the one event loop, shutdown, the scheduler and metrics tasks
@@ -33,6 +34,9 @@ pub mod sim; // simulated kernel tree for `serve --sim` and tests
 pub mod superblock; // pure: an array's creation time from a member's md superblock (v0.90, v1.x)
 pub mod sysfs; // the one kernel-access layer, reads and writes: /sys/block/*, /proc/mdstat, /proc/sys/dev/raid/*
 pub mod units; // human sizes, rates and durations
+pub mod vocab; // md's words as types: Level and its rules, member states and roles, Health, ArrayUuid
 #[cfg(feature = "service")]
 pub mod watch; // udev, /proc/mdstat and sysfs notifications as owned events
 pub mod wipe; // wipe jobs: probe, plan, planner, job, workers, sources, verify, resync
+#[cfg(feature = "service")]
+pub mod workers; // threads of their own per kind of blocking work (policy, checks, wipe starts, probes)

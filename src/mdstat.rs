@@ -45,9 +45,6 @@ pub fn parse(text: &str) -> MdStat {
     out
 }
 
-/// Personalities whose `status` hook prints `[T/A] [U_]`; their blocks line without it is broken.
-const REDUNDANT_LEVELS: &[&str] = &["raid1", "raid4", "raid5", "raid6", "raid10", "multipath"];
-
 /// What a line looks like, decided from its first characters only.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 enum Kind {
@@ -480,10 +477,12 @@ fn parse_status(toks: &[&str], a: &mut Array) -> Result<(), String> {
         }
     }
     check_extras(&toks[..end])?;
+    // Personalities whose `status` hook prints `[T/A] [U_]`: their blocks line without it is
+    // broken.
     let redundant = a
         .level
         .as_deref()
-        .is_some_and(|l| REDUNDANT_LEVELS.contains(&l));
+        .is_some_and(|l| crate::model::Level::from(l).prints_member_counts());
     if redundant && a.raid_disks.is_none() {
         return Err(format!(
             "a {} array without `[T/A] [U_]`",

@@ -6,102 +6,11 @@
 //! Source of truth for the printed forms: drivers/md/md.c `md_seq_show`, `status_resync`; for sysfs:
 //! the kernel's Documentation/admin-guide/md.rst.
 
+pub use crate::vocab::{ArrayUuid, Health, Level, MemberRole, MemberState};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-/// Defines an enum of kernel words with an `Other(String)` variant that keeps an unknown word as
-/// printed, plus its one `as_str`, `Display`, `From<&str>`, comparison with text, and serde as
-/// the same text (so JSON and saved files read exactly as the kernel's word).
-macro_rules! word_enum {
-    ($(#[$m:meta])* pub enum $name:ident {
-        $($(#[$vm:meta])* $var:ident => $word:literal,)*
-    }) => {
-        $(#[$m])*
-        #[derive(Debug, Clone, PartialEq, Eq, Hash)]
-        pub enum $name {
-            $($(#[$vm])* $var,)*
-            /// A word this code does not know, kept as printed.
-            Other(String),
-        }
-
-        impl $name {
-            /// The kernel's word, as printed and as serialized.
-            pub fn as_str(&self) -> &str {
-                match self {
-                    $($name::$var => $word,)*
-                    $name::Other(s) => s,
-                }
-            }
-        }
-
-        impl From<&str> for $name {
-            fn from(s: &str) -> Self {
-                match s {
-                    $($word => $name::$var,)*
-                    _ => $name::Other(s.to_string()),
-                }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-
-        impl PartialEq<str> for $name {
-            fn eq(&self, other: &str) -> bool {
-                self.as_str() == other
-            }
-        }
-
-        impl PartialEq<&str> for $name {
-            fn eq(&self, other: &&str) -> bool {
-                self.as_str() == *other
-            }
-        }
-
-        impl Serialize for $name {
-            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-                s.serialize_str(self.as_str())
-            }
-        }
-
-        impl<'de> Deserialize<'de> for $name {
-            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-                String::deserialize(d).map(|s| $name::from(s.as_str()))
-            }
-        }
-    };
-}
-
-/// `as_str` and `Display` for a closed enum whose serde spelling is the same word.
-macro_rules! closed_words {
-    ($name:ident { $($var:ident => $word:literal,)* }) => {
-        impl $name {
-            /// The word as printed and serialized.
-            pub fn as_str(self) -> &'static str {
-                match self {
-                    $($name::$var => $word,)*
-                }
-            }
-
-            /// The value `word` names; `None` for any other word.
-            pub fn from_word(word: &str) -> Option<Self> {
-                match word {
-                    $($word => Some($name::$var),)*
-                    _ => None,
-                }
-            }
-        }
-
-        impl fmt::Display for $name {
-            fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-                f.write_str(self.as_str())
-            }
-        }
-    };
-}
+use crate::vocab::{closed_words, word_enum};
 
 /// Everything `/proc/mdstat` (plus sysfs enrichment) says: the `status --json` document.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -628,8 +537,9 @@ pub enum SyncCompleted {
 pub struct MemberSysfs {
     /// Kernel device name (`dev-sda1` → `sda1`).
     pub name: String,
-    /// Words of `state` (`in_sync`, `faulty`, `write_mostly`, `spare`, `replacement`...).
-    pub state: Vec<String>,
+    /// Words of `state` (`in_sync`, `faulty`, `write_mostly`, `spare`, `replacement`...), each
+    /// serialized as printed.
+    pub state: Vec<MemberState>,
     /// `slot`: the role number, `None` when `none` (spare) or missing.
     pub slot: Option<u32>,
     /// `errors`: read errors corrected or not, as counted by md.
@@ -677,8 +587,9 @@ pub struct ArraySysfs {
     /// `md/component_size` in KiB (per member).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub component_size_kib: Option<u64>,
-    /// `md/uuid` (where the kernel exposes it).
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// `md/uuid` as the kernel prints it (`8-4-4-4-12`), where it exposes it; in the JSON as
+    /// `md_uuid`, the documented extra field (the array's UUID is `uuid`, [`Array::uuid`]).
+    #[serde(default, rename = "md_uuid", skip_serializing_if = "Option::is_none")]
     pub uuid: Option<String>,
     /// `md/mismatch_cnt` in sectors.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -714,12 +625,29 @@ pub struct ArraySysfs {
     /// not in the status JSON.
     #[serde(skip)]
     pub metadata_name: Option<String>,
-    /// The UUID in mdadm's colon form ([`crate::array_names::array_uuid`]); not in the status JSON.
-    #[serde(skip)]
+    /// The UUID in mdadm's colon form: udev's `MD_UUID`, else `md/uuid` regrouped
+    /// ([`crate::array_names::array_uuid`]); in the JSON as `uuid`. Read it as [`Array::uuid`].
+    #[serde(default, rename = "uuid", skip_serializing_if = "Option::is_none")]
     pub mdadm_uuid: Option<String>,
     /// The `/dev/md/NAME` link ([`crate::array_names::named_device`]); not in the status JSON.
     #[serde(skip)]
     pub named_device: Option<String>,
+}
+
+/// One member and its role, from [`Array::members_with_roles`].
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ArrayMember {
+    /// Kernel device name (`sda1`).
+    pub name: String,
+    /// The role slot: `md/dev-*/slot`; from mdstat the bracket number; `None` for a spare.
+    pub slot: Option<u32>,
+    /// What it does now.
+    pub role: MemberRole,
+    /// `md/dev-*/state` where read, else the mdstat flags as sysfs words (`in_sync` for a
+    /// member in sync).
+    pub states: Vec<MemberState>,
+    /// `md/dev-*/errors` where read.
+    pub errors: Option<u64>,
 }
 
 /// Where a derived fact came from: sysfs wins where it is read (see [`Array`]'s facts).
@@ -787,6 +715,10 @@ pub struct RunningSync {
 /// | [`write_intent_bitmap`](Array::write_intent_bitmap) | `md/bitmap_type`, `md/bitmap/location`, `md/consistency_policy` | the bitmap line |
 /// | [`bitmap_advised`](Array::bitmap_advised), [`full_resync_estimate`](Array::full_resync_estimate) | the above, `md/level`, `md/component_size`, `md/sync_speed_min` | the level, the size, `speed=` |
 /// | [`recorded_logical_block_size`](Array::recorded_logical_block_size) | `md/logical_block_size` and `md/metadata_version` | — |
+/// | [`uuid`](Array::uuid) | udev's `MD_UUID`, else `md/uuid` | — |
+/// | [`members_with_roles`](Array::members_with_roles) | `md/dev-*/state`, `md/dev-*/slot` | the flags, `[UU_]` during a recovery |
+/// | [`health`](Array::health) | the facts above and [`Level::survives`] | the same, `[UU_]` for raid10 |
+/// | [`initial_build`](Array::initial_build) | [`running_sync`](Array::running_sync), the member roles, `raid_disks` | the same |
 impl Array {
     /// `md/array_state`, else the nearest state of the mdstat header: `inactive`, `broken`,
     /// `readonly` for `(read-only)`, `read-auto` for `(auto-read-only)`, else `active`.
@@ -829,12 +761,13 @@ impl Array {
 
     /// `md/level` where read and not empty, else the mdstat personality (`raid1`, `linear`);
     /// `None` for an inactive array or a container.
-    pub fn level(&self) -> Option<&str> {
+    pub fn level(&self) -> Option<Level> {
         self.sysfs
             .as_ref()
             .and_then(|s| s.level.as_deref())
             .filter(|l| !l.is_empty())
             .or(self.level.as_deref())
+            .map(Level::from)
     }
 
     /// Member slots: `md/raid_disks`, else `T` of mdstat's `[T/A]`; `None` where neither
@@ -950,13 +883,10 @@ impl Array {
         self.sysfs.as_ref()?.bitmap_type.as_ref()
     }
 
-    /// Keeps a redundant array's members consistent after a crash: [`Array::level`] is raid1,
-    /// raid4, raid5, raid6 or raid10.
+    /// Keeps copies or parity of its data: [`Array::level`] is redundant
+    /// ([`Level::is_redundant`]: raid1, raid4, raid5, raid6 or raid10).
     pub fn is_redundant(&self) -> bool {
-        matches!(
-            self.level(),
-            Some("raid1" | "raid4" | "raid5" | "raid6" | "raid10")
-        )
+        self.level().is_some_and(|l| l.is_redundant())
     }
 
     /// The array's write-intent bitmap. In order: `md/bitmap_type` `llbitmap`;
@@ -1059,6 +989,140 @@ impl Array {
             });
         }
         out
+    }
+
+    /// The array's UUID ([`ArrayUuid`], shown in mdadm's spelling): udev's `MD_UUID` where
+    /// read, else `md/uuid`; `None` where neither (inactive arrays, containers, no sysfs).
+    pub fn uuid(&self) -> Option<ArrayUuid> {
+        let sys = self.sysfs.as_ref()?;
+        sys.mdadm_uuid
+            .as_deref()
+            .and_then(ArrayUuid::parse)
+            .or_else(|| sys.uuid.as_deref().and_then(ArrayUuid::parse))
+    }
+
+    /// Every member with its role: in sysfs order (by name) where `md/dev-*` was read, else in
+    /// mdstat's order. Where
+    /// `md/dev-*` was read: [`MemberRole::from_sysfs`] of its `state` and `slot`. Else the
+    /// mdstat flags: `(F)` faulty, `(J)` journal, `(S)` spare; a member without those is in
+    /// sync, except while a recovery runs, when an unflagged member at a `_` of `[UU_]` (its
+    /// bracket number read as the slot) or a `(R)` replacement is rebuilding.
+    pub fn members_with_roles(&self) -> Vec<ArrayMember> {
+        let sys = self
+            .sysfs
+            .as_ref()
+            .map(|s| &s.members)
+            .filter(|m| !m.is_empty());
+        if let Some(ms) = sys {
+            return ms
+                .iter()
+                .map(|m| ArrayMember {
+                    name: m.name.clone(),
+                    slot: m.slot,
+                    role: MemberRole::from_sysfs(&m.state, m.slot),
+                    states: m.state.clone(),
+                    errors: m.errors,
+                })
+                .collect();
+        }
+        let recovering = self
+            .running_sync()
+            .is_some_and(|r| r.kind == SyncKind::Recovery);
+        let pattern = self.member_status.as_deref().unwrap_or("").as_bytes();
+        self.members
+            .iter()
+            .map(|m| {
+                let has = |f| m.flags.contains(&f);
+                let down = pattern.get(m.slot as usize).is_some_and(|&c| c != b'U');
+                let role = if has(MemberFlag::Faulty) {
+                    MemberRole::Faulty
+                } else if has(MemberFlag::Journal) {
+                    MemberRole::Journal
+                } else if has(MemberFlag::Spare) {
+                    MemberRole::Spare
+                } else if recovering && (down || has(MemberFlag::Replacement)) {
+                    MemberRole::Rebuilding
+                } else {
+                    MemberRole::InSync
+                };
+                let mut states: Vec<MemberState> = m
+                    .flags
+                    .iter()
+                    .map(|f| MemberState::from(f.as_str()))
+                    .collect();
+                // In sysfs words: md prints `in_sync` for a member in sync and `spare` for one
+                // not yet in sync, slot or not.
+                match role {
+                    MemberRole::InSync => states.insert(0, MemberState::InSync),
+                    MemberRole::Rebuilding => states.push(MemberState::Spare),
+                    _ => {}
+                }
+                ArrayMember {
+                    name: m.name.clone(),
+                    slot: (role != MemberRole::Spare).then_some(m.slot),
+                    role,
+                    states,
+                    errors: None,
+                }
+            })
+            .collect()
+    }
+
+    /// The running sync builds the array's redundancy for the first time, as far as the
+    /// kernel's state tells: a resync (md's first pass over a new array, also after an
+    /// unclean stop without a bitmap), or a recovery while no member is faulty and every slot
+    /// has a member in sync or rebuilding (how md builds a new raid5: by recovering onto its
+    /// last member). A rebuild onto a replacement added after the failed member was removed
+    /// looks the same here; the alerts tell those apart by the array's creation time.
+    pub fn initial_build(&self) -> bool {
+        let Some(kind) = self.running_sync().map(|r| r.kind) else {
+            return false;
+        };
+        match kind {
+            SyncKind::Resync => true,
+            SyncKind::Recovery => {
+                let roles = self.members_with_roles();
+                let slotted = roles.iter().filter(|m| m.role.is_slotted()).count() as u32;
+                !roles.iter().any(|m| m.role == MemberRole::Faulty)
+                    && self.raid_disks().is_some_and(|t| slotted >= t)
+            }
+            _ => false,
+        }
+    }
+
+    /// The `mdadm --detail --test` verdict (man mdadm `--test`; `status --test`, the D-Bus
+    /// `Health`): inactive when stopped ([`Array::is_stopped`]); unusable when broken
+    /// ([`Array::is_broken`]) or more members missing ([`Array::degraded`] of
+    /// [`Array::raid_disks`]) than the level survives ([`Level::survives`], raid10 read from
+    /// `[UU_U]`); degraded when members are missing (also where the slot count is unknown);
+    /// else ok (raid0, linear, containers print no counts: running means whole).
+    pub fn health(&self) -> Health {
+        if self.is_stopped() {
+            return Health::Inactive;
+        }
+        if self.is_broken() {
+            return Health::Unusable;
+        }
+        let missing = self.degraded().unwrap_or(0);
+        if missing == 0 {
+            return Health::Ok;
+        }
+        let Some(total) = self.raid_disks() else {
+            return Health::Degraded;
+        };
+        let down: Vec<bool> = self
+            .member_status
+            .as_deref()
+            .unwrap_or("")
+            .chars()
+            .map(|c| c != 'U')
+            .collect();
+        let level = self.level().unwrap_or_else(|| Level::Other(String::new()));
+        if level.survives(missing, total, &down) {
+            Health::Degraded
+        } else {
+            Health::Unusable
+        }
     }
 
     /// The mdstat sync line when it shows a running sync.
@@ -1275,6 +1339,87 @@ mod tests {
             raid1(Some(sys(Some(0), "1.2"))).recorded_logical_block_size(),
             None
         );
+    }
+
+    #[test]
+    fn member_roles_are_derived_once_sysfs_over_mdstat() {
+        // A fresh raid5 building by recovery onto its last member (mdadm --create).
+        let text = "md0 : active raid5 sdc[3] sdb[1] sda[0]\n      2093056 blocks super 1.2 level 5, 512k chunk, algorithm 2 [3/2] [UU_]\n      [=>...................]  recovery =  8.5% (89128/1046528) finish=1.5min speed=10000K/sec\n\nunused devices: <none>\n";
+        let mut a = crate::mdstat::parse(text).arrays.remove(0);
+        let roles = |a: &Array| -> Vec<(String, MemberRole)> {
+            a.members_with_roles()
+                .into_iter()
+                .map(|m| (m.name, m.role))
+                .collect()
+        };
+        // mdstat alone: sdc[3] is no slot of [UU_]; the `_` is slot 2, so sdc counts as in
+        // sync by its bracket number (md prints the descriptor number there).
+        assert_eq!(roles(&a)[0].1, MemberRole::InSync);
+        // sysfs says what it is: a spare given slot 2, being recovered.
+        let m = |name: &str, state: &[&str], slot: Option<u32>| MemberSysfs {
+            name: name.into(),
+            state: state.iter().map(|w| MemberState::from(*w)).collect(),
+            slot,
+            errors: Some(0),
+        };
+        a.sysfs = Some(ArraySysfs {
+            members: vec![
+                m("sda", &["in_sync"], Some(0)),
+                m("sdb", &["in_sync"], Some(1)),
+                m("sdc", &["spare"], Some(2)),
+            ],
+            ..Default::default()
+        });
+        assert_eq!(
+            roles(&a),
+            [
+                ("sda".to_string(), MemberRole::InSync),
+                ("sdb".to_string(), MemberRole::InSync),
+                ("sdc".to_string(), MemberRole::Rebuilding)
+            ]
+        );
+        assert!(a.initial_build());
+        assert_eq!(a.health(), Health::Degraded);
+        // A faulty member: a rebuild, not the first build.
+        a.sysfs.as_mut().unwrap().members[0] = m("sda", &["faulty"], None);
+        assert!(!a.initial_build());
+        // mdstat alone, the slot numbers matching: the member at `_` is rebuilding.
+        let text = "md1 : active raid1 sdb[1] sda[0]\n      1046528 blocks super 1.2 [2/1] [U_]\n      [=>...................]  recovery =  8.5% (89128/1046528) finish=1.5min speed=10000K/sec\n\nunused devices: <none>\n";
+        let a = crate::mdstat::parse(text).arrays.remove(0);
+        assert_eq!(roles(&a)[0], ("sdb".to_string(), MemberRole::Rebuilding));
+        assert!(a.initial_build(), "every slot filled, none faulty");
+        // A resync is the initial build; no sync, none.
+        assert!(!raid1(None).initial_build());
+        let mut r = raid1(Some(ArraySysfs {
+            sync_action: Some(SyncAction::Resync),
+            ..Default::default()
+        }));
+        r.sysfs.as_mut().unwrap().sync_completed =
+            Some(SyncCompleted::Sectors { done: 1, total: 10 });
+        assert!(r.initial_build());
+    }
+
+    #[test]
+    fn the_uuid_is_read_once_in_mdadms_spelling() {
+        let mut a = raid1(Some(ArraySysfs {
+            uuid: Some("3b6c2a6e-0d0e-4b7a-9d5e-8a7b1c2d3e4f".into()),
+            ..Default::default()
+        }));
+        assert_eq!(
+            a.uuid().unwrap().to_string(),
+            "3b6c2a6e:0d0e4b7a:9d5e8a7b:1c2d3e4f"
+        );
+        // udev's MD_UUID (mdadm's bytes, for 0.90 metadata not md/uuid's) wins.
+        a.sysfs.as_mut().unwrap().mdadm_uuid = Some("00000000:11111111:22222222:33333333".into());
+        assert_eq!(
+            a.uuid().unwrap().to_string(),
+            "00000000:11111111:22222222:33333333"
+        );
+        // The JSON: `uuid` is mdadm's, `md_uuid` the kernel's text.
+        let j = serde_json::to_value(a.sysfs.as_ref().unwrap()).unwrap();
+        assert_eq!(j["uuid"], "00000000:11111111:22222222:33333333");
+        assert_eq!(j["md_uuid"], "3b6c2a6e-0d0e-4b7a-9d5e-8a7b1c2d3e4f");
+        assert_eq!(raid1(None).uuid(), None);
     }
 
     #[test]

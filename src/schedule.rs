@@ -442,7 +442,7 @@ pub struct Window {
 pub struct Candidate {
     /// Kernel name (`md0`).
     pub name: String,
-    /// Array UUID, where known.
+    /// Array UUID in mdadm's spelling ([`crate::model::Array::uuid`]), where known.
     pub uuid: Option<String>,
     /// Creation time (Unix seconds), where known.
     pub created_unix_s: Option<i64>,
@@ -551,9 +551,15 @@ impl Schedule {
         }
     }
 
-    /// Whether the include and skip lists select `c` (by name or UUID).
+    /// Whether the include and skip lists select `c` (by name or UUID, in either spelling:
+    /// mdadm's or `md/uuid`'s).
     pub fn selected(&self, c: &Candidate) -> bool {
-        let is = |k: &String| *k == c.name || c.uuid.as_deref() == Some(k.as_str());
+        let same_uuid = |k: &str| {
+            let parsed = crate::model::ArrayUuid::parse;
+            c.uuid.as_deref() == Some(k)
+                || parsed(k).is_some_and(|k| c.uuid.as_deref().and_then(parsed) == Some(k))
+        };
+        let is = |k: &String| *k == c.name || same_uuid(k);
         (self.include.is_empty() || self.include.iter().any(is)) && !self.skip.iter().any(is)
     }
 

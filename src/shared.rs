@@ -18,12 +18,16 @@ use crate::model::MdStat;
 use crate::policy::{LeaseRequest, Owner, Policy, PolicyView};
 use crate::wipe::leases::{LeaseError, LeaseProvider};
 use crate::wipe::{JobHandle, WipeError};
+use crate::workers::Pool;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
+
+/// Threads probing and planning wipe starts at once ([`State::wipe_worker`]).
+pub const WIPE_START_THREADS: usize = 4;
 
 /// Locks `m`, taking the data of a poisoned mutex as it is: every value kept under these
 /// locks is replaced whole (a model, a property set, a job table entry), so a panic in
@@ -78,6 +82,18 @@ pub struct State {
     /// wipe jobs' leases): wakes the timed-lease task ([`crate::service::expiry`]) to re-read
     /// the next end.
     pub lease_changed: tokio::sync::Notify,
+    /// Where the policy's operations run (its `flock`, the speed-limit writes): one thread,
+    /// as the policy serializes them anyway.
+    pub policy_worker: Pool,
+    /// Where check operations run (the check record, `md/sync_min` and `md/sync_action`
+    /// writes, the schedule's tick): one thread.
+    pub check_worker: Pool,
+    /// Where wipe starts probe and plan their device ([`WIPE_START_THREADS`] threads): a
+    /// device whose open never returns holds one.
+    pub wipe_worker: Pool,
+    /// Where write-intent bitmaps are added (`mdadm --grow --bitmap=internal`, from
+    /// `AddBitmap` and the bitmap upkeep): one thread, as mdadm takes one array at a time.
+    pub bitmap_worker: Pool,
 }
 
 impl State {
@@ -102,6 +118,10 @@ impl State {
             job_counter: AtomicU64::new(1),
             progress_interval,
             lease_changed: tokio::sync::Notify::new(),
+            policy_worker: Pool::new("policy", 1),
+            check_worker: Pool::new("check", 1),
+            wipe_worker: Pool::new("wipe-start", WIPE_START_THREADS),
+            bitmap_worker: Pool::new("bitmap", 1),
         }
     }
 

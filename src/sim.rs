@@ -69,13 +69,10 @@ pub struct SimArray {
 impl SimArray {
     /// Size of the array in KiB (raid1: one component; raid5: n-1 components).
     pub fn size_kib(&self) -> u64 {
-        let n = self.members.len() as u64;
-        match self.level.as_str() {
-            "raid5" => self.component_kib * n.saturating_sub(1),
-            "raid6" => self.component_kib * n.saturating_sub(2),
-            "raid0" => self.component_kib * n,
-            _ => self.component_kib,
-        }
+        let n = u32::try_from(self.members.len()).unwrap_or(u32::MAX);
+        crate::model::Level::from(self.level.as_str())
+            .capacity_kib(self.component_kib, n)
+            .unwrap_or(self.component_kib)
     }
 
     /// Total sectors of a sync (per member: `component_size` × 2).

@@ -8,21 +8,15 @@ import { IFACE, MANAGER, call, v } from "./client.js";
 import * as fmt from "./format.js";
 import { Action, RateChart } from "./ui.jsx";
 
-const HEALTH_LABEL = {
-    failed: ["red", "Failed"],
-    degraded: ["orange", "Degraded"],
-    inactive: ["grey", "Inactive"],
-    ok: ["green", "Healthy"],
-};
-
 function Members({ list }) {
     return (
         <table className="mdp-members">
-            <thead><tr><th>Member</th><th>Slot</th><th>State</th><th>Read errors</th></tr></thead>
+            <thead><tr><th>Member</th><th>Slot</th><th>Role</th><th>State</th><th>Read errors</th></tr></thead>
             <tbody>
                 {list.map(m => (
                     <tr key={m.name} className={m.faulty ? "mdp-faulty" : ""} data-member={m.name}>
                         <td>{m.name}</td><td>{m.slot < 0 ? "–" : m.slot}</td>
+                        <td data-role={m.role}>{fmt.ROLE_WORDS[m.role] || m.role}</td>
                         <td>{m.states.join(", ")}</td><td>{m.errors}</td>
                     </tr>))}
             </tbody>
@@ -95,9 +89,7 @@ function RepairConfirm({ a, onConfirm, onClose }) {
                ]}>
             <p>
                 A repair reads every member like a check and, wherever the copies or the parity
-                disagree, <b>writes</b> to make them agree: on {a.Level} {["raid4", "raid5", "raid6"].includes(a.Level)
-                    ? "the parity blocks are recomputed from the data blocks and overwritten"
-                    : "the first copy md reads is written over the other copies"}.
+                disagree, <b>writes</b> to make them agree: on {a.Level} {fmt.repairWrites(a)}.
                 md cannot tell which copy was right: if a member returned wrong data, the others are
                 made to match it. Run a check first and look at its mismatch count.
             </p>
@@ -159,14 +151,13 @@ export const ArrayCard = React.memo(ArrayCardBody, (x, y) =>
 
 function ArrayCardBody({ array: a, client, history, leases, canChange }) {
     const h = fmt.health(a);
-    const [color, word] = HEALTH_LABEL[h.health];
     const plainLeases = (leases || []).map(fmt.lease);
     const k = a.KernelName;
     return (
         <Card id={`mdp-array-${k}`} data-health={h.health} className="mdp-array" isCompact>
             <CardTitle>
                 {k} {a.Name && <span className="mdp-small">({a.Name}{a.NamedDevice ? ", " + a.NamedDevice : ""})</span>}{" "}
-                <Label id={`${k}-health`} color={color}>{word}</Label>{" "}
+                <Label id={`${k}-health`} color={h.color}>{h.label}</Label>{" "}
                 {h.sync && <Label color={h.initialBuild ? "blue" : "grey"} id={`${k}-action`}>{h.words}</Label>}
             </CardTitle>
             <CardBody>
@@ -175,7 +166,10 @@ function ArrayCardBody({ array: a, client, history, leases, canChange }) {
                     {a.Degraded > 0 && <>, <span className="mdp-faulty">{a.Degraded} missing</span></>}
                     {a.ReadOnly && ", read-only"}
                 </div>
-                <Members list={fmt.members(a.Members)} />
+                {fmt.layout(a) && <div className="mdp-small" id={`${k}-layout`}>{fmt.layout(a)}</div>}
+                {(a.Warnings || []).map((w, i) =>
+                    <div className="mdp-warning" id={`${k}-warning-${i}`} key={i}>{w}</div>)}
+                                <Members list={fmt.members(a.Members, a.MemberRoles)} />
                 <Sync a={a} h={h} history={history} />
                 <ArrayLimits a={a} client={client} leases={plainLeases} canChange={canChange} />
                 <Checks a={a} client={client} canChange={canChange} />

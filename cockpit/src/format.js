@@ -1,5 +1,6 @@
-// Pure helpers of the page: units, array health, progress words, lease and check text.
-// No cockpit, no DOM: the data as the D-Bus API v1 publishes it (dbus/*.xml).
+// Pure helpers of the page: units, the service's words looked up (health, member roles, sync
+// actions), progress, lease and check text. No cockpit, no DOM: the data as the D-Bus API v1
+// publishes it (dbus/*.xml). Unit tests: cockpit/test/format.test.js (node --test).
 
 /** Bytes as IEC units: 1.5 GiB. */
 export function bytes(n) {
@@ -58,14 +59,30 @@ export function plain(dict) {
     return out;
 }
 
-/** Members a(siast) as objects: {name, slot, states, errors, faulty}. */
-export function members(raw) {
-    return (raw || []).map(([name, slot, states, errors]) => ({
-        name, slot, states, errors, faulty: states.includes("faulty"),
-    }));
+/**
+ * Members a(siast) as objects {name, slot, states, errors, role, faulty}: `role` is the
+ * service's word from MemberRoles (in_sync, rebuilding, spare, faulty, journal), "" where the
+ * service sent none.
+ */
+export function members(raw, roles) {
+    const r = roles || {};
+    return (raw || []).map(([name, slot, states, errors]) => {
+        const role = r[name] || "";
+        return { name, slot, states, errors, role, faulty: role === "faulty" };
+    });
 }
 
-const ACTION_WORDS = {
+/** The words of the service's MemberRoles. */
+export const ROLE_WORDS = {
+    in_sync: "In sync",
+    rebuilding: "Rebuilding",
+    spare: "Spare",
+    faulty: "Faulty",
+    journal: "Journal",
+};
+
+/** The words of md/sync_action, as the Array's SyncAction publishes them. */
+export const ACTION_WORDS = {
     resync: "Resync",
     recover: "Recovery",
     check: "Check",
@@ -75,37 +92,48 @@ const ACTION_WORDS = {
 };
 
 /**
- * What the array is doing and how alarming it is, from the Array properties:
- * {health: "failed" | "inactive" | "degraded" | "ok", rank (0 = most urgent), words, sync,
- *  initialBuild}. An initial build (a resync, or a recovery with no faulty member and every
- *  slot filled, as mdadm --create starts a raid5) is information, never an alarm.
+ * The service's Health word (status --test's verdict) as the page shows it: [label color,
+ * label, rank (0 = most urgent)]. A word this page does not know reads as itself, grey, with
+ * the inactive arrays.
+ */
+export const HEALTH = {
+    unusable: ["red", "Unusable", 0],
+    degraded: ["orange", "Degraded", 1],
+    inactive: ["grey", "Inactive", 2],
+    ok: ["green", "Healthy", 3],
+};
+
+/**
+ * What the array is doing and how alarming it is, looked up from the Array properties (the
+ * service decides; the page judges nothing): {health (the Health word), color, label, rank,
+ * sync, action, words, initialBuild}.
  */
 export function health(a) {
-    const m = members(a.Members);
-    const faulty = m.filter(x => x.faulty).length;
+    const word = a.Health || "unknown";
+    const [color, label, rank] = HEALTH[word] || ["grey", word, 2];
     const action = a.SyncAction || "idle";
-    const sync = action !== "idle" && action !== "";
-    const initialBuild = action === "resync" ||
-        (action === "recover" && faulty === 0 && m.length >= a.NumDevices);
-    let h = "ok";
-    if (!a.Running || a.State === "inactive" || a.State === "clear") h = "inactive";
-    if (a.State === "broken" || (a.Level !== "raid0" && a.Level !== "linear" && m.length > 0 &&
-        faulty >= m.length)) h = "failed";
-    else if (h === "ok" && a.Degraded > 0 && !initialBuild) h = "degraded";
-    else if (h === "ok" && faulty > 0) h = "degraded";
-    const rank = { failed: 0, degraded: 1, inactive: 2, ok: 3 }[h];
+    const sync = action !== "idle";
+    const initialBuild = !!a.InitialBuild && sync;
     let words = ACTION_WORDS[action] || action;
-    if (initialBuild) words = action === "resync" ? "Initial build (resync)" : "Initial build (recovery)";
-    return { health: h, rank, sync, action, words, initialBuild, faulty };
+    if (initialBuild) words = `Initial build (${words.toLowerCase()})`;
+    return { health: word, color, label, rank, sync, action, words, initialBuild };
 }
 
-/** Arrays sorted: failed, degraded, inactive first, then by kernel name (md2 before md10). */
+/** Arrays sorted: unusable, degraded, inactive first, then by kernel name (md2 before md10). */
 export function sortArrays(list) {
     return [...list].sort((x, y) => {
         const d = health(x).rank - health(y).rank;
         if (d) return d;
         return String(x.KernelName).localeCompare(String(y.KernelName), undefined, { numeric: true });
     });
+}
+
+/** What a repair writes on this array, from its Redundancy word. */
+export function repairWrites(a) {
+    return {
+        parity: "the parity blocks are recomputed from the data blocks and overwritten",
+        mirror: "the first copy md reads is written over the other copies",
+    }[a.Redundancy] || "nothing can be recomputed: the level keeps no copies or parity";
 }
 
 /** Progress of the running sync: {percent, rate (bytes/s), eta (s) or null}. */
@@ -116,14 +144,14 @@ export function progress(a) {
 }
 
 /**
- * The last check result's severity as the service says it (warning: mismatches on raid4/5/6;
- * info otherwise): {severity, text} or null when none completed.
+ * The last check result with the severity the service gives it (warning: mismatches where
+ * parity must match; info otherwise): {severity, text, mismatches} or null when none completed.
  */
 export function checkResult(raw) {
     const r = plain(raw);
     if (!r.action) return null;
     const n = r.mismatch_cnt || 0;
-    const sev = r.severity || (n > 0 ? "warning" : "info");
+    const sev = r.severity || "info";
     const what = r.action === "repair" ? "Repair" : "Check";
     const text = n === 0
         ? `${what} completed ${whenS(r.completed)}: no mismatches`
@@ -139,13 +167,29 @@ export function lease(raw) {
     const parts = [];
     if (l.min !== undefined) parts.push(`min ${l.min} KiB/s`);
     if (l.max !== undefined) parts.push(`max ${l.max} KiB/s`);
+    if (l.io_depth !== undefined) parts.push(`sync_io_depth ${l.io_depth}`);
     for (const [arr, lim] of Object.entries(l.arrays || {})) {
         const p = [];
-        if (lim.min !== undefined) p.push(`min ${lim.min}`);
-        if (lim.max !== undefined) p.push(`max ${lim.max}`);
-        parts.push(`${arr}: ${p.join(", ")} KiB/s`);
+        if (lim.min !== undefined) p.push(`min ${lim.min} KiB/s`);
+        if (lim.max !== undefined) p.push(`max ${lim.max} KiB/s`);
+        if (lim.io_depth !== undefined) p.push(`sync_io_depth ${lim.io_depth}`);
+        parts.push(`${arr}: ${p.join(", ")}`);
     }
     return { ...l, limits: parts.join("; ") || "install policy" };
+}
+
+/**
+ * The array's layout in words: its write-intent bitmap, the bitmap implementation (md/bitmap_type,
+ * Linux 6.19+), the consistency policy and the logical block size (md/logical_block_size, bytes,
+ * Linux 6.19+), each only where the service knows it (empty string / 0 on the bus).
+ */
+export function layout(a) {
+    const parts = [];
+    if (a.WriteIntentBitmap) parts.push(`bitmap ${a.WriteIntentBitmap}`);
+    if (a.BitmapType) parts.push(`bitmap type ${a.BitmapType}`);
+    if (a.ConsistencyPolicy) parts.push(`consistency policy ${a.ConsistencyPolicy}`);
+    if (a.LogicalBlockSize) parts.push(`logical block size ${a.LogicalBlockSize} B`);
+    return parts.join(", ");
 }
 
 /** The leases (plain) that set a bound: `array` null for the system-wide ones. */

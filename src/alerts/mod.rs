@@ -201,7 +201,8 @@ fn severity_word(s: Severity) -> &'static str {
     }
 }
 
-/// mdadm's LOG_CRIT set; mismatches after a check warn on raid4/5/6 and inform on raid1/raid10
+/// mdadm's LOG_CRIT set; mismatches after a check warn where the level has parity
+/// ([`crate::model::Level::has_parity`]: raid4/5/6) and inform on raid1/raid10
 /// (swap and in-flight writes make them there, as Fedora's raid-check notes).
 fn severity(kind: EventKind, level: Option<&str>, mismatches: Option<u64>) -> Severity {
     match kind {
@@ -213,9 +214,10 @@ fn severity(kind: EventKind, level: Option<&str>, mismatches: Option<u64>) -> Se
         EventKind::CheckFinished | EventKind::CheckPaused | EventKind::RebuildFinished
             if mismatches.unwrap_or(0) > 0 =>
         {
-            match level {
-                Some("raid4" | "raid5" | "raid6") => Severity::Warning,
-                _ => Severity::Info,
+            if level.is_some_and(|l| crate::model::Level::from(l).has_parity()) {
+                Severity::Warning
+            } else {
+                Severity::Info
             }
         }
         _ => Severity::Info,
@@ -432,7 +434,7 @@ impl Classifier {
         for m in &old.members {
             let new = v.members.iter().find(|n| n.name == m.name).map(|n| n.role);
             match (m.role, new) {
-                (MemberRole::InSync, None | Some(MemberRole::Faulty)) => {
+                (MemberRole::InSync | MemberRole::Journal, None | Some(MemberRole::Faulty)) => {
                     failed_in_sync = true;
                     out.push(self.event(EventKind::Fail, v, Some(&m.name)));
                 }

@@ -1,22 +1,10 @@
 //! The classifier's input: one [`ArrayView`] per array per snapshot, and its one converter
 //! from the model ([`views_from_model`]). Pure.
 
-use crate::model::{Array, MdStat, MemberFlag, SyncAction, SyncKind};
+use crate::model::{Array, MdStat, SyncAction, SyncKind};
 use serde::Serialize;
 
-/// What a member does, from `md/dev-*/state` (md.rst) or the mdstat flags.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MemberRole {
-    /// `in_sync`: holds current data in its slot (mdstat: no `(F)`/`(S)` flag).
-    InSync,
-    /// `spare` with a slot: being recovered into that slot.
-    Rebuilding,
-    /// `spare` without a slot (mdstat `(S)`).
-    Spare,
-    /// `faulty` (mdstat `(F)`).
-    Faulty,
-}
+pub use crate::vocab::MemberRole;
 
 /// One member in a snapshot.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
@@ -62,7 +50,7 @@ impl SyncView {
 pub struct ArrayView {
     /// Kernel name (`md0`): the key across snapshots.
     pub name: String,
-    /// `md/uuid` or the superblock UUID, where known.
+    /// The array's UUID in mdadm's spelling ([`Array::uuid`]), where known.
     pub uuid: Option<String>,
     /// `raid1`, `raid5`, ...
     pub level: Option<String>,
@@ -135,8 +123,8 @@ pub fn view_from_array(a: &Array) -> ArrayView {
     });
     ArrayView {
         name: a.name.clone(),
-        uuid: sys.and_then(|s| s.uuid.clone()),
-        level: a.level().map(String::from),
+        uuid: a.uuid().map(|u| u.to_string()),
+        level: a.level().map(|l| l.to_string()),
         active: a.is_serving(),
         raid_disks: a.raid_disks(),
         degraded: a.degraded().unwrap_or(0),
@@ -149,49 +137,13 @@ pub fn view_from_array(a: &Array) -> ArrayView {
     }
 }
 
-/// Member roles from `md/dev-*/state` where read, else from the mdstat flags.
+/// Member roles: the model's ([`Array::members_with_roles`]).
 fn members(a: &Array) -> Vec<MemberView> {
-    let sys_members = a
-        .sysfs
-        .as_ref()
-        .map(|s| &s.members)
-        .filter(|m| !m.is_empty());
-    match sys_members {
-        Some(ms) => ms
-            .iter()
-            .map(|m| {
-                let has = |w: &str| m.state.iter().any(|s| s == w);
-                let role = if has(MemberFlag::Faulty.as_str()) {
-                    MemberRole::Faulty
-                } else if has("in_sync") {
-                    MemberRole::InSync
-                } else if m.slot.is_some() {
-                    MemberRole::Rebuilding
-                } else {
-                    MemberRole::Spare
-                };
-                MemberView {
-                    name: m.name.clone(),
-                    role,
-                }
-            })
-            .collect(),
-        None => a
-            .members
-            .iter()
-            .map(|m| {
-                let role = if m.flags.contains(&MemberFlag::Faulty) {
-                    MemberRole::Faulty
-                } else if m.flags.contains(&MemberFlag::Spare) {
-                    MemberRole::Spare
-                } else {
-                    MemberRole::InSync
-                };
-                MemberView {
-                    name: m.name.clone(),
-                    role,
-                }
-            })
-            .collect(),
-    }
+    a.members_with_roles()
+        .into_iter()
+        .map(|m| MemberView {
+            name: m.name,
+            role: m.role,
+        })
+        .collect()
 }

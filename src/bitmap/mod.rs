@@ -76,7 +76,9 @@ pub enum BitmapError {
 pub fn plan(a: &Array) -> Result<Plan, BitmapError> {
     let name = a.name.clone();
     if !a.is_redundant() {
-        let level = a.level().unwrap_or("none").to_string();
+        let level = a
+            .level()
+            .map_or_else(|| "none".to_string(), |l| l.to_string());
         return Err(BitmapError::NotRedundant { array: name, level });
     }
     if !a.is_serving() {
@@ -102,10 +104,7 @@ pub fn plan(a: &Array) -> Result<Plan, BitmapError> {
 /// The array's UUID in mdadm's colon form (udev's `MD_UUID`, else `md/uuid` regrouped); `None`
 /// where neither is known.
 pub fn mdadm_uuid(a: &Array) -> Option<String> {
-    let sys = a.sysfs.as_ref()?;
-    sys.mdadm_uuid
-        .clone()
-        .or_else(|| sys.uuid.as_deref().and_then(crate::array_names::mdadm_uuid))
+    a.uuid().map(|u| u.to_string())
 }
 
 /// Reads the array `name` (kernel name) under `root` afresh ([`crate::sysfs::collect`]).

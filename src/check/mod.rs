@@ -18,9 +18,11 @@
 //! running service, which saves a running check's position every [`SAVE_INTERVAL_S`] and the
 //! scheduler's every 30 s: that is the bound).
 
+pub mod guard;
 pub mod run;
-mod throttle;
+pub mod throttle;
 
+use crate::model::SyncAction;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -39,7 +41,24 @@ pub enum CheckAction {
 }
 
 impl CheckAction {
-    /// The `sync_action` word.
+    /// The `md/sync_action` that runs this scrub.
+    pub fn sync_action(self) -> SyncAction {
+        match self {
+            CheckAction::Check => SyncAction::Check,
+            CheckAction::Repair => SyncAction::Repair,
+        }
+    }
+
+    /// The scrub `md/sync_action` runs: `None` for anything but check and repair.
+    pub fn running(action: &SyncAction) -> Option<CheckAction> {
+        match action {
+            SyncAction::Check => Some(CheckAction::Check),
+            SyncAction::Repair => Some(CheckAction::Repair),
+            _ => None,
+        }
+    }
+
+    /// The `sync_action` word (also the record's spelling).
     pub fn as_str(self) -> &'static str {
         match self {
             CheckAction::Check => "check",
@@ -104,6 +123,12 @@ pub struct ArrayRecord {
     /// resume without its own reuses it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<u64>,
+    /// Why the service paused the check itself, so that it resumes it: `degraded` (resumed
+    /// when the array is redundant again, [`guard::may_resume`]) or `shutdown` (resumed when
+    /// the service starts again, or by the schedule for a scheduled check). Cleared by every
+    /// start, resume and cancel.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub paused_for: Option<String>,
 }
 
 /// The whole file.
@@ -117,8 +142,26 @@ pub struct CheckState {
 
 impl CheckState {
     /// Parses the file's text. Errors: TOML syntax, unknown keys, wrong types (message).
+    ///
+    /// A key that is a UUID in any spelling (`md/uuid`'s dashed one, as saved before) is read
+    /// in mdadm's ([`crate::model::ArrayUuid`]); where both spellings name one array, the
+    /// mdadm one wins.
     pub fn parse(text: &str) -> Result<CheckState, String> {
-        toml::from_str(text).map_err(|e| e.message().to_string())
+        let st: CheckState = toml::from_str(text).map_err(|e| e.message().to_string())?;
+        let mut array = BTreeMap::new();
+        let mut dashed = Vec::new();
+        for (k, r) in st.array {
+            match crate::model::ArrayUuid::parse(&k).map(|u| u.to_string()) {
+                Some(u) if u != k => dashed.push((u, r)),
+                _ => {
+                    array.insert(k, r);
+                }
+            }
+        }
+        for (u, r) in dashed {
+            array.entry(u).or_insert(r);
+        }
+        Ok(CheckState { array })
     }
 
     /// The file's text.
@@ -143,7 +186,7 @@ pub fn resume_point(done_sectors: u64, chunk_bytes: Option<u64>) -> u64 {
 /// match; on raid1/raid10 (and others) swap and in-flight writes make mismatches that are
 /// harmless, so they are informational (Fedora's raid-check skips them the same way).
 pub fn mismatch_is_warning(level: &str, mismatch_cnt: u64) -> bool {
-    mismatch_cnt > 0 && matches!(level, "raid4" | "raid5" | "raid6")
+    mismatch_cnt > 0 && crate::model::Level::from(level).has_parity()
 }
 
 impl CheckResult {
@@ -171,12 +214,12 @@ pub enum Upkeep {
 
 /// The upkeep `rec` needs at `now_s` (Unix seconds) when the array shows `sync_action`;
 /// `None` for an array without a check of ours.
-pub fn upkeep(rec: &ArrayRecord, sync_action: &str, now_s: u64) -> Option<Upkeep> {
+pub fn upkeep(rec: &ArrayRecord, sync_action: &SyncAction, now_s: u64) -> Option<Upkeep> {
     let action = rec.running?;
-    if sync_action == "idle" {
+    if *sync_action == SyncAction::Idle {
         return Some(Upkeep::Record);
     }
-    if sync_action != action.as_str() {
+    if *sync_action != action.sync_action() {
         // Frozen or another sync over ours: nothing to record until md says idle.
         return None;
     }
@@ -194,8 +237,9 @@ pub fn upkeep(rec: &ArrayRecord, sync_action: &str, now_s: u64) -> Option<Upkeep
 /// What the kernel shows of an array at one moment, as the check logic needs it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Observed {
-    /// `md/sync_action` word (`idle`, `check`, ...).
-    pub sync_action: String,
+    /// `md/sync_action` ([`crate::model::Array::sync_action`]: the mdstat sync line's word where
+    /// sysfs has none).
+    pub sync_action: SyncAction,
     /// `md/sync_completed` done/total while a sync runs.
     pub completed: Option<(u64, u64)>,
     /// `md/sync_min`, sectors.
@@ -221,7 +265,7 @@ pub fn reconcile(
     let Some(action) = rec.running else {
         return false;
     };
-    if o.sync_action == action.as_str() {
+    if o.sync_action == action.sync_action() {
         if let Some((done, total)) = o.completed {
             rec.position = Some(Position {
                 action,
@@ -230,7 +274,7 @@ pub fn reconcile(
                 saved_s: now_s,
             });
         }
-    } else if o.sync_action == "idle" {
+    } else if o.sync_action == SyncAction::Idle {
         rec.running = None;
         rec.until_s = None;
         if o.sync_min == 0 {
@@ -288,14 +332,30 @@ pub fn last_checks(
 mod tests {
     use super::*;
 
-    fn obs(action: &str, completed: Option<(u64, u64)>, sync_min: u64) -> Observed {
+    fn obs(action: SyncAction, completed: Option<(u64, u64)>, sync_min: u64) -> Observed {
         Observed {
-            sync_action: action.into(),
+            sync_action: action,
             completed,
             sync_min,
             mismatch_cnt: Some(0),
             level: "raid5".into(),
         }
+    }
+
+    #[test]
+    fn records_under_md_uuid_keys_load_under_mdadms() {
+        let text = "[array.\"3b6c2a6e-0d0e-4b7a-9d5e-8a7b1c2d3e4f\"]\nname = \"md0\"\n\n[array.\"name:md9\"]\nname = \"md9\"\n";
+        let st = CheckState::parse(text).unwrap();
+        let keys: Vec<&str> = st.array.keys().map(String::as_str).collect();
+        assert_eq!(keys, ["3b6c2a6e:0d0e4b7a:9d5e8a7b:1c2d3e4f", "name:md9"]);
+        assert_eq!(st.array["3b6c2a6e:0d0e4b7a:9d5e8a7b:1c2d3e4f"].name, "md0");
+        // Both spellings of one array: mdadm's record wins; saving writes mdadm's only.
+        let both =
+            format!("{text}[array.\"3b6c2a6e:0d0e4b7a:9d5e8a7b:1c2d3e4f\"]\nname = \"new\"\n");
+        let st = CheckState::parse(&both).unwrap();
+        assert_eq!(st.array["3b6c2a6e:0d0e4b7a:9d5e8a7b:1c2d3e4f"].name, "new");
+        assert_eq!(st.array.len(), 2);
+        assert!(!st.to_toml().unwrap().contains("3b6c2a6e-"));
     }
 
     #[test]
@@ -317,14 +377,14 @@ mod tests {
         };
         assert!(reconcile(
             &mut rec,
-            &obs("check", Some((5000, 20_000)), 0),
+            &obs(SyncAction::Check, Some((5000, 20_000)), 0),
             Some(1_048_576),
             10
         ));
         assert_eq!(rec.position.as_ref().unwrap().sectors, 4096);
         // Ended, kernel reset sync_min: complete.
         let mut done = rec.clone();
-        let mut o = obs("idle", None, 0);
+        let mut o = obs(SyncAction::Idle, None, 0);
         o.mismatch_cnt = Some(16);
         assert!(reconcile(&mut done, &o, Some(1_048_576), 20));
         assert_eq!(done.position, None);
@@ -334,7 +394,7 @@ mod tests {
         let mut cut = rec.clone();
         assert!(reconcile(
             &mut cut,
-            &obs("idle", None, 8192),
+            &obs(SyncAction::Idle, None, 8192),
             Some(1_048_576),
             20
         ));
@@ -343,7 +403,12 @@ mod tests {
         assert_eq!(cut.last, None);
         // Not ours: nothing.
         let mut idle = ArrayRecord::default();
-        assert!(!reconcile(&mut idle, &obs("idle", None, 0), None, 1));
+        assert!(!reconcile(
+            &mut idle,
+            &obs(SyncAction::Idle, None, 0),
+            None,
+            1
+        ));
     }
 
     #[test]
@@ -353,27 +418,30 @@ mod tests {
             until_s: Some(100),
             ..Default::default()
         };
-        assert_eq!(upkeep(&rec, "idle", 10), Some(Upkeep::Record));
-        assert_eq!(upkeep(&rec, "frozen", 10), None);
-        assert_eq!(upkeep(&rec, "check", 100), Some(Upkeep::WindowEnd));
+        assert_eq!(upkeep(&rec, &SyncAction::Idle, 10), Some(Upkeep::Record));
+        assert_eq!(upkeep(&rec, &SyncAction::Frozen, 10), None);
+        assert_eq!(
+            upkeep(&rec, &SyncAction::Check, 100),
+            Some(Upkeep::WindowEnd)
+        );
         // No position saved yet: save one.
-        assert_eq!(upkeep(&rec, "check", 10), Some(Upkeep::Save));
+        assert_eq!(upkeep(&rec, &SyncAction::Check, 10), Some(Upkeep::Save));
         rec.position = Some(Position {
             action: CheckAction::Check,
             sectors: 8,
             total_sectors: 16,
             saved_s: 10,
         });
-        assert_eq!(upkeep(&rec, "check", 11), None);
+        assert_eq!(upkeep(&rec, &SyncAction::Check, 11), None);
         rec.position.as_mut().unwrap().sectors = 0;
-        assert_eq!(upkeep(&rec, "check", 11), Some(Upkeep::Save));
+        assert_eq!(upkeep(&rec, &SyncAction::Check, 11), Some(Upkeep::Save));
         rec.position.as_mut().unwrap().sectors = 8;
         assert_eq!(
-            upkeep(&rec, "check", 10 + SAVE_INTERVAL_S),
+            upkeep(&rec, &SyncAction::Check, 10 + SAVE_INTERVAL_S),
             Some(Upkeep::Save)
         );
         rec.running = None;
-        assert_eq!(upkeep(&rec, "idle", 1000), None);
+        assert_eq!(upkeep(&rec, &SyncAction::Idle, 1000), None);
         let r = |level: &str, n| CheckResult {
             action: CheckAction::Check,
             completed_s: 1,
@@ -403,6 +471,7 @@ mod tests {
                 scheduled: false,
                 until_s: None,
                 max: Some(5000),
+                paused_for: Some("shutdown".into()),
             },
         );
         let text = s.to_toml().unwrap();

@@ -24,6 +24,7 @@
 //! admin, no owner) on the array's `sync_speed_max`, released on pause, cancel and when a step
 //! sees the check finished; `Resume` without a `max` reuses the one the check was started with.
 
+use super::guard::{hold, may_resume, must_pause, Facts};
 pub use super::throttle::holder;
 use super::throttle::{configured_max, rethrottle, throttle, unthrottle};
 use super::{
@@ -32,8 +33,9 @@ use super::{
 };
 use crate::config::Config;
 use crate::host::Root;
-use crate::model::{Array, MdStat, SyncCompleted};
+use crate::model::{Array, MdStat, SyncAction, SyncCompleted};
 use crate::policy::Policy;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
 /// One step, for the arrays [`execute`] is given.
@@ -48,6 +50,10 @@ pub enum Op {
         max: Option<u64>,
         /// Window end, Unix seconds: the service pauses the check then (`None`: no end).
         until_s: Option<u64>,
+        /// Start even when a guard holds it ([`crate::check::guard::hold`]: degraded,
+        /// rebuilding, a shared disk); the reason overridden is logged and returned in
+        /// [`Outcome::overridden`].
+        force: bool,
     },
     /// Stop a running check, keeping its position.
     Pause,
@@ -55,6 +61,8 @@ pub enum Op {
     Resume {
         /// Throttle as for `Start` (`None`: the one it was started with, else `check_max`).
         max: Option<u64>,
+        /// As for `Start`.
+        force: bool,
     },
     /// Stop a check and forget its position.
     Cancel,
@@ -75,6 +83,14 @@ pub enum CheckError {
         array: String,
         /// `sync_action`.
         action: String,
+    },
+    /// A guard holds the check ([`crate::check::guard::hold`]); `force` overrides it.
+    #[error("{array}: check not started: {reason} (force overrides)")]
+    Held {
+        /// Array.
+        array: String,
+        /// Why ([`crate::check::guard::Hold`]'s text).
+        reason: String,
     },
     /// `Resume` without a saved position.
     #[error("{0}: no paused check to resume (start one instead)")]
@@ -136,45 +152,48 @@ pub struct Outcome {
     pub state: CheckState,
     /// The arrays that failed; the others were done.
     pub failures: Vec<Failure>,
+    /// The arrays started with `force` although a guard held them, with the reason overridden.
+    pub overridden: Vec<(String, String)>,
 }
 
 fn now_s() -> u64 {
     crate::policy::unix_now_s()
 }
 
-/// The record key of `a`: its UUID (`md/uuid`), else `name:<mdN>` where the kernel shows none.
+/// The record key of `a`: its UUID in mdadm's spelling ([`Array::uuid`]), else `name:<mdN>`
+/// where the kernel shows none. Records saved under `md/uuid`'s dashed spelling are read under
+/// this key ([`crate::check::CheckState::parse`]).
 pub fn record_key(a: &Array) -> String {
-    a.sysfs
-        .as_ref()
-        .and_then(|s| s.uuid.clone())
-        .unwrap_or_else(|| format!("name:{}", a.name))
+    a.uuid()
+        .map_or_else(|| format!("name:{}", a.name), |u| u.to_string())
 }
 
-/// Levels a check means something on (raid1/4/5/6/10): the default set of arrays.
+/// Levels a check means something on ([`Array::is_redundant`]: raid1/4/5/6/10): the default
+/// set of arrays.
 pub fn redundant(a: &Array) -> bool {
-    matches!(
-        a.level.as_deref(),
-        Some("raid1" | "raid4" | "raid5" | "raid6" | "raid10")
-    )
+    a.is_redundant()
 }
 
-/// What the kernel shows of `a` now (the model's sysfs values plus `md/sync_min`, read here).
+/// What the kernel shows of `a` now (the model's facts, [`Array::sync_action`] and
+/// [`Array::level`], its sysfs values, plus `md/sync_min`, read here).
 pub fn observe(root: &Root, a: &Array) -> Observed {
     let sys = a.sysfs.clone().unwrap_or_default();
     let sync_min = crate::sysfs::read_sync_min(root, &a.name).unwrap_or(0);
     Observed {
-        sync_action: sys
-            .sync_action
-            .as_ref()
-            .map_or("idle".to_string(), |w| w.as_str().to_string()),
+        sync_action: a.sync_action(),
         completed: match sys.sync_completed {
             Some(SyncCompleted::Sectors { done, total }) => Some((done, total)),
             _ => None,
         },
         sync_min,
         mismatch_cnt: sys.mismatch_cnt,
-        level: a.level.clone().unwrap_or_default(),
+        level: a.level().map(|l| l.to_string()).unwrap_or_default(),
     }
+}
+
+/// `md/sync_action` through [`write_attr`].
+fn write_sync_action(root: &Root, array: &str, action: &SyncAction) -> Result<(), CheckError> {
+    write_attr(root, array, "sync_action", action.as_str())
 }
 
 /// Through the one writer ([`crate::sysfs::write_array_attr`]): an array that has just gone is
@@ -280,8 +299,17 @@ pub fn execute(
         .into_iter()
         .cloned()
         .collect();
+    let facts = guard_facts(root, &stat, op);
+    let mut overridden = Vec::new();
     for a in &targets {
-        let r = step(root, &policy, config, op, a, &mut st, now).map(|()| {
+        let r = guarded(op, a, &facts, &mut overridden);
+        let r = r.and_then(|()| step(root, &policy, config, op, a, &mut st, now));
+        let r = r.map(|()| {
+            if let Some(rec) = st.array.get_mut(&record_key(a)) {
+                if !matches!(op, Op::Pause | Op::Status) {
+                    rec.paused_for = None;
+                }
+            }
             if scheduled {
                 if let Some(rec) = st.array.get_mut(&record_key(a)) {
                     rec.scheduled = rec.running.is_some();
@@ -302,7 +330,55 @@ pub fn execute(
         stat,
         state: st,
         failures,
+        overridden,
     })
+}
+
+/// The guards' facts of every array, for `Start` and `Resume` only (none otherwise).
+fn guard_facts(root: &Root, stat: &MdStat, op: &Op) -> Vec<Facts> {
+    if !matches!(op, Op::Start { .. } | Op::Resume { .. }) {
+        return Vec::new();
+    }
+    stat.arrays
+        .iter()
+        .map(|a| Facts::of(a, member_disks(root, a)))
+        .collect()
+}
+
+/// The whole disks under `a`'s members ([`crate::sysfs::block::whole_disk`]).
+pub fn member_disks(root: &Root, a: &Array) -> Vec<String> {
+    a.members
+        .iter()
+        .map(|m| crate::sysfs::block::whole_disk(root, &m.name))
+        .collect()
+}
+
+/// The guards of a `Start` or `Resume` on `a` ([`hold`], never the battery: a step by hand or
+/// by the schedule after its own battery rule): [`CheckError::Held`] without `force`; with it,
+/// the reason is logged and pushed to `overridden`.
+fn guarded(
+    op: &Op,
+    a: &Array,
+    facts: &[Facts],
+    overridden: &mut Vec<(String, String)>,
+) -> Result<(), CheckError> {
+    let force = match op {
+        Op::Start { force, .. } | Op::Resume { force, .. } => *force,
+        _ => return Ok(()),
+    };
+    let Some(h) = hold(&a.name, facts, false) else {
+        return Ok(());
+    };
+    if !force {
+        tracing::info!(array = %a.name, reason = h.code(), "check not started: {h}");
+        return Err(CheckError::Held {
+            array: a.name.clone(),
+            reason: h.to_string(),
+        });
+    }
+    tracing::warn!(array = %a.name, reason = h.code(), "check started by force although {h}");
+    overridden.push((a.name.clone(), h.to_string()));
+    Ok(())
 }
 
 /// The service's upkeep at `now_s` (Unix seconds) on the arrays of `model`, from the record
@@ -324,7 +400,11 @@ pub fn upkeep_all(
     now_s: u64,
 ) -> Result<(Vec<String>, bool), CheckError> {
     let st = load(&root.path(&config.check.state_path))?;
-    if config.check.working.is_some() {
+    let (held, resumed) = guard_upkeep(root, config, model, &st)?;
+    if !held.is_empty() || resumed {
+        return Ok((held, true));
+    }
+    if config.check.working.is_some() || config.check.pressure_target.is_some() {
         rethrottle(root, config, model, &st, &record_key, now_s);
     }
     let mut pause = Vec::new();
@@ -333,12 +413,7 @@ pub fn upkeep_all(
         let Some(rec) = st.array.get(&record_key(a)) else {
             continue;
         };
-        let action = a
-            .sysfs
-            .as_ref()
-            .and_then(|s| s.sync_action.as_ref())
-            .map_or("idle".to_string(), |w| w.as_str().to_string());
-        match upkeep(rec, &action, now_s) {
+        match upkeep(rec, &a.sync_action(), now_s) {
             Some(Upkeep::WindowEnd) => pause.push(a.name.clone()),
             Some(Upkeep::Record | Upkeep::Save) => status = true,
             None => {}
@@ -360,6 +435,187 @@ pub fn upkeep_all(
         return Ok((Vec::new(), true));
     }
     Ok((Vec::new(), false))
+}
+
+/// Why the service paused a check itself ([`ArrayRecord::paused_for`]): its array degraded.
+pub const PAUSED_DEGRADED: &str = "degraded";
+/// Why the service paused a check itself: the service stopped (SIGTERM, or the machine shuts
+/// down).
+pub const PAUSED_SHUTDOWN: &str = "shutdown";
+
+/// The guards' upkeep ([`crate::check::guard`]): a running check of ours on an array that
+/// degraded is paused (position kept, [`PAUSED_DEGRADED`]) and resumes once its array is
+/// redundant and idle and no guard holds it. Returns the arrays paused and whether any
+/// resumed. A resume that a guard still holds is tried again at the next look.
+///
+/// Errors: as [`execute`].
+fn guard_upkeep(
+    root: &Root,
+    config: &Config,
+    model: &MdStat,
+    st: &CheckState,
+) -> Result<(Vec<String>, bool), CheckError> {
+    let mut pause = Vec::new();
+    let mut resume = Vec::new();
+    for a in &model.arrays {
+        let Some(rec) = st.array.get(&record_key(a)) else {
+            continue;
+        };
+        let f = Facts::of(a, Vec::new());
+        let idle = a.sync_action() == crate::model::SyncAction::Idle;
+        if rec.running.is_some() {
+            if let Some(h) = must_pause(&f) {
+                tracing::warn!(array = %a.name, reason = h.code(), "check paused: {h}; it resumes when the array is redundant again");
+                pause.push(a.name.clone());
+            }
+        } else if rec.position.is_some()
+            && idle
+            && may_resume(&f)
+            && rec.paused_for.as_deref() == Some(PAUSED_DEGRADED)
+        {
+            resume.push((a.name.clone(), rec.scheduled));
+        }
+    }
+    if !pause.is_empty() {
+        let o = execute(root, config, &Op::Pause, &pause, false)?;
+        for f in &o.failures {
+            tracing::warn!("pausing a check on a degraded array: {f}");
+        }
+        mark_paused(root, config, &pause, PAUSED_DEGRADED)?;
+    }
+    let mut resumed = false;
+    for (name, scheduled) in resume {
+        let op = Op::Resume {
+            max: None,
+            force: false,
+        };
+        let o = execute(root, config, &op, std::slice::from_ref(&name), scheduled)?;
+        match o.failures.first() {
+            None => {
+                tracing::info!(array = %name, "check resumed: the array is redundant again");
+                resumed = true;
+            }
+            Some(f) => tracing::debug!("check not resumed yet: {f}"),
+        }
+    }
+    Ok((pause, resumed))
+}
+
+/// Sets [`ArrayRecord::paused_for`] to `why` for the arrays `names` (kernel names) that have a
+/// saved position and no running check, under the record's lock.
+///
+/// Errors: the record cannot be locked, read or saved ([`CheckError::State`]), the arrays
+/// cannot be read.
+pub fn mark_paused(
+    root: &Root,
+    config: &Config,
+    names: &[String],
+    why: &str,
+) -> Result<(), CheckError> {
+    let state_path = root.path(&config.check.state_path);
+    let _lock = crate::policy::state::lock(&state_path).map_err(|e| CheckError::State {
+        path: state_path.clone(),
+        reason: crate::error::error_chain(&e),
+    })?;
+    let stat = crate::sysfs::collect(root)?;
+    let mut st = load(&state_path)?;
+    for a in stat.arrays.iter().filter(|a| names.contains(&a.name)) {
+        if let Some(rec) = st.array.get_mut(&record_key(a)) {
+            if rec.running.is_none() && rec.position.is_some() {
+                rec.paused_for = Some(why.to_string());
+            }
+        }
+    }
+    save(&state_path, &st)
+}
+
+/// The service's stop (SIGTERM, or logind's `PrepareForShutdown`): every check this tool
+/// runs is paused (position saved before `idle`, throttle released) and marked
+/// [`PAUSED_SHUTDOWN`], so that it resumes after the restart: by the schedule for a scheduled
+/// check, at the service's first look otherwise. Returns the arrays paused. Two small file
+/// writes per array: never waits for the check.
+///
+/// Errors: as [`execute`].
+pub fn pause_for_shutdown(root: &Root, config: &Config) -> Result<Vec<String>, CheckError> {
+    let st = load(&root.path(&config.check.state_path))?;
+    let stat = crate::sysfs::collect(root)?;
+    let running: Vec<String> = stat
+        .arrays
+        .iter()
+        .filter(|a| {
+            st.array
+                .get(&record_key(a))
+                .is_some_and(|r| r.running.is_some())
+        })
+        .map(|a| a.name.clone())
+        .collect();
+    if running.is_empty() {
+        return Ok(running);
+    }
+    let o = execute(root, config, &Op::Pause, &running, false)?;
+    for f in &o.failures {
+        tracing::warn!("pausing a check at shutdown: {f}");
+    }
+    mark_paused(root, config, &running, PAUSED_SHUTDOWN)?;
+    tracing::info!(arrays = ?running, "checks paused for the shutdown; they resume after it");
+    Ok(running)
+}
+
+/// At the service's start: each check it paused for its own stop ([`PAUSED_SHUTDOWN`]) and that
+/// the schedule does not own resumes from its position; the schedule resumes its own in its
+/// next window. One a guard holds now is handed to the guard's upkeep ([`PAUSED_DEGRADED`]:
+/// resumed once its array is redundant). Returns the arrays resumed.
+///
+/// Errors: as [`execute`].
+pub fn resume_after_shutdown(root: &Root, config: &Config) -> Result<Vec<String>, CheckError> {
+    let st = load(&root.path(&config.check.state_path))?;
+    let stat = crate::sysfs::collect(root)?;
+    let mut resumed = Vec::new();
+    for a in &stat.arrays {
+        let due = st.array.get(&record_key(a)).is_some_and(|r| {
+            r.paused_for.as_deref() == Some(PAUSED_SHUTDOWN) && !r.scheduled && r.position.is_some()
+        });
+        if !due {
+            continue;
+        }
+        let op = Op::Resume {
+            max: None,
+            force: false,
+        };
+        let name = a.name.clone();
+        let o = execute(root, config, &op, std::slice::from_ref(&name), false)?;
+        match o.failures.first() {
+            None => {
+                tracing::info!(array = %name, "check resumed after the service's stop");
+                resumed.push(name);
+            }
+            Some(f) => {
+                tracing::warn!("check not resumed after the service's stop: {f}");
+                if matches!(f.error, CheckError::Held { .. }) {
+                    mark_paused(root, config, &[name], PAUSED_DEGRADED)?;
+                }
+            }
+        }
+    }
+    Ok(resumed)
+}
+
+/// Why a check would be held on each array of `model` now, for the views (`check status`,
+/// D-Bus `CheckHeld`) ([`crate::check::guard::hold`], with
+/// the battery rule of scheduled checks), by kernel name.
+pub fn holds(root: &Root, model: &MdStat) -> BTreeMap<String, String> {
+    let facts: Vec<Facts> = model
+        .arrays
+        .iter()
+        .map(|a| Facts::of(a, member_disks(root, a)))
+        .collect();
+    let battery =
+        crate::sysfs::pressure::on_battery(&crate::sysfs::pressure::read_power_supplies(root));
+    model
+        .arrays
+        .iter()
+        .filter_map(|a| Some((a.name.clone(), hold(&a.name, &facts, battery)?.to_string())))
+        .collect()
 }
 
 fn select<'a>(
@@ -411,16 +667,17 @@ fn step(
     let o = observe(root, a);
     let rec: &mut ArrayRecord = st.array.entry(record_key(a)).or_default();
     rec.name = a.name.clone();
-    let idle = o.sync_action == "idle";
+    let idle = o.sync_action == SyncAction::Idle;
     let busy = || CheckError::Busy {
         array: a.name.clone(),
-        action: o.sync_action.clone(),
+        action: o.sync_action.to_string(),
     };
     match op {
         Op::Start {
             repair,
             max,
             until_s,
+            ..
         } => {
             if !idle {
                 return Err(busy());
@@ -444,9 +701,9 @@ fn step(
             rec.running = Some(action);
             rec.until_s = *until_s;
             rec.max = *max;
-            write_attr(root, &a.name, "sync_action", action.as_str())?;
+            write_sync_action(root, &a.name, &action.sync_action())?;
         }
-        Op::Resume { max } => {
+        Op::Resume { max, .. } => {
             if !idle {
                 return Err(busy());
             }
@@ -459,7 +716,7 @@ fn step(
             rec.running = Some(p.action);
             rec.until_s = None;
             rec.max = max;
-            write_attr(root, &a.name, "sync_action", p.action.as_str())?;
+            write_sync_action(root, &a.name, &p.action.sync_action())?;
         }
         Op::Pause => pause(root, policy, config, a, &o, st, now)?,
         Op::Cancel => cancel(root, policy, a, &o, rec)?,
@@ -481,19 +738,25 @@ fn pause(
 ) -> Result<(), CheckError> {
     let chunk = a.sysfs.as_ref().and_then(|s| s.chunk_size_bytes);
     let rec: &mut ArrayRecord = st.array.entry(record_key(a)).or_default();
-    let seen = match o.sync_action.as_str() {
-        "check" => Some(CheckAction::Check),
-        "repair" => Some(CheckAction::Repair),
-        _ => None,
-    };
+    let seen = CheckAction::running(&o.sync_action);
     let Some(action) = rec.running.or(seen) else {
         return Ok(());
     };
-    if o.sync_action == action.as_str() {
+    let ours = o.sync_action == action.sync_action();
+    if ours {
         let (done, total) = o.completed.unwrap_or((o.sync_min, 0));
         rec.position = Some(Position {
             action,
             sectors: resume_point(done, chunk),
+            total_sectors: total,
+            saved_s: now,
+        });
+    } else if o.sync_action == "idle" && o.sync_min > 0 && rec.running.is_some() {
+        // md stopped it itself (a member failed): it kept the point reached in sync_min.
+        let total = rec.position.as_ref().map_or(0, |p| p.total_sectors);
+        rec.position = Some(Position {
+            action,
+            sectors: resume_point(o.sync_min, chunk),
             total_sectors: total,
             saved_s: now,
         });
@@ -503,7 +766,10 @@ fn pause(
     // The position is on disk before anything else is written.
     let snapshot = st.clone();
     save(&root.path(&config.check.state_path), &snapshot)?;
-    write_attr(root, &a.name, "sync_action", "idle")?;
+    // Only our own check is stopped: `idle` would also interrupt a recovery md started since.
+    if ours {
+        write_sync_action(root, &a.name, &SyncAction::Idle)?;
+    }
     Ok(unthrottle(policy, &a.name)?)
 }
 
@@ -516,13 +782,13 @@ fn cancel(
     o: &Observed,
     rec: &mut ArrayRecord,
 ) -> Result<(), CheckError> {
-    let checking = matches!(o.sync_action.as_str(), "check" | "repair");
+    let checking = CheckAction::running(&o.sync_action).is_some();
     if checking {
-        write_attr(root, &a.name, "sync_action", "idle")?;
+        write_sync_action(root, &a.name, &SyncAction::Idle)?;
     }
     // md refuses `sync_min` (EBUSY) while another sync runs; that one is not ours,
     // and `Start` writes 0 again before the next check.
-    if checking || o.sync_action == "idle" {
+    if checking || o.sync_action == SyncAction::Idle {
         write_attr(root, &a.name, "sync_min", "0")?;
     }
     rec.position = None;
@@ -537,6 +803,122 @@ mod tests {
     use super::*;
     use std::time::Duration;
 
+    fn put(root: &std::path::Path, rel: &str, text: &str) {
+        let p = root.join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, text).unwrap();
+    }
+
+    fn md0(root: &std::path::Path, members: &str, action: &str, completed: &str, sync_min: &str) {
+        put(root, "proc/mdstat", &format!("Personalities : [raid1]\nmd0 : active raid1 sdb1[1] sda1[0]\n      1046528 blocks super 1.2 {members}\n\nunused devices: <none>\n"));
+        put(root, "proc/sys/dev/raid/speed_limit_min", "1000\n");
+        put(root, "proc/sys/dev/raid/speed_limit_max", "200000\n");
+        for (f, v) in [
+            ("sync_action", action),
+            ("sync_min", sync_min),
+            ("sync_completed", completed),
+            ("uuid", "u-0"),
+            ("level", "raid1"),
+            ("mismatch_cnt", "0"),
+        ] {
+            put(root, &format!("sys/block/md0/md/{f}"), &format!("{v}\n"));
+        }
+    }
+
+    fn read(root: &std::path::Path, f: &str) -> String {
+        std::fs::read_to_string(root.join("sys/block/md0/md").join(f))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    /// md stops a check itself when a member fails (sync_min keeps the point reached): the
+    /// service records it as paused for the degradation, starts nothing while the array is
+    /// degraded, and resumes from that point once it is whole and idle again.
+    #[test]
+    fn a_check_paused_by_a_degradation_resumes_when_the_array_is_whole() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        md0(r, "[2/2] [UU]", "idle", "none", "0");
+        let root = Root::new(r);
+        let config = Config::load(&root).unwrap();
+        let start = Op::Start {
+            repair: false,
+            max: None,
+            until_s: None,
+            force: false,
+        };
+        let o = execute(&root, &config, &start, &["md0".into()], false).unwrap();
+        assert!(o.failures.is_empty(), "{:?}", o.failures);
+        assert_eq!(read(r, "sync_action"), "check");
+        // A member fails; md stops the check at 4096 and says so in sync_min.
+        md0(r, "[2/1] [U_]", "idle", "none", "4096");
+        let model = crate::sysfs::collect(&root).unwrap();
+        let (paused, changed) = upkeep_all(&root, &config, &model, 100).unwrap();
+        assert_eq!((paused, changed), (vec!["md0".to_string()], true));
+        let st = load(&root.path(&config.check.state_path)).unwrap();
+        let rec = st.array.values().next().unwrap();
+        assert_eq!(rec.paused_for.as_deref(), Some(PAUSED_DEGRADED));
+        assert_eq!(rec.position.as_ref().map(|p| p.sectors), Some(4096));
+        // Still degraded: nothing resumes; a start by hand is refused with the reason.
+        let model = crate::sysfs::collect(&root).unwrap();
+        assert_eq!(
+            upkeep_all(&root, &config, &model, 101).unwrap().0,
+            Vec::<String>::new()
+        );
+        assert_eq!(read(r, "sync_action"), "idle");
+        let o = execute(&root, &config, &start, &["md0".into()], false).unwrap();
+        assert_eq!(
+            o.failures[0].to_string(),
+            "md0: check not started: md0 is degraded (1 member(s) missing) (force overrides)"
+        );
+        // Whole again: resumed from the position.
+        md0(r, "[2/2] [UU]", "idle", "none", "4096");
+        let model = crate::sysfs::collect(&root).unwrap();
+        assert!(upkeep_all(&root, &config, &model, 102).unwrap().1);
+        assert_eq!(read(r, "sync_action"), "check");
+        assert_eq!(read(r, "sync_min"), "4096");
+        let st = load(&root.path(&config.check.state_path)).unwrap();
+        assert_eq!(st.array.values().next().unwrap().paused_for, None);
+    }
+
+    /// A stop pauses the running check (the position before `idle`), never touching a sync md
+    /// runs that is not ours; the next start resumes a check started by hand.
+    #[test]
+    fn the_stop_pauses_and_the_next_start_resumes() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        md0(r, "[2/2] [UU]", "idle", "none", "0");
+        let root = Root::new(r);
+        let config = Config::load(&root).unwrap();
+        assert_eq!(
+            pause_for_shutdown(&root, &config).unwrap(),
+            Vec::<String>::new()
+        );
+        let start = Op::Start {
+            repair: false,
+            max: None,
+            until_s: None,
+            force: false,
+        };
+        execute(&root, &config, &start, &["md0".into()], false).unwrap();
+        md0(r, "[2/2] [UU]", "check", "8192 / 2093056", "0");
+        assert_eq!(pause_for_shutdown(&root, &config).unwrap(), ["md0"]);
+        assert_eq!(read(r, "sync_action"), "idle");
+        let st = load(&root.path(&config.check.state_path)).unwrap();
+        let rec = st.array.values().next().unwrap();
+        assert_eq!(rec.paused_for.as_deref(), Some(PAUSED_SHUTDOWN));
+        assert_eq!(rec.position.as_ref().map(|p| p.sectors), Some(8192));
+        md0(r, "[2/2] [UU]", "idle", "none", "8192");
+        assert_eq!(resume_after_shutdown(&root, &config).unwrap(), ["md0"]);
+        assert_eq!(read(r, "sync_action"), "check");
+        assert_eq!(read(r, "sync_min"), "8192");
+        // A recovery md started meanwhile is not ours: the stop leaves it running.
+        md0(r, "[2/2] [UU]", "recover", "100 / 2093056", "8192");
+        pause_for_shutdown(&root, &config).unwrap();
+        assert_eq!(read(r, "sync_action"), "recover");
+    }
+
     #[test]
     fn upkeep_saves_the_running_position_and_pauses_at_the_window_end() {
         let mut sim = crate::sim::Sim::create().unwrap();
@@ -547,6 +929,7 @@ mod tests {
             repair: false,
             max: None,
             until_s: Some(end),
+            force: false,
         };
         let o = execute(&root, &config, &start, &["md0".into()], false).unwrap();
         assert!(o.failures.is_empty(), "{:?}", o.failures);

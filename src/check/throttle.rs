@@ -2,13 +2,16 @@
 //! `md/sync_speed_max`, from an explicit `max` or the config's `check_max` (and
 //! `check_max_working` inside working hours), taken at start and resume, released on pause,
 //! cancel and when the check is seen finished, and rewritten by the service's upkeep when the
-//! working-hours band changes.
+//! working-hours band changes, or, with `[check] pressure_target`, by the pressure controller
+//! ([`super::pressure`]) at each look of the service while the check runs.
 
 use super::CheckState;
 use crate::config::Config;
 use crate::host::Root;
 use crate::model::{Array, MdStat};
 use crate::policy::{LeaseKind, LeaseRequest, Limits, Owner, Policy, PolicyError};
+use crate::pressure::{confirm, decide, Stall, Tuning};
+use crate::sysfs::pressure::IoPressure;
 use std::collections::BTreeMap;
 
 /// The throttle lease's holder id for `array`: `check-<array>`
@@ -17,10 +20,46 @@ pub fn holder(array: &str) -> String {
     crate::policy::Holder::check_throttle(array).to_string()
 }
 
+pub use crate::pressure::Note;
+
+/// The notes of every array with a throttled check, by kernel name.
+pub type Notes = BTreeMap<String, Note>;
+
+/// The runtime file of [`Note`]s: `check-throttle.json` beside the policy's state file
+/// (default `/run/mdpilot/check-throttle.json`), under `root`.
+pub fn notes_path(root: &Root, config: &Config) -> std::path::PathBuf {
+    root.path(&config.policy.state_path)
+        .with_file_name("check-throttle.json")
+}
+
+/// The notes; none when the file is missing or does not parse (a runtime file: the next
+/// decision writes it again).
+pub fn load_notes(root: &Root, config: &Config) -> Notes {
+    std::fs::read_to_string(notes_path(root, config))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default()
+}
+
+fn save_notes(root: &Root, config: &Config, notes: &Notes) {
+    let path = notes_path(root, config);
+    let r = serde_json::to_vec(notes)
+        .map_err(std::io::Error::other)
+        .and_then(|t| {
+            std::fs::create_dir_all(path.parent().unwrap_or(std::path::Path::new("/")))?;
+            crate::atomic::write(&path, &t, 0o644)
+        });
+    if let Err(e) = r {
+        tracing::warn!("{}: {e}", path.display());
+    }
+}
+
 /// Rewrites the `check-<array>` lease of each running check that follows the config's throttle
-/// (its record has no explicit `max`) when [`configured_max`] at `now_s` differs from the lease
-/// (working hours began or ended). `key` is the record key of an array. Failures are logged;
-/// the next look tries again.
+/// (its record has no explicit `max`): with `[check] pressure_target`, to the pressure
+/// controller's decision ([`decide`], from `/proc/pressure/io` under `root`), read back
+/// ([`confirm`]) and noted ([`Note`]); otherwise to [`configured_max`] at `now_s` when it differs
+/// from the lease (working hours began or ended). `key` is the record key of an array.
+/// Failures are logged; the next look tries again.
 pub(super) fn rethrottle(
     root: &Root,
     config: &Config,
@@ -29,10 +68,21 @@ pub(super) fn rethrottle(
     key: &dyn Fn(&Array) -> String,
     now_s: u64,
 ) {
+    let t = i64::try_from(now_s).unwrap_or(i64::MAX);
+    let tuning = config
+        .check
+        .pressure_tuning(t, crate::host::utc_offset_s(t));
     let policy = Policy::new(root.clone(), config.policy_settings(root));
     let Ok(view) = policy.show() else {
         return;
     };
+    let pressure = tuning.map(|_| crate::sysfs::pressure::read_io_pressure(root));
+    let old = if tuning.is_some() {
+        load_notes(root, config)
+    } else {
+        Notes::new()
+    };
+    let mut notes = Notes::new();
     for a in &model.arrays {
         let Some(rec) = st.array.get(&key(a)) else {
             continue;
@@ -51,11 +101,21 @@ pub(super) fn rethrottle(
             .find(|l| l.holder == h)
             .and_then(|l| l.arrays.get(&a.name))
             .and_then(|l| l.max);
-        let want = configured_max(config, now_s);
+        let want = match (&tuning, &pressure) {
+            (Some(tu), Some(p)) => {
+                let note = pressure_step(config, tu, p, a, have, old.get(&a.name), now_s);
+                let want = note.limit_kib_s;
+                notes.insert(a.name.clone(), note);
+                Some(want)
+            }
+            _ => configured_max(config, now_s),
+        };
         if have == want {
             continue;
         }
-        tracing::info!(array = %a.name, from = ?have, to = ?want, "check throttle follows working hours");
+        if tuning.is_none() {
+            tracing::info!(array = %a.name, from = ?have, to = ?want, "check throttle follows working hours");
+        }
         let r = match want {
             Some(_) => throttle(&policy, &a.name, want),
             None => unthrottle(&policy, &a.name),
@@ -68,6 +128,67 @@ pub(super) fn rethrottle(
             );
         }
     }
+    if tuning.is_some() && notes != old {
+        save_notes(root, config, &notes);
+    }
+}
+
+/// One pressure decision for `a`'s running check (lease at `have`, last note `old`): the new
+/// note, logged when the limit changes or stops taking effect.
+fn pressure_step(
+    config: &Config,
+    tu: &Tuning,
+    pressure: &Result<IoPressure, crate::sysfs::pressure::PsiUnavailable>,
+    a: &Array,
+    have: Option<u64>,
+    old: Option<&Note>,
+    now_s: u64,
+) -> Note {
+    let pct = match (pressure, tu.target.stall) {
+        (Ok(p), Stall::Full) => Ok(p.full_avg10),
+        (Ok(p), Stall::Some) => Ok(p.some_avg10),
+        (Err(e), _) => Err(e.to_string()),
+    };
+    let since = old.map(|n| now_s.saturating_sub(n.changed_s));
+    let fixed = configured_max(config, now_s).unwrap_or(tu.ceiling_kib_s);
+    let d = decide(tu, have, since, pct, fixed);
+    let sys = a.sysfs.as_ref();
+    let not_applied = have
+        .filter(|&h| h == d.limit_kib_s)
+        .and_then(|h| {
+            confirm(
+                h,
+                sys.and_then(|s| s.sync_speed_max).map(|l| l.kib_s),
+                a.sync_speed_kib_s(),
+                sys.and_then(|s| s.sync_speed_min).map(|l| l.kib_s),
+                since.unwrap_or(0),
+            )
+        })
+        .map(|n| n.to_string());
+    let mut note = Note {
+        limit_kib_s: d.limit_kib_s,
+        decision: d.why.code().to_string(),
+        why: d.explain(&tu.target),
+        full_avg10: pressure.as_ref().ok().map(|p| p.full_avg10),
+        some_avg10: pressure.as_ref().ok().map(|p| p.some_avg10),
+        changed_s: old.map_or(now_s, |n| n.changed_s),
+        not_applied,
+        decisions: old.map(|n| n.decisions.clone()).unwrap_or_default(),
+    };
+    if have != Some(d.limit_kib_s) {
+        note.changed_s = now_s;
+        *note.decisions.entry(note.decision.clone()).or_default() += 1;
+        tracing::info!(array = %a.name, from = ?have, to = d.limit_kib_s, decision = d.why.code(), "check throttle: {}", note.why);
+    }
+    if note.not_applied.is_some() && note.not_applied != old.and_then(|n| n.not_applied.clone()) {
+        tracing::warn!(
+            array = %a.name,
+            "check throttle: the limit {} KiB/s did not take effect: {}",
+            note.limit_kib_s,
+            note.not_applied.as_deref().unwrap_or_default()
+        );
+    }
+    note
 }
 
 /// The config's throttle at `now` (Unix seconds, local time): [`crate::config::CheckConfig::check_max_at`].
@@ -90,6 +211,7 @@ pub(super) fn throttle(policy: &Policy, array: &str, max: Option<u64>) -> Result
             Limits {
                 min: None,
                 max: Some(max),
+                io_depth: None,
             },
         )]),
     })?;

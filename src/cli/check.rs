@@ -65,6 +65,10 @@ pub enum CheckCommand {
         /// `check_max`).
         #[arg(long, value_name = "KIBS")]
         max: Option<u64>,
+        /// Start even on an array that is degraded, rebuilding (resync, recovery, reshape) or
+        /// shares a disk with such an array; the reason overridden is printed.
+        #[arg(long)]
+        force: bool,
         /// Arrays (`md0`, `/dev/md0`); none: every redundant array.
         arrays: Vec<String>,
     },
@@ -78,6 +82,9 @@ pub enum CheckCommand {
         /// Throttle as for `start`.
         #[arg(long, value_name = "KIBS")]
         max: Option<u64>,
+        /// As for `start`.
+        #[arg(long)]
+        force: bool,
         /// Arrays; none: every array with a saved position.
         arrays: Vec<String>,
     },
@@ -89,7 +96,7 @@ pub enum CheckCommand {
     /// Show running checks, saved positions and last results.
     Status {
         /// One JSON object: `{"arrays": [{"name", "uuid", "sync_action", "percent",
-        /// "position", "last", "mismatch_warning"}]}`.
+        /// "position", "last", "mismatch_warning", "throttle", "held", "paused_for"}]}`.
         #[arg(long)]
         json: bool,
         /// Arrays; none: every redundant array.
@@ -100,7 +107,7 @@ pub enum CheckCommand {
 /// Why a step failed: the core's error ([`crate::check::run::CheckError`]).
 pub use crate::check::run::CheckError;
 
-/// The record key of `a`: its UUID (`md/uuid`), else `name:<mdN>`
+/// The record key of `a`: its UUID in mdadm's spelling, else `name:<mdN>`
 /// ([`crate::check::run::record_key`]).
 pub use crate::check::run::record_key;
 
@@ -111,17 +118,25 @@ impl CheckCommand {
             CheckCommand::Start {
                 repair,
                 max,
+                force,
                 arrays,
             } => (
                 Op::Start {
                     repair: *repair,
                     max: *max,
                     until_s: None,
+                    force: *force,
                 },
                 arrays,
             ),
             CheckCommand::Pause { arrays } => (Op::Pause, arrays),
-            CheckCommand::Resume { max, arrays } => (Op::Resume { max: *max }, arrays),
+            CheckCommand::Resume { max, force, arrays } => (
+                Op::Resume {
+                    max: *max,
+                    force: *force,
+                },
+                arrays,
+            ),
             CheckCommand::Cancel { arrays } => (Op::Cancel, arrays),
             CheckCommand::Status { arrays, .. } => (Op::Status, arrays),
         }
@@ -136,11 +151,14 @@ pub fn run(ctx: &Context, cmd: CheckCommand) -> ExitCode {
     };
     match execute(&ctx.root, &config, &cmd, false) {
         Ok(out) => {
+            for (array, reason) in &out.overridden {
+                eprintln!("mdpilot: {array}: started by --force although {reason}");
+            }
             for e in &out.errors {
                 eprintln!("mdpilot: {e}");
             }
             if let CheckCommand::Status { json, .. } = cmd {
-                print_status(&ctx.root, &out.stat, &out.targets, &out.state, json);
+                print_status(&ctx.root, &config, &out, json);
             }
             if out.errors.is_empty() {
                 ExitCode::SUCCESS
@@ -163,6 +181,8 @@ pub struct Outcome {
     pub state: CheckState,
     /// One message per array that failed (`md0: ...`); the others were done.
     pub errors: Vec<String>,
+    /// The arrays started with `--force` although a guard held them, and the reason.
+    pub overridden: Vec<(String, String)>,
 }
 
 /// Runs `cmd` through the core executor [`crate::check::run::execute`] (the CLI and the
@@ -184,7 +204,29 @@ pub fn execute(
         targets: o.targets,
         state: o.state,
         errors: o.failures.iter().map(ToString::to_string).collect(),
+        overridden: o.overridden,
     })
+}
+
+/// The throttle, the hold and the service's own pause, appended to a status line.
+fn status_extras(
+    line: &mut String,
+    note: Option<&crate::check::throttle::Note>,
+    hold: Option<&String>,
+    paused_for: Option<&str>,
+) {
+    if let Some(n) = note {
+        line.push_str(&format!("; throttle {} KiB/s: {}", n.limit_kib_s, n.why));
+        if let Some(na) = &n.not_applied {
+            line.push_str(&format!(" (not in effect: {na})"));
+        }
+    }
+    if let Some(p) = paused_for {
+        line.push_str(&format!("; paused by the service ({p})"));
+    }
+    if let Some(h) = hold {
+        line.push_str(&format!("; a check would be held: {h}"));
+    }
 }
 
 /// `secs` (Unix seconds) as `YYYY-MM-DD HH:MM:SS UTC`.
@@ -200,11 +242,20 @@ fn utc_text(secs: u64) -> String {
     )
 }
 
-fn print_status(root: &Root, stat: &MdStat, names: &[String], st: &CheckState, json: bool) {
+/// The status lines (or JSON) of `out`'s targets: the sync, the saved position, the last
+/// result, the throttle's limit and why ([`crate::check::throttle::Note`]), and why a check
+/// is held or was paused by the service.
+fn print_status(root: &Root, config: &Config, outcome: &Outcome, json: bool) {
+    let (stat, names, st) = (&outcome.stat, &outcome.targets, &outcome.state);
+    let notes = crate::check::throttle::load_notes(root, config);
+    let held = crate::check::run::holds(root, stat);
     let mut out = Vec::new();
     for a in stat.arrays.iter().filter(|a| names.contains(&a.name)) {
         let o = observe(root, a);
         let rec = st.array.get(&record_key(a));
+        let note = notes.get(&a.name);
+        let hold = held.get(&a.name);
+        let paused_for = rec.and_then(|r| r.paused_for.clone());
         let percent = o
             .completed
             .filter(|(_, t)| *t > 0)
@@ -215,12 +266,15 @@ fn print_status(root: &Root, stat: &MdStat, names: &[String], st: &CheckState, j
             .is_some_and(|l| crate::check::mismatch_is_warning(&l.level, l.mismatch_cnt));
         out.push(serde_json::json!({
             "name": a.name,
-            "uuid": a.sysfs.as_ref().and_then(|s| s.uuid.clone()),
+            "uuid": a.uuid().map(|u| u.to_string()),
             "sync_action": o.sync_action,
             "percent": percent,
             "position": rec.and_then(|r| r.position.clone()),
             "last": last,
             "mismatch_warning": warning,
+            "throttle": note,
+            "held": hold,
+            "paused_for": paused_for,
         }));
         if !json {
             let mut line = format!("{}: {}", a.name, o.sync_action);
@@ -257,6 +311,7 @@ fn print_status(root: &Root, stat: &MdStat, names: &[String], st: &CheckState, j
                 )),
                 None => line.push_str(", never checked by mdpilot"),
             }
+            status_extras(&mut line, note, hold, paused_for.as_deref());
             println!("{line}");
         }
     }

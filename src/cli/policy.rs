@@ -48,6 +48,10 @@ a lease again under the same holder replaces it. The first lease on a limit save
 when no lease wants the limit any more, the original is written back. A value someone else \
 wrote meanwhile is left in place, with a warning in `policy show`.
 
+--io-depth N leases sync_io_depth (Linux 6.16+; /proc/sys/dev/raid/sync_io_depth and \
+md/sync_io_depth): how many resync requests md keeps in flight while the array is busy, lowest \
+wins as for the limits; a kernel without it never sees it written, and that is no error.
+
 A per-array min or max of 0 is written as 1 (md rejects 0 there); the global limits accept 0 \
 (min 0: resync always yields; max 0: paused). --array takes md0, /dev/md0, /dev/md/NAME, \
 md/NAME or the metadata name. --pid leases are dropped once the process has exited; a lease \
@@ -72,7 +76,7 @@ pub enum PolicyCommand {
         #[arg(long)]
         json: bool,
     },
-    /// Take (or replace) a lease. Without --min/--max: the install policy (global min from the
+    /// Take (or replace) a lease. Without --min/--max/--io-depth: the install policy (global min from the
     /// config's `install_min`, default 0).
     Apply(ApplyArgs),
     /// Drop a holder's lease; knobs no other lease wants get their originals back. A wipe
@@ -109,7 +113,12 @@ pub struct ApplyArgs {
     /// lowest the kernel accepts).
     #[arg(long, value_name = "KIBS")]
     pub max: Option<u64>,
-    /// Apply to this array's sync_speed_{min,max} (`md0`, `/dev/md0`, `/dev/md/NAME`, `md/NAME`
+    /// Wanted resync I/O depth: requests md keeps in flight while the array is busy
+    /// (sync_io_depth, Linux 6.16+, kernel default 32; 0 is written as 1). Higher lets resync
+    /// through faster, lower yields more. Not written on kernels without it.
+    #[arg(long, value_name = "N")]
+    pub io_depth: Option<u64>,
+    /// Apply to this array's sync_speed_{min,max} and sync_io_depth (`md0`, `/dev/md0`, `/dev/md/NAME`, `md/NAME`
     /// or the metadata name) instead of the global
     /// limits.
     #[arg(long, value_name = "mdN")]
@@ -134,7 +143,7 @@ pub struct ApplyArgs {
     #[arg(long = "for", value_name = "DURATION", value_parser = parse_for)]
     pub for_s: Option<u64>,
     /// Take the limits (and default duration) of the config's `[profiles.NAME]`.
-    #[arg(long, value_name = "NAME", conflicts_with_all = ["min", "max"])]
+    #[arg(long, value_name = "NAME", conflicts_with_all = ["min", "max", "io_depth"])]
     pub profile: Option<String>,
     /// Print JSON.
     #[arg(long)]
@@ -149,7 +158,7 @@ fn parse_for(s: &str) -> Result<u64, String> {
     }
 }
 
-/// `--profile NAME` replaced by the profile's `min`/`max` (and its duration when `--for` is not
+/// `--profile NAME` replaced by the profile's `min`/`max`/`io_depth` (and its duration when `--for` is not
 /// given). Errors: no such profile in the config.
 pub fn resolve_profile(a: &mut ApplyArgs, config: &Config) -> Result<(), String> {
     let Some(name) = a.profile.clone() else {
@@ -168,6 +177,7 @@ pub fn resolve_profile(a: &mut ApplyArgs, config: &Config) -> Result<(), String>
     })?;
     a.min = p.min;
     a.max = p.max;
+    a.io_depth = p.io_depth;
     a.for_s = a.for_s.or(p.duration_s);
     Ok(())
 }
@@ -210,18 +220,25 @@ impl ApplyArgs {
         }
     }
 
+    /// True when neither `--min`, `--max` nor `--io-depth` is given (the install policy).
+    pub fn asks_nothing(&self) -> bool {
+        self.min.is_none() && self.max.is_none() && self.io_depth.is_none()
+    }
+
     /// The lease this command asks for; `install_min`/`install_max` fill in when neither
-    /// `--min` nor `--max` is given.
+    /// `--min`, `--max` nor `--io-depth` is given.
     pub fn request(&self, install_min: u64, install_max: Option<u64>) -> LeaseRequest {
-        let limits = if self.min.is_none() && self.max.is_none() {
+        let limits = if self.asks_nothing() {
             Limits {
                 min: Some(install_min),
                 max: install_max,
+                io_depth: None,
             }
         } else {
             Limits {
                 min: self.min,
                 max: self.max,
+                io_depth: self.io_depth,
             }
         };
         let (global, arrays) = match &self.array {
@@ -376,14 +393,16 @@ fn limits_text(l: &Limits) -> String {
     if let Some(m) = l.max {
         parts.push(format!("max {m}"));
     }
+    if let Some(d) = l.io_depth {
+        parts.push(format!("io_depth {d}"));
+    }
     parts.join(" ")
 }
 
-/// The human form of a view: state file, current values with originals, leases, warnings.
-pub fn render(v: &PolicyView) -> String {
+/// The knob lines of [`render`]: the global limits and `sync_io_depth` (where the kernel has
+/// it) with their originals, then each array's.
+fn render_knobs(s: &mut String, v: &PolicyView) {
     use std::fmt::Write as _;
-    let mut s = String::new();
-    let _ = writeln!(s, "state: {}", v.state_path.display());
     let orig = |o: Option<u64>| match (o, &v.originals_unknown) {
         (Some(o), _) => format!(" (original {o})"),
         (None, Some(_)) => " (original unknown)".into(),
@@ -401,6 +420,14 @@ pub fn render(v: &PolicyView) -> String {
         opt(v.speed_limit_max),
         orig(v.originals.speed_limit_max)
     );
+    if v.sync_io_depth.is_some() || v.originals.sync_io_depth.is_some() {
+        let _ = writeln!(
+            s,
+            "sync_io_depth: {}{}",
+            opt(v.sync_io_depth),
+            orig(v.originals.sync_io_depth)
+        );
+    }
     for (name, a) in &v.arrays {
         let o = |r: Option<crate::policy::SpeedLimit>| {
             r.map(|r| format!(" (original {r})")).unwrap_or_default()
@@ -413,7 +440,23 @@ pub fn render(v: &PolicyView) -> String {
             opt(a.sync_speed_max),
             o(a.original_max)
         );
+        if a.sync_io_depth.is_some() || a.original_io_depth.is_some() {
+            let _ = writeln!(
+                s,
+                "{name}: sync_io_depth {}{}",
+                opt(a.sync_io_depth),
+                o(a.original_io_depth)
+            );
+        }
     }
+}
+
+/// The human form of a view: state file, current values with originals, leases, warnings.
+pub fn render(v: &PolicyView) -> String {
+    use std::fmt::Write as _;
+    let mut s = String::new();
+    let _ = writeln!(s, "state: {}", v.state_path.display());
+    render_knobs(&mut s, v);
     if v.leases.is_empty() {
         let _ = writeln!(s, "leases: none");
     } else {
@@ -483,7 +526,8 @@ mod tests {
             r.global,
             Limits {
                 min: Some(0),
-                max: None
+                max: None,
+                io_depth: None,
             }
         );
         let T { c } = T::parse_from([
@@ -498,7 +542,8 @@ mod tests {
             r.arrays["md1"],
             Limits {
                 min: None,
-                max: Some(7)
+                max: Some(7),
+                io_depth: None,
             }
         );
         assert!(T::try_parse_from(["t", "apply", "--kind", "boss"]).is_err());

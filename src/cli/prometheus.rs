@@ -21,6 +21,10 @@ pub fn snapshot(root: &Root, stat: MdStat) -> Snapshot {
         .as_ref()
         .map(|c| crate::check::last_checks(root, c, &stat))
         .unwrap_or_default();
+    let check_throttles = config
+        .as_ref()
+        .map(|c| crate::check::throttle::load_notes(root, c))
+        .unwrap_or_default();
     let policy = match config {
         Ok(c) => match Policy::new(root.clone(), c.policy_settings(root)).show() {
             Ok(v) => Some(v),
@@ -39,6 +43,10 @@ pub fn snapshot(root: &Root, stat: MdStat) -> Snapshot {
         install_applied_at: policy.as_ref().and_then(crate::metrics::install_applied_at),
         policy,
         last_checks,
+        io_pressure_pct: crate::sysfs::pressure::read_io_pressure(root)
+            .ok()
+            .map(|p| (p.some_avg10, p.full_avg10)),
+        check_throttles,
         wipe_jobs: None,
         hook_events_dropped: None,
         version: env!("CARGO_PKG_VERSION").to_string(),

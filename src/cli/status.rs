@@ -6,7 +6,9 @@
 
 use crate::cli::{fail, Context};
 use crate::host::Root;
-use crate::model::{Array, MdStat, MemberFlag, SyncAction, SyncKind, SyncState};
+use crate::model::{
+    Array, MdStat, MemberFlag, MemberRole, MemberState, SyncAction, SyncKind, SyncState,
+};
 use crate::policy::PolicyWarning;
 use crate::sysfs::collect;
 use std::collections::BTreeMap;
@@ -274,7 +276,9 @@ fn render_array(out: &mut String, a: &Array) {
     row(
         out,
         "Raid Level",
-        a.level().unwrap_or("none (container or not started)"),
+        a.level()
+            .as_ref()
+            .map_or("none (container or not started)", |l| l.as_str()),
     );
     row(out, "State", &state_text(a));
     size_rows(out, a);
@@ -399,8 +403,8 @@ fn size_rows(out: &mut String, a: &Array) {
     if let Some(chunk) = sys.and_then(|s| s.chunk_size_bytes).filter(|&c| c > 0) {
         row(out, "Chunk Size", &human_bytes(chunk));
     }
-    if let Some(uuid) = sys.and_then(|s| s.uuid.as_deref()) {
-        row(out, "UUID", uuid);
+    if let Some(uuid) = a.uuid() {
+        row(out, "UUID", &uuid.to_string());
     }
 }
 
@@ -438,6 +442,7 @@ fn member_rows(out: &mut String, a: &Array) {
         .unwrap_or(0)
         .max(6);
     let _ = writeln!(out, "    Number  RaidDevice  {:<width$}  State", "Device");
+    let roles = a.members_with_roles();
     for m in &a.members {
         let member_sys = sys.and_then(|s| s.members.iter().find(|x| x.name == m.name));
         let role = member_sys
@@ -449,21 +454,25 @@ fn member_rows(out: &mut String, a: &Array) {
             .iter()
             .map(|f| f.as_str().replace('_', "-"))
             .collect();
-        if !m
-            .flags
-            .iter()
-            .any(|f| matches!(f, MemberFlag::Faulty | MemberFlag::Spare))
-        {
+        // The model's role: a member being recovered is rebuilding, not active.
+        let member_role = roles.iter().find(|r| r.name == m.name).map(|r| r.role);
+        let word = match member_role {
             // Members of a stopped or broken array are assembled, not in service.
-            let role = if a.is_serving() {
-                "active"
-            } else {
-                "assembled"
-            };
-            words.insert(0, role.into());
+            Some(MemberRole::InSync | MemberRole::Journal | MemberRole::Rebuilding)
+                if !a.is_serving() =>
+            {
+                Some("assembled")
+            }
+            Some(MemberRole::InSync | MemberRole::Journal) => Some("active"),
+            Some(MemberRole::Rebuilding) => Some("rebuilding"),
+            Some(MemberRole::Spare | MemberRole::Faulty) | None => None,
+        };
+        if let Some(w) = word {
+            words.insert(0, w.into());
         }
         if let Some(x) = member_sys.filter(|x| !x.state.is_empty()) {
-            words.push(format!("(sysfs: {})", x.state.join(",")));
+            let state: Vec<&str> = x.state.iter().map(MemberState::as_str).collect();
+            words.push(format!("(sysfs: {})", state.join(",")));
         }
         if let Some(e) = member_sys.and_then(|x| x.errors).filter(|&e| e > 0) {
             words.push(format!("{e} errors"));
@@ -675,5 +684,21 @@ md127 : active raid0 sdb[0]
         );
         assert!(t.contains("175.4 MiB/s"), "{t}");
         assert!(t.contains("min 1000 KiB/s, max unknown"), "{t}");
+    }
+
+    #[test]
+    fn a_member_being_rebuilt_reads_rebuilding_not_active() {
+        let s = crate::mdstat::parse(
+            "Personalities : [raid1]\nmd1 : active raid1 sdb[1] sda[0]\n      1046528 blocks super 1.2 [2/1] [U_]\n      [=>...................]  recovery =  8.5% (89128/1046528) finish=1.5min speed=10000K/sec\n\nunused devices: <none>\n",
+        );
+        let t = render_text(&s);
+        let row = |name: &str| {
+            t.lines()
+                .find(|l| l.split_whitespace().nth(2) == Some(name))
+                .unwrap_or_else(|| panic!("{name}: {t}"))
+                .to_string()
+        };
+        assert!(row("sdb").ends_with("  rebuilding"), "{t}");
+        assert!(row("sda").ends_with("  active"), "{t}");
     }
 }

@@ -10,7 +10,7 @@
 //! Members, DeviceNode, NamedDevice, ConsistencyPolicy...). Units are udisks2's too (bytes,
 //! bytes/s, µs). `RequestSyncAction` is udisks2's method of that name.
 
-use super::auth::{take_interaction_flags, Request};
+use super::auth::Request;
 use super::check::CheckProps;
 use super::errors::{Error, Result};
 use super::options::Options;
@@ -51,8 +51,17 @@ pub struct ArrayProps {
     pub size: u64,
     /// `raid_disks`.
     pub num_devices: u32,
-    /// Members.
+    /// Members ([`Array::members_with_roles`]).
     pub members: Vec<MemberInfo>,
+    /// Each member's role word ([`crate::model::MemberRole`]: `in_sync`, `rebuilding`,
+    /// `spare`, `faulty`, `journal`) by member name.
+    pub member_roles: HashMap<String, String>,
+    /// [`Array::health`]: `ok`, `degraded`, `inactive`, `unusable` (`status --test`'s verdict).
+    pub health: String,
+    /// [`Array::initial_build`]: the running sync is the array's first build.
+    pub initial_build: bool,
+    /// [`crate::vocab::Level::redundancy`] of [`Array::level`]: `none`, `mirror`, `parity`.
+    pub redundancy: String,
     /// [`Array::degraded`]: `md/degraded`, else T − A of mdstat's `[T/A]`; 0 where unknown.
     pub degraded: u32,
     /// [`Array::sync_action`] (`idle`, `resync`, `recover`, `check`, `repair`, `reshape`,
@@ -127,38 +136,26 @@ fn sync_props(a: &Array) -> (u64, u64, f64, u64, u64) {
     )
 }
 
-/// `Members`: `md/dev-*` where read, else the mdstat member list (flag words, `in_sync` for
-/// none).
-fn members(a: &Array) -> Vec<MemberInfo> {
-    match a
-        .sysfs
-        .as_ref()
-        .map(|s| &s.members)
-        .filter(|m| !m.is_empty())
-    {
-        Some(ms) => ms
-            .iter()
-            .map(|m| {
-                (
-                    m.name.clone(),
-                    m.slot.map_or(-1, |s| s as i32),
-                    m.state.clone(),
-                    m.errors.unwrap_or(0),
-                )
-            })
-            .collect(),
-        None => a
-            .members
-            .iter()
-            .map(|m| {
-                let mut st: Vec<String> = m.flags.iter().map(|f| f.as_str().to_string()).collect();
-                if st.is_empty() {
-                    st.push("in_sync".into());
-                }
-                (m.name.clone(), m.slot as i32, st, 0)
-            })
-            .collect(),
-    }
+/// `Members` and `MemberRoles`: the model's members ([`Array::members_with_roles`]):
+/// `md/dev-*` where read, else the mdstat member list in sysfs words.
+fn members(a: &Array) -> (Vec<MemberInfo>, HashMap<String, String>) {
+    let ms = a.members_with_roles();
+    let roles = ms
+        .iter()
+        .map(|m| (m.name.clone(), m.role.as_str().to_string()))
+        .collect();
+    let info = ms
+        .into_iter()
+        .map(|m| {
+            (
+                m.name,
+                m.slot.map_or(-1, |s| i32::try_from(s).unwrap_or(i32::MAX)),
+                m.states.iter().map(ToString::to_string).collect(),
+                m.errors.unwrap_or(0),
+            )
+        })
+        .collect();
+    (info, roles)
 }
 
 /// `BitmapLocation`: udisks2 publishes md/bitmap/location; without sysfs, /proc/mdstat tells
@@ -226,23 +223,28 @@ impl ArrayProps {
     pub fn from_model_in(a: &Array, global_min_kib_s: Option<u64>) -> ArrayProps {
         let sys = a.sysfs.clone().unwrap_or_default();
         let (done, total, sync_completed, sync_rate, sync_remaining_time) = sync_props(a);
-        let uuid = sys
-            .mdadm_uuid
-            .clone()
-            .or_else(|| sys.uuid.as_deref().and_then(crate::array_names::mdadm_uuid))
-            .unwrap_or_default();
+        let (members, member_roles) = members(a);
+        let uuid = a.uuid().map(|u| u.to_string()).unwrap_or_default();
         ArrayProps {
             kernel_name: a.name.clone(),
             name: sys.metadata_name.clone().unwrap_or_default(),
             uuid,
             device_node: format!("/dev/{}", a.name),
             named_device: sys.named_device.clone().unwrap_or_default(),
-            level: a.level().unwrap_or_default().to_string(),
+            level: a.level().map(|l| l.to_string()).unwrap_or_default(),
             state: a.array_state().to_string(),
             read_only: a.is_read_only(),
             size: a.size_kib.unwrap_or(0).saturating_mul(1024),
             num_devices: a.raid_disks().unwrap_or(0),
-            members: members(a),
+            members,
+            member_roles,
+            health: a.health().as_str().to_string(),
+            initial_build: a.initial_build(),
+            redundancy: a
+                .level()
+                .map_or(crate::vocab::Redundancy::None, |l| l.redundancy())
+                .as_str()
+                .to_string(),
             degraded: a.degraded().unwrap_or(0),
             sync_action: a.sync_action().to_string(),
             sync_completed,
@@ -297,6 +299,8 @@ impl ArrayProps {
             logical_block_size => "LogicalBlockSize", write_intent_bitmap => "WriteIntentBitmap",
             bitmap_advised => "BitmapAdvised", full_resync_time => "FullResyncTime",
             bitmap_pending => "BitmapPending", warnings => "Warnings",
+            member_roles => "MemberRoles", health => "Health", initial_build => "InitialBuild",
+            redundancy => "Redundancy",
         );
         out.extend(CheckProps::changed(&old.check, &new.check));
         out
@@ -353,28 +357,38 @@ impl ArrayObject {
     async fn request_sync_action(
         &self,
         sync_action: String,
-        mut options: Options,
+        options: Options,
         #[zbus(header)] header: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<()> {
         let name = &self.props.kernel_name;
         let what = format!("RequestSyncAction {name}");
-        let flags = take_interaction_flags("RequestSyncAction", &mut options)?;
-        parse_sync_action_options(&what, &options)?;
-        let action = requestable_sync_action(&what, &sync_action)?;
-        let req = Request::request_sync_action(name, action.as_str());
-        self.shared
+        let (_, action) = self
+            .shared
             .auth
-            .authorize_with(conn, &header, &req, flags)
+            .guarded(conn, &header, "RequestSyncAction", options, |options| {
+                parse_sync_action_options(&what, &options)?;
+                let action = requestable_sync_action(&what, &sync_action)?;
+                let req = Request::request_sync_action(name, action.as_str());
+                Ok((action, req))
+            })
             .await?;
-        crate::sysfs::write_sync_action(&self.shared.root, name, &action).map_err(|e| {
+        // On the check worker: md answers an `idle` only when its sync thread has stopped.
+        let (root, array, word) = (self.shared.root.clone(), name.clone(), action.clone());
+        let written = self
+            .shared
+            .check_worker
+            .run(move || crate::sysfs::write_sync_action(&root, &array, &word))
+            .await
+            .map_err(|e| Error::Failed(format!("{what}: {e}")))?;
+        written.map_err(|e| {
             use crate::sysfs::WriteError;
             let msg = format!("{what}: {}", crate::error::error_chain(&e));
             match e {
                 WriteError::Busy { .. } => Error::Busy(msg),
                 WriteError::Invalid { .. } => Error::InvalidArgument(msg),
                 WriteError::Gone { .. } => Error::NoSuchArray(msg),
-                WriteError::Io { .. } => Error::Failed(msg),
+                WriteError::Io { .. } | WriteError::NotTaken { .. } => Error::Failed(msg),
             }
         })?;
         tracing::info!(array = %name, sync_action = %sync_action, "{what}: wrote {sync_action}");
@@ -382,8 +396,8 @@ impl ArrayObject {
         Ok(())
     }
 
-    /// Adds an internal write-intent bitmap, as `mdpilot bitmap add`: runs `mdadm --grow
-    /// --bitmap=internal /dev/<KernelName>` (since 1.3). md refuses while a sync runs or the
+    /// Adds an internal write-intent bitmap, as `mdpilot bitmap add`: runs mdadm in grow mode
+    /// with an internal bitmap on /dev/<KernelName> (since 1.3). md refuses while a sync runs or the
     /// array is frozen: then the array's UUID is queued in /var/lib/mdpilot/bitmap-wanted,
     /// BitmapPending turns true, and the service adds the bitmap when the sync ends (the
     /// journal says when; no Job object: SyncCompleted is the progress). Returns true when
@@ -395,29 +409,33 @@ impl ArrayObject {
     /// (mdadm's message, the list cannot be written).
     async fn add_bitmap(
         &self,
-        mut options: Options,
+        options: Options,
         #[zbus(header)] header: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<bool> {
         let name = self.props.kernel_name.clone();
         let what = format!("AddBitmap {name}");
-        let flags = take_interaction_flags("AddBitmap", &mut options)?;
-        parse_sync_action_options(&what, &options)?;
-        let a = lock(&self.shared.model)
-            .arrays
-            .iter()
-            .find(|a| a.name == name)
-            .cloned();
-        let a = a.ok_or_else(|| Error::NoSuchArray(format!("{what}: the array has gone")))?;
-        crate::bitmap::plan(&a).map_err(|e| bitmap_error(&what, e))?;
-        let req = Request::add_bitmap(&name);
         self.shared
             .auth
-            .authorize_with(conn, &header, &req, flags)
+            .guarded(conn, &header, "AddBitmap", options, |options| {
+                parse_sync_action_options(&what, &options)?;
+                let a = lock(&self.shared.model)
+                    .arrays
+                    .iter()
+                    .find(|a| a.name == name)
+                    .cloned();
+                let a =
+                    a.ok_or_else(|| Error::NoSuchArray(format!("{what}: the array has gone")))?;
+                crate::bitmap::plan(&a).map_err(|e| bitmap_error(&what, e))?;
+                Ok(((), Request::add_bitmap(&name)))
+            })
             .await?;
         let root = self.shared.root.clone();
         let n = name.clone();
-        let outcome = tokio::task::spawn_blocking(move || crate::bitmap::add_or_queue(&root, &n))
+        let outcome = self
+            .shared
+            .bitmap_worker
+            .run(move || crate::bitmap::add_or_queue(&root, &n))
             .await
             .map_err(|e| Error::Failed(format!("{what}: {e}")))?
             .map_err(|e| bitmap_error(&what, e))?;
@@ -432,10 +450,14 @@ impl ArrayObject {
     /// false), duration (t: seconds until the service pauses the check, keeping its position;
     /// 0 = no end; at most 3650 days), max (t: KiB/s, the array's md/sync_speed_max while the check runs, a lease
     /// check-<KernelName> shown in Manager.Leases and released when the check pauses, ends or
-    /// is cancelled; 0 = the config's check_max, else none), auth.no_user_interaction (b).
-    /// Needs uid 0 or polkit org.mdpilot.MdPilot1.manage-priority (details: method, device).
-    /// Errors: NotAuthorized; InvalidArgument (unknown option, wrong type, a duration above
-    /// 3650 days, EINVAL from md); Busy (another sync runs: resync, recover, reshape, check, frozen; EBUSY); NoSuchArray;
+    /// is cancelled; 0 = the config's check_max, else none), force (b, since 1.4: start
+    /// although a guard holds the check, see CheckHeld; the reason overridden goes to the
+    /// journal), auth.no_user_interaction (b). Needs uid 0 or polkit
+    /// org.mdpilot.MdPilot1.manage-priority (a repair: org.mdpilot.MdPilot1.repair; details:
+    /// method, device). Errors: NotAuthorized; InvalidArgument (unknown option, wrong type, a
+    /// duration above 3650 days, EINVAL from md); Busy (another sync runs: resync, recover,
+    /// reshape, check, frozen; EBUSY; or, without force, a guard holds the check: the array or
+    /// one sharing a disk with it is degraded or rebuilding, the message says which); NoSuchArray;
     /// Failed (the check record /var/lib/mdpilot/checks.toml, the throttle).
     async fn start_check(
         &self,
@@ -596,6 +618,25 @@ impl ArrayObject {
     fn next_check_start(&self) -> u64 {
         self.props.check.next_start
     }
+    /// The check's pressure throttle ([check] pressure_target), while a check of mdpilot runs:
+    /// limit (t: md/sync_speed_max through the lease check-<KernelName>, KiB/s), decision (s:
+    /// start, down, up, hold, floor, ceiling, fixed), why (s: in words), full_avg10 and
+    /// some_avg10 (d: /proc/pressure/io, percent; absent without PSI), changed (t: Unix
+    /// seconds of the last change), not_applied (s: why the limit did not take effect; absent
+    /// when it did). Empty without a pressure throttle or a running check.
+    #[zbus(property)]
+    fn check_throttle(&self) -> HashMap<String, OwnedValue> {
+        super::check::throttle_dict(self.props.check.throttle.as_ref())
+    }
+    /// Why a check would not start on this array now, or why the service paused its check:
+    /// "md0 is degraded (1 member(s) missing)", "md0 runs recover", "it shares disk sda: ...",
+    /// "the machine runs on battery" (scheduled checks only), "paused: degraded" (resumes when
+    /// the array is redundant again), "paused: shutdown" (resumes after the restart). Empty:
+    /// nothing holds a check. StartCheck with the option force (b) overrides the array guards.
+    #[zbus(property)]
+    fn check_held(&self) -> String {
+        self.props.check.held.clone()
+    }
 
     /// Kernel name, e.g. md127 (/sys/block/<KernelName>); may differ after a reboot.
     #[zbus(property(emits_changed_signal = "const"))]
@@ -656,6 +697,34 @@ impl ArrayObject {
     #[zbus(property)]
     fn members(&self) -> Vec<MemberInfo> {
         self.props.members.clone()
+    }
+    /// Each member's role by member name: in_sync, rebuilding (given a slot, being recovered
+    /// into it), spare, faulty, journal. From md/dev-*/state and slot, else /proc/mdstat's
+    /// flags. Since 1.3.
+    #[zbus(property)]
+    fn member_roles(&self) -> HashMap<String, String> {
+        self.props.member_roles.clone()
+    }
+    /// The verdict of `mdadm --detail --test` and `mdpilot status --test`: ok (every member
+    /// present), degraded (members missing, data served), inactive (not started), unusable
+    /// (broken, or more members missing than the level survives). Since 1.3.
+    #[zbus(property)]
+    fn health(&self) -> String {
+        self.props.health.clone()
+    }
+    /// True while the running sync is the array's first build: a resync, or a recovery with
+    /// no faulty member and every slot filled (how md builds a new raid5); information, not a
+    /// failure. Since 1.3.
+    #[zbus(property)]
+    fn initial_build(&self) -> bool {
+        self.props.initial_build
+    }
+    /// How the level keeps the data redundant: parity (raid4/5/6: a repair recomputes the
+    /// parity, and mismatches after a check mean trouble), mirror (raid1/raid10: a repair
+    /// copies one copy over the others), none (raid0, linear; empty level). Since 1.3.
+    #[zbus(property)]
+    fn redundancy(&self) -> String {
+        self.props.redundancy.clone()
     }
     /// Number of missing devices (md/degraded). udisks2: Degraded.
     #[zbus(property)]
@@ -799,7 +868,7 @@ fn bitmap_error(what: &str, e: crate::bitmap::BitmapError) -> Error {
 }
 
 /// RequestSyncAction's options: `auth.no_user_interaction` (b) only (udisks2's standard option;
-/// [`take_interaction_flags`] has taken it out already, so none is left normally).
+/// [`super::auth::take_interaction_flags`] has taken it out already, so none is left normally).
 ///
 /// Errors: `InvalidArgument` for any other option or a wrong type.
 fn parse_sync_action_options(what: &str, opts: &Options) -> Result<()> {
@@ -882,6 +951,37 @@ mod tests {
         assert_eq!(p.sync_rate, 1_024_000);
         assert_eq!(p.sync_remaining_time, 1_000_000);
         assert!(p.syncing());
+    }
+
+    #[test]
+    fn health_and_roles_are_published_as_the_model_decides() {
+        // A raid5 of four members with two faulty: unusable, as `status --test` says (the
+        // Cockpit page called it degraded when it judged by itself).
+        let text = "Personalities : [raid5]\nmd0 : active raid5 sdd[3](F) sdc[2](F) sdb[1] sda[0]\n      3139584 blocks super 1.2 level 5, 512k chunk, algorithm 2 [4/2] [UU__]\n\nunused devices: <none>\n";
+        let a = crate::mdstat::parse(text).arrays.remove(0);
+        let p = ArrayProps::from_model(&a);
+        assert_eq!(p.health, "unusable");
+        assert_eq!(crate::health::array_health(&a).exit_code(), 2);
+        assert_eq!(p.member_roles["sdc"], "faulty");
+        assert_eq!(p.member_roles["sda"], "in_sync");
+        assert_eq!(p.redundancy, "parity");
+        assert!(!p.initial_build);
+        // A raid1 rebuilding onto sdb: rebuilding, not in sync; no initial build while the
+        // old member is faulty.
+        let text = "Personalities : [raid1]\nmd1 : active raid1 sdc[2](F) sdb[1] sda[0]\n      1046528 blocks super 1.2 [2/1] [U_]\n      [=>...................]  recovery =  8.5% (89128/1046528) finish=1.5min speed=10000K/sec\n\nunused devices: <none>\n";
+        let a = crate::mdstat::parse(text).arrays.remove(0);
+        let p = ArrayProps::from_model(&a);
+        assert_eq!(p.health, "degraded");
+        assert_eq!(p.member_roles["sdb"], "rebuilding");
+        assert_eq!(p.member_roles["sdc"], "faulty");
+        assert!(!p.initial_build);
+        let sdb = p.members.iter().find(|m| m.0 == "sdb").unwrap();
+        assert_eq!(sdb.2, ["spare"]);
+        assert_eq!(p.redundancy, "mirror");
+        let changed = ArrayProps::changed(&ArrayProps::default(), &p);
+        for k in ["Health", "MemberRoles", "Redundancy"] {
+            assert!(changed.contains_key(k), "{k}");
+        }
     }
 
     #[test]

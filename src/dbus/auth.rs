@@ -8,6 +8,7 @@
 //! | method | action | defaults (any / inactive / active) |
 //! |---|---|---|
 //! | AcquirePriority, ReleasePriority, SetArraySpeedLimits, RestoreLimits, RequestSyncAction, StartCheck, PauseCheck, ResumeCheck, CancelCheck ([`super::check::request`]) | [`PRIORITY_ACTION`] | auth_admin / auth_admin / auth_admin_keep |
+//! | StartCheck with `repair`, ResumeCheck of a paused repair, RequestSyncAction `repair` | [`REPAIR_ACTION`] | auth_admin / auth_admin / auth_admin_keep |
 //! | StartWipe, Job.Cancel of another uid's job | [`WIPE_ACTION`] | auth_admin, every time |
 //! | AddBitmap | [`BITMAP_ACTION`] | auth_admin / auth_admin / auth_admin_keep |
 //!
@@ -39,6 +40,10 @@ pub const WIPE_ACTION: &str = "org.mdpilot.MdPilot1.wipe";
 /// Polkit action for adding a write-intent bitmap to an array (`Array.AddBitmap`: mdadm
 /// rewrites the members' superblocks).
 pub const BITMAP_ACTION: &str = "org.mdpilot.MdPilot1.add-bitmap";
+/// Polkit action for a repair (`StartCheck` with `repair`, `ResumeCheck` of a paused repair,
+/// `RequestSyncAction("repair")`): md rewrites the blocks that do not match, so it asks for
+/// more than a read-only check.
+pub const REPAIR_ACTION: &str = "org.mdpilot.MdPilot1.repair";
 /// The `a{sv}` option (b) that forbids a polkit prompt (udisks2's standard option).
 pub const NO_USER_INTERACTION: &str = "auth.no_user_interaction";
 /// CheckAuthorization flag `AllowUserInteraction`.
@@ -57,6 +62,9 @@ pub struct Request {
     pub message: &'static str,
     /// More details (`sync-action`).
     pub extra: Vec<(&'static str, String)>,
+    /// A uid that needs no polkit for this request besides root (the uid that started the
+    /// job a `Job.Cancel` ends); `None` for every other method.
+    pub exempt_uid: Option<u32>,
 }
 
 /// The device node of an array named as the caller named it: kernel names (`md0`) and
@@ -77,6 +85,7 @@ impl Request {
             device,
             message,
             extra: Vec::new(),
+            exempt_uid: None,
         }
     }
 
@@ -139,6 +148,9 @@ impl Request {
             Some(array_device(array)),
         );
         r.extra.push(("sync-action", action.to_string()));
+        if action == "repair" {
+            r.action = REPAIR_ACTION;
+        }
         r
     }
 
@@ -150,6 +162,7 @@ impl Request {
             device: Some(array_device(array)),
             message: "Authentication is required to add a write-intent bitmap to $(device)",
             extra: Vec::new(),
+            exempt_uid: None,
         }
     }
 
@@ -161,17 +174,20 @@ impl Request {
             device: Some(device.to_string()),
             message: "Authentication is required to wipe $(device): all data on it is destroyed",
             extra: Vec::new(),
+            exempt_uid: None,
         }
     }
 
-    /// `Job.Cancel` of a wipe of `device` that another uid started.
-    pub fn cancel_job_of_other(device: &str) -> Request {
+    /// `Job.Cancel` of a wipe of `device` that uid `started_by` started: that uid (and root)
+    /// pass without polkit, any other uid needs the wipe action.
+    pub fn cancel_job(device: &str, started_by: u32) -> Request {
         Request {
             action: WIPE_ACTION,
             method: "Cancel",
             device: Some(device.to_string()),
             message: "Authentication is required to cancel another user's wipe of $(device)",
             extra: Vec::new(),
+            exempt_uid: Some(started_by),
         }
     }
 
@@ -263,24 +279,50 @@ impl Authority {
         })
     }
 
-    /// Authorizes the sender of `header` for `req`: takes `auth.no_user_interaction` out of
-    /// `options` (if the method has options), then [`Authority::check_caller`]. Returns the
-    /// caller.
+    /// The preamble of every mutating method, in this order: `auth.no_user_interaction` is
+    /// taken out of `options` ([`take_interaction_flags`]); `validate` gets the rest and checks
+    /// every argument (unknown options, types, bounds, names resolved to canonical values),
+    /// returning the method's parsed arguments and the polkit question built from the
+    /// validated values only; then the caller is authorized for that question
+    /// ([`Authority::authorize_with`]). So nothing a caller sends reaches polkit, or an admin's
+    /// prompt, before it is validated. Returns the caller and the parsed arguments.
     ///
-    /// Errors: `NotAuthorized` (naming the method, the uid and the action); `InvalidArgument`
-    /// for a non-boolean `auth.no_user_interaction`.
-    pub async fn authorize(
+    /// Errors: `InvalidArgument` (a non-boolean `auth.no_user_interaction`), `validate`'s
+    /// errors (polkit is not asked then), and those of [`Authority::authorize_with`].
+    pub async fn guarded<T>(
         &self,
         conn: &zbus::Connection,
         header: &Header<'_>,
-        req: &Request,
-        options: Option<&mut Options>,
-    ) -> Result<Caller> {
-        let flags = match options {
-            Some(o) => take_interaction_flags(req.method, o)?,
-            None => ALLOW_USER_INTERACTION,
-        };
-        self.authorize_with(conn, header, req, flags).await
+        method: &str,
+        options: Options,
+        validate: impl FnOnce(Options) -> Result<(T, Request)>,
+    ) -> Result<(Caller, T)> {
+        self.guarded_async(conn, header, method, options, |o| {
+            std::future::ready(validate(o))
+        })
+        .await
+    }
+
+    /// [`Authority::guarded`] for a validation that asks the bus itself (`AcquirePriority`'s
+    /// `pid`, checked against the caller's process with [`check_own_pid`]): the same order,
+    /// and still nothing reaches polkit before `validate` has accepted it.
+    ///
+    /// Errors: as [`Authority::guarded`].
+    pub async fn guarded_async<T, F>(
+        &self,
+        conn: &zbus::Connection,
+        header: &Header<'_>,
+        method: &str,
+        mut options: Options,
+        validate: impl FnOnce(Options) -> F,
+    ) -> Result<(Caller, T)>
+    where
+        F: std::future::Future<Output = Result<(T, Request)>>,
+    {
+        let flags = take_interaction_flags(method, &mut options)?;
+        let (value, req) = validate(options).await?;
+        let caller = self.authorize_with(conn, header, &req, flags).await?;
+        Ok((caller, value))
     }
 
     /// Authorizes the sender of `header` for `req` with CheckAuthorization `flags` the method
@@ -314,7 +356,7 @@ impl Authority {
         req: &Request,
         flags: u32,
     ) -> Result<()> {
-        if caller.uid == 0 {
+        if caller.uid == 0 || req.exempt_uid == Some(caller.uid) {
             return Ok(());
         }
         let (method, uid, action) = (req.method, caller.uid, req.action);
@@ -591,7 +633,7 @@ mod tests {
         }
         for r in [
             Request::start_wipe("/dev/loop0"),
-            Request::cancel_job_of_other("/dev/loop0"),
+            Request::cancel_job("/dev/loop0", 1000),
         ] {
             assert_eq!(r.action, WIPE_ACTION, "{r:?}");
         }

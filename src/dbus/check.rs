@@ -10,16 +10,18 @@
 //! never writes the kernel. The loop re-reads while any sync runs, so a running check is seen at
 //! the progress interval; an idle service does not wake up for checks.
 
-use super::auth::{take_interaction_flags, Request, PRIORITY_ACTION};
+use super::auth::{Request, PRIORITY_ACTION, REPAIR_ACTION};
 use super::errors::{Error, Result};
 use super::options::Options;
 use super::shared::Shared;
 use crate::check::run::{record_key, CheckError, Op};
+use crate::check::throttle::{Note, Notes};
 use crate::check::{CheckResult, CheckState};
 use crate::config::Config;
 use crate::host::Root;
-use crate::model::Array;
+use crate::model::{Array, MdStat};
 use crate::schedule::{Candidate, Schedule};
+use std::collections::BTreeMap;
 use std::collections::HashMap;
 use zbus::message::Header;
 use zbus::object_server::SignalEmitter;
@@ -62,6 +64,39 @@ pub struct CheckProps {
     /// `NextCheckStart`: the schedule's next window start for the array, Unix seconds; 0 =
     /// none.
     pub next_start: u64,
+    /// `CheckThrottle` (as [`throttle_dict`]): the pressure throttle's last decision.
+    pub throttle: Option<Note>,
+    /// `CheckHeld`: why a check is held or was paused by the service; empty = nothing.
+    pub held: String,
+}
+
+/// `CheckThrottle` as published (`a{sv}`): `limit` (t, KiB/s), `decision` (s), `why` (s),
+/// `full_avg10`/`some_avg10` (d, percent, where read), `changed` (t, Unix seconds),
+/// `not_applied` (s, where the limit did not take effect). Empty without a note.
+pub fn throttle_dict(n: Option<&Note>) -> HashMap<String, OwnedValue> {
+    let mut d = HashMap::new();
+    let Some(n) = n else {
+        return d;
+    };
+    let mut put = |k: &str, v: Value<'_>| {
+        if let Ok(v) = OwnedValue::try_from(v) {
+            d.insert(k.to_string(), v);
+        }
+    };
+    put("limit", Value::U64(n.limit_kib_s));
+    put("decision", Value::from(n.decision.as_str()));
+    put("why", Value::from(n.why.as_str()));
+    put("changed", Value::U64(n.changed_s));
+    if let Some(v) = n.full_avg10 {
+        put("full_avg10", Value::F64(v));
+    }
+    if let Some(v) = n.some_avg10 {
+        put("some_avg10", Value::F64(v));
+    }
+    if let Some(v) = &n.not_applied {
+        put("not_applied", Value::from(v.as_str()));
+    }
+    d
 }
 
 impl CheckProps {
@@ -69,8 +104,13 @@ impl CheckProps {
     pub fn changed(old: &CheckProps, new: &CheckProps) -> HashMap<&'static str, OwnedValue> {
         let mut out = super::props::changed_props!(old, new;
             position => "CheckPosition", last_completed => "LastCheckCompleted",
-            next_start => "NextCheckStart",
+            next_start => "NextCheckStart", held => "CheckHeld",
         );
+        if old.throttle != new.throttle {
+            if let Ok(v) = OwnedValue::try_from(Value::from(throttle_dict(new.throttle.as_ref()))) {
+                out.insert("CheckThrottle", v);
+            }
+        }
         if old.last != new.last {
             if let Ok(v) = OwnedValue::try_from(Value::from(result_dict(new.last.as_ref()))) {
                 out.insert("LastCheckResult", v);
@@ -86,12 +126,17 @@ pub struct CheckView {
     state: CheckState,
     /// The schedule and its next window start (Unix seconds), where a schedule is configured.
     next: Option<(Schedule, i64)>,
+    /// The throttle's notes by kernel name.
+    notes: Notes,
+    /// Why a check would be held, by kernel name ([`crate::check::guard::hold`]).
+    holds: BTreeMap<String, String>,
 }
 
 impl CheckView {
-    /// The record and the schedule's next window start after `now` (Unix seconds), without
-    /// upkeep. An unreadable record reads as empty.
-    pub fn read(root: &Root, config: &Config, now: i64) -> CheckView {
+    /// The record, the schedule's next window start after `now` (Unix seconds), the
+    /// throttle's notes and the guards' holds on `model`'s arrays, without upkeep. An
+    /// unreadable record reads as empty.
+    pub fn read(root: &Root, config: &Config, model: &MdStat, now: i64) -> CheckView {
         let state =
             crate::check::run::load(&root.path(&config.check.state_path)).unwrap_or_default();
         let next = config.check.schedule.as_ref().and_then(|s| {
@@ -101,7 +146,12 @@ impl CheckView {
             s.next_window_start(now, delay, offset)
                 .map(|t| (s.clone(), t))
         });
-        CheckView { state, next }
+        CheckView {
+            state,
+            next,
+            notes: crate::check::throttle::load_notes(root, config),
+            holds: crate::check::run::holds(root, model),
+        }
     }
 
     /// The check properties of array `a`: `CheckPosition` (the saved position, sectors; 0 =
@@ -120,6 +170,11 @@ impl CheckView {
                 Some((s, t)) if s.selected(&candidate(a)) => u64::try_from(*t).unwrap_or(0),
                 _ => 0,
             },
+            throttle: self.notes.get(&a.name).cloned(),
+            held: match rec.and_then(|r| r.paused_for.as_deref()) {
+                Some(p) => format!("paused: {p}"),
+                None => self.holds.get(&a.name).cloned().unwrap_or_default(),
+            },
         }
     }
 }
@@ -128,7 +183,7 @@ impl CheckView {
 fn candidate(a: &Array) -> Candidate {
     Candidate {
         name: a.name.clone(),
-        uuid: a.sysfs.as_ref().and_then(|s| s.uuid.clone()),
+        uuid: a.uuid().map(|u| u.to_string()),
         created_unix_s: None,
         disks: Vec::new(),
         last_completed_s: None,
@@ -146,16 +201,17 @@ fn candidate(a: &Array) -> Candidate {
 /// Errors: `InvalidArgument` for an unknown option, a wrong type or a duration above the
 /// bound.
 pub fn parse_start(opts: &Options, now_s: u64) -> Result<Op> {
-    let (mut repair, mut duration, mut max) = (false, 0u64, 0u64);
+    let (mut repair, mut duration, mut max, mut force) = (false, 0u64, 0u64, false);
     for (k, v) in opts {
         match (k.as_str(), &**v) {
             ("repair", Value::Bool(b)) => repair = *b,
+            ("force", Value::Bool(b)) => force = *b,
             ("duration", Value::U64(n)) => duration = *n,
             ("max", Value::U64(n)) => max = *n,
             _ => {
                 return Err(Error::InvalidArgument(format!(
                     "StartCheck: unknown option {k:?} or wrong type {} (known: repair b, \
-                     duration t, max t, auth.no_user_interaction b)",
+                     duration t, max t, force b, auth.no_user_interaction b)",
                     v.value_signature()
                 )))
             }
@@ -172,6 +228,7 @@ pub fn parse_start(opts: &Options, now_s: u64) -> Result<Op> {
         repair,
         max: (max != 0).then_some(max),
         until_s,
+        force,
     })
 }
 
@@ -183,7 +240,7 @@ pub fn bus_error(e: CheckError) -> Error {
     let msg = crate::error::error_chain(&e);
     match e {
         CheckError::NoArray(_) => Error::NoSuchArray(msg),
-        CheckError::Busy { .. } => Error::Busy(msg),
+        CheckError::Busy { .. } | CheckError::Held { .. } => Error::Busy(msg),
         CheckError::Write { source, .. } => match source.raw_os_error() {
             Some(libc::EBUSY | libc::EROFS) => Error::Busy(msg),
             Some(libc::EINVAL) => Error::InvalidArgument(msg),
@@ -199,6 +256,7 @@ pub fn bus_error(e: CheckError) -> Error {
 
 /// The polkit question of a check method on `array`: [`PRIORITY_ACTION`] (a check is a sync
 /// action, as `RequestSyncAction`'s), details `method` and `device`.
+/// A repair ([`request_for`]) asks for [`REPAIR_ACTION`] instead.
 pub fn request(method: &'static str, array: &str) -> Request {
     let message = match method {
         "StartCheck" => "Authentication is required to start a check of $(device)",
@@ -212,7 +270,40 @@ pub fn request(method: &'static str, array: &str) -> Request {
         device: Some(format!("/dev/{array}")),
         message,
         extra: Vec::new(),
+        exempt_uid: None,
     }
+}
+
+/// The polkit question of `op` on `array` by `method`: [`request`], with [`REPAIR_ACTION`]
+/// for a `StartCheck` with `repair` and a `ResumeCheck` whose paused check is a repair
+/// (`resumes_repair`).
+pub fn request_for(method: &'static str, array: &str, op: &Op, resumes_repair: bool) -> Request {
+    let mut r = request(method, array);
+    let repair = match op {
+        Op::Start { repair, .. } => *repair,
+        Op::Resume { .. } => resumes_repair,
+        _ => false,
+    };
+    if repair {
+        r.action = REPAIR_ACTION;
+        r.message = match method {
+            "StartCheck" => "Authentication is required to start a repair of $(device)",
+            _ => "Authentication is required to resume the repair of $(device)",
+        };
+    }
+    r
+}
+
+/// Whether the check paused on `array` (kernel name) is a repair, from the record.
+fn paused_repair(root: &Root, config: &Config, model: &MdStat, array: &str) -> bool {
+    let Some(a) = model.arrays.iter().find(|a| a.name == array) else {
+        return false;
+    };
+    crate::check::run::load(&root.path(&config.check.state_path))
+        .ok()
+        .and_then(|st| st.array.get(&record_key(a)).cloned())
+        .and_then(|r| r.position)
+        .is_some_and(|p| p.action == crate::check::CheckAction::Repair)
 }
 
 /// `StartCheck(options)` on `array` ([`call`] with [`parse_start`]).
@@ -261,7 +352,10 @@ pub async fn step_with(
 ) -> Result<()> {
     let op = match method {
         "PauseCheck" => Op::Pause,
-        "ResumeCheck" => Op::Resume { max: None },
+        "ResumeCheck" => Op::Resume {
+            max: None,
+            force: false,
+        },
         _ => Op::Cancel,
     };
     let check = move |o: &Options, _| super::options::no_options(method, o).map(|()| op);
@@ -284,29 +378,38 @@ pub async fn call(
     options: Option<Options>,
     op: impl FnOnce(&Options, u64) -> Result<Op>,
 ) -> Result<()> {
-    let req = request(method, array);
-    let mut options = options.unwrap_or_default();
-    let flags = take_interaction_flags(method, &mut options)?;
     let what = format!("{method} {array}");
     // The options are checked before polkit is asked.
-    let op = op(&options, crate::policy::unix_now_s()).map_err(|e| e.context(&what))?;
-    shared
+    let options = options.unwrap_or_default();
+    let model = crate::shared::lock(&shared.model).clone();
+    let (root, config) = (shared.root.clone(), shared.config());
+    let (_, op) = shared
         .auth
-        .authorize_with(conn, header, &req, flags)
+        .guarded(conn, header, method, options, |options| {
+            let op = op(&options, crate::policy::unix_now_s()).map_err(|e| e.context(&what))?;
+            // A paused repair resumes under the repair action (its record says which it was).
+            let resumes_repair =
+                matches!(op, Op::Resume { .. }) && paused_repair(&root, &config, &model, array);
+            let req = request_for(method, array, &op, resumes_repair);
+            Ok((op, req))
+        })
         .await?;
-    let root = shared.root.clone();
-    let config = shared.config();
     let name = array.to_string();
-    let done = tokio::task::spawn_blocking(move || {
-        let o =
-            crate::check::run::execute(&root, &config, &op, &[name], false).map_err(bus_error)?;
-        match o.failures.into_iter().next() {
-            Some(f) => Err(bus_error(f.error)),
-            None => Ok(()),
-        }
-    })
-    .await
-    .map_err(|e| Error::Failed(format!("{what}: {e}")))?;
+    let done = shared
+        .check_worker
+        .run(move || {
+            let o = crate::check::run::execute(&root, &config, &op, &[name], false)
+                .map_err(bus_error)?;
+            for (array, reason) in &o.overridden {
+                tracing::warn!(%array, "{method}: started with force although {reason}");
+            }
+            match o.failures.into_iter().next() {
+                Some(f) => Err(bus_error(f.error)),
+                None => Ok(()),
+            }
+        })
+        .await
+        .map_err(|e| Error::Failed(format!("{what}: {e}")))?;
     shared.refresh_array(array);
     if let Ok(emitter) = SignalEmitter::new(conn, super::MANAGER_PATH) {
         shared.publish(&emitter, None).await;
@@ -343,7 +446,8 @@ mod tests {
             Op::Start {
                 repair: true,
                 max: Some(5000),
-                until_s: Some(3700)
+                until_s: Some(3700),
+                force: false,
             }
         );
         let op = parse_start(&o(&[("duration", Value::U64(0))]), 100).unwrap();
@@ -352,7 +456,8 @@ mod tests {
             Op::Start {
                 repair: false,
                 max: None,
-                until_s: None
+                until_s: None,
+                force: false,
             }
         );
         for bad in [

@@ -49,7 +49,7 @@ pub trait Manager {
         device: &str,
         options: HashMap<&str, Value<'_>>,
     ) -> zbus::Result<zbus::zvariant::OwnedObjectPath>;
-    /// API version ("1.2").
+    /// API version ("1.3").
     #[zbus(property)]
     fn version(&self) -> zbus::Result<String>;
     /// The service program's version.

@@ -29,9 +29,9 @@
 #![allow(missing_docs)]
 
 use super::array::ArrayProps;
-use super::auth::{take_interaction_flags, Authority, Request};
+use super::auth::{Authority, Request};
 use super::errors::{Error, Result};
-use super::options::{no_options, parse_start_wipe, Options};
+use super::options::{check_device, no_options, parse_start_wipe, Options};
 use super::plan::PlanData;
 use super::props::{changed_props, emit_changed};
 use super::shared::Shared;
@@ -39,6 +39,7 @@ use super::{array_path, ROOT_PATH};
 use crate::model::Array;
 use crate::shared::{lock, RunningJob, ServiceLeases};
 use crate::wipe::plan::StartedBy;
+use crate::wipe::target::resolve_trusted;
 use crate::wipe::{JobHandle, WipeError};
 use std::collections::{BTreeSet, HashMap};
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -231,18 +232,17 @@ impl JobObject {
     /// already finished otherwise.
     async fn cancel(
         &self,
-        mut options: Options,
+        options: Options,
         #[zbus(header)] header: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
     ) -> Result<()> {
-        let flags = take_interaction_flags("Cancel", &mut options)?;
-        let caller = self.auth.caller(conn, &header).await?;
         let p = self.p();
-        if caller.uid != p.started_by_uid {
-            let req = Request::cancel_job_of_other(&p.device);
-            self.auth.check_caller(conn, &caller, &req, flags).await?;
-        }
-        no_options("Cancel", &options)?;
+        self.auth
+            .guarded(conn, &header, "Cancel", options, |options| {
+                no_options("Cancel", &options)?;
+                Ok(((), Request::cancel_job(&p.device, p.started_by_uid)))
+            })
+            .await?;
         let already = || {
             Error::Cancelled(format!(
                 "Cancel: the job on {} is already cancelled",
@@ -341,61 +341,60 @@ pub fn array_object_paths<'a>(
         .collect()
 }
 
-/// `Manager.StartWipe`: resolves the device path once under the trust rules
-/// ([`crate::wipe::target::resolve_trusted`]: a block device under `/dev`, reached only
-/// through directories no one but root can change and everyone can search), then authorizes
-/// the caller (polkit action `org.mdpilot.MdPilot1.wipe`, details naming the resolved node),
-/// probes and plans that node (it must still be the resolved device number and size), starts
-/// the job and serves its object. Returns the object path.
+/// `Manager.StartWipe`: the options and the device string are validated first
+/// ([`parse_start_wipe`], [`check_device`]: at most `PATH_MAX`, no control characters); the
+/// path is resolved once under the trust rules ([`crate::wipe::target::resolve_trusted`]: a
+/// block device under `/dev`, reached only through directories no one but root can change and
+/// everyone can search; path work only, the device is not opened); then the caller is
+/// authorized (polkit action `org.mdpilot.MdPilot1.wipe`, details naming the resolved node);
+/// then the node is probed and planned off the loop's thread (it must still be the resolved
+/// device number and size), the job started and its object served. Returns the object path.
 ///
-/// Errors: `InvalidArgument` before polkit is asked (an untrusted path); `NotAuthorized`;
-/// `InvalidArgument` (options, no such block device); `Failed` when the node changed since it was
-/// resolved; `NotSupported`
-/// (the device cannot do the method, e.g. discard); `Busy` (refused: mounted, swap, holders,
-/// backs `/`, or a job already runs on the device); `Failed` (anything else), each naming the
-/// device and the reason.
+/// Errors, before polkit is asked: `InvalidArgument` (options, a device string that cannot be
+/// a path, an untrusted path, an optical or floppy drive). After: `NotAuthorized`;
+/// `InvalidArgument` (no such block device); `Failed` when the node changed since it was
+/// resolved; `NotSupported` (the device cannot do the method, e.g. discard); `Busy` (refused:
+/// mounted, swap, holders, backs `/`, or a job already runs on the device); `Failed` (anything
+/// else), each naming the device and the reason.
 pub async fn start_wipe(
     shared: &Arc<Shared>,
     conn: &zbus::Connection,
     header: &Header<'_>,
     device: String,
-    mut options: Options,
+    options: Options,
 ) -> Result<OwnedObjectPath> {
-    if device.is_empty() {
-        return Err(Error::InvalidArgument("StartWipe: empty device".into()));
-    }
-    // Resolved once, before polkit is asked, under the trust rules (a node under /dev through
-    // directories only root can change): the prompt names the node the links lead to (/dev/sdb,
-    // not /dev/disk/by-id/...), and the job opens that node and checks it is still that device.
-    // A path that names no block device is refused only after polkit (the details show it as
-    // given: it leads nowhere, there is nothing to hide), so that callers who may not wipe
-    // learn nothing about which nodes exist.
-    let resolved = match crate::wipe::target::resolve_trusted(&shared.root, device.as_ref()) {
-        Err(e @ WipeError::Untrusted { .. }) => return Err(Error::from(e).context("StartWipe")),
-        r => r,
-    };
-    let shown = resolved
-        .as_ref()
-        .map_or_else(|_| device.clone(), |(n, _)| n.display().to_string());
-    let req = Request::start_wipe(&shown);
-    let uid = shared
+    let (caller, (resolved, method, options)) = shared
         .auth
-        .authorize(conn, header, &req, Some(&mut options))
-        .await?
-        .uid;
+        .guarded(conn, header, "StartWipe", options, |options| {
+            let (method, o) = parse_start_wipe(&options)?;
+            check_device("StartWipe", &device)?;
+            // The prompt names the node the links lead to (/dev/sdb, not /dev/disk/by-id/...),
+            // and the job opens that node and checks it is still that device. A path that
+            // names no block device is refused only after polkit (the details show it as
+            // given: it leads nowhere, there is nothing to hide), so that callers who may not
+            // wipe learn nothing about which nodes exist.
+            let resolved = match resolve_trusted(&shared.root, device.as_ref()) {
+                Err(e @ WipeError::Untrusted { .. }) => {
+                    return Err(Error::from(e).context("StartWipe"))
+                }
+                r => r,
+            };
+            let shown = resolved
+                .as_ref()
+                .map_or_else(|_| device.clone(), |(n, _)| n.display().to_string());
+            Ok(((resolved, method, o), Request::start_wipe(&shown)))
+        })
+        .await?;
     let (node, bound) = resolved.map_err(|e| Error::from(e).context("StartWipe"))?;
-    let (method, verify, keep_resync, resume) = parse_start_wipe(&options)?;
+    let uid = caller.uid;
     let req = crate::wipe::Request {
         device: node,
         method,
         options: crate::wipe::Options {
-            verify,
-            keep_resync,
-            resume,
             bound: Some(bound),
             owner: Some(crate::policy::process_owner(std::process::id())),
             started_by: StartedBy::Service { uid },
-            ..crate::wipe::Options::default()
+            ..options
         },
     };
     launch(shared, conn, &req, uid, "StartWipe")
@@ -474,31 +473,33 @@ async fn start_off_loop(
         .reserve(&req.device)
         .map_err(|r| busy(what, r))?;
     let (core, req, who) = (shared.core.clone(), req.clone(), what.to_string());
-    let started = tokio::task::spawn_blocking(move || {
-        let (handle, plan) = crate::wipe::start(&core.root, &req, |plan| {
-            // The node the probe resolved, when the path asked for led elsewhere.
-            if let Err(r) = reserved.also(&plan.device) {
-                return Err(StartErr::Bus(busy(&who, r)));
-            }
-            let dev = plan.device.display().to_string();
-            Ok(crate::wipe::Hooks {
-                leases: Arc::new(ServiceLeases(core.clone())),
-                on_progress: None,
-                on_complete: Some(Box::new(move |r| {
-                    let _ = done.send((r.is_ok(), crate::wipe::progress::summary(&dev, r)));
-                })),
-            })
-        })?;
-        let handle = Arc::new(handle);
-        let job = RunningJob {
-            device: plan.device.clone(),
-            handle: handle.clone(),
-        };
-        reserved.register(n, job);
-        Ok::<_, StartErr>((handle, plan))
-    })
-    .await
-    .map_err(|e| Error::Failed(format!("{what}: {e}")))?;
+    let started = shared
+        .wipe_worker
+        .run(move || {
+            let (handle, plan) = crate::wipe::start(&core.root, &req, |plan| {
+                // The node the probe resolved, when the path asked for led elsewhere.
+                if let Err(r) = reserved.also(&plan.device) {
+                    return Err(StartErr::Bus(busy(&who, r)));
+                }
+                let dev = plan.device.display().to_string();
+                Ok(crate::wipe::Hooks {
+                    leases: Arc::new(ServiceLeases(core.clone())),
+                    on_progress: None,
+                    on_complete: Some(Box::new(move |r| {
+                        let _ = done.send((r.is_ok(), crate::wipe::progress::summary(&dev, r)));
+                    })),
+                })
+            })?;
+            let handle = Arc::new(handle);
+            let job = RunningJob {
+                device: plan.device.clone(),
+                handle: handle.clone(),
+            };
+            reserved.register(n, job);
+            Ok::<_, StartErr>((handle, plan))
+        })
+        .await
+        .map_err(|e| Error::Failed(format!("{what}: {e}")))?;
     started.map_err(|e| match e {
         StartErr::Wipe(WipeError::Random(e)) => Error::Failed(format!("{what}: getrandom: {e}")),
         StartErr::Wipe(e) => Error::from(e).context(what),

@@ -1,7 +1,7 @@
 //! `org.mdpilot.MdPilot1.Manager` at `/org/mdpilot/MdPilot1/Manager`: global speed limits, resync priority
 //! leases, per-array limits, restore, wipe jobs. Thin: every change goes through the policy
 //! ([`crate::policy::Policy`]) and every mutating method first authorizes the caller
-//! ([`super::auth::Authority::authorize`]).
+//! ([`super::auth::Authority::guarded`]: every argument validated before polkit is asked).
 //!
 //! Leases taken with `AcquirePriority` are tied to the caller's unique bus name: the service
 //! watches `NameOwnerChanged` and calls [`Shared::release_owner`] when the name leaves the bus
@@ -14,7 +14,7 @@
 //! only (at most one `arrays` key per array of the machine), known options; the polkit details
 //! hold only the canonical (resolved) values.
 
-use super::auth::{check_own_pid, name_has_owner, take_interaction_flags, Request};
+use super::auth::{check_own_pid, name_has_owner, Request};
 use super::errors::{Error, Result};
 use super::options::{
     check_array_count, check_limits, check_word, no_options, parse_acquire, parse_restore,
@@ -42,7 +42,7 @@ pub struct Manager {
 /// StartWipe org.mdpilot.MdPilot1.wipe); options take auth.no_user_interaction (b).
 #[interface(name = "org.mdpilot.MdPilot1.Manager")]
 impl Manager {
-    /// Version of this D-Bus API: "1.3" (major changes break clients; minor ones add).
+    /// Version of this D-Bus API: "1.4" (major changes break clients; minor ones add).
     #[zbus(property(emits_changed_signal = "const"))]
     fn version(&self) -> String {
         super::API_VERSION.to_string()
@@ -74,12 +74,25 @@ impl Manager {
     fn original_speed_limit_max(&self) -> (bool, u64) {
         self.shared.props().original_speed_limit_max
     }
+    /// /proc/sys/dev/raid/sync_io_depth as the policy last read it: resync requests in flight
+    /// while an array is busy (Linux 6.16+); 0 where the kernel lacks it. Since 1.3.
+    #[zbus(property)]
+    fn sync_io_depth(&self) -> u64 {
+        self.shared.props().sync_io_depth
+    }
+    /// sync_io_depth saved before the first lease on it: (saved, requests); (false, 0) when
+    /// nothing is saved. Since 1.3.
+    #[zbus(property)]
+    fn original_sync_io_depth(&self) -> (bool, u64) {
+        self.shared.props().original_sync_io_depth
+    }
     /// Live leases, one a{sv} each with only the keys that are set: id (s), kind (s: client,
     /// installer, admin, wipe-job), owner-kind (s: bus-name = released when that client leaves
     /// the bus, pid = released when that process exits, holder = lives until released), owner
     /// (s: the unique bus name, the pid, or the holder id), min and max (t, KiB/s, global
-    /// speed_limit_min/max; present only when the lease sets them, 0 included), arrays
-    /// (a{sa{sv}}: kernel name -> {min t, max t}, each only when set), expires (t, µs since the
+    /// speed_limit_min/max; present only when the lease sets them, 0 included), io_depth (t,
+    /// global sync_io_depth, only when set; since 1.3), arrays
+    /// (a{sa{sv}}: kernel name -> {min t, max t, io_depth t}, each only when set), expires (t, µs since the
     /// epoch: when a timed lease, AcquirePriority's duration, ends by itself), taken (t, µs since
     /// the epoch: when the lease was first taken, kept when it is replaced; absent for leases
     /// recorded before the service kept it).
@@ -89,18 +102,21 @@ impl Manager {
     }
 
     /// Takes a lease on the resync speed limits. Leases combine in the policy: the most
-    /// yielding request wins (lowest min, lowest max); the saved originals come back when the
-    /// last lease goes. Options: min, max (t, KiB/s, global; present = that value, 0 included:
-    /// min 0 lets resync yield to all I/O, max 0 pauses it; absent = unset); arrays (a{sa{sv}}:
-    /// array -> {min t, max t}, per-array sync_speed_min/max, each key optional, present = that
+    /// yielding request wins (lowest min, lowest max, lowest io_depth); the saved originals come
+    /// back when the last lease goes. Options: min, max (t, KiB/s, global; present = that
+    /// value, 0 included: min 0 lets resync yield to all I/O, max 0 pauses it; absent = unset);
+    /// io_depth (t, global sync_io_depth: resync requests in flight while the array is busy,
+    /// Linux 6.16+; 0 is written as 1; not written, and no error, on kernels without it);
+    /// arrays (a{sa{sv}}: array -> {min t, max t, io_depth t}, per-array sync_speed_min/max and
+    /// sync_io_depth, each key optional, present = that
     /// value; md rejects 0 there, so a per-array 0 is written as 1 KiB/s; arrays are named as
     /// users type them: md0, /dev/md0, /dev/md/root, md/root or the metadata name);
     /// kind (s: client, installer, admin, wipe-job); holder (s: a named lease that outlives
     /// this connection, id = holder); pid (u: the lease lives while that process does: the
     /// caller's own process or one of its descendants);
     /// duration (t, seconds: the service releases the lease by itself that long after it was
-    /// taken, also across a restart; its end is the lease's expires in Leases). No min, max
-    /// nor arrays: the install policy (global min = the config's install_min, default 0).
+    /// taken, also across a restart; its end is the lease's expires in Leases). No min, max,
+    /// io_depth nor arrays: the install policy (global min = the config's install_min, default 0).
     /// Without holder and pid the lease is tied to the caller's bus name and released when it
     /// leaves the bus. Returns the lease id. Errors: NotAuthorized; InvalidArgument (unknown
     /// option, wrong type, min above max, pid 0 or not the caller's own or a descendant, holder
@@ -110,24 +126,31 @@ impl Manager {
     #[zbus(out_args("lease_id"))]
     async fn acquire_priority(
         &self,
-        mut options: Options,
+        options: Options,
         #[zbus(header)] header: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
         #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
     ) -> Result<String> {
-        let flags = take_interaction_flags("AcquirePriority", &mut options)?;
-        let o = self.acquire_options(&options)?;
-        if let Some(p) = o.pid {
-            check_own_pid(conn, &header, p).await?;
-        }
-        let arrays: Vec<String> = o.arrays.keys().cloned().collect();
-        let req = Request::acquire_priority(&arrays);
-        let sender = self
+        let hdr = &header;
+        let (caller, o) = self
             .shared
             .auth
-            .authorize_with(conn, &header, &req, flags)
-            .await?
-            .sender;
+            .guarded_async(
+                conn,
+                hdr,
+                "AcquirePriority",
+                options,
+                |options| async move {
+                    let o = self.acquire_options(&options)?;
+                    if let Some(p) = o.pid {
+                        check_own_pid(conn, hdr, p).await?;
+                    }
+                    let arrays: Vec<String> = o.arrays.keys().cloned().collect();
+                    Ok((o, Request::acquire_priority(&arrays)))
+                },
+            )
+            .await?;
+        let sender = caller.sender;
         // Without holder and pid the policy records the caller's unique name as the owner; the
         // service drops the lease when that name leaves the bus (Shared::release_owner). A pid
         // is recorded with its start time, so a reused pid does not keep the lease.
@@ -203,23 +226,25 @@ impl Manager {
         array: String,
         min: u64,
         max: u64,
-        mut options: Options,
+        options: Options,
         #[zbus(header)] header: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
         #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
     ) -> Result<()> {
-        let flags = take_interaction_flags("SetArraySpeedLimits", &mut options)?;
-        no_options("SetArraySpeedLimits", &options)?;
-        check_word("SetArraySpeedLimits", "array", &array)?;
-        let limits = check_limits(&format!("SetArraySpeedLimits {array}"), min, max)?;
-        let array = self
+        let (_, (array, limits)) = self
             .shared
-            .resolve_array(&array)
-            .map_err(|e| Error::NoSuchArray(format!("SetArraySpeedLimits: {e}")))?;
-        let req = Request::set_array_speed_limits(&array);
-        self.shared
             .auth
-            .authorize_with(conn, &header, &req, flags)
+            .guarded(conn, &header, "SetArraySpeedLimits", options, |options| {
+                no_options("SetArraySpeedLimits", &options)?;
+                check_word("SetArraySpeedLimits", "array", &array)?;
+                let limits = check_limits(&format!("SetArraySpeedLimits {array}"), min, max)?;
+                let array = self
+                    .shared
+                    .resolve_array(&array)
+                    .map_err(|e| Error::NoSuchArray(format!("SetArraySpeedLimits: {e}")))?;
+                let req = Request::set_array_speed_limits(&array);
+                Ok(((array, limits), req))
+            })
             .await?;
         let holder = crate::policy::Holder::array_admin(&array).to_string();
         let what = format!("SetArraySpeedLimits {array}");
@@ -246,17 +271,17 @@ impl Manager {
     /// Busy (a wipe job holds a freeze); Failed.
     async fn restore_limits(
         &self,
-        mut options: Options,
+        options: Options,
         #[zbus(header)] header: Header<'_>,
         #[zbus(connection)] conn: &zbus::Connection,
         #[zbus(signal_emitter)] emitter: SignalEmitter<'_>,
     ) -> Result<()> {
-        let flags = take_interaction_flags("RestoreLimits", &mut options)?;
-        let defaults = parse_restore(&options)?;
-        let req = Request::restore_limits();
-        self.shared
+        let (_, defaults) = self
+            .shared
             .auth
-            .authorize_with(conn, &header, &req, flags)
+            .guarded(conn, &header, "RestoreLimits", options, |options| {
+                Ok((parse_restore(&options)?, Request::restore_limits()))
+            })
             .await?;
         match off_thread(&self.shared, "RestoreLimits", |s| s.policy.show()).await {
             Ok(view) => refuse_while_frozen(&self.shared, &view)?,
@@ -279,18 +304,28 @@ impl Manager {
     /// has a /dev node and a size above 0, sorted by name (optical and floppy drives are left
     /// out: opening them can move a tray). reason is what StartWipe would answer (mounted,
     /// swap, held by an array or a mapping, backing /, a job already on it, not a block
-    /// device); "" when accepted. Each device is planned as a zero wipe: a method the device
-    /// cannot do (discard) may still be NotSupported at StartWipe. Reads only, like the
-    /// properties: open to every caller. Options: auth.no_user_interaction (b), ignored;
-    /// nothing else yet. Errors: InvalidArgument (an option); Failed.
+    /// device), or that the device is not answering (its probe took longer than 2 s: storage
+    /// that stopped answering); "" when accepted. Each device is planned as a zero wipe: a
+    /// method the device cannot do (discard) may still be NotSupported at StartWipe. Reads
+    /// only, like the properties: open to every caller, and changes nothing. Bounded: one call
+    /// per caller at a time, and answers up to 3 s old come from memory. Options:
+    /// auth.no_user_interaction (b), ignored; nothing else yet. Errors: InvalidArgument (an
+    /// option); Busy (a call of this caller is already running); Failed.
     #[zbus(out_args("candidates"))]
-    async fn wipe_candidates(&self, mut options: Options) -> Result<Vec<(String, bool, String)>> {
+    async fn wipe_candidates(
+        &self,
+        mut options: Options,
+        #[zbus(header)] header: Header<'_>,
+    ) -> Result<Vec<(String, bool, String)>> {
         options.remove("auth.no_user_interaction");
         no_options("WipeCandidates", &options)?;
-        let shared = self.shared.clone();
-        tokio::task::spawn_blocking(move || wipe_candidates(&shared))
-            .await
-            .map_err(|e| Error::Failed(format!("WipeCandidates: {e}")))
+        let caller = header.sender().map(|s| s.to_string()).unwrap_or_default();
+        let list = self
+            .shared
+            .candidates
+            .list(&self.shared.root, &caller)
+            .await?;
+        Ok(mark_busy(&self.shared, list))
     }
 
     /// Starts wiping a block device; returns the job object
@@ -321,23 +356,23 @@ impl Manager {
     async fn release(
         &self,
         lease_id: String,
-        mut options: Options,
+        options: Options,
         header: &Header<'_>,
         conn: &zbus::Connection,
         emitter: &SignalEmitter<'_>,
     ) -> Result<()> {
-        let flags = take_interaction_flags("ReleasePriority", &mut options)?;
-        no_options("ReleasePriority", &options)?;
-        check_word("ReleasePriority", "lease id", &lease_id)?;
-        // A wipe job's or a check's lease ends with its job or check, a client's with that
-        // client: refused by name, before polkit is asked.
-        crate::policy::Holder::parse(&lease_id)
-            .may_release(header.sender().map(|s| s.as_str()))
-            .map_err(|e| Error::InvalidArgument(format!("ReleasePriority: {e}")))?;
-        let req = Request::release_priority();
         self.shared
             .auth
-            .authorize_with(conn, header, &req, flags)
+            .guarded(conn, header, "ReleasePriority", options, |options| {
+                no_options("ReleasePriority", &options)?;
+                check_word("ReleasePriority", "lease id", &lease_id)?;
+                // A wipe job's or a check's lease ends with its job or check, a client's with
+                // that client: refused by name, before polkit is asked.
+                crate::policy::Holder::parse(&lease_id)
+                    .may_release(header.sender().map(|s| s.as_str()))
+                    .map_err(|e| Error::InvalidArgument(format!("ReleasePriority: {e}")))?;
+                Ok(((), Request::release_priority()))
+            })
             .await?;
         let id = lease_id.clone();
         let view = off_thread(&self.shared, "ReleasePriority", move |s| {
@@ -385,19 +420,22 @@ impl Manager {
     }
 }
 
-/// Runs the policy operation `f` on tokio's blocking pool, never on the service's one thread:
-/// the policy lock (`flock`, which a `mdpilot policy` command or a stalled kernel write may
-/// hold) and the knob writes block, and every other D-Bus call (a property `Get`, `Version`)
+/// Runs the policy operation `f` on the policy's own worker ([`crate::shared::State::policy_worker`]),
+/// never on the service's one thread nor on tokio's shared blocking pool: the policy lock
+/// (`flock`, which a `mdpilot policy` command or a stalled kernel write may hold) and the knob
+/// writes block, and every other D-Bus call (a property `Get`, `Version`, a wipe or a check)
 /// must still be answered meanwhile. The error names `what` (the method).
 ///
-/// Errors: the policy's ([`Error::from`] a [`PolicyError`]); `Failed` when the task panicked.
+/// Errors: the policy's ([`Error::from`] a [`PolicyError`]); `Failed` when the worker is gone.
 async fn off_thread<T: Send + 'static>(
     shared: &Arc<Shared>,
     what: &str,
     f: impl FnOnce(&Shared) -> std::result::Result<T, PolicyError> + Send + 'static,
 ) -> Result<T> {
     let s = shared.clone();
-    tokio::task::spawn_blocking(move || f(&s))
+    shared
+        .policy_worker
+        .run(move || f(&s))
         .await
         .map_err(|e| Error::Failed(format!("{what}: {e}")))?
         .map_err(|e| Error::from(e).context(what))
@@ -487,9 +525,13 @@ fn refuse_while_jobs_run(shared: &Shared) -> Result<()> {
     )))
 }
 
-/// [`crate::wipe::candidates::list`], with the devices a job
-/// of this service is wiping refused as `StartWipe` would: `(device, accepted, reason)`.
-fn wipe_candidates(shared: &Shared) -> Vec<(String, bool, String)> {
+/// `list` ([`super::candidates::Candidates::list`]) with the devices a job of this service is
+/// wiping refused as `StartWipe` would: `(device, accepted, reason)`. Path work only (links
+/// resolved, no device opened).
+fn mark_busy(
+    shared: &Shared,
+    list: Vec<crate::wipe::candidates::Candidate>,
+) -> Vec<(String, bool, String)> {
     let busy: Vec<std::path::PathBuf> = shared
         .jobs
         .lock()
@@ -498,8 +540,7 @@ fn wipe_candidates(shared: &Shared) -> Vec<(String, bool, String)> {
         .filter(|j| !j.handle.is_finished())
         .map(|j| j.device.clone())
         .collect();
-    crate::wipe::candidates::list(&shared.root)
-        .into_iter()
+    list.into_iter()
         .map(|c| {
             let name = c.device.trim_start_matches("/dev/");
             let real = std::fs::canonicalize(shared.root.dev(name)).ok();

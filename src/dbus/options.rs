@@ -2,7 +2,8 @@
 //! errors the bus sees (`InvalidArgument`, naming the method, the option and what it wants).
 //!
 //! Limits are KiB/s (`/proc/sys/dev/raid/speed_limit_{min,max}`,
-//! `/sys/block/mdN/md/sync_speed_{min,max}`, kernel Documentation/admin-guide/md.rst).
+//! `/sys/block/mdN/md/sync_speed_{min,max}`, kernel Documentation/admin-guide/md.rst); `io_depth`
+//! is `sync_io_depth`, resync requests in flight (Linux 6.16+, `drivers/md/md.c`).
 
 use super::errors::{Error, Result};
 use crate::policy::{LeaseKind, Limits};
@@ -73,7 +74,8 @@ pub fn check_array_count(method: &str, opts: &Options, known: usize) -> Result<(
 pub fn no_options(method: &str, opts: &Options) -> Result<()> {
     match opts.keys().next() {
         Some(k) => Err(Error::InvalidArgument(format!(
-            "{method}: unknown option {k:?}"
+            "{method}: unknown option {}",
+            shown(k)
         ))),
         None => Ok(()),
     }
@@ -132,6 +134,7 @@ pub fn check_limits(what: &str, min: u64, max: u64) -> Result<Limits> {
         Limits {
             min: nonzero(min),
             max: nonzero(max),
+            io_depth: None,
         },
     )
 }
@@ -182,8 +185,10 @@ fn opt_str(opts: &Options, key: &str) -> Result<Option<String>> {
 /// - `min`, `max` (t, KiB/s): global `speed_limit_{min,max}`. PRESENT means that value, 0
 ///   included (`min` 0: resync yields to all other I/O; `max` 0 pauses resync); absent = not
 ///   set by this lease.
-/// - `arrays` (a{sa{sv}}): per-array `sync_speed_{min,max}`: `{"md0": {"min": t, "max": t}}`,
-///   each key optional, present = that value, 0 included (the kernel rejects 0 in
+/// - `io_depth` (t, requests): global `sync_io_depth` (Linux 6.16+; 0 is written as 1; never
+///   written, and no error, on a kernel without it).
+/// - `arrays` (a{sa{sv}}): per-array `sync_speed_{min,max}` and `sync_io_depth`:
+///   `{"md0": {"min": t, "max": t, "io_depth": t}}`, each key optional, present = that value, 0 included (the kernel rejects 0 in
 ///   `sync_speed_{min,max}`; the policy writes a per-array 0 as 1 KiB/s, the slowest md allows).
 ///   Arrays are named as users type them ([`crate::array_names::resolve_array`]; the caller resolves).
 /// - `kind` (s): `client` (default; also `dbus-client`), `installer`, `admin`, `wipe-job`.
@@ -192,7 +197,7 @@ fn opt_str(opts: &Options, key: &str) -> Result<Option<String>> {
 /// - `duration` (t): seconds until the lease is released by itself (0 and more than
 ///   [`crate::units::MAX_DURATION_S`], 3650 days, are rejected).
 ///
-/// No `min`, `max` nor `arrays` at all = the install policy: global min `install.0`
+/// No `min`, `max`, `io_depth` nor `arrays` at all = the install policy: global min `install.0`
 /// (the config's `install_min`, default 0) and max `install.1` (`install_max`).
 ///
 /// Errors: `InvalidArgument` for unknown options, wrong types, min above max, pid 0, a
@@ -204,6 +209,7 @@ pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<Acqu
         Limits {
             min: opt_u64(opts, "min")?,
             max: opt_u64(opts, "max")?,
+            io_depth: opt_u64(opts, "io_depth")?,
         },
     )?;
     let kind = acquire_kind(opts)?;
@@ -216,6 +222,7 @@ pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<Acqu
         global = Limits {
             min: Some(install.0),
             max: install.1,
+            io_depth: None,
         };
     }
     let holder = opt_str(opts, "holder")?;
@@ -243,16 +250,16 @@ pub fn parse_acquire(opts: &Options, install: (u64, Option<u64>)) -> Result<Acqu
     })
 }
 
-/// AcquirePriority's option keys: `min`, `max`, `arrays`, `kind`, `holder`, `pid`,
-/// `duration`, nothing else.
+/// AcquirePriority's option keys: `min`, `max`, `io_depth`, `arrays`, `kind`, `holder`,
+/// `pid`, `duration`, nothing else.
 ///
 /// Errors: `InvalidArgument` naming the first unknown key (bounded, [`shown`]).
 fn acquire_keys_known(opts: &Options) -> Result<()> {
-    const KNOWN: &str = "min, max, arrays, kind, holder, pid, duration";
+    const KNOWN: &str = "min, max, io_depth, arrays, kind, holder, pid, duration";
     match opts.keys().find(|k| {
         !matches!(
             k.as_str(),
-            "min" | "max" | "arrays" | "kind" | "holder" | "pid" | "duration"
+            "min" | "max" | "io_depth" | "arrays" | "kind" | "holder" | "pid" | "duration"
         )
     }) {
         Some(k) => Err(Error::InvalidArgument(format!(
@@ -282,7 +289,7 @@ fn acquire_kind(opts: &Options) -> Result<LeaseKind> {
     })
 }
 
-/// The `arrays` option (`a{sa{sv}}`: array as the caller named it -> `{min t, max t}`, at
+/// The `arrays` option (`a{sa{sv}}`: array as the caller named it -> `{min t, max t, io_depth t}`, at
 /// least one of the two), not yet resolved to kernel names.
 ///
 /// Errors: `InvalidArgument` (wrong type, a bad array word, an unknown per-array key, neither
@@ -302,9 +309,12 @@ fn acquire_arrays(v: &Value<'_>) -> Result<BTreeMap<String, Limits>> {
     for (a, l) in m {
         check_word("AcquirePriority", "array", &a)?;
         let what = format!("AcquirePriority {a}");
-        if let Some(k) = l.keys().find(|k| !matches!(k.as_str(), "min" | "max")) {
+        if let Some(k) = l
+            .keys()
+            .find(|k| !matches!(k.as_str(), "min" | "max" | "io_depth"))
+        {
             return Err(Error::InvalidArgument(format!(
-                "{what}: unknown per-array option {} (known: min, max)",
+                "{what}: unknown per-array option {} (known: min, max, io_depth)",
                 shown(k)
             )));
         }
@@ -313,11 +323,12 @@ fn acquire_arrays(v: &Value<'_>) -> Result<BTreeMap<String, Limits>> {
             Limits {
                 min: opt_u64(&l, "min").map_err(|e| e.context(&what))?,
                 max: opt_u64(&l, "max").map_err(|e| e.context(&what))?,
+                io_depth: opt_u64(&l, "io_depth").map_err(|e| e.context(&what))?,
             },
         )?;
         if l.is_empty() {
             return Err(Error::InvalidArgument(format!(
-                "{what}: give a min or a max"
+                "{what}: give a min, a max or an io_depth"
             )));
         }
         arrays.insert(a, l);
@@ -364,43 +375,66 @@ pub fn check_holder(h: &str) -> Result<()> {
     }
 }
 
-/// StartWipe's options: `method` (s: zero (default), random, discard, zeroout, signatures),
-/// `verify` (b), `keep-resync` (b), `resume` (b: continue the device's checkpoint of an
-/// interrupted wipe; its method, key and verify choice win). Returns
-/// `(method, verify, keep_resync, resume)`.
+/// The longest device path StartWipe takes, in bytes: `PATH_MAX` (4096, with its NUL), as
+/// `open(2)` would refuse a longer one with `ENAMETOOLONG`.
+pub const MAX_DEVICE_BYTES: usize = 4095;
+
+/// Refuses a StartWipe `device` that cannot be a path a person should see in a prompt: empty,
+/// longer than [`MAX_DEVICE_BYTES`], or holding control characters (a newline would forge a
+/// line of the admin's polkit prompt, an escape sequence repaint the terminal).
 ///
-/// Errors: `InvalidArgument` for unknown options, wrong types or an unknown method.
-pub fn parse_start_wipe(opts: &Options) -> Result<(Method, bool, bool, bool)> {
+/// Errors: `InvalidArgument` naming `method` and at most 64 characters of the device.
+pub fn check_device(method: &str, device: &str) -> Result<()> {
+    let why = if device.is_empty() {
+        "is empty"
+    } else if device.len() > MAX_DEVICE_BYTES {
+        "is longer than PATH_MAX"
+    } else if device.chars().any(char::is_control) {
+        "contains control characters"
+    } else {
+        return Ok(());
+    };
+    Err(Error::InvalidArgument(format!(
+        "{method}: device {} ({} bytes) {why}",
+        shown(device),
+        device.len()
+    )))
+}
+
+/// StartWipe's options as the wipe core takes them: `method` (s: zero (default), random,
+/// discard, zeroout, signatures; [`Method::from_name`]), `verify` (b), `keep-resync` (b),
+/// `resume` (b: continue the device's checkpoint of an interrupted wipe; its method, key and
+/// verify choice win). Every other field of the returned [`crate::wipe::Options`] is its
+/// default: the caller adds the bound device, the owner and who started the job.
+///
+/// Errors: `InvalidArgument` for unknown options, wrong types or an unknown method (naming at
+/// most 64 characters of the key or the word).
+pub fn parse_start_wipe(opts: &Options) -> Result<(Method, crate::wipe::Options)> {
     let mut method = Method::Zero;
-    let (mut verify, mut keep, mut resume) = (false, false, false);
+    let mut o = crate::wipe::Options::default();
     for (k, v) in opts {
         match (k.as_str(), &**v) {
             ("method", Value::Str(s)) => {
-                method = match s.as_str() {
-                    "zero" => Method::Zero,
-                    "random" => Method::Random,
-                    "discard" => Method::Discard,
-                    "zeroout" => Method::Zeroout,
-                    "signatures" => Method::Signatures,
-                    other => {
-                        return Err(Error::InvalidArgument(format!(
-                        "StartWipe: method {other:?} is not zero, random, discard, zeroout or signatures"
-                    )))
-                    }
-                }
+                method = Method::from_name(s.as_str()).ok_or_else(|| {
+                    Error::InvalidArgument(format!(
+                        "StartWipe: method {} is not zero, random, discard, zeroout or signatures",
+                        shown(s.as_str())
+                    ))
+                })?;
             }
-            ("verify", Value::Bool(b)) => verify = *b,
-            ("keep-resync", Value::Bool(b)) => keep = *b,
-            ("resume", Value::Bool(b)) => resume = *b,
+            ("verify", Value::Bool(b)) => o.verify = *b,
+            ("keep-resync", Value::Bool(b)) => o.keep_resync = *b,
+            ("resume", Value::Bool(b)) => o.resume = *b,
             _ => {
                 return Err(Error::InvalidArgument(format!(
-                    "StartWipe: unknown option {k:?} or wrong type {} (known: method s, verify b, keep-resync b, resume b)",
+                    "StartWipe: unknown option {} or wrong type {} (known: method s, verify b, keep-resync b, resume b)",
+                    shown(k),
                     v.value_signature()
                 )))
             }
         }
     }
-    Ok((method, verify, keep, resume))
+    Ok((method, o))
 }
 
 #[cfg(test)]
@@ -439,7 +473,8 @@ mod tests {
             o.global,
             Limits {
                 min: Some(0),
-                max: None
+                max: None,
+                io_depth: None,
             }
         );
         let o = parse_acquire(&opts(&[("max", Value::U64(0))]), INSTALL).unwrap();
@@ -447,7 +482,8 @@ mod tests {
             o.global,
             Limits {
                 min: None,
-                max: Some(0)
+                max: Some(0),
+                io_depth: None,
             }
         );
         // min 0 below max 0 is fine; min above max is not.
@@ -465,7 +501,8 @@ mod tests {
             o.global,
             Limits {
                 min: Some(0),
-                max: None
+                max: None,
+                io_depth: None,
             }
         );
         assert_eq!(o.kind, LeaseKind::DbusClient);
@@ -481,7 +518,8 @@ mod tests {
             o.global,
             Limits {
                 min: Some(7),
-                max: Some(900)
+                max: Some(900),
+                io_depth: None,
             }
         );
         assert_eq!(o.holder.as_deref(), Some("installer"));
@@ -532,7 +570,8 @@ mod tests {
             o.arrays["md1"],
             Limits {
                 min: Some(10),
-                max: Some(20)
+                max: Some(20),
+                io_depth: None,
             }
         );
         // An absent key is unset; the global limits stay unset (no install policy then).
@@ -553,7 +592,8 @@ mod tests {
             o.arrays["md1"],
             Limits {
                 min: Some(0),
-                max: Some(0)
+                max: Some(0),
+                io_depth: None,
             }
         );
         for bad in [
@@ -611,21 +651,41 @@ mod tests {
     }
 
     #[test]
+    fn devices_a_prompt_may_show() {
+        check_device("M", "/dev/sdb").unwrap();
+        check_device("M", &format!("/dev/{}", "x".repeat(MAX_DEVICE_BYTES - 5))).unwrap();
+        for d in [
+            String::new(),
+            format!("/dev/{}", "x".repeat(MAX_DEVICE_BYTES)),
+            "/dev/sdb\nApproved".to_string(),
+            "/dev/sdb\u{1b}[2K".to_string(),
+            "/dev/sdb\u{85}".to_string(),
+        ] {
+            let e = check_device("StartWipe", &d).unwrap_err();
+            assert!(
+                matches!(&e, Error::InvalidArgument(m) if m.len() < 200),
+                "{e:?}"
+            );
+        }
+    }
+
+    #[test]
     fn start_wipe_options() {
-        assert_eq!(
-            parse_start_wipe(&opts(&[])).unwrap(),
-            (Method::Zero, false, false, false)
+        let (m, o) = parse_start_wipe(&opts(&[])).unwrap();
+        assert_eq!(m, Method::Zero);
+        assert!(
+            !o.verify && !o.keep_resync && !o.resume && o.bound.is_none(),
+            "{o:?}"
         );
-        assert_eq!(
-            parse_start_wipe(&opts(&[
-                ("method", Value::from("random")),
-                ("verify", Value::Bool(true)),
-                ("keep-resync", Value::Bool(true)),
-                ("resume", Value::Bool(true)),
-            ]))
-            .unwrap(),
-            (Method::Random, true, true, true)
-        );
+        let (m, o) = parse_start_wipe(&opts(&[
+            ("method", Value::from("random")),
+            ("verify", Value::Bool(true)),
+            ("keep-resync", Value::Bool(true)),
+            ("resume", Value::Bool(true)),
+        ]))
+        .unwrap();
+        assert_eq!(m, Method::Random);
+        assert!(o.verify && o.keep_resync && o.resume, "{o:?}");
         for o in [
             opts(&[("method", Value::from("shred"))]),
             opts(&[("method", Value::U32(1))]),

@@ -177,12 +177,14 @@ mod tests {
                 global: Limits {
                     min: Some(0),
                     max: None,
+                    io_depth: None,
                 },
                 arrays: std::collections::BTreeMap::from([(
                     "md1".to_string(),
                     Limits {
                         min: None,
                         max: Some(5000),
+                        io_depth: None,
                     },
                 )]),
             }],

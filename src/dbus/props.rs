@@ -6,7 +6,7 @@
 //! `org.freedesktop.DBus.Properties.PropertiesChanged` with only the values that differ.
 
 use crate::model::MdStat;
-use crate::policy::{LeaseKind, LeaseView, Owner, PolicyView};
+use crate::policy::{Bound, LeaseKind, LeaseView, Limits, Owner, PolicyView};
 use std::collections::{BTreeMap, HashMap};
 use zbus::object_server::SignalEmitter;
 use zbus::zvariant::{OwnedValue, Value};
@@ -77,8 +77,10 @@ pub struct LeaseEntry {
     pub min: Option<u64>,
     /// Global `speed_limit_max`.
     pub max: Option<u64>,
-    /// Per-array `(sync_speed_min, sync_speed_max)` by kernel name.
-    pub arrays: BTreeMap<String, (Option<u64>, Option<u64>)>,
+    /// Global `sync_io_depth` (requests in flight; Linux 6.16+).
+    pub io_depth: Option<u64>,
+    /// Per-array `sync_speed_min`, `sync_speed_max` and `sync_io_depth` by kernel name.
+    pub arrays: BTreeMap<String, Limits>,
     /// µs since the epoch when a timed lease (`AcquirePriority`'s `duration`, `policy apply
     /// --for`) ends by itself (the policy's `expires_unix_s` × 10⁶); `None` (key absent) for
     /// leases without an end.
@@ -118,18 +120,16 @@ impl LeaseEntry {
             owner,
             min: l.global.min,
             max: l.global.max,
-            arrays: l
-                .arrays
-                .iter()
-                .map(|(k, v)| (k.clone(), (v.min, v.max)))
-                .collect(),
+            io_depth: l.global.io_depth,
+            arrays: l.arrays.clone(),
             expires: l.expires_unix_s.map(|s| s.saturating_mul(1_000_000)),
             taken: l.taken_unix_s.map(|s| s.saturating_mul(1_000_000)),
         }
     }
 
-    /// The `a{sv}` form: `id` s, `kind` s, `owner-kind` s, `owner` s always; `min` t and `max` t
-    /// only when set; `arrays` a{sa{sv}} (per array `min`/`max` t only when set) only when the
+    /// The `a{sv}` form: `id` s, `kind` s, `owner-kind` s, `owner` s always; `min` t, `max` t
+    /// and `io_depth` t only when set; `arrays` a{sa{sv}} (per array `min`/`max`/`io_depth` t
+    /// only when set) only when the
     /// lease has per-array limits; `expires` t only for a lease with an expiry; `taken` t only
     /// when the policy knows when the lease was taken.
     pub fn to_dict(&self) -> LeaseDict {
@@ -144,18 +144,18 @@ impl LeaseEntry {
         if let Some(v) = self.max {
             put(&mut d, "max", Value::U64(v));
         }
+        if let Some(v) = self.io_depth {
+            put(&mut d, "io_depth", Value::U64(v));
+        }
         if !self.arrays.is_empty() {
             let arrays: HashMap<String, HashMap<String, Value<'_>>> = self
                 .arrays
                 .iter()
-                .map(|(a, (mn, mx))| {
-                    let mut l = HashMap::new();
-                    if let Some(v) = mn {
-                        l.insert("min".to_string(), Value::U64(*v));
-                    }
-                    if let Some(v) = mx {
-                        l.insert("max".to_string(), Value::U64(*v));
-                    }
+                .map(|(a, lim)| {
+                    let l = Bound::ALL
+                        .into_iter()
+                        .filter_map(|b| Some((b.as_str().to_string(), Value::U64(lim.get(b)?))))
+                        .collect();
                     (a.clone(), l)
                 })
                 .collect();
@@ -187,7 +187,12 @@ impl LeaseEntry {
             .into_iter()
             .map(|(a, l)| {
                 let t = |k: &str| l.get(k).and_then(|v| u64::try_from(&**v).ok());
-                (a, (t("min"), t("max")))
+                let limits = Limits {
+                    min: t("min"),
+                    max: t("max"),
+                    io_depth: t("io_depth"),
+                };
+                (a, limits)
             })
             .collect();
         LeaseEntry {
@@ -197,6 +202,7 @@ impl LeaseEntry {
             owner: s("owner"),
             min: t("min"),
             max: t("max"),
+            io_depth: t("io_depth"),
             arrays,
             expires: t("expires"),
             taken: t("taken"),
@@ -221,6 +227,11 @@ pub struct ManagerProps {
     pub original_speed_limit_min: (bool, u64),
     /// Saved original `speed_limit_max` while leases live: `(saved?, KiB/s)`.
     pub original_speed_limit_max: (bool, u64),
+    /// `/proc/sys/dev/raid/sync_io_depth` as the policy last read it; 0 where the kernel lacks
+    /// it (before 6.16).
+    pub sync_io_depth: u64,
+    /// Saved original `sync_io_depth` while a lease sets it: `(saved?, requests)`.
+    pub original_sync_io_depth: (bool, u64),
     /// Live leases.
     pub leases: Vec<LeaseEntry>,
 }
@@ -234,6 +245,8 @@ impl ManagerProps {
             speed_limit_max: view.speed_limit_max.or(model.speed_limit_max).unwrap_or(0),
             original_speed_limit_min: saved(view.originals.speed_limit_min),
             original_speed_limit_max: saved(view.originals.speed_limit_max),
+            sync_io_depth: view.sync_io_depth.unwrap_or(0),
+            original_sync_io_depth: saved(view.originals.sync_io_depth),
             leases: view.leases.iter().map(LeaseEntry::from_view).collect(),
         }
     }
@@ -259,6 +272,8 @@ impl ManagerProps {
             speed_limit_min => "SpeedLimitMin", speed_limit_max => "SpeedLimitMax",
             original_speed_limit_min => "OriginalSpeedLimitMin",
             original_speed_limit_max => "OriginalSpeedLimitMax",
+            sync_io_depth => "SyncIoDepth",
+            original_sync_io_depth => "OriginalSyncIoDepth",
         );
         if old.leases != new.leases {
             if let Ok(v) = OwnedValue::try_from(Value::from(new.lease_dicts())) {
@@ -272,7 +287,7 @@ impl ManagerProps {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::policy::{GlobalOriginals, Limits};
+    use crate::policy::GlobalOriginals;
 
     fn lease(holder: &str, kind: LeaseKind, owner: Owner) -> LeaseView {
         LeaseView {
@@ -282,12 +297,14 @@ mod tests {
             global: Limits {
                 min: Some(0),
                 max: None,
+                io_depth: None,
             },
             arrays: BTreeMap::from([(
                 "md1".to_string(),
                 Limits {
                     min: None,
                     max: Some(500),
+                    io_depth: None,
                 },
             )]),
             dead: false,
@@ -301,9 +318,11 @@ mod tests {
             state_path: "/run/mdpilot/policy.toml".into(),
             speed_limit_min: Some(0),
             speed_limit_max: None,
+            sync_io_depth: None,
             originals: GlobalOriginals {
                 speed_limit_min: Some(1000),
                 speed_limit_max: None,
+                sync_io_depth: None,
             },
             leases,
             arrays: BTreeMap::new(),

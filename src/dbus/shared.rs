@@ -4,6 +4,7 @@
 //! Derefs to [`State`], so the objects read `shared.policy`, `shared.root` directly.
 
 use super::auth::Authority;
+use super::candidates::Candidates;
 use super::props::{emit_changed, ManagerProps};
 use super::{BusChoice, MANAGER_IFACE};
 use crate::policy::PolicyView;
@@ -22,6 +23,8 @@ pub struct Shared {
     pub auth: Arc<Authority>,
     /// Published manager properties.
     pub props: Mutex<ManagerProps>,
+    /// `WipeCandidates`, bounded (one call per caller, a cache, a probe pool of its own).
+    pub candidates: Candidates,
 }
 
 impl std::ops::Deref for Shared {
@@ -45,6 +48,7 @@ impl Shared {
             auth: Arc::new(Authority::new(bus.clone())),
             bus,
             props: Mutex::new(props),
+            candidates: Candidates::new(),
         }
     }
 

@@ -5,7 +5,9 @@ use super::families::{
     esc, int, Builder, Labels, Value, ARRAY_STATES, CONSISTENCY_POLICIES, SYNC_ACTIONS,
     WRITE_INTENT_BITMAPS,
 };
-use crate::model::{Array, ArrayState, ArrayWarning, HeaderState, MemberFlag, SyncAction};
+use crate::model::{
+    Array, ArrayState, ArrayWarning, HeaderState, MemberRole, MemberState, SyncAction,
+};
 
 /// One series per word of `known` (1 for `cur`, 0 for the others) in the family `fam` with the
 /// label `key`, plus a series for `cur` when it is not in `known`.
@@ -41,7 +43,8 @@ pub fn array(b: &mut Builder, a: &Array, global_min_kib_s: Option<u64>) {
     let sys = a.sysfs.as_ref();
     let name = esc(&a.name);
     let arr = || -> Labels { vec![("array", name.clone())] };
-    let level = a.level().unwrap_or("");
+    let level = a.level().map(|l| l.to_string()).unwrap_or_default();
+    let level = level.as_str();
     let metadata = sys
         .and_then(|s| s.metadata_version.as_deref())
         .or(a.metadata.as_deref())
@@ -54,7 +57,7 @@ pub fn array(b: &mut Builder, a: &Array, global_min_kib_s: Option<u64>) {
             ("metadata", esc(metadata)),
             (
                 "uuid",
-                esc(sys.and_then(|s| s.uuid.as_deref()).unwrap_or("")),
+                esc(&a.uuid().map(|u| u.to_string()).unwrap_or_default()),
             ),
         ],
         Value::Int(1),
@@ -169,36 +172,34 @@ fn limits(b: &mut Builder, a: &Array, name: &str) {
     }
 }
 
-/// `mdpilot_array_members`: members by state, from the mdstat member list and `[UU_]`.
+/// `mdpilot_array_members`: members by role ([`Array::members_with_roles`]: active = in sync,
+/// rebuilding, spare, faulty, journal), write-mostly ones, and `down`: the `_` slots of `[UU_]`
+/// (empty or not yet in sync). An array that is not active (mdstat's header) has no active
+/// member.
 fn members(b: &mut Builder, a: &Array, name: &str) {
-    let count = |f: MemberFlag| a.members.iter().filter(|m| m.flags.contains(&f)).count() as u64;
-    let active = match (a.state, a.active_disks) {
-        (HeaderState::Active, Some(n)) => u64::from(n),
-        (HeaderState::Active, None) => a
-            .members
-            .iter()
-            .filter(|m| {
-                !m.flags.iter().any(|f| {
-                    matches!(
-                        f,
-                        MemberFlag::Faulty | MemberFlag::Spare | MemberFlag::Journal
-                    )
-                })
-            })
-            .count() as u64,
-        _ => 0,
+    let ms = a.members_with_roles();
+    let role = |r: MemberRole| ms.iter().filter(|m| m.role == r).count() as u64;
+    let active = if a.state == HeaderState::Active {
+        role(MemberRole::InSync)
+    } else {
+        0
     };
+    let write_mostly = ms
+        .iter()
+        .filter(|m| m.states.contains(&MemberState::WriteMostly))
+        .count() as u64;
     let down = a
         .member_status
         .as_deref()
         .map_or(0, |s| s.bytes().filter(|&c| c == b'_').count() as u64);
     for (state, n) in [
         ("active", active),
-        ("spare", count(MemberFlag::Spare)),
-        ("faulty", count(MemberFlag::Faulty)),
+        ("rebuilding", role(MemberRole::Rebuilding)),
+        ("spare", role(MemberRole::Spare)),
+        ("faulty", role(MemberRole::Faulty)),
         ("down", down),
-        ("write-mostly", count(MemberFlag::WriteMostly)),
-        ("journal", count(MemberFlag::Journal)),
+        ("write-mostly", write_mostly),
+        ("journal", role(MemberRole::Journal)),
     ] {
         b.add(
             "mdpilot_array_members",

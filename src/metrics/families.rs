@@ -38,8 +38,9 @@ pub const SYNC_ACTIONS: [SyncAction; 7] = [
 ];
 
 /// Member states of `mdpilot_array_members`.
-pub const MEMBER_STATES: [&str; 6] = [
+pub const MEMBER_STATES: [&str; 7] = [
     "active",
+    "rebuilding",
     "spare",
     "faulty",
     "down",
@@ -75,7 +76,7 @@ pub static HOOK_EVENTS_DROPPED: std::sync::atomic::AtomicU64 = std::sync::atomic
 
 /// Every family: (name as exposed, help), in exposition order. `docs/metrics.md` is generated
 /// from this list and [`FAMILY_DOCS`] (`cargo run -p xtask -- metrics-doc`).
-pub const FAMILIES: [(&str, &str); 31] = [
+pub const FAMILIES: [(&str, &str); 35] = [
     ("mdpilot_build_info", "mdpilot version (value 1)."),
     ("mdpilot_mdstat_parse_errors", "Parts of /proc/mdstat that could not be parsed."),
     ("mdpilot_speed_limit_bytes_per_second", "Global resync speed limit, /proc/sys/dev/raid/speed_limit_{min,max} (the kernel unit is KiB/s)."),
@@ -83,6 +84,7 @@ pub const FAMILIES: [(&str, &str); 31] = [
     ("mdpilot_policy_leases", "Live resync priority leases by kind of holder."),
     ("mdpilot_policy_install_applied_timestamp_seconds", "When the install policy (an installer lease) was first taken, Unix time; no sample while none applies."),
     ("mdpilot_hook_events_dropped_total", "Events the service did not hand to the event program because its queue (64 events) was full, since start."),
+    ("mdpilot_io_pressure_ratio", "The io pressure, /proc/pressure/io avg10 as a ratio of wall time: some (a task waited on io) and full (every non-idle task did); the check throttle's input."),
     ("mdpilot_wipe_jobs_running", "Wipe jobs running in the service."),
     ("mdpilot_wipe_done_bytes", "Bytes durably written by the running wipe jobs."),
     ("mdpilot_wipe_total_bytes", "Bytes the running wipe jobs write in all."),
@@ -92,7 +94,7 @@ pub const FAMILIES: [(&str, &str); 31] = [
     ("mdpilot_array_size_bytes", "Array size, the blocks of /proc/mdstat (KiB) in bytes."),
     ("mdpilot_array_raid_disks", "md/raid_disks: members the array is built of."),
     ("mdpilot_array_degraded", "md/degraded: members missing from the array (0 when whole)."),
-    ("mdpilot_array_members", "Members by state: active (in sync), spare, faulty, down (empty slots), write-mostly, journal."),
+    ("mdpilot_array_members", "Members by role: active (in sync), rebuilding, spare, faulty, journal; write-mostly; down (empty or not yet in sync slots)."),
     ("mdpilot_array_consistency_policy", "md/consistency_policy (none, resync, bitmap, journal, ppl), one series per policy, 1 for the current one (no samples where sysfs lacks it)."),
     ("mdpilot_array_write_intent_bitmap", "The array's write-intent bitmap (none, internal, file, llbitmap), one series per kind, 1 for the current one."),
     ("mdpilot_array_md_logical_block_size_bytes", "md/logical_block_size (Linux 6.19+): the logical block size md records in a 1.x superblock."),
@@ -107,12 +109,15 @@ pub const FAMILIES: [(&str, &str); 31] = [
     ("mdpilot_array_last_check_mismatch_sectors", "md/mismatch_cnt at the end of the last completed check (from mdpilot's check record)."),
     ("mdpilot_array_sync_speed_limit_bytes_per_second", "Effective md/sync_speed_{min,max} of the array (the kernel unit is KiB/s)."),
     ("mdpilot_array_sync_speed_limit_local", "1 when md/sync_speed_{min,max} is set for the array (local), 0 when it follows the global limit (system)."),
+    ("mdpilot_array_check_throttle_limit_bytes_per_second", "The pressure throttle's limit on the array's running check: md/sync_speed_max through the check lease (the kernel unit is KiB/s)."),
+    ("mdpilot_array_check_throttle_applied", "1 when the throttle's limit took effect (md/sync_speed_max reads it and md/sync_speed keeps to it), 0 when not."),
+    ("mdpilot_array_check_throttle_decisions_total", "Decisions of the pressure throttle that changed the running check's limit, by decision (start, down, up, fixed); reset when the check ends."),
 ];
 
 /// The documentation of every family of [`FAMILIES`], in the same order: (name, labels, source
 /// of the value). Labels and sources are Markdown (`docs/metrics.md` is generated from them);
 /// a unit test keeps the names in step with [`FAMILIES`].
-pub const FAMILY_DOCS: [(&str, &str, &str); 31] = [
+pub const FAMILY_DOCS: [(&str, &str, &str); 35] = [
     ("mdpilot_build_info", "`version`", "mdpilot (value 1)"),
     ("mdpilot_mdstat_parse_errors", "", "`/proc/mdstat` parts that could not be parsed"),
     ("mdpilot_speed_limit_bytes_per_second", "`bound` (`min`, `max`)", "`/proc/sys/dev/raid/speed_limit_{min,max}`"),
@@ -120,16 +125,17 @@ pub const FAMILY_DOCS: [(&str, &str, &str); 31] = [
     ("mdpilot_policy_leases", "`kind` (`installer`, `wipe-job`, `admin`, `dbus-client`)", "policy state file: live leases (dead pid owners left out)"),
     ("mdpilot_policy_install_applied_timestamp_seconds", "", "the earliest `[taken]` time of a live installer lease in the policy state file (none while no installer lease applies)"),
     ("mdpilot_hook_events_dropped_total", "", "the service's event program queue (`[events] program`): events dropped to keep it at 64, or because the program was not configured (0); service only"),
+    ("mdpilot_io_pressure_ratio", "`kind` (`some`, `full`)", "`/proc/pressure/io` `avg10` / 100 (no samples without PSI)"),
     ("mdpilot_wipe_jobs_running", "", "the service's wipe jobs (service only)"),
     ("mdpilot_wipe_done_bytes", "", "wipe engine progress, summed over running jobs"),
     ("mdpilot_wipe_total_bytes", "", "wipe engine progress, summed over running jobs"),
     ("mdpilot_wipe_rate_bytes_per_second", "", "wipe engine rate of the current phase, summed"),
-    ("mdpilot_array_info", "`array`, `level`, `metadata`, `uuid`", "`/proc/mdstat` header, `md/level`, `md/metadata_version`, `md/uuid` (value 1)"),
+    ("mdpilot_array_info", "`array`, `level`, `metadata`, `uuid`", "`/proc/mdstat` header, `md/level`, `md/metadata_version`, the array's UUID in mdadm's spelling (udev's `MD_UUID`, else `md/uuid` regrouped; as `mdadm --detail` and the D-Bus `UUID`) (value 1)"),
     ("mdpilot_array_state", "`array`, `state` (the 10 words of md.rst)", "`md/array_state` (the `/proc/mdstat` header without sysfs); 1 for the current state"),
     ("mdpilot_array_size_bytes", "`array`", "`/proc/mdstat` blocks"),
     ("mdpilot_array_raid_disks", "`array`", "`md/raid_disks` (else `[T/A]`)"),
     ("mdpilot_array_degraded", "`array`", "`md/degraded` (else T − A of `[T/A]`)"),
-    ("mdpilot_array_members", "`array`, `state` (`active`, `spare`, `faulty`, `down`, `write-mostly`, `journal`)", "`/proc/mdstat`: A of `[T/A]`, flags `(S)(F)(W)(J)`, `_` slots of `[UU_]`"),
+    ("mdpilot_array_members", "`array`, `state` (`active`, `rebuilding`, `spare`, `faulty`, `down`, `write-mostly`, `journal`)", "the model's member roles: `md/dev-*/state` and `slot`, else the flags `(S)(F)(W)(J)(R)` of `/proc/mdstat`; `_` slots of `[UU_]`"),
     ("mdpilot_array_consistency_policy", "`array`, `policy` (`none`, `resync`, `bitmap`, `journal`, `ppl`)", "`md/consistency_policy`; 1 for the current policy (no samples without sysfs)"),
     ("mdpilot_array_write_intent_bitmap", "`array`, `bitmap` (`none`, `internal`, `file`, `llbitmap`)", "`md/bitmap_type`, `md/bitmap/location`, `md/consistency_policy` (else the mdstat bitmap line); redundant arrays only"),
     ("mdpilot_array_md_logical_block_size_bytes", "`array`", "`md/logical_block_size` (no sample where the kernel lacks it)"),
@@ -144,6 +150,9 @@ pub const FAMILY_DOCS: [(&str, &str, &str); 31] = [
     ("mdpilot_array_last_check_mismatch_sectors", "`array`", "`md/mismatch_cnt` at that check's end, from the same record"),
     ("mdpilot_array_sync_speed_limit_bytes_per_second", "`array`, `bound`", "`md/sync_speed_{min,max}` (the value in force, local or system)"),
     ("mdpilot_array_sync_speed_limit_local", "`array`, `bound`", "`md/sync_speed_{min,max}`: 1 for `(local)`, 0 for `(system)`"),
+    ("mdpilot_array_check_throttle_limit_bytes_per_second", "`array`", "the throttle's last decision (`/run/mdpilot/check-throttle.json`); only while a check of mdpilot runs under `[check] pressure_target`"),
+    ("mdpilot_array_check_throttle_applied", "`array`", "the throttle's read-back of `md/sync_speed_max` and `md/sync_speed`"),
+    ("mdpilot_array_check_throttle_decisions_total", "`array`, `decision` (`start`, `down`, `up`, `fixed`)", "the throttle's decisions, counted per check"),
 ];
 
 /// One sample's value: gauges are integers or floats; counters (families named `*_total`)

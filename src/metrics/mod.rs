@@ -47,6 +47,11 @@ pub struct Snapshot {
     /// The last completed check per array kernel name, from the check record
     /// (`[check] state_path`, [`crate::check::CheckState`]); empty when none is recorded.
     pub last_checks: std::collections::BTreeMap<String, crate::check::CheckResult>,
+    /// The io pressure, `/proc/pressure/io` `avg10` in percent: (`some`, `full`); `None`
+    /// without PSI.
+    pub io_pressure_pct: Option<(f64, f64)>,
+    /// The pressure throttle's last decision per array kernel name (running checks only).
+    pub check_throttles: std::collections::BTreeMap<String, crate::pressure::Note>,
     /// Running wipe jobs; `None` when unknown (the CLI), `Some(vec![])` when none run.
     pub wipe_jobs: Option<Vec<WipeSample>>,
     /// Events the service's event program queue dropped since start
@@ -126,6 +131,9 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
                 int(c.mismatch_cnt),
             );
         }
+        if let Some(n) = snap.check_throttles.get(&a.name) {
+            check_throttle(&mut b, &a.name, n);
+        }
     }
     let out = b.encode();
     match format {
@@ -171,8 +179,41 @@ fn global(b: &mut Builder, snap: &Snapshot) {
             Value::Counter(n),
         );
     }
+    if let Some((some, full)) = snap.io_pressure_pct {
+        for (kind, v) in [("some", some), ("full", full)] {
+            b.add(
+                "mdpilot_io_pressure_ratio",
+                vec![("kind", kind.to_string())],
+                Value::Float(v / 100.0),
+            );
+        }
+    }
     if let Some(jobs) = &snap.wipe_jobs {
         wipe_totals(b, jobs);
+    }
+}
+
+/// The pressure throttle's families for one array's running check.
+fn check_throttle(b: &mut Builder, array: &str, n: &crate::pressure::Note) {
+    let arr = || vec![("array", array.to_string())];
+    b.add(
+        "mdpilot_array_check_throttle_limit_bytes_per_second",
+        arr(),
+        int(n.limit_kib_s.saturating_mul(1024)),
+    );
+    b.add(
+        "mdpilot_array_check_throttle_applied",
+        arr(),
+        int(u64::from(n.not_applied.is_none())),
+    );
+    for (decision, count) in &n.decisions {
+        let mut l = arr();
+        l.push(("decision", esc(decision)));
+        b.add(
+            "mdpilot_array_check_throttle_decisions_total",
+            l,
+            Value::Counter(*count),
+        );
     }
 }
 

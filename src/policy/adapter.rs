@@ -10,7 +10,8 @@ use super::state::{self, StateError};
 use super::warning::PolicyWarning;
 use super::{
     cli_alive, ArrayView, Bound, CoreError, GlobalOriginals, LeaseRequest, LeaseView, Owner,
-    PolicyError, PolicySettings, PolicyView, KERNEL_DEFAULT_MAX, KERNEL_DEFAULT_MIN,
+    PolicyError, PolicySettings, PolicyView, KERNEL_DEFAULT_IO_DEPTH, KERNEL_DEFAULT_MAX,
+    KERNEL_DEFAULT_MIN,
 };
 use crate::host::Root;
 use crate::model::SpeedLimit;
@@ -217,8 +218,9 @@ impl Policy {
     ///
     /// With `defaults`, ignores the saved originals (and a corrupt or unreadable state file, set
     /// aside as `<state>.corrupt-<time>`) and writes the
-    /// kernel defaults: `speed_limit_min` 1000, `speed_limit_max` 200000, and `system` to every
-    /// array's `sync_speed_{min,max}` that is not already `(system)`.
+    /// kernel defaults: `speed_limit_min` 1000, `speed_limit_max` 200000, `sync_io_depth` 32
+    /// (where the kernel has it), and `system` to every array's `sync_speed_{min,max}` and
+    /// `sync_io_depth` that is not already `(system)`.
     ///
     /// # Errors
     /// Without `defaults`: as [`Policy::release`] (a corrupt state file is an error, nothing is
@@ -244,38 +246,9 @@ impl Policy {
         // Our freezes (and other journaled changes) are put back first.
         let mut old = old;
         self.repair(&mut old, &|_| true);
-        let mut writes = vec![
-            (
-                KnobId::Global(Bound::Min),
-                Setting::Kibs(KERNEL_DEFAULT_MIN),
-            ),
-            (
-                KnobId::Global(Bound::Max),
-                Setting::Kibs(KERNEL_DEFAULT_MAX),
-            ),
-        ];
-        let mut arrays: BTreeSet<String> = self.io.arrays().into_iter().collect();
-        arrays.extend(old.knobs.keys().filter_map(|k| match k {
-            KnobId::Array { array, .. } => Some(array.clone()),
-            KnobId::Global(_) => None,
-        }));
-        for array in arrays {
-            for bound in [Bound::Min, Bound::Max] {
-                let knob = KnobId::Array {
-                    array: array.clone(),
-                    bound,
-                };
-                match self.io.read(&knob) {
-                    Ok(r) if r.system => {}
-                    Err(e) if e.is_missing() => {}
-                    // Unreadable or odd content: writing `system` is still the way back.
-                    Ok(_) | Err(_) => writes.push((knob, Setting::System)),
-                }
-            }
-        }
         // Kernel first, state after: a crash in between leaves the old state, and running
         // restore again finishes the job.
-        for (knob, setting) in writes {
+        for (knob, setting) in self.default_writes(&old) {
             self.io
                 .write(&knob, setting)
                 .map_err(|source| PolicyError::Write {
@@ -290,6 +263,47 @@ impl Policy {
         };
         state::save(path, &end)?;
         Ok(self.view_of(&end))
+    }
+
+    /// What `restore --defaults` writes: the kernel's default global values
+    /// (`speed_limit_min` 1000, `speed_limit_max` 200000, and `sync_io_depth` 32 where the kernel
+    /// has it), and `system` for each per-array knob of the arrays now present or in `old` that
+    /// is not `(system)` already (a missing one is skipped).
+    fn default_writes(&self, old: &PolicyState) -> Vec<(KnobId, Setting)> {
+        let mut writes = vec![
+            (
+                KnobId::Global(Bound::Min),
+                Setting::Kibs(KERNEL_DEFAULT_MIN),
+            ),
+            (
+                KnobId::Global(Bound::Max),
+                Setting::Kibs(KERNEL_DEFAULT_MAX),
+            ),
+        ];
+        let depth = KnobId::Global(Bound::IoDepth);
+        if !self.io.read(&depth).is_err_and(|e| e.is_missing()) {
+            writes.push((depth, Setting::Kibs(KERNEL_DEFAULT_IO_DEPTH)));
+        }
+        let mut arrays: BTreeSet<String> = self.io.arrays().into_iter().collect();
+        arrays.extend(old.knobs.keys().filter_map(|k| match k {
+            KnobId::Array { array, .. } => Some(array.clone()),
+            KnobId::Global(_) => None,
+        }));
+        for array in arrays {
+            for bound in Bound::ALL {
+                let knob = KnobId::Array {
+                    array: array.clone(),
+                    bound,
+                };
+                match self.io.read(&knob) {
+                    Ok(r) if r.system => {}
+                    Err(e) if e.is_missing() => {}
+                    // Unreadable or odd content: writing `system` is still the way back.
+                    Ok(_) | Err(_) => writes.push((knob, Setting::System)),
+                }
+            }
+        }
+        writes
     }
 
     /// Reads state and knobs without changing anything: no lock, no directory or lock file
@@ -377,6 +391,10 @@ impl Policy {
                 }
                 // A managed array that was stopped: the core drops it with a warning.
                 Err(e) if e.is_missing() && knob.is_array() && !targets.contains_key(&knob) => {}
+                // A knob this kernel lacks (sync_io_depth before 6.16): never written.
+                Err(e) if e.is_missing() && knob.optional() => {
+                    tracing::debug!("{knob}: not on this kernel; not written");
+                }
                 Err(e) => return Err(PolicyError::Read(e)),
             }
         }
@@ -522,6 +540,8 @@ impl Policy {
                     readings.insert(knob, r);
                     Some(r)
                 }
+                // Not on this kernel: shown as null, nothing to warn about.
+                Err(e) if e.is_missing() && knob.optional() => None,
                 Err(e) => {
                     warnings.push(PolicyWarning::Other(e.to_string()));
                     None
@@ -530,6 +550,7 @@ impl Policy {
         };
         let speed_limit_min = read(KnobId::Global(Bound::Min), &mut warnings).map(|r| r.kib_s);
         let speed_limit_max = read(KnobId::Global(Bound::Max), &mut warnings).map(|r| r.kib_s);
+        let sync_io_depth = read(KnobId::Global(Bound::IoDepth), &mut warnings).map(|r| r.kib_s);
         let mut names: BTreeSet<String> = st
             .leases
             .values()
@@ -550,6 +571,8 @@ impl Policy {
                 sync_speed_max: read(knob(Bound::Max), &mut warnings),
                 original_min: st.knobs.get(&knob(Bound::Min)).map(|m| m.original),
                 original_max: st.knobs.get(&knob(Bound::Max)).map(|m| m.original),
+                sync_io_depth: read(knob(Bound::IoDepth), &mut warnings),
+                original_io_depth: st.knobs.get(&knob(Bound::IoDepth)).map(|m| m.original),
             };
             arrays.insert(array, v);
         }
@@ -564,9 +587,11 @@ impl Policy {
             state_path: self.settings.state_path.clone(),
             speed_limit_min,
             speed_limit_max,
+            sync_io_depth,
             originals: GlobalOriginals {
                 speed_limit_min: orig(Bound::Min),
                 speed_limit_max: orig(Bound::Max),
+                sync_io_depth: orig(Bound::IoDepth),
             },
             leases: st
                 .leases
@@ -592,7 +617,7 @@ impl From<KnobError> for PolicyError {
 }
 
 /// One knob write at info (journal fields KNOB=, VALUE=, BEFORE=, and ARRAY= for a per-array
-/// knob): the record of every speed limit the policy set or gave back.
+/// knob): the record of every speed limit (and `sync_io_depth`) the policy set or gave back.
 fn log_write(w: &lease::Write) {
     match &w.knob {
         KnobId::Array { array, .. } => tracing::info!(

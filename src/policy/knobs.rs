@@ -51,6 +51,16 @@ pub enum KnobError {
         #[source]
         source: io::Error,
     },
+    /// The write was accepted but the knob reads back another value right after.
+    #[error("wrote {value:?} to {path} but it reads back {now}")]
+    NotTaken {
+        /// The knob file.
+        path: PathBuf,
+        /// The text we wrote.
+        value: String,
+        /// What it reads now.
+        now: SpeedLimit,
+    },
     /// Writing failed (EACCES when not root, EROFS for a read-only /proc/sys, EINVAL...).
     #[error("cannot write {value:?} to {path}")]
     Write {
@@ -117,6 +127,46 @@ impl FsKnobs {
     pub fn path(&self, knob: &KnobId) -> PathBuf {
         self.root.path(knob.kernel_path())
     }
+
+    /// Writes `setting` to `knob`'s file: one `write(2)` to procfs/sysfs, a rename onto a test
+    /// root's regular file; never creates the file.
+    fn store(&self, knob: &KnobId, setting: Setting) -> Result<(), KnobError> {
+        let path = self.path(knob);
+        let value = setting.to_text();
+        let err = |source: io::Error| {
+            if source.kind() == io::ErrorKind::NotFound {
+                KnobError::Missing {
+                    path: path.clone(),
+                    array: knob.is_array(),
+                }
+            } else {
+                KnobError::Write {
+                    path: path.clone(),
+                    value: value.clone(),
+                    source,
+                }
+            }
+        };
+        let text = format!("{value}\n");
+        if is_kernel_file(&path) {
+            // One write(2) to procfs/sysfs is one atomic store in the kernel; the one writer
+            // never creates a file: a missing knob is an error.
+            return sysfs::write_attr(&path, &text).map_err(|e| err(e.into()));
+        }
+        // A regular file standing in for a knob (test roots, the simulator): replace it by
+        // rename so that, like the kernel's store, a crash never leaves it half written.
+        let meta = std::fs::metadata(&path).map_err(err)?;
+        if meta.is_dir() {
+            return Err(err(io::Error::from_raw_os_error(libc::EISDIR)));
+        }
+        let tmp = super::state::sibling(&path, &format!(".mdpilot-tmp-{}", std::process::id()));
+        let result =
+            std::fs::write(&tmp, text.as_bytes()).and_then(|()| std::fs::rename(&tmp, &path));
+        if result.is_err() {
+            let _ = std::fs::remove_file(&tmp);
+        }
+        result.map_err(err)
+    }
 }
 
 /// True when `path` is on procfs or sysfs (a real kernel knob), false for a regular file in a
@@ -160,42 +210,26 @@ impl KnobIo for FsKnobs {
         })
     }
 
+    /// Writes through [`sysfs::write_attr`] (or, on a test root's regular file, by rename),
+    /// then reads the knob back: a reading that `setting` does not match is
+    /// [`KnobError::NotTaken`] with what it reads. (A regular file cannot turn `system` into
+    /// `N (system)`, so there only numbers are read back.)
     fn write(&self, knob: &KnobId, setting: Setting) -> Result<(), KnobError> {
-        let path = self.path(knob);
-        let value = setting.to_text();
-        let err = |source: io::Error| {
-            if source.kind() == io::ErrorKind::NotFound {
-                KnobError::Missing {
-                    path: path.clone(),
-                    array: knob.is_array(),
-                }
-            } else {
-                KnobError::Write {
-                    path: path.clone(),
-                    value: value.clone(),
-                    source,
-                }
-            }
-        };
-        let text = format!("{value}\n");
-        if is_kernel_file(&path) {
-            // One write(2) to procfs/sysfs is one atomic store in the kernel; the one writer
-            // never creates a file: a missing knob is an error.
-            return sysfs::write_attr(&path, &text).map_err(|e| err(e.into()));
+        let kernel = is_kernel_file(&self.path(knob));
+        self.store(knob, setting)?;
+        if !kernel && setting == Setting::System {
+            return Ok(());
         }
-        // A regular file standing in for a knob (test roots, the simulator): replace it by
-        // rename so that, like the kernel's store, a crash never leaves it half written.
-        let meta = std::fs::metadata(&path).map_err(err)?;
-        if meta.is_dir() {
-            return Err(err(io::Error::from_raw_os_error(libc::EISDIR)));
+        let now = self.read(knob)?;
+        if setting.matches(&now) {
+            Ok(())
+        } else {
+            Err(KnobError::NotTaken {
+                path: self.path(knob),
+                value: setting.to_text(),
+                now,
+            })
         }
-        let tmp = super::state::sibling(&path, &format!(".mdpilot-tmp-{}", std::process::id()));
-        let result =
-            std::fs::write(&tmp, text.as_bytes()).and_then(|()| std::fs::rename(&tmp, &path));
-        if result.is_err() {
-            let _ = std::fs::remove_file(&tmp);
-        }
-        result.map_err(err)
     }
 
     fn arrays(&self) -> Vec<String> {

@@ -154,8 +154,8 @@ pub struct Transition {
 }
 
 /// The effective value of every knob some lease targets: the most yielding request, i.e. the
-/// lowest min and the lowest max among the leases, already raised to what the kernel accepts
-/// (see [`KnobId::writable`]).
+/// lowest min, the lowest max and the lowest I/O depth among the leases, already raised to what
+/// the kernel accepts (see [`KnobId::writable`]).
 pub fn targets(leases: &BTreeMap<String, LeaseRequest>) -> BTreeMap<KnobId, u64> {
     let mut out: BTreeMap<KnobId, u64> = BTreeMap::new();
     let mut put = |knob: KnobId, v: Option<u64>| {
@@ -167,7 +167,7 @@ pub fn targets(leases: &BTreeMap<String, LeaseRequest>) -> BTreeMap<KnobId, u64>
         }
     };
     for lease in leases.values() {
-        for bound in [Bound::Min, Bound::Max] {
+        for bound in Bound::ALL {
             put(KnobId::Global(bound), lease.global.get(bound));
             for (array, l) in &lease.arrays {
                 let knob = KnobId::Array {
@@ -223,7 +223,9 @@ pub fn stamp_uuids(state: &mut PolicyState, uuids: &BTreeMap<String, String>) {
 }
 
 /// Moves from `old` to the lease set `leases`, given the current `readings` of the knobs in
-/// [`knobs_to_read`] (a managed per-array knob missing from `readings` means the array is gone).
+/// [`knobs_to_read`] (a managed per-array knob missing from `readings` means the array is gone;
+/// an [optional](KnobId::optional) knob missing from `readings` is not on this kernel: never
+/// written, never managed, no error).
 ///
 /// Rules, per knob:
 /// - targeted and not managed: the reading becomes the original (never our own value, since a
@@ -262,6 +264,12 @@ pub fn transition(
     for knob in knobs_to_read(old, &leases) {
         let reading = readings.get(&knob).copied();
         match (targets.get(&knob).copied(), old.knobs.get(&knob)) {
+            (Some(_), managed) if reading.is_none() && knob.optional() => {
+                // Not on this kernel (or gone with its array): nothing to write or restore.
+                if managed.is_some() {
+                    t.warnings.push(PolicyWarning::Gone { knob });
+                }
+            }
             (Some(target), managed) => {
                 let r = reading.ok_or_else(|| CoreError::MissingReading(knob.clone()))?;
                 let m = managed_for(&mut t.warnings, &knob, r, managed);
@@ -325,9 +333,11 @@ fn write_unmanaged(
     moved_to: &str,
 ) -> Result<(), CoreError> {
     for (knob, target) in targets {
-        let r = *readings
-            .get(knob)
-            .ok_or_else(|| CoreError::MissingReading(knob.clone()))?;
+        let r = match readings.get(knob) {
+            Some(r) => *r,
+            None if knob.optional() => continue,
+            None => return Err(CoreError::MissingReading(knob.clone())),
+        };
         let setting = Setting::Kibs(*target);
         if !setting.matches(&r) {
             t.writes.push(Write {
@@ -459,12 +469,40 @@ mod tests {
         }
     }
 
+    fn gdepth() -> KnobId {
+        KnobId::Global(Bound::IoDepth)
+    }
+    fn adepth(a: &str) -> KnobId {
+        KnobId::Array {
+            array: a.into(),
+            bound: Bound::IoDepth,
+        }
+    }
+    fn depth(holder: &str, global: Option<u64>, md0: Option<u64>) -> LeaseRequest {
+        let mut l = lease(holder, None, None);
+        l.global.io_depth = global;
+        if md0.is_some() {
+            l.arrays.insert(
+                "md0".into(),
+                Limits {
+                    io_depth: md0,
+                    ..Limits::default()
+                },
+            );
+        }
+        l
+    }
+
     fn lease(holder: &str, min: Option<u64>, max: Option<u64>) -> LeaseRequest {
         LeaseRequest {
             holder: holder.into(),
             kind: LeaseKind::Installer,
             owner: Owner::None,
-            global: Limits { min, max },
+            global: Limits {
+                min,
+                max,
+                io_depth: None,
+            },
             arrays: BTreeMap::new(),
         }
     }
@@ -513,6 +551,79 @@ mod tests {
         assert_eq!(t.mid.knobs[&gmin()].pending, Some(Setting::Kibs(0)));
         assert_eq!(t.mid.knobs[&gmin()].original, SpeedLimit::local(1000));
         assert_eq!(k[&gmin()], SpeedLimit::local(0));
+    }
+
+    #[test]
+    fn io_depth_is_saved_leased_lowest_wins_and_restored() {
+        let system32 = SpeedLimit {
+            kib_s: 32,
+            system: true,
+        };
+        let mut k = readings(&[(gdepth(), SpeedLimit::local(32)), (adepth("md0"), system32)]);
+        // A boost raises both.
+        let boost = depth("boost", Some(128), Some(128));
+        let (s, t) = run(
+            &PolicyState::default(),
+            leases(std::slice::from_ref(&boost)),
+            &mut k,
+        );
+        assert_eq!(t.writes.len(), 2);
+        assert_eq!(s.knobs[&gdepth()].original, SpeedLimit::local(32));
+        assert_eq!(s.knobs[&adepth("md0")].original, system32);
+        assert_eq!(t.mid.knobs[&gdepth()].pending, Some(Setting::Kibs(128)));
+        assert_eq!(k[&adepth("md0")], SpeedLimit::local(128));
+        // A quiet lease lowers them while it lives: the most yielding request wins.
+        let quiet = depth("quiet", Some(1), Some(0));
+        let (s, _) = run(&s, leases(&[boost.clone(), quiet]), &mut k);
+        assert_eq!(k[&gdepth()], SpeedLimit::local(1));
+        assert_eq!(k[&adepth("md0")], SpeedLimit::local(1), "0 is written as 1");
+        let (s, _) = run(&s, leases(&[boost]), &mut k);
+        assert_eq!(k[&gdepth()], SpeedLimit::local(128));
+        // The last lease goes: the global number and the array's `system` come back.
+        let (s, t) = run(&s, BTreeMap::new(), &mut k);
+        assert!(t.warnings.is_empty(), "{:?}", t.warnings);
+        assert!(s.knobs.is_empty());
+        assert_eq!(k[&gdepth()], SpeedLimit::local(32));
+        assert!(t.writes.iter().any(|w| w.setting == Setting::System));
+        assert_eq!(targets(&leases(&[depth("z", Some(0), None)]))[&gdepth()], 1);
+    }
+
+    #[test]
+    fn io_depth_absent_from_the_kernel_is_never_written_nor_an_error() {
+        // A kernel before 6.16: no sync_io_depth at all.
+        let mut l = lease("boost", Some(50_000), None);
+        l.global.io_depth = Some(128);
+        let mut k = readings(&[(gmin(), SpeedLimit::local(1000))]);
+        let (s, t) = run(&PolicyState::default(), leases(&[l.clone()]), &mut k);
+        assert_eq!(t.writes.len(), 1, "{:?}", t.writes);
+        assert_eq!(t.writes[0].knob, gmin());
+        assert!(t.warnings.is_empty());
+        assert!(!s.knobs.contains_key(&gdepth()));
+        assert!(!k.contains_key(&gdepth()), "never created");
+        let (s, t) = run(&s, BTreeMap::new(), &mut k);
+        assert!(t.warnings.is_empty() && s.knobs.is_empty());
+        // While the originals are unknown, too.
+        let unknown = PolicyState {
+            originals_unknown: Some("/x.corrupt".into()),
+            ..Default::default()
+        };
+        let t = transition(&unknown, leases(&[l]), &k).unwrap();
+        assert_eq!(t.writes.len(), 1);
+        // A managed io depth whose array went away (or lost its redundancy group): dropped
+        // with the gone warning, not an error.
+        let mut k = readings(&[(adepth("md0"), SpeedLimit::local(32))]);
+        let (s, _) = run(
+            &PolicyState::default(),
+            leases(&[depth("b", None, Some(64))]),
+            &mut k,
+        );
+        let t = transition(&s, leases(&[depth("b", None, Some(64))]), &BTreeMap::new()).unwrap();
+        assert!(t.writes.is_empty() && t.end.knobs.is_empty());
+        assert!(
+            t.warnings[0].to_string().contains("is gone"),
+            "{:?}",
+            t.warnings
+        );
     }
 
     #[test]
@@ -585,6 +696,7 @@ mod tests {
             Limits {
                 min: Some(0),
                 max: None,
+                io_depth: None,
             },
         );
         let mut k = readings(&[(
@@ -609,6 +721,7 @@ mod tests {
             Limits {
                 min: None,
                 max: Some(0),
+                io_depth: None,
             },
         );
         let amax = KnobId::Array {
@@ -638,6 +751,7 @@ mod tests {
             Limits {
                 min: Some(7),
                 max: Some(6),
+                io_depth: None,
             },
         );
         assert!(matches!(validate(&l), Err(CoreError::MinAboveMax { .. })));
@@ -850,6 +964,7 @@ mod tests {
             Limits {
                 min: Some(10),
                 max: None,
+                io_depth: None,
             },
         );
         let mut k = readings(&[(amin("md5"), SpeedLimit::local(1000))]);
@@ -912,6 +1027,7 @@ mod tests {
             Limits {
                 min: Some(1),
                 max: None,
+                io_depth: None,
             },
         );
         assert!(matches!(validate(&l), Err(CoreError::InvalidArray(_))));
@@ -920,8 +1036,23 @@ mod tests {
 
     #[test]
     fn knob_names_round_trip() {
-        for k in [gmin(), gmax(), amin("md127")] {
+        for k in [gmin(), gmax(), amin("md127"), gdepth(), adepth("md_d0")] {
             assert_eq!(k.to_string().parse::<KnobId>().unwrap(), k);
+        }
+        assert_eq!(gdepth().to_string(), "sync_io_depth");
+        assert_eq!(adepth("md0").to_string(), "md0/sync_io_depth");
+        assert_eq!(gdepth().kernel_path(), "/proc/sys/dev/raid/sync_io_depth");
+        assert_eq!(
+            adepth("md0").kernel_path(),
+            "/sys/block/md0/md/sync_io_depth"
+        );
+        for bad in [
+            "sync_speed_min",
+            "md0/speed_limit_min",
+            "io_depth",
+            "md0/io_depth",
+        ] {
+            assert!(bad.parse::<KnobId>().is_err(), "{bad}");
         }
         assert!("md0/../x/sync_speed_min".parse::<KnobId>().is_err());
         assert!("../x/sync_speed_min".parse::<KnobId>().is_err());
@@ -945,13 +1076,18 @@ mod tests {
                 Limits {
                     min: Some(0),
                     max: None,
+                    io_depth: None,
                 },
             );
+            let mut boost = depth("boost", Some(128), Some(256));
+            boost.global.min = Some(50_000);
             vec![
                 lease("i", Some(0), None),
                 lease("a", Some(300), Some(9000)),
                 lease("i", Some(7), Some(100)),
                 w,
+                boost,
+                depth("quiet", Some(1), Some(1)),
             ]
         }
 
@@ -966,6 +1102,14 @@ mod tests {
                         system: true,
                     },
                 ),
+                (gdepth(), SpeedLimit::local(32)),
+                (
+                    adepth("md0"),
+                    SpeedLimit {
+                        kib_s: 32,
+                        system: true,
+                    },
+                ),
             ])
         }
 
@@ -974,7 +1118,11 @@ mod tests {
                 Setting::Kibs(v) => SpeedLimit::local(v),
                 // The kernel shows the live global value; only the flag matters here.
                 Setting::System => SpeedLimit {
-                    kib_s: 1000,
+                    kib_s: if w.knob.bound() == Bound::IoDepth {
+                        32
+                    } else {
+                        1000
+                    },
                     system: true,
                 },
             };
@@ -988,7 +1136,7 @@ mod tests {
             #[test]
             fn crashes_anywhere_never_lose_the_originals(
                 ops in proptest::collection::vec(
-                    (proptest::collection::vec(0usize..4, 0..3), proptest::option::of(0usize..4)),
+                    (proptest::collection::vec(0usize..6, 0..4), proptest::option::of(0usize..6)),
                     1..8,
                 )
             ) {

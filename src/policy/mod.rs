@@ -3,8 +3,10 @@
 //!
 //! Any number of holders take leases ([`LeaseRequest`]) asking for global limits
 //! (`/proc/sys/dev/raid/speed_limit_{min,max}`) and/or per-array limits
-//! (`/sys/block/mdN/md/sync_speed_{min,max}`), KiB/s. The effective value of each knob is the most
-//! yielding request (lowest min, lowest max). The first lease on a knob saves its original reading
+//! (`/sys/block/mdN/md/sync_speed_{min,max}`), KiB/s, and for the resync I/O depth
+//! (`/proc/sys/dev/raid/sync_io_depth`, `md/sync_io_depth`, Linux 6.16+; absent knobs are never
+//! written). The effective value of each knob is the most yielding request (lowest min, lowest
+//! max, lowest I/O depth). The first lease on a knob saves its original reading
 //! in the state file *before* the kernel write; when no lease targets the knob any more, the
 //! original is written back — unless someone else changed the knob meanwhile, in which case their
 //! value is left and a warning is kept for `policy show`.
@@ -32,8 +34,8 @@ pub use adapter::Policy;
 pub use holder::Holder;
 pub use lease::Setting;
 pub use request::{
-    Bound, CoreError, KnobId, LeaseKind, LeaseRequest, Limits, Owner, KERNEL_DEFAULT_MAX,
-    KERNEL_DEFAULT_MIN,
+    Bound, CoreError, KnobId, LeaseKind, LeaseRequest, Limits, Owner, KERNEL_DEFAULT_IO_DEPTH,
+    KERNEL_DEFAULT_MAX, KERNEL_DEFAULT_MIN,
 };
 pub use warning::PolicyWarning;
 
@@ -96,6 +98,10 @@ pub struct PolicyView {
     pub speed_limit_min: Option<u64>,
     /// Current `/proc/sys/dev/raid/speed_limit_max`; `null` when unreadable.
     pub speed_limit_max: Option<u64>,
+    /// Current `/proc/sys/dev/raid/sync_io_depth`, resync requests in flight; `null` on kernels
+    /// without it (before 6.16; no warning) or when unreadable.
+    #[serde(default)]
+    pub sync_io_depth: Option<u64>,
     /// Saved originals of the global knobs we manage (`null` when not managed).
     pub originals: GlobalOriginals,
     /// Leases in the state file, by holder (`dead`: a pid owner that has exited).
@@ -168,16 +174,19 @@ pub fn unix_now_s() -> u64 {
         .map_or(0, |d| d.as_secs())
 }
 
-/// Saved originals of `speed_limit_{min,max}`, KiB/s.
+/// Saved originals of `speed_limit_{min,max}` (KiB/s) and `sync_io_depth` (requests).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GlobalOriginals {
     /// Original `speed_limit_min`.
     pub speed_limit_min: Option<u64>,
     /// Original `speed_limit_max`.
     pub speed_limit_max: Option<u64>,
+    /// Original `sync_io_depth` (requests in flight).
+    #[serde(default)]
+    pub sync_io_depth: Option<u64>,
 }
 
-/// One array's `sync_speed_{min,max}`: current and saved original readings.
+/// One array's `sync_speed_{min,max}` and `sync_io_depth`: current and saved original readings.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ArrayView {
     /// Current `sync_speed_min` (`null` when unreadable).
@@ -192,6 +201,13 @@ pub struct ArrayView {
     /// Saved original `sync_speed_max` (when managed).
     #[serde(default, with = "kibs_form::option")]
     pub original_max: Option<SpeedLimit>,
+    /// Current `sync_io_depth` (requests in flight, in the same `{kibs, system}` form as the
+    /// speeds; `null` on kernels without it or when unreadable).
+    #[serde(default, with = "kibs_form::option")]
+    pub sync_io_depth: Option<SpeedLimit>,
+    /// Saved original `sync_io_depth` (when managed).
+    #[serde(default, with = "kibs_form::option")]
+    pub original_io_depth: Option<SpeedLimit>,
 }
 
 pub use crate::host::pid_alive;

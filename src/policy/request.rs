@@ -3,7 +3,8 @@
 //!
 //! Source of truth for the knobs and their limits: kernel `Documentation/admin-guide/md.rst`
 //! (`/proc/sys/dev/raid/speed_limit_{min,max}`, `/sys/block/mdN/md/sync_speed_{min,max}`) and
-//! `drivers/md/md.c`.
+//! `drivers/md/md.c` (`sync_io_depth`, Linux 6.16+: `/proc/sys/dev/raid/sync_io_depth` and
+//! `/sys/block/mdN/md/sync_io_depth`, shown and stored like the speed limits).
 
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
@@ -17,6 +18,13 @@ pub const KERNEL_DEFAULT_MAX: u64 = 200_000;
 /// EINVAL (`sync_min_store` / `sync_max_store` in `drivers/md/md.c`), so a per-array request of
 /// 0 is written as 1.
 pub const ARRAY_MIN_FLOOR: u64 = 1;
+/// Kernel default of `/proc/sys/dev/raid/sync_io_depth` (`sysctl_sync_io_depth` in
+/// `drivers/md/md.c`, Linux 6.16+), resync requests in flight.
+pub const KERNEL_DEFAULT_IO_DEPTH: u64 = 32;
+/// The lowest `sync_io_depth` written: the per-array attribute rejects 0 with EINVAL
+/// (`sync_io_depth_store`), and a global 0 would let no resync request through while the
+/// array is busy, so a request of 0 is written as 1 on both.
+pub const IO_DEPTH_FLOOR: u64 = 1;
 /// The largest limit accepted: the kernel stores the global limits as C `int`.
 pub const LIMIT_CEILING: u64 = i32::MAX as u64;
 /// Who holds a lease; decides nothing but is shown and logged.
@@ -101,7 +109,8 @@ impl Owner {
     }
 }
 
-/// Requested limits in KiB/s; `None` leaves that knob to other leases (or untouched).
+/// Requested limits: speeds in KiB/s, the I/O depth in resync requests; `None` leaves that
+/// knob to other leases (or untouched).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Limits {
@@ -111,19 +120,26 @@ pub struct Limits {
     /// Wanted maximum resync speed, KiB/s (`speed_limit_max` / `sync_speed_max`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max: Option<u64>,
+    /// Wanted resync I/O depth, requests in flight while the array is busy with other I/O
+    /// (`sync_io_depth`, Linux 6.16+; kernel default 32): higher lets resync through faster,
+    /// lower yields more. On a kernel without the knob the request is never written and is no
+    /// error.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub io_depth: Option<u64>,
 }
 
 impl Limits {
-    /// True when neither bound is requested.
+    /// True when no knob is requested.
     pub fn is_empty(&self) -> bool {
-        self.min.is_none() && self.max.is_none()
+        self.min.is_none() && self.max.is_none() && self.io_depth.is_none()
     }
 
-    /// The requested value for `bound`, KiB/s.
+    /// The requested value for `bound` (KiB/s, or requests for [`Bound::IoDepth`]).
     pub fn get(&self, bound: Bound) -> Option<u64> {
         match bound {
             Bound::Min => self.min,
             Bound::Max => self.max,
+            Bound::IoDepth => self.io_depth,
         }
     }
 }
@@ -156,7 +172,7 @@ pub enum CoreError {
     #[error("invalid array name {0:?}: want md followed by letters, digits or '_'")]
     InvalidArray(String),
     /// A limit larger than the kernel's `int`.
-    #[error("limit {value} KiB/s for {knob} is larger than the kernel accepts ({max})", max = LIMIT_CEILING)]
+    #[error("limit {value}{unit} for {knob} is larger than the kernel accepts ({max})", max = LIMIT_CEILING, unit = knob.unit())]
     LimitTooLarge {
         /// The knob it was meant for.
         knob: KnobId,
@@ -201,37 +217,57 @@ pub enum CoreError {
     MissingReading(KnobId),
 }
 
-/// Which side of the resync speed window.
+/// Which resync knob: a side of the speed window, or the I/O depth inside it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum Bound {
-    /// `speed_limit_min` / `sync_speed_min`.
+    /// `speed_limit_min` / `sync_speed_min`, KiB/s.
     Min,
-    /// `speed_limit_max` / `sync_speed_max`.
+    /// `speed_limit_max` / `sync_speed_max`, KiB/s.
     Max,
+    /// `sync_io_depth` (global and per array, Linux 6.16+): how many resync requests md keeps
+    /// in flight while the array is busy and the speed is between min and max. Optional: a
+    /// kernel without it never sees it written.
+    IoDepth,
 }
 
 impl Bound {
-    /// `min` or `max`.
+    /// `min`, `max` or `io_depth` (the option and field name).
     pub fn as_str(self) -> &'static str {
         match self {
             Bound::Min => "min",
             Bound::Max => "max",
+            Bound::IoDepth => "io_depth",
+        }
+    }
+
+    /// Every knob kind, in state-file order.
+    pub const ALL: [Bound; 3] = [Bound::Min, Bound::Max, Bound::IoDepth];
+
+    /// The file name: `speed_limit_min` (global) / `sync_speed_min` (array), and
+    /// `sync_io_depth` for both.
+    fn file(self, array: bool) -> &'static str {
+        match (self, array) {
+            (Bound::Min, false) => "speed_limit_min",
+            (Bound::Max, false) => "speed_limit_max",
+            (Bound::Min, true) => "sync_speed_min",
+            (Bound::Max, true) => "sync_speed_max",
+            (Bound::IoDepth, _) => "sync_io_depth",
         }
     }
 }
 
-/// One kernel knob. Displayed (and stored in the state file) as `speed_limit_min` or
-/// `md0/sync_speed_min`.
+/// One kernel knob. Displayed (and stored in the state file) as `speed_limit_min`,
+/// `sync_io_depth`, `md0/sync_speed_min` or `md0/sync_io_depth`.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum KnobId {
-    /// `/proc/sys/dev/raid/speed_limit_{min,max}`.
+    /// `/proc/sys/dev/raid/speed_limit_{min,max}` or `sync_io_depth`.
     Global(Bound),
-    /// `/sys/block/<array>/md/sync_speed_{min,max}`.
+    /// `/sys/block/<array>/md/sync_speed_{min,max}` or `sync_io_depth`.
     Array {
         /// Kernel name, validated by [`valid_array_name`].
         array: String,
-        /// Which of the two.
+        /// Which knob of the array.
         bound: Bound,
     },
 }
@@ -240,11 +276,33 @@ impl KnobId {
     /// The absolute kernel path (resolve it under a `Root`).
     pub fn kernel_path(&self) -> String {
         match self {
-            KnobId::Global(b) => crate::sysfs::global_limit_kernel_path(b.as_str()),
-            KnobId::Array { array, bound } => crate::sysfs::array_attr_kernel_path(
-                array,
-                &format!("sync_speed_{}", bound.as_str()),
-            ),
+            KnobId::Global(b) => crate::sysfs::global_knob_kernel_path(b.file(false)),
+            KnobId::Array { array, bound } => {
+                crate::sysfs::array_attr_kernel_path(array, bound.file(true))
+            }
+        }
+    }
+
+    /// Which knob of its place.
+    pub fn bound(&self) -> Bound {
+        match self {
+            KnobId::Global(b) | KnobId::Array { bound: b, .. } => *b,
+        }
+    }
+
+    /// True for a knob some kernels lack (`sync_io_depth` before Linux 6.16): a missing file is
+    /// then "not on this kernel" — never written, never an error — rather than a missing md
+    /// driver or array.
+    pub fn optional(&self) -> bool {
+        self.bound() == Bound::IoDepth
+    }
+
+    /// The unit after a value of this knob in messages: ` KiB/s`, or nothing for the I/O depth
+    /// (a count of requests).
+    pub fn unit(&self) -> &'static str {
+        match self.bound() {
+            Bound::Min | Bound::Max => " KiB/s",
+            Bound::IoDepth => "",
         }
     }
 
@@ -254,9 +312,11 @@ impl KnobId {
     }
 
     /// The value actually written for a wanted value: per-array limits (min and max) are raised
-    /// to [`ARRAY_MIN_FLOOR`] because the kernel rejects 0 for both; the global limits accept 0.
+    /// to [`ARRAY_MIN_FLOOR`] because the kernel rejects 0 for both; the global limits accept 0;
+    /// `sync_io_depth` is raised to [`IO_DEPTH_FLOOR`] everywhere.
     pub fn writable(&self, wanted: u64) -> u64 {
         match self {
+            _ if self.bound() == Bound::IoDepth => wanted.max(IO_DEPTH_FLOOR),
             KnobId::Array { .. } => wanted.max(ARRAY_MIN_FLOOR),
             KnobId::Global(_) => wanted,
         }
@@ -266,8 +326,8 @@ impl KnobId {
 impl fmt::Display for KnobId {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            KnobId::Global(b) => write!(f, "speed_limit_{}", b.as_str()),
-            KnobId::Array { array, bound } => write!(f, "{array}/sync_speed_{}", bound.as_str()),
+            KnobId::Global(b) => f.write_str(b.file(false)),
+            KnobId::Array { array, bound } => write!(f, "{array}/{}", bound.file(true)),
         }
     }
 }
@@ -276,26 +336,25 @@ impl std::str::FromStr for KnobId {
     type Err = String;
 
     fn from_str(s: &str) -> Result<Self, String> {
-        let bound = |b: &str| match b {
-            "min" => Ok(Bound::Min),
-            "max" => Ok(Bound::Max),
-            _ => Err(format!("unknown knob {s:?}")),
+        let file = |name: &str, array: bool| {
+            Bound::ALL
+                .into_iter()
+                .find(|b| b.file(array) == name)
+                .ok_or_else(|| format!("unknown knob {s:?}"))
         };
-        if let Some(b) = s.strip_prefix("speed_limit_") {
-            return Ok(KnobId::Global(bound(b)?));
-        }
-        if let Some((array, rest)) = s.split_once('/') {
-            if let Some(b) = rest.strip_prefix("sync_speed_") {
+        match s.split_once('/') {
+            None => Ok(KnobId::Global(file(s, false)?)),
+            Some((array, rest)) => {
+                let bound = file(rest, true)?;
                 if !valid_array_name(array) {
                     return Err(format!("invalid array name in knob {s:?}"));
                 }
-                return Ok(KnobId::Array {
+                Ok(KnobId::Array {
                     array: array.to_string(),
-                    bound: bound(b)?,
-                });
+                    bound,
+                })
             }
         }
-        Err(format!("unknown knob {s:?}"))
     }
 }
 
@@ -338,8 +397,9 @@ pub fn validate(req: &LeaseRequest) -> Result<(), CoreError> {
         (Some(min), Some(max)) if min > max => Err(CoreError::MinAboveMax { knob, min, max }),
         _ => Ok(()),
     };
-    check(KnobId::Global(Bound::Min), req.global.min)?;
-    check(KnobId::Global(Bound::Max), req.global.max)?;
+    for bound in Bound::ALL {
+        check(KnobId::Global(bound), req.global.get(bound))?;
+    }
     ordered(KnobId::Global(Bound::Min), &req.global)?;
     for (array, l) in &req.arrays {
         if !valid_array_name(array) {
@@ -352,7 +412,7 @@ pub fn validate(req: &LeaseRequest) -> Result<(), CoreError> {
             },
             l,
         )?;
-        for bound in [Bound::Min, Bound::Max] {
+        for bound in Bound::ALL {
             let knob = KnobId::Array {
                 array: array.clone(),
                 bound,

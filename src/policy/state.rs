@@ -467,6 +467,7 @@ mod tests {
             Limits {
                 min: Some(0),
                 max: None,
+                io_depth: None,
             },
         );
         for (h, owner) in [
@@ -483,6 +484,7 @@ mod tests {
                     global: Limits {
                         min: Some(0),
                         max: Some(5),
+                        io_depth: None,
                     },
                     arrays: arrays.clone(),
                 },

@@ -51,8 +51,12 @@ impl Upkeep {
             if !lock(&self.busy).insert(uuid.clone()) {
                 continue;
             }
-            let (me, state, name) = (self.clone(), state.clone(), a.name.clone());
-            tokio::task::spawn_blocking(move || me.add(&state, &name, &uuid));
+            let (me, st, name) = (self.clone(), state.clone(), a.name.clone());
+            drop(
+                state
+                    .bitmap_worker
+                    .submit(move || me.add(&st, &name, &uuid)),
+            );
             started += 1;
         }
         started

@@ -48,7 +48,7 @@ pub async fn run(shared: Arc<Shared>, conn: zbus::Connection) {
         let wait = match step(shared.policy.next_expiry(), now) {
             Step::Expire => {
                 let s = shared.clone();
-                match tokio::task::spawn_blocking(move || s.policy.expire(now)).await {
+                match shared.policy_worker.run(move || s.policy.expire(now)).await {
                     Ok(Ok(Some(view))) => {
                         shared.publish(&emitter, Some(view)).await;
                         continue;

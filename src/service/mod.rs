@@ -20,17 +20,23 @@
 //!
 //! `pid` lease owners are watched with pidfds ([`pidwatch`]): their leases go within a second
 //! of the exit. Wipe jobs a previous run left unfinished continue at start-up ([`resume`]).
-//! Shutdown (SIGTERM/SIGINT): STOPPING, interrupt wipe jobs (checkpoints kept), release what this
+//! Shutdown (SIGTERM/SIGINT): STOPPING, pause the checks this tool runs (position saved, `idle`
+//! written: [`crate::check::run::pause_for_shutdown`]; they resume at the next start, or in the
+//! schedule's next window), interrupt wipe jobs (checkpoints kept), release what this
 //! instance owns (bus-name leases, its jobs' leases and freezes; named and `pid` leases stay and
 //! keep applying), release the name, exit 0. A failed read is logged and the last good state kept: bad input never kills the loop.
 //!
 //! The state the loop shares with the D-Bus objects (model, published manager properties, lease
 //! owners, wipe jobs) is [`state::Shared`].
+//!
+//! Machine shutdown: [`logind`] holds a *delay* inhibitor (never a block one) and pauses the
+//! checks on `PrepareForShutdown`, then lets go.
 
 mod bitmaps;
 pub mod events;
 pub mod expiry;
 mod instance;
+mod logind;
 pub mod pidwatch;
 pub mod resume;
 pub mod scheduler;
@@ -183,7 +189,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     let policy = Policy::new(root.clone(), config.policy_settings(&root));
 
     let mut model = collect(&root).unwrap_or_default();
-    let paused = check_upkeep(&root, &config, &model).paused;
+    let paused = start_checks(&root, &config, &model);
     reread_arrays(&root, &mut model, &paused);
     // The one model: the loop's, shared with the objects (replaced whole after each step).
     let model = Arc::new(model);
@@ -236,7 +242,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     let (hook, poke) = crate::sim::LoopHook::new();
     let sim_task = sim.map(|s| tokio::spawn(s.run(tx.clone(), poke)));
     let expiry_task = tokio::spawn(expiry::run(shared.clone(), conn.clone()));
-    let schedule_task = tokio::spawn(scheduler::run(core.clone()));
+    let schedule_task = tokio::spawn(background(core.clone(), logind::wanted(&args.bus)));
     drop(tx);
     let mut lp = Loop {
         sim: args.sim.then_some(hook),
@@ -369,7 +375,7 @@ fn bus_objects(
         )
         .map_err(bus_err("serve Manager"))?;
     let mut published: BTreeMap<String, ArrayProps> = BTreeMap::new();
-    let checks = CheckView::read(root, config, crate::policy::unix_now_s() as i64);
+    let checks = CheckView::read(root, config, model, crate::policy::unix_now_s() as i64);
     let pending = bitmaps::Upkeep::pending(root);
     for a in &model.arrays {
         let mut props = ArrayProps::from_model_in(a, model.speed_limit_min);
@@ -441,6 +447,15 @@ async fn take_over(
 /// resync and releases their leases), then what this instance owns, then the name.
 async fn shutdown(shared: &Arc<Shared>, conn: &zbus::Connection) {
     notify(&[sd_notify::NotifyState::Stopping]);
+    // Checks first: two small writes per array, so the stop never waits for a check.
+    let core = shared.core.clone();
+    let paused = tokio::task::spawn_blocking(move || {
+        crate::check::run::pause_for_shutdown(&core.root, &core.config())
+    })
+    .await;
+    if let Ok(Err(e)) = paused {
+        tracing::warn!("pausing checks: {}", crate::error::error_chain(&e));
+    }
     shared.cancel_jobs(Duration::from_secs(30)).await;
     // Restart is not stop: only what this instance owns goes (bus-name leases, the leases and
     // freezes of its own jobs, owned by its pid). Named (`--holder`) and other `pid` leases
@@ -578,6 +593,29 @@ fn reread_arrays(root: &Root, model: &mut MdStat, names: &BTreeSet<String>) {
 struct UpkeepDone {
     paused: BTreeSet<String>,
     recorded: bool,
+}
+
+/// At start: the check upkeep ([`check_upkeep`]), then the checks paused by the service's
+/// last stop resume ([`crate::check::run::resume_after_shutdown`]); the arrays whose
+/// `sync_action` was written. Failures are logged.
+fn start_checks(root: &Root, config: &Config, model: &MdStat) -> BTreeSet<String> {
+    let mut written = check_upkeep(root, config, model).paused;
+    match crate::check::run::resume_after_shutdown(root, config) {
+        Ok(r) => written.extend(r),
+        Err(e) => tracing::warn!("resuming checks: {}", crate::error::error_chain(&e)),
+    }
+    written
+}
+
+/// The loop's helpers beside it: the check schedule ([`scheduler::run`]) and, when `logind`,
+/// the shutdown watcher ([`logind::run`]); aborted together at the stop.
+async fn background(core: Arc<State>, logind: bool) {
+    let watch = async {
+        if logind {
+            logind::run(core.clone()).await;
+        }
+    };
+    tokio::join!(scheduler::run(core.clone()), watch);
 }
 
 /// The loop's check upkeep, a step of its own after publishing
@@ -907,7 +945,12 @@ impl Loop {
         let server = self.conn.object_server();
         let mut new: BTreeMap<String, ArrayProps> = BTreeMap::new();
         // The check properties (the upkeep was the step before: publishing writes nothing).
-        let checks = CheckView::read(&self.root, &self.config, crate::policy::unix_now_s() as i64);
+        let checks = CheckView::read(
+            &self.root,
+            &self.config,
+            &self.model,
+            crate::policy::unix_now_s() as i64,
+        );
         let pending = bitmaps::Upkeep::pending(&self.root);
         for a in &self.model.arrays {
             let mut props = ArrayProps::from_model_in(a, self.model.speed_limit_min);

@@ -42,10 +42,11 @@ pub fn array_attr_kernel_path(array: &str, attr: &str) -> String {
     format!("/sys/block/{array}/md/{attr}")
 }
 
-/// The absolute kernel path of a global speed limit, `/proc/sys/dev/raid/speed_limit_<bound>`
-/// (`bound` is `min` or `max`), for messages and the policy's knob names.
-pub fn global_limit_kernel_path(bound: &str) -> String {
-    format!("/proc/sys/dev/raid/speed_limit_{bound}")
+/// The absolute kernel path of a global md knob, `/proc/sys/dev/raid/<name>` (`name` is
+/// `speed_limit_min`, `speed_limit_max` or `sync_io_depth`), for messages and the policy's knob
+/// names.
+pub fn global_knob_kernel_path(name: &str) -> String {
+    format!("/proc/sys/dev/raid/{name}")
 }
 
 /// The text of `/sys/block/<array>/md/<attr>` under `root`, trailing whitespace removed; `None`
@@ -172,7 +173,7 @@ mod tests {
             "/sys/block/md0/md/sync_speed_min"
         );
         assert_eq!(
-            global_limit_kernel_path("max"),
+            global_knob_kernel_path("speed_limit_max"),
             "/proc/sys/dev/raid/speed_limit_max"
         );
     }

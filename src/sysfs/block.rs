@@ -40,6 +40,15 @@ pub fn name_of_devnum(root: &Root, dev: DevNum) -> Option<String> {
         .and_then(|p| p.file_name().map(|f| f.to_string_lossy().into_owned()))
 }
 
+/// The size of block device `dev` in bytes, from `/sys/dev/block/MAJ:MIN/size` under `root`
+/// (512-byte sectors whatever the device's block size, block/genhd.c): what BLKGETSIZE64
+/// answers, read without opening the device. `None` where missing or not a number.
+pub fn size_bytes_of_devnum(root: &Root, dev: DevNum) -> Option<u64> {
+    read_text(&devnum_dir(root, dev), "size")
+        .and_then(|s| s.trim().parse::<u64>().ok())
+        .and_then(|sectors| sectors.checked_mul(512))
+}
+
 /// `<dir>/<rel>` of a block device's sysfs directory, trailing whitespace removed; `None` where
 /// missing or unreadable.
 pub fn read_text(dir: &Path, rel: &str) -> Option<String> {

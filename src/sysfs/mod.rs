@@ -7,6 +7,8 @@
 //!   `resync_start`, `sync_completed` typed) and the kernel paths of attributes for messages;
 //! - [`block`]: block devices (partitions, holders, slaves, queue limits) and an array's members
 //!   with their data regions, for the wipe probe and the check scheduler;
+//! - [`pressure`]: the io pressure (`/proc/pressure/io`) and the power source
+//!   (`/sys/class/power_supply`), for the check throttle and guards;
 //! - [`proc`]: `/proc/self/mountinfo` and `/proc/swaps`;
 //! - [`udev`]: the udev database's `MD_NAME`/`MD_UUID` and the `/dev/md/` links of an array;
 //! - [`write`]: the one writer ([`write_attr`]), which never creates a file.
@@ -32,12 +34,13 @@ use std::path::{Path, PathBuf};
 
 pub mod arrays;
 pub mod block;
+pub mod pressure;
 pub mod proc;
 pub mod udev;
 pub mod write;
 
 pub use arrays::{
-    array_attr_kernel_path, attr_path, global_limit_kernel_path, has_attr, list_arrays, read_attr,
+    array_attr_kernel_path, attr_path, global_knob_kernel_path, has_attr, list_arrays, read_attr,
     read_resync_start, read_sync_completed, read_sync_min, ResyncStart,
 };
 pub use block::{MdDetail, MdMember};
@@ -202,20 +205,26 @@ fn block_dir(root: &Root, name: &str) -> PathBuf {
 /// `root`. `name` is the kernel name (`md0`, `md_d0`, `md127`). Every field is `None` (members
 /// empty) where its file is missing; never fails (see module doc).
 ///
-/// The name fields (`metadata_name`, `mdadm_uuid`, `named_device`) come from the udev database
-/// and `/dev/md` under `root` ([`udev`]); [`read_array_at`] leaves them `None`.
+/// The name fields (`metadata_name`, `named_device`) come from the udev database and `/dev/md`
+/// under `root` ([`udev`]), as does `mdadm_uuid` (udev's `MD_UUID`, else `md/uuid` regrouped);
+/// [`read_array_at`] leaves the names `None`.
 pub fn read_array(root: &Root, name: &str) -> ArraySysfs {
+    let base = read_array_at(&block_dir(root, name));
+    let udev_uuid = udev::udev_properties(root, name)
+        .get("MD_UUID")
+        .and_then(|u| udev::mdadm_uuid(u));
     ArraySysfs {
         metadata_name: udev::metadata_name(root, name),
-        mdadm_uuid: udev::array_uuid(root, name),
+        mdadm_uuid: udev_uuid.or_else(|| base.mdadm_uuid.clone()),
         named_device: udev::named_device(root, name),
-        ..read_array_at(&block_dir(root, name))
+        ..base
     }
 }
 
 /// [`read_array`] for a block device's sysfs directory given as a path (`/sys/block/md0`, or
 /// `/sys/dev/block/9:0` as the wipe probe finds it): reads `<dir>/md/*` and `<dir>/queue/*`
-/// only, so the name fields read by [`read_array`] are `None`.
+/// only, so the name fields read by [`read_array`] are `None` (`mdadm_uuid` is `md/uuid`
+/// regrouped).
 pub fn read_array_at(dir: &Path) -> ArraySysfs {
     let md = dir.join("md");
     let queue = dir.join("queue");
@@ -248,7 +257,7 @@ pub fn read_array_at(dir: &Path) -> ArraySysfs {
         bitmap_type: read_parsed(&md.join("bitmap_type"), parse_bitmap_type),
         md_logical_block_size: num("logical_block_size"),
         metadata_name: None,
-        mdadm_uuid: None,
+        mdadm_uuid: word("uuid").as_deref().and_then(udev::mdadm_uuid),
         named_device: None,
     }
 }
@@ -291,11 +300,13 @@ pub fn enrich(root: &Root, stat: &mut MdStat) {
 
 /// Writes `action`'s word (`check`, `repair`, `idle`, ...) to `/sys/block/<name>/md/sync_action` under
 /// `root` (kernel Documentation/admin-guide/md.rst: writing an action word starts it, `idle`
-/// stops the running one), through [`write_attr`]: a missing array is [`WriteError::Gone`],
-/// never a created file.
+/// stops the running one), through [`write_array_attr`]: a missing array is [`WriteError::Gone`],
+/// never a created file; EBUSY is tried again a few times (md answers it while a just-stopped
+/// sync winds down), and the word is read back.
 ///
-/// Errors: [`WriteError`]: `Busy` (EBUSY while another sync runs, EROFS on a read-only array),
-/// `Invalid` (EINVAL for a word the array's level cannot do), `Gone`, `Io`.
+/// Errors: [`WriteError`]: `Busy` (EBUSY after the last try, EROFS on a read-only array),
+/// `Invalid` (EINVAL for a word the array's level cannot do), `Gone`, `NotTaken` (it reads back
+/// another word, named), `Io`.
 pub fn write_sync_action(root: &Root, name: &str, action: &SyncAction) -> Result<(), WriteError> {
     write_array_attr(root, name, "sync_action", &format!("{action}\n"))
 }
@@ -446,10 +457,10 @@ fn parse_sync_speed(s: &str) -> Option<Option<u64>> {
 }
 
 /// `dev-*/state`: comma-separated words (`in_sync,write_mostly`).
-fn parse_state(s: &str) -> Vec<String> {
+fn parse_state(s: &str) -> Vec<crate::model::MemberState> {
     s.split([',', ' ', '\n'])
         .filter(|w| !w.is_empty())
-        .map(str::to_string)
+        .map(crate::model::MemberState::from)
         .collect()
 }
 
@@ -573,7 +584,7 @@ mod tests {
         assert_eq!(s.members[0].name, "cciss/c0d0p1");
         assert_eq!(s.members[0].slot, Some(0));
         assert_eq!(s.members[1].slot, None);
-        assert_eq!(s.members[1].state, Vec::<String>::new());
+        assert_eq!(s.members[1].state, Vec::<crate::model::MemberState>::new());
     }
 
     #[test]

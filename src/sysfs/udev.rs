@@ -39,21 +39,7 @@ pub fn metadata_name(root: &Root, kernel: &str) -> Option<String> {
 /// metadata mdadm prints each 32-bit word in host order, so prefer udev's `MD_UUID` where it
 /// exists ([`array_uuid`]).
 pub fn mdadm_uuid(any: &str) -> Option<String> {
-    let hex: String = any
-        .chars()
-        .filter(|c| *c != '-' && *c != ':')
-        .map(|c| c.to_ascii_lowercase())
-        .collect();
-    if hex.len() != 32 || !hex.chars().all(|c| c.is_ascii_hexdigit()) {
-        return None;
-    }
-    Some(format!(
-        "{}:{}:{}:{}",
-        &hex[0..8],
-        &hex[8..16],
-        &hex[16..24],
-        &hex[24..32]
-    ))
+    crate::model::ArrayUuid::parse(any).map(|u| u.to_string())
 }
 
 /// The UUID of array `kernel` in mdadm's colon form: udev's `MD_UUID`, else `md/uuid` converted

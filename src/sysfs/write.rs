@@ -49,6 +49,17 @@ pub enum WriteError {
         #[source]
         source: io::Error,
     },
+    /// The write was accepted but the attribute reads back something else right after (see
+    /// [`holds`]): the kernel's answer, as read.
+    #[error("wrote {:?} to {} but it reads back {now:?}", value.trim_end(), path.display())]
+    NotTaken {
+        /// The attribute file.
+        path: PathBuf,
+        /// The text we wrote.
+        value: String,
+        /// What it read right after (trimmed).
+        now: String,
+    },
     /// Any other failure (EIO, EACCES when not root, ...).
     #[error("cannot write {:?} to {}", value.trim_end(), path.display())]
     Io {
@@ -98,6 +109,7 @@ impl WriteError {
             WriteError::Gone { path, .. }
             | WriteError::Busy { path, .. }
             | WriteError::Invalid { path, .. }
+            | WriteError::NotTaken { path, .. }
             | WriteError::Io { path, .. } => path,
         }
     }
@@ -109,6 +121,7 @@ impl From<WriteError> for io::Error {
     fn from(e: WriteError) -> io::Error {
         match e {
             WriteError::Gone { .. } => io::Error::from(io::ErrorKind::NotFound),
+            e @ WriteError::NotTaken { .. } => io::Error::other(e.to_string()),
             WriteError::Busy { source, .. }
             | WriteError::Invalid { source, .. }
             | WriteError::Io { source, .. } => source,
@@ -132,14 +145,95 @@ pub fn write_attr(path: &Path, value: &str) -> Result<(), WriteError> {
         .map_err(|e| WriteError::new(path, value, e))
 }
 
-/// [`write_attr`] on `/sys/block/<array>/md/<attr>` under `root`.
+/// How many times [`write_array_attr`] tries a write md refuses with EBUSY (the first
+/// included): md answers EBUSY to a `sync_action` or `sync_min` write while the sync thread of
+/// a just-written `frozen` or `idle` is still winding down.
+pub const BUSY_TRIES: u32 = 5;
+
+/// The pause before the first retry after EBUSY; it doubles for each further one (10, 20, 40,
+/// 80 ms: at most 150 ms in all).
+pub const BUSY_FIRST_PAUSE: std::time::Duration = std::time::Duration::from_millis(10);
+
+/// [`write_attr`] on `/sys/block/<array>/md/<attr>` under `root`, retried while md answers
+/// EBUSY ([`BUSY_TRIES`], [`BUSY_FIRST_PAUSE`]), then read back: when [`holds`] knows the
+/// attribute and the text read does not hold the value, [`WriteError::NotTaken`] with what it
+/// reads. A read-back that fails (the array went away just after) is not an error.
+///
+/// Errors: [`WriteError`]; after the last EBUSY, `Busy` with the kernel's answer.
 pub fn write_array_attr(
     root: &Root,
     array: &str,
     attr: &str,
     value: &str,
 ) -> Result<(), WriteError> {
-    write_attr(&super::attr_path(root, array, attr), value)
+    let path = super::attr_path(root, array, attr);
+    retry_busy(|| write_attr(&path, value), std::thread::sleep)?;
+    let Ok(Some(now)) = crate::host::read_optional(&path) else {
+        return Ok(());
+    };
+    let now = now.trim();
+    match holds(attr, value.trim(), now) {
+        Some(false) => Err(WriteError::NotTaken {
+            path,
+            value: value.to_string(),
+            now: now.to_string(),
+        }),
+        Some(true) | None => Ok(()),
+    }
+}
+
+/// Runs `attempt` until it succeeds, fails otherwise than `Busy`, or has been tried
+/// [`BUSY_TRIES`] times; `pause` waits between tries (doubling from [`BUSY_FIRST_PAUSE`]).
+fn retry_busy(
+    mut attempt: impl FnMut() -> Result<(), WriteError>,
+    mut pause: impl FnMut(std::time::Duration),
+) -> Result<(), WriteError> {
+    let mut wait = BUSY_FIRST_PAUSE;
+    let mut tries = 1;
+    loop {
+        match attempt() {
+            Err(e @ WriteError::Busy { .. }) if tries < BUSY_TRIES => {
+                tracing::debug!("{e}; trying again in {wait:?}");
+                pause(wait);
+                wait *= 2;
+                tries += 1;
+            }
+            r => return r,
+        }
+    }
+}
+
+/// Whether the text `now` an md attribute reads right after `written` was written to it shows
+/// the write took; `None` where the attribute's read-back form is not one md fixes (unknown
+/// attributes, `sync_action` words that start a sync md may finish or turn at once). Known:
+/// - `sync_action`: `frozen` reads `frozen`; `idle` reads anything but `frozen`; `check` and
+///   `repair` read the word, or `idle` when a small array finished already;
+/// - `sync_speed_min`, `sync_speed_max`, `sync_io_depth`: `N` reads `N (local)`, `system`
+///   reads `M (system)`;
+/// - `sync_min`, `sync_max`, `resync_start`: the text written.
+///
+/// Source: `drivers/md/md.c` (`action_show`, `sync_min_show`, `min_sync_show`,
+/// `resync_start_show`).
+pub fn holds(attr: &str, written: &str, now: &str) -> Option<bool> {
+    use crate::model::SpeedLimit;
+    match attr {
+        "sync_action" => match written {
+            "frozen" => Some(now == "frozen"),
+            "idle" => Some(now != "frozen"),
+            "check" | "repair" => Some(now == written || now == "idle"),
+            _ => None,
+        },
+        "sync_speed_min" | "sync_speed_max" | "sync_io_depth" => {
+            let r = SpeedLimit::parse(now);
+            Some(if written == "system" {
+                r.is_some_and(|r| r.system)
+            } else {
+                r.is_some_and(|r| !r.system && r.kib_s.to_string() == written)
+            })
+        }
+        "sync_min" | "sync_max" | "resync_start" => Some(now == written),
+        _ => None,
+    }
 }
 
 /// Writes `action` (`change`, `add`...) to `/sys/class/block/<name>/uevent` under `root`: a
@@ -184,6 +278,107 @@ mod tests {
         std::fs::write(&p, "resync\n").unwrap();
         write_array_attr(&root, "md0", "sync_action", "frozen\n").unwrap();
         assert_eq!(std::fs::read_to_string(&p).unwrap(), "frozen\n");
+    }
+
+    #[test]
+    fn busy_is_tried_again_a_bounded_number_of_times() {
+        let busy = || {
+            WriteError::new(
+                Path::new("/x"),
+                "idle",
+                io::Error::from_raw_os_error(libc::EBUSY),
+            )
+        };
+        // Refused twice, then taken: two pauses, doubling.
+        let mut left = 2;
+        let mut pauses = Vec::new();
+        let r = retry_busy(
+            || {
+                if left > 0 {
+                    left -= 1;
+                    Err(busy())
+                } else {
+                    Ok(())
+                }
+            },
+            |d| pauses.push(d),
+        );
+        assert!(r.is_ok());
+        assert_eq!(pauses, [BUSY_FIRST_PAUSE, BUSY_FIRST_PAUSE * 2]);
+        // Always refused: BUSY_TRIES tries, then the kernel's answer.
+        let mut tries = 0;
+        let e = retry_busy(
+            || {
+                tries += 1;
+                Err(busy())
+            },
+            |_| {},
+        )
+        .unwrap_err();
+        assert_eq!(tries, BUSY_TRIES);
+        assert!(matches!(e, WriteError::Busy { .. }), "{e:?}");
+        assert_eq!(io::Error::from(e).raw_os_error(), Some(libc::EBUSY));
+        // Another refusal is not retried.
+        let mut tries = 0;
+        let e = retry_busy(
+            || {
+                tries += 1;
+                Err(WriteError::new(
+                    Path::new("/x"),
+                    "x",
+                    io::Error::from_raw_os_error(libc::EINVAL),
+                ))
+            },
+            |_| {},
+        );
+        assert!(matches!(e, Err(WriteError::Invalid { .. })));
+        assert_eq!(tries, 1);
+    }
+
+    #[test]
+    fn read_back_forms() {
+        assert_eq!(holds("sync_action", "frozen", "frozen"), Some(true));
+        assert_eq!(holds("sync_action", "frozen", "resync"), Some(false));
+        assert_eq!(holds("sync_action", "idle", "resync"), Some(true));
+        assert_eq!(holds("sync_action", "idle", "frozen"), Some(false));
+        assert_eq!(holds("sync_action", "check", "idle"), Some(true));
+        assert_eq!(holds("sync_action", "check", "frozen"), Some(false));
+        assert_eq!(holds("sync_action", "resync", "recover"), None);
+        assert_eq!(holds("sync_speed_min", "5", "5 (local)"), Some(true));
+        assert_eq!(holds("sync_speed_min", "5", "1000 (system)"), Some(false));
+        assert_eq!(holds("sync_io_depth", "system", "32 (system)"), Some(true));
+        assert_eq!(holds("sync_io_depth", "system", "32 (local)"), Some(false));
+        assert_eq!(holds("resync_start", "none", "none"), Some(true));
+        assert_eq!(holds("sync_min", "0", "2048"), Some(false));
+        assert_eq!(holds("bitmap/location", "+8", "none"), None);
+    }
+
+    #[test]
+    fn a_write_that_reads_back_otherwise_is_reported_with_the_kernels_answer() {
+        let d = tempfile::tempdir().unwrap();
+        let root = Root::new(d.path());
+        std::fs::create_dir_all(root.sys("block/md0/md")).unwrap();
+        std::fs::write(root.sys("block/md0/md/sync_action"), "idle\n").unwrap();
+        // A regular file reads back what was written: taken.
+        write_array_attr(&root, "md0", "sync_action", "frozen\n").unwrap();
+        let p = root.sys("block/md0/md/sync_min");
+        std::fs::write(&p, "2048\n").unwrap();
+        write_array_attr(&root, "md0", "sync_min", "0\n").unwrap();
+        assert_eq!(std::fs::read_to_string(&p).unwrap(), "0\n");
+        // An attribute that swallows the write and reads back otherwise (/dev/null reads
+        // empty): reported with what it reads.
+        std::fs::remove_file(&p).unwrap();
+        std::os::unix::fs::symlink("/dev/null", &p).unwrap();
+        let e = write_array_attr(&root, "md0", "sync_min", "0\n").unwrap_err();
+        assert!(
+            matches!(e, WriteError::NotTaken { ref now, .. } if now.is_empty()),
+            "{e:?}"
+        );
+        assert!(e.to_string().ends_with("but it reads back \"\""), "{e}");
+        // Attributes whose read-back md does not fix are not judged.
+        let q = root.sys("block/md0/md/bitmap_location");
+        std::os::unix::fs::symlink("/dev/null", &q).unwrap();
+        write_array_attr(&root, "md0", "bitmap_location", "+8\n").unwrap();
     }
 
     #[test]

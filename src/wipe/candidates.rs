@@ -23,26 +23,38 @@ pub struct Candidate {
 }
 
 /// Every disk and partition of `root` (sorted by kernel name) with a `/dev` node and a size
-/// above 0, but `sr*` and `fd*`, each probed and planned as a `zero` wipe. Never fails: an unreadable `/sys/block`
-/// lists nothing, a device that cannot be probed is refused with the probe's error.
+/// above 0, but `sr*` and `fd*`, each probed and planned as a `zero` wipe ([`probe_one`]).
+/// Never fails: an unreadable `/sys/block` lists nothing, a device that cannot be probed is
+/// refused with the probe's error.
 pub fn list(root: &Root) -> Vec<Candidate> {
+    names(root).iter().map(|n| probe_one(root, n)).collect()
+}
+
+/// The kernel names [`list`] probes, sorted: sysfs and `lstat` of the `/dev` node only, no
+/// device is opened.
+pub fn names(root: &Root) -> Vec<String> {
     crate::sysfs::block::disks_and_partitions(root)
         .into_iter()
         // Opening an optical or floppy drive can move its tray or spin it up.
-        .filter(|e| !e.name.starts_with("sr") && !e.name.starts_with("fd"))
+        .filter(|e| !super::target::tray_drive(&e.name))
         .filter(|e| e.size_sectors > 0 && std::fs::symlink_metadata(root.dev(&e.name)).is_ok())
-        .map(|e| probe_one(root, &e.name))
+        .map(|e| e.name)
         .collect()
 }
 
-/// Plans a `zero` wipe of `/dev/<name>` under `root`: accepted, or the error's chain.
-fn probe_one(root: &Root, name: &str) -> Candidate {
+/// Plans a `zero` wipe of `/dev/<name>` under `root` without any side effect (a corrupt
+/// checkpoint stays where it is: [`Options::read_only`]): accepted, or the error's chain. Opens
+/// the device read-only: storage that stopped answering makes this wait as long as it does.
+pub fn probe_one(root: &Root, name: &str) -> Candidate {
     // The path as a caller names it: the planner takes it inside `root` itself.
     let device = format!("/dev/{name}");
     let req = Request {
         device: device.clone().into(),
         method: Method::Zero,
-        options: Options::default(),
+        options: Options {
+            read_only: true,
+            ..Options::default()
+        },
     };
     match plan_for(root, &req) {
         Ok(_) => Candidate {

@@ -9,6 +9,7 @@ use crate::host::Root;
 use std::path::PathBuf;
 use std::sync::Mutex;
 
+use crate::model::SyncAction;
 use crate::policy::journal::Change;
 pub use crate::policy::{LeaseKind, LeaseRequest, Limits, Owner};
 use crate::policy::{Policy, PolicyError};
@@ -114,12 +115,19 @@ impl LeaseProvider for Policy {
             crate::policy::process_owner(std::process::id()),
         );
         self.hold(change)
-            .map_err(|e| journal_err(array, "frozen", &e))
+            .map_err(|e| journal_err(array, SyncAction::Frozen.as_str(), &e))
     }
     fn unfreeze(&self, _root: &Root, array: &str, in_sync: bool) -> Result<(), WipeError> {
         let first = in_sync.then_some(("resync_start", "none"));
         self.let_go(&crate::policy::Holder::freeze(array).to_string(), first)
-            .map_err(|e| journal_err(array, if in_sync { "none" } else { "idle" }, &e))
+            .map_err(|e| {
+                let what = if in_sync {
+                    "none"
+                } else {
+                    SyncAction::Idle.as_str()
+                };
+                journal_err(array, what, &e)
+            })
     }
 }
 

@@ -107,7 +107,8 @@ impl Hooks {
 /// Jobs whose data a checkpoint can reproduce (not `blockdev-wipe -f`) get a checkpoint path in
 /// `options.checkpoint_dir` (default [`checkpoint::DIR`] under the root). Writes nothing to the
 /// device; a corrupt checkpoint of it is set aside ([`checkpoint::load_or_set_aside`], a
-/// warning) and the plan made as if there were none.
+/// warning) and the plan made as if there were none (with `options.read_only` it is left in
+/// place: nothing at all is changed).
 ///
 /// Errors: [`WipeError::Random`] (getrandom failed), the probe's ([`WipeError::Probe`]),
 /// [`WipeError::Changed`] (not the bound device),
@@ -127,10 +128,15 @@ pub fn plan_for(root: &Root, req: &Request) -> Result<Plan, WipeError> {
     let unreadable = |p: &std::path::Path, e: std::io::Error| {
         WipeError::Usage(format!("{dev}: checkpoint {} unreadable: {e}", p.display()))
     };
-    let found = if keeps {
-        checkpoint::load_or_set_aside(&path).map_err(|e| unreadable(&path, e))?
-    } else {
+    let found = if !keeps {
         None
+    } else if options.read_only {
+        match checkpoint::load(&path) {
+            Err(e) if e.kind() == std::io::ErrorKind::InvalidData => None,
+            r => r.map_err(|e| unreadable(&path, e))?,
+        }
+    } else {
+        checkpoint::load_or_set_aside(&path).map_err(|e| unreadable(&path, e))?
     };
     if options.resume {
         return plan_resume(&probe, options, found, path, &dir);
@@ -230,7 +236,7 @@ fn plan_resume(
         started_by: options.started_by,
         head: None,
     });
-    let action = probe.array.as_ref().map(|a| a.sync_action.as_str());
+    let action = probe.array.as_ref().map(|a| &a.sync_action);
     planner::resume(plan, &ck, &ck_path, action)
 }
 

@@ -210,6 +210,9 @@ pub struct Options {
     /// Which front end runs the job, and for whom (recorded in the checkpoint: the service
     /// continues its own interrupted jobs when it starts again, never the CLI's).
     pub started_by: StartedBy,
+    /// Plan without any side effect (`WipeCandidates`, which any caller may call): a corrupt
+    /// checkpoint of the device is read as none and left where it is, not set aside.
+    pub read_only: bool,
 }
 
 /// Who started a wipe job, as its checkpoint records it (JSON `"cli"` or `{"service":{"uid":0}}`;

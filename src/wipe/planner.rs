@@ -17,6 +17,7 @@ use super::error::WipeError;
 use super::leases::{LeaseKind, LeaseRequest, Limits, Owner};
 use super::plan::{Data, Identity, Method, Op, OpenFlags, Options, Plan, Range, ResyncAction};
 use super::probe::Probe;
+use crate::model::{Level, MemberState, SyncAction};
 use crate::units::{bytes_exact, human_bytes};
 use std::collections::BTreeMap;
 
@@ -396,9 +397,9 @@ fn resync_and_leases(
     let mut resync = ResyncAction::Leave;
     let mut leases = Vec::new();
     if let Some(a) = &p.array {
-        match a.sync_action.as_str() {
-            "resync" => resync = resync_of_target(a, full, op, opts, reasons),
-            "recover" | "reshape" | "check" | "repair" => {
+        match a.sync_action {
+            SyncAction::Resync => resync = resync_of_target(a, full, op, opts, reasons),
+            SyncAction::Recover | SyncAction::Reshape | SyncAction::Check | SyncAction::Repair => {
                 reasons.push(format!(
                     "{} is in {}: action left alone; lease lowers its sync_speed_min to 1 KiB/s \
                      for the job's life",
@@ -407,6 +408,7 @@ fn resync_and_leases(
                 let limits = Limits {
                     min: Some(1),
                     max: None,
+                    io_depth: None,
                 };
                 let arrays = BTreeMap::from([(a.name.clone(), limits)]);
                 leases.push(lease(Limits::default(), arrays));
@@ -422,6 +424,7 @@ fn resync_and_leases(
         let global = Limits {
             min: Some(0),
             max: None,
+            io_depth: None,
         };
         if let Some(l) = leases.first_mut() {
             l.global = global;
@@ -512,8 +515,11 @@ fn offload_regions(
 }
 
 /// md levels where zeroed member data regions are a consistent array: mirrors of zeroes, and
-/// parity (P = XOR, Q = the raid6 syndrome) of zero data is zero.
-pub const OFFLOAD_LEVELS: [&str; 5] = ["raid1", "raid10", "raid4", "raid5", "raid6"];
+/// parity (P = XOR, Q = the raid6 syndrome) of zero data is zero. That is every redundant level
+/// ([`Level::is_redundant`]: raid1, raid10, raid4/5/6).
+pub fn offload_level(level: &Level) -> bool {
+    level.is_redundant()
+}
 
 /// Why `zero` does (or does not) discard on `p` (pure), for [`Plan::reasons`]. Sources:
 /// Documentation/ABI/stable/sysfs-block (`discard_zeroes_data`: "Will always return 0. Don't
@@ -545,7 +551,7 @@ pub fn discard_note(p: &Probe) -> String {
 /// the question does not arise (not a `zero` of an md array, or the array zeroes itself),
 /// `Err(Some(reason))` when an md array could not be offloaded. Conditions: method `zero` of
 /// zeroes (no `-f` data, no forced writes); the array reports `write_zeroes_max_bytes` 0 and
-/// every member more; a level in [`OFFLOAD_LEVELS`]; `array_state` clean, active or
+/// every member more; a level of [`offload_level`]; `array_state` clean, active or
 /// active-idle (not write-pending, read-only, ...); no reshape (`reshape_position` none, no
 /// `reshape` action) and no recovery, check or repair running; every member `in_sync` with a
 /// data region (`offset` sectors, `size` KiB). Mounts and holders are refused before this.
@@ -571,7 +577,7 @@ pub fn offload(
     let Some(md) = &p.md else {
         return Err(Some("no md facts".into()));
     };
-    if !OFFLOAD_LEVELS.contains(&a.level.as_str()) {
+    if !offload_level(&Level::from(a.level.as_str())) {
         return Err(Some(format!(
             "level {:?} is not raid1, raid10 or raid4/5/6",
             a.level
@@ -596,7 +602,10 @@ pub fn offload(
             md.reshape_position
         )));
     }
-    if !matches!(a.sync_action.as_str(), "idle" | "resync" | "frozen") {
+    if !matches!(
+        a.sync_action,
+        SyncAction::Idle | SyncAction::Resync | SyncAction::Frozen
+    ) {
         return Err(Some(format!("sync_action is {}", a.sync_action)));
     }
     if md.members.is_empty() {
@@ -614,12 +623,14 @@ pub fn offload(
 fn member_region(m: &crate::sysfs::MdMember) -> Result<super::plan::MemberRegion, String> {
     let name = &m.sysfs.name;
     let state = &m.sysfs.state;
-    if !state.iter().any(|w| w == "in_sync")
-        || state.iter().any(|w| w == "faulty" || w == "replacement")
+    if !state.contains(&MemberState::InSync)
+        || state.contains(&MemberState::Faulty)
+        || state.contains(&MemberState::Replacement)
     {
+        let words: Vec<&str> = state.iter().map(MemberState::as_str).collect();
         return Err(format!(
             "member {name} is not in_sync (state {})",
-            state.join(",")
+            words.join(",")
         ));
     }
     if m.write_zeroes_max_bytes == 0 {

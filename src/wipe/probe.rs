@@ -154,6 +154,31 @@ impl Own {
     }
 }
 
+/// Opens `path` read-only, as every probe of a device does (its size, its block sizes).
+///
+/// With `--features failpoints` and `MDPILOT_FAILPOINT_OPEN_WAITS=NODE:MARK:FIFO`, an open of
+/// `NODE` stands for one that storage which stopped answering never completes: it appends a
+/// line to the file `MARK` (the test's signal that the open has begun, one line per open) and
+/// then opens the FIFO `FIFO` for reading, which blocks until the test opens its other end.
+///
+/// Errors: the OS error of the open.
+pub fn open_read(path: &Path) -> std::io::Result<fs::File> {
+    #[cfg(feature = "failpoints")]
+    if let Ok(v) = std::env::var("MDPILOT_FAILPOINT_OPEN_WAITS") {
+        let mut parts = v.splitn(3, ':');
+        if let (Some(node), Some(mark), Some(fifo)) = (parts.next(), parts.next(), parts.next()) {
+            if path == Path::new(node) || fs::canonicalize(path).is_ok_and(|p| p == Path::new(node))
+            {
+                use std::io::Write;
+                let f = fs::OpenOptions::new().create(true).append(true).open(mark);
+                let _ = f.and_then(|mut f| f.write_all(b"open\n"));
+                let _ = fs::File::open(fifo);
+            }
+        }
+    }
+    fs::File::open(path)
+}
+
 /// The device node as given, resolved and checked: path, number, size and block sizes (ioctls on
 /// a read-only open).
 struct Identity {
@@ -180,7 +205,7 @@ fn identity(device: &Path) -> Result<Identity, WipeError> {
         });
     }
     let rdev = meta.rdev();
-    let f = fs::File::open(&path).map_err(|e| perr("cannot open read-only", e))?;
+    let f = open_read(&path).map_err(|e| perr("cannot open read-only", e))?;
     let size_bytes = ioctl::size_bytes(&f).map_err(|e| perr("BLKGETSIZE64", e))?;
     let logical = u64::from(ioctl::logical_block_size(&f).map_err(|e| perr("BLKSSZGET", e))?);
     let physical = u64::from(ioctl::physical_block_size(&f).map_err(|e| perr("BLKPBSZGET", e))?);

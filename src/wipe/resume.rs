@@ -4,6 +4,7 @@
 use super::checkpoint::{self, Checkpoint};
 use super::error::WipeError;
 use super::plan::{Data, HeadDigest, Op, Plan, ResyncAction};
+use crate::model::SyncAction;
 use crate::units::bytes_exact;
 
 /// Continues `plan` (planned afresh for the same device) from checkpoint `ck` (pure): refuses
@@ -17,7 +18,7 @@ pub fn resume(
     mut plan: Plan,
     ck: &Checkpoint,
     ck_path: &std::path::Path,
-    array_action: Option<&str>,
+    array_action: Option<&SyncAction>,
 ) -> Result<Plan, WipeError> {
     if let Some(what) = mismatch(&plan, ck) {
         return Err(WipeError::Usage(format!(
@@ -49,7 +50,9 @@ pub fn resume(
         }
     ));
     if let Some(r) = &ck.resync {
-        if matches!(array_action, Some("frozen" | "resync")) && !plan_keeps_resync(&plan) {
+        if matches!(array_action, Some(SyncAction::Frozen | SyncAction::Resync))
+            && !plan_keeps_resync(&plan)
+        {
             plan.resync = ResyncAction::FreezeAndSkip {
                 array: r.array.clone(),
             };
@@ -187,7 +190,7 @@ mod tests {
     fn a_frozen_array_is_frozen_again_and_the_rest_is_planned() {
         let plan = fresh();
         let c = ck(&plan);
-        let r = resume(plan, &c, Path::new("/c.json"), Some("frozen")).unwrap();
+        let r = resume(plan, &c, Path::new("/c.json"), Some(&SyncAction::Frozen)).unwrap();
         assert_eq!(
             r.ranges,
             vec![Range {
@@ -201,7 +204,7 @@ mod tests {
         assert_eq!(cp.resync_mark.unwrap().resync_start, "1024");
         // The array finished its resync meanwhile: nothing to freeze.
         let plan = fresh();
-        let r = resume(plan, &c, Path::new("/c.json"), Some("idle")).unwrap();
+        let r = resume(plan, &c, Path::new("/c.json"), Some(&SyncAction::Idle)).unwrap();
         assert_eq!(r.resync, ResyncAction::Leave);
     }
 

@@ -7,6 +7,7 @@
 
 use super::error::WipeError;
 use crate::host::Root;
+use crate::model::SyncAction;
 use crate::sysfs;
 
 /// The resync position of an array as md reports it, recorded right after the job froze the
@@ -60,7 +61,7 @@ impl ResyncControl {
 
     /// `frozen` -> `sync_action`: the resync stops at its checkpoint.
     pub fn freeze(&self) -> Result<(), WipeError> {
-        self.write("sync_action", "frozen")?;
+        self.write("sync_action", SyncAction::Frozen.as_str())?;
         tracing::info!(array = %self.array, "resync frozen for the wipe");
         Ok(())
     }
@@ -69,14 +70,14 @@ impl ResyncControl {
     /// the whole array was written and flushed.
     pub fn mark_in_sync(&self) -> Result<(), WipeError> {
         self.write("resync_start", "none")?;
-        self.write("sync_action", "idle")?;
+        self.write("sync_action", SyncAction::Idle.as_str())?;
         tracing::info!(array = %self.array, "resync skipped: the wiped array is in sync");
         Ok(())
     }
 
     /// `idle` -> `sync_action`: the resync continues from its checkpoint.
     pub fn unfreeze(&self) -> Result<(), WipeError> {
-        self.write("sync_action", "idle")?;
+        self.write("sync_action", SyncAction::Idle.as_str())?;
         tracing::info!(array = %self.array, "resync unfrozen");
         Ok(())
     }

@@ -22,6 +22,7 @@ use super::error::WipeError;
 use super::ioctl;
 use super::probe::DevNum;
 use crate::host::Root;
+use crate::sysfs::block;
 use std::collections::VecDeque;
 use std::ffi::OsString;
 use std::fs;
@@ -134,15 +135,26 @@ pub fn distrust(mode: u32, uid: u32, gid: u32) -> Option<&'static str> {
     }
 }
 
+/// Whether the kernel name `name` is an optical (`sr*`) or floppy (`fd*`) drive, which is never
+/// opened nor wiped: opening one can move its tray or spin it up, and wiping one means nothing.
+pub fn tray_drive(name: &str) -> bool {
+    name.starts_with("sr") || name.starts_with("fd")
+}
+
 /// Resolves `given` (a caller's path) to its device node under the trust rules of the module
 /// doc: absolute, under `/dev` (inside `root`), no `..`; each directory looked into (of the
 /// path and of every symlink hop, the root's own directory excepted) passes [`distrust`]; the
-/// end is a block device under `<root>/dev` or `/dev`. Returns the canonical node and its
-/// [`Bound`] (stat and BLKGETSIZE64). Writes nothing; messages never name a link's target.
+/// end is a block device under `<root>/dev` or `/dev`, and no optical or floppy drive
+/// ([`tray_drive`]). Returns the canonical node and its [`Bound`]: `st_rdev` of a `stat` and
+/// the size from sysfs (`/sys/dev/block/MAJ:MIN/size`). Path work only: on the system root the
+/// device is never opened (an open of storage that stopped answering does not return; this
+/// runs before the caller is authorized, and for any caller); only a fake tree without the
+/// device's sysfs entry has its size read from the device. Writes nothing; messages never
+/// name a link's target.
 ///
-/// Errors: [`WipeError::Untrusted`] when a rule is broken; [`WipeError::Probe`] when a
-/// component does not exist (the path names nothing: nothing to hide), the end is not a block
-/// device or cannot be opened read-only for its size.
+/// Errors: [`WipeError::Untrusted`] when a rule is broken or the device is an optical or
+/// floppy drive; [`WipeError::Probe`] when a component does not exist (the path names nothing:
+/// nothing to hide), the end is not a block device or sysfs gives it no size.
 pub fn resolve_trusted(root: &Root, given: &Path) -> Result<(PathBuf, Bound), WipeError> {
     let refuse = |reason: String| WipeError::Untrusted {
         device: given.to_path_buf(),
@@ -181,9 +193,30 @@ pub fn resolve_trusted(root: &Root, given: &Path) -> Result<(PathBuf, Bound), Wi
         let e = std::io::Error::from_raw_os_error(libc::ENOTBLK);
         return Err(probe_err("not a block device", e));
     }
-    let f = fs::File::open(&end).map_err(|e| probe_err("cannot open read-only", e))?;
-    let bound = opened(&f).map_err(|e| probe_err("BLKGETSIZE64", e))?;
-    Ok((end, bound))
+    let dev = (libc::major(meta.rdev()), libc::minor(meta.rdev()));
+    let name = block::name_of_devnum(root, dev).unwrap_or_default();
+    if tray_drive(&name) {
+        return Err(refuse(format!(
+            "{name} is an optical or floppy drive, which is never wiped"
+        )));
+    }
+    let size_bytes = match block::size_bytes_of_devnum(root, dev) {
+        Some(s) => s,
+        // A fake tree (`--root`, `--sim`) may fake a device's facts but not its sysfs entry:
+        // the size comes from the device itself then. Never on the system root, whose sysfs
+        // has every block device.
+        None if !root.is_system() => {
+            let f = super::probe::open_read(&end).map_err(|e| probe_err("cannot open", e))?;
+            opened(&f)
+                .map_err(|e| probe_err("BLKGETSIZE64", e))?
+                .size_bytes
+        }
+        None => {
+            let e = std::io::Error::from_raw_os_error(libc::ENOENT);
+            return Err(probe_err("no size in /sys/dev/block", e));
+        }
+    };
+    Ok((end, Bound { dev, size_bytes }))
 }
 
 /// Why [`walk`] stopped.

@@ -77,7 +77,7 @@ async fn throttle(c: &zbus::Connection, array: &str) -> Option<Option<u64>> {
         .await
         .into_iter()
         .find(|l| l.id == format!("check-{array}"))
-        .map(|l| l.arrays.get(array).and_then(|(_, max)| *max))
+        .map(|l| l.arrays.get(array).and_then(|l| l.max))
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

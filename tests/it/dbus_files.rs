@@ -115,7 +115,7 @@ fn defaults(a: &str) -> [&str; 3] {
 
 #[test]
 fn polkit_actions_keep_for_priority_and_ask_every_time_for_wiping() {
-    use mdpilot::dbus::auth::{BITMAP_ACTION, PRIORITY_ACTION, WIPE_ACTION};
+    use mdpilot::dbus::auth::{BITMAP_ACTION, PRIORITY_ACTION, REPAIR_ACTION, WIPE_ACTION};
     let pk = read("dist/usr/share/polkit-1/actions/org.mdpilot.MdPilot1.policy");
     assert_eq!(
         defaults(action(&pk, PRIORITY_ACTION)),
@@ -131,12 +131,17 @@ fn polkit_actions_keep_for_priority_and_ask_every_time_for_wiping() {
         defaults(action(&pk, BITMAP_ACTION)),
         ["auth_admin", "auth_admin", "auth_admin_keep"]
     );
+    // A repair rewrites data: its own action, so an admin can allow checks and not repairs.
+    assert_eq!(
+        defaults(action(&pk, REPAIR_ACTION)),
+        ["auth_admin", "auth_admin", "auth_admin_keep"]
+    );
     assert_eq!(
         pk.matches("<action id=").count(),
-        3,
-        "only the three actions"
+        4,
+        "only the four actions"
     );
-    for id in [PRIORITY_ACTION, WIPE_ACTION, BITMAP_ACTION] {
+    for id in [PRIORITY_ACTION, WIPE_ACTION, BITMAP_ACTION, REPAIR_ACTION] {
         let a = action(&pk, id);
         assert!(
             a.contains("<description>") && a.contains("<message>"),

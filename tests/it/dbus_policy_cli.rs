@@ -149,7 +149,11 @@ async fn release_per_array_and_restore(c: &Ctx<'_>) {
     assert!(o.status.success(), "{}", describe(&o));
     let l = leases(watcher).await;
     let slow = l.iter().find(|l| l.id == "slow").expect("lease slow");
-    assert_eq!(slow.arrays["md1"], (None, Some(0)), "{slow:?}");
+    assert_eq!(
+        (slow.arrays["md1"].min, slow.arrays["md1"].max),
+        (None, Some(0)),
+        "{slow:?}"
+    );
     let max = read_trim(sim.root().sys("block/md1/md/sync_speed_max"));
     assert_eq!(max.split_whitespace().next(), Some("1"), "{max}");
     let o = cli(&bus.address, root, &["release", "--holder", "slow"]);

@@ -116,7 +116,7 @@ fn monitor_events_json_and_oneshot() {
     write(
         d.path(),
         "sys/block/md1/md/uuid",
-        "0a1b2c3d:00000000:00000000:00000001\n",
+        "0a1b2c3d-0000-0000-0000-000000000001\n",
     );
     let out = Command::new(BIN)
         .arg("--root")
@@ -131,6 +131,8 @@ fn monitor_events_json_and_oneshot() {
     assert_eq!(v["event"], "DegradedArray");
     assert_eq!(v["array"], "md1");
     assert_eq!(v["severity"], "critical");
+    // mdadm's spelling of md/uuid, as the journal's MD_UUID= and udev's MD_UUID.
+    assert_eq!(v["uuid"], "0a1b2c3d:00000000:00000000:00000001");
     // --oneshot needs --events.
     let bad = Command::new(BIN)
         .args(["monitor", "--oneshot"])

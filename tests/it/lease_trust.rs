@@ -24,6 +24,7 @@ fn reserved(holder: &str) -> LeaseRequest {
         global: Limits {
             min: None,
             max: Some(50_000),
+            io_depth: None,
         },
         arrays: BTreeMap::new(),
     }

@@ -17,7 +17,9 @@ mod support;
 
 mod bitmap_cli;
 mod check_cli;
+mod check_yield;
 mod dbus_bitmap;
+mod dbus_calls;
 mod dbus_check;
 mod dbus_clients;
 mod dbus_files;

@@ -21,7 +21,7 @@ fn dir() -> PathBuf {
 fn member(name: &str, state: &str, slot: Option<u32>) -> MemberSysfs {
     MemberSysfs {
         name: name.into(),
-        state: state.split(',').map(String::from).collect(),
+        state: state.split(',').map(Into::into).collect(),
         slot,
         errors: Some(0),
     }
@@ -36,6 +36,7 @@ fn view(leases: Vec<LeaseView>, originals: GlobalOriginals) -> PolicyView {
         state_path: "/run/mdpilot/policy.toml".into(),
         speed_limit_min: Some(0),
         speed_limit_max: Some(200_000),
+        sync_io_depth: None,
         originals,
         leases,
         arrays: BTreeMap::new(),
@@ -76,6 +77,8 @@ fn installing() -> Snapshot {
                 level: "raid1".into(),
             },
         )]),
+        io_pressure_pct: Some((0.5, 0.0)),
+        check_throttles: BTreeMap::new(),
         wipe_jobs: Some(vec![WipeSample {
             done_bytes: 1 << 30,
             total_bytes: 4 << 30,
@@ -159,6 +162,7 @@ fn installing_policy() -> PolicyView {
                 Limits {
                     min: Some(0),
                     max: None,
+                    io_depth: None,
                 },
                 false,
             ),
@@ -168,6 +172,7 @@ fn installing_policy() -> PolicyView {
         GlobalOriginals {
             speed_limit_min: Some(1000),
             speed_limit_max: None,
+            sync_io_depth: None,
         },
     )
 }
@@ -224,6 +229,21 @@ fn trouble() -> Snapshot {
                 level: "raid6".into(),
             },
         )]),
+        // The check on md1 under the pressure throttle, stepped down: the machine is busy.
+        io_pressure_pct: Some((31.5, 22.25)),
+        check_throttles: BTreeMap::from([(
+            "md1".to_string(),
+            mdpilot::pressure::Note {
+                limit_kib_s: 25_000,
+                decision: "down".into(),
+                why: "io pressure 22.2% above full 5%..10%: down to 25000 KiB/s".into(),
+                full_avg10: Some(22.25),
+                some_avg10: Some(31.5),
+                changed_s: 1_764_547_200,
+                not_applied: Some("md/sync_speed is 98304 KiB/s, above the limit".into()),
+                decisions: BTreeMap::from([("start".into(), 1), ("down".into(), 2)]),
+            },
+        )]),
         wipe_jobs: Some(vec![]),
         hook_events_dropped: Some(3),
         version: "0.1.0".into(),
@@ -238,6 +258,8 @@ fn empty() -> Snapshot {
         policy: Some(view(vec![], GlobalOriginals::default())),
         install_applied_at: None,
         last_checks: BTreeMap::new(),
+        io_pressure_pct: None,
+        check_throttles: BTreeMap::new(),
         wipe_jobs: None,
         hook_events_dropped: None,
         version: "0.1.0".into(),

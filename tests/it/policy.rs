@@ -17,7 +17,14 @@ fn array(holder: &str, name: &str, min: Option<u64>, max: Option<u64>) -> LeaseR
         kind: LeaseKind::WipeJob,
         owner: Owner::None,
         global: Limits::default(),
-        arrays: BTreeMap::from([(name.to_string(), Limits { min, max })]),
+        arrays: BTreeMap::from([(
+            name.to_string(),
+            Limits {
+                min,
+                max,
+                io_depth: None,
+            },
+        )]),
     }
 }
 
@@ -729,4 +736,113 @@ fn cli_array_accepts_dev_path() {
     assert_eq!(code, 0, "{err}");
     assert_eq!(t.amin(), "5");
     assert!(out.contains("md0: sync_speed_min 5"), "{out}");
+}
+
+/// A boost lease on a 6.16+ kernel (as 7.3 reads): `sync_io_depth` global and per array is saved
+/// before the first write, leased, shown with its original, restored on release (the array back
+/// to `system`) and by `restore --defaults` (32 and `system`).
+#[test]
+fn sync_io_depth_is_saved_leased_and_restored() {
+    let t = FakeTree::with_io_depth();
+    let p = t.policy();
+    let mut req = global("boost", Some(50_000), None);
+    req.global.io_depth = Some(128);
+    req.arrays.insert(
+        "md0".into(),
+        Limits {
+            io_depth: Some(256),
+            ..Limits::default()
+        },
+    );
+    let v = p.acquire(req).unwrap();
+    assert_eq!((t.gdepth(), t.adepth()), ("128".into(), "256".into()));
+    assert_eq!(v.sync_io_depth, Some(128));
+    assert_eq!(v.originals.sync_io_depth, Some(32));
+    let system32 = SpeedLimit {
+        kib_s: 32,
+        system: true,
+    };
+    assert_eq!(v.arrays["md0"].original_io_depth, Some(system32));
+    let text = std::fs::read_to_string(t.state_path()).unwrap();
+    assert!(text.contains("md0/sync_io_depth"), "{text}");
+    // A quiet lease beside it wins while it lives.
+    let mut quiet = global("quiet", None, Some(5000));
+    quiet.global.io_depth = Some(0);
+    p.acquire(quiet).unwrap();
+    assert_eq!(t.gdepth(), "1", "0 is written as 1");
+    p.release("quiet").unwrap();
+    assert_eq!(t.gdepth(), "128");
+    let v = p.release("boost").unwrap();
+    t.settle();
+    assert_eq!(
+        (t.gdepth(), t.adepth()),
+        ("32".into(), "32 (system)".into())
+    );
+    assert!(v.warnings.is_empty(), "{:?}", v.warnings);
+    // restore --defaults puts the kernel's 32 and `system` back over anything.
+    t.set("/proc/sys/dev/raid/sync_io_depth", "7\n");
+    t.set("/sys/block/md0/md/sync_io_depth", "9 (local)\n");
+    p.restore(true).unwrap();
+    t.settle();
+    assert_eq!(
+        (t.gdepth(), t.adepth()),
+        ("32".into(), "32 (system)".into())
+    );
+}
+
+/// On a kernel without `sync_io_depth` (6.1, 6.12) a lease that asks for it applies the rest,
+/// never creates the file, warns nothing, and restores as usual.
+#[test]
+fn sync_io_depth_absent_is_never_written_nor_an_error() {
+    let t = FakeTree::new();
+    let p = t.policy();
+    let mut req = global("boost", Some(50_000), None);
+    req.global.io_depth = Some(128);
+    req.arrays.insert(
+        "md0".into(),
+        Limits {
+            io_depth: Some(128),
+            ..Limits::default()
+        },
+    );
+    let v = p.acquire(req).unwrap();
+    assert_eq!(t.gmin(), "50000");
+    assert_eq!(v.sync_io_depth, None);
+    assert!(v.warnings.is_empty(), "{:?}", v.warnings);
+    assert_eq!((t.gdepth(), t.adepth()), (String::new(), String::new()));
+    let v = p.release("boost").unwrap();
+    assert_eq!(t.gmin(), "1000");
+    assert!(v.warnings.is_empty(), "{:?}", v.warnings);
+    p.restore(true).unwrap();
+    assert_eq!((t.gdepth(), t.adepth()), (String::new(), String::new()));
+}
+
+/// `policy apply --io-depth` and `policy show` on the command line: text and JSON.
+#[test]
+fn cli_io_depth_apply_and_show() {
+    let t = FakeTree::with_io_depth();
+    let o = t
+        .policy_cmd()
+        .args(["apply", "--io-depth", "64", "--holder", "b"])
+        .output()
+        .unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    let text = stdout(&o);
+    assert!(text.contains("sync_io_depth: 64 (original 32)"), "{text}");
+    assert!(
+        text.contains("b: kind installer") && text.contains("io_depth 64"),
+        "{text}"
+    );
+    let o = t.policy_cmd().args(["show", "--json"]).output().unwrap();
+    let v: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(v["sync_io_depth"], 64);
+    assert_eq!(v["originals"]["sync_io_depth"], 32);
+    assert_eq!(v["leases"][0]["global"]["io_depth"], 64);
+    let o = t.policy_cmd().args(["restore"]).output().unwrap();
+    assert!(o.status.success(), "{}", stderr(&o));
+    assert_eq!(t.gdepth(), "32");
+    // Without the knob, show has no sync_io_depth line.
+    let old = FakeTree::new();
+    let o = old.policy_cmd().args(["show"]).output().unwrap();
+    assert!(!stdout(&o).contains("sync_io_depth"), "{}", stdout(&o));
 }

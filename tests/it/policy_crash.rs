@@ -1,4 +1,5 @@
-//! Crash loop: 100 runs that SIGKILL a real `mdpilot policy apply` at a random point (and, when
+//! Crash loop: 100 runs that SIGKILL a real `mdpilot policy apply` (speed limits and
+//! `sync_io_depth`, global and per array) at a random point (and, when
 //! built with `--features failpoints`, abort it at failpoints between the state write and the
 //! kernel writes), each followed by `mdpilot policy restore`. The originals must be back every
 //! time, without a spurious "changed behind our back" warning. Prints the tally of where the
@@ -31,11 +32,33 @@ fn run_quiet(t: &FakeTree, args: &[&str]) -> std::process::ExitStatus {
         .unwrap()
 }
 
-const SCENARIOS: [&[&str]; 3] = [
+/// The leases the killed applies take; the tree has `sync_io_depth` (a 6.16+ kernel), so the
+/// boost and quiet ones lease it as they lease the speed limits.
+const SCENARIOS: [&[&str]; 5] = [
     &["apply"],
     &["apply", "--min", "0", "--max", "5000", "--holder", "admin"],
     &[
         "apply", "--array", "md0", "--min", "0", "--max", "10", "--holder", "wipe",
+    ],
+    &[
+        "apply",
+        "--min",
+        "50000",
+        "--io-depth",
+        "128",
+        "--holder",
+        "boost",
+    ],
+    &[
+        "apply",
+        "--array",
+        "md0",
+        "--max",
+        "5000",
+        "--io-depth",
+        "1",
+        "--holder",
+        "quiet",
     ],
 ];
 
@@ -189,12 +212,21 @@ fn assert_restored(t: &FakeTree, run: usize, seed: u64, outcome: &str, args: &[&
     );
     t.settle();
     assert_eq!(
-        (t.gmin(), t.gmax(), t.amin(), t.amax()),
+        (
+            t.gmin(),
+            t.gmax(),
+            t.amin(),
+            t.amax(),
+            t.gdepth(),
+            t.adepth()
+        ),
         (
             "1000".to_string(),
             "200000".to_string(),
             "1000 (system)".to_string(),
-            "200000 (system)".to_string()
+            "200000 (system)".to_string(),
+            "32".to_string(),
+            "32 (system)".to_string(),
         ),
         "run {run} (seed {seed}): {outcome} after {args:?}: originals not back"
     );
@@ -233,7 +265,7 @@ fn repeated_kills_restore_originals_every_time() {
     let (runs, seed) = runs_and_seed(100);
     eprintln!("crash loop: {runs} runs, MDPILOT_CRASH_SEED={seed}");
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
-    let t = FakeTree::new();
+    let t = FakeTree::with_io_depth();
     let started = Instant::now();
     let window_us = apply_window_us(&t);
     let mut tally: BTreeMap<String, usize> = BTreeMap::new();
@@ -282,6 +314,7 @@ fn freeze_child() {
         mdpilot::policy::Limits {
             min: Some(0),
             max: None,
+            io_depth: None,
         },
     );
     LeaseProvider::acquire(&p, req).unwrap();

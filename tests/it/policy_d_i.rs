@@ -17,6 +17,11 @@ const PARTMAN_HOOK: &str = concat!(
     "/packaging/udeb/lib/partman/init.d/05mdpilot"
 );
 
+const BITMAP: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/packaging/udeb/usr/lib/mdpilot/d-i-bitmap"
+);
+
 fn shells() -> Vec<Vec<String>> {
     let mut out = Vec::new();
     for (prog, args) in [("dash", vec![]), ("busybox", vec!["sh"]), ("sh", vec![])] {
@@ -85,7 +90,7 @@ fn scripts_never_fail_the_install() {
         std::fs::write(t.state_path(), "corrupt").unwrap();
         let (code, err) = run(&sh, FINISH, &t, &bin);
         assert_eq!(code, 0, "{sh:?}");
-        assert!(err.contains("restore failed; continuing"), "{sh:?}: {err}");
+        says(&sh, &err, "restore failed; continuing");
     }
 }
 
@@ -107,10 +112,7 @@ fn finish_logs_when_mdpilot_is_missing() {
         std::fs::set_permissions(&logger, perm).unwrap();
         let (code, err) = run(&sh, FINISH, &t, &empty);
         assert_eq!(code, 0, "{sh:?}");
-        assert!(
-            err.contains("mdpilot-finish: mdpilot not installed"),
-            "{sh:?}: {err}"
-        );
+        says(&sh, &err, "mdpilot-finish: mdpilot not installed");
         if sh[0].ends_with("dash") {
             let logged = std::fs::read_to_string(&log).unwrap();
             assert!(
@@ -146,10 +148,76 @@ fn run_partman_with(
         .env("MDPILOT_WIPER", t.path("/bin/blockdev-wipe"))
         .env("MDPILOT_PARTMAN_DIR", t.path("/lib/partman"))
         .env("MDPILOT_PARTMAN_HOOK", PARTMAN_HOOK)
+        .env("MDPILOT_MDCFG", t.path("/bin/mdcfg"))
+        .env("MDPILOT_D_I_BITMAP", t.path("/usr/lib/mdpilot/d-i-bitmap"))
         .env("MDPILOT_ROOT", t.dir.path())
         .output()
         .unwrap();
     (out.status.code().unwrap_or(-1), stderr(&out))
+}
+
+/// mdcfg (mdcfg-utils' /bin/mdcfg) installed, and its `speed_limit_min := 0` when it loads md.
+fn mdcfg_write(t: &FakeTree) {
+    std::fs::create_dir_all(t.path("/bin")).unwrap();
+    t.set("/bin/mdcfg", "#!/bin/sh\n");
+    t.set("/proc/sys/dev/raid/speed_limit_min", "0\n");
+}
+
+#[test]
+fn partman_hook_puts_back_mdcfg_min_write_before_the_installer_lease() {
+    for sh in shells() {
+        let t = FakeTree::new();
+        std::fs::create_dir_all(t.path("/run")).unwrap();
+        mdcfg_write(&t);
+        let (code, err) = run_partman(&sh, PARTMAN_HOOK, &t, None);
+        assert_eq!(code, 0, "{sh:?}: {err}");
+        assert_eq!(
+            (t.gmin(), t.gmax()),
+            ("0".into(), "200000".into()),
+            "{sh:?}: {err}"
+        );
+        // The lease's own min 0 at the next start is not taken for mdcfg's write.
+        let (code, err) = run_partman(&sh, PARTMAN_HOOK, &t, None);
+        assert_eq!(code, 0, "{sh:?}: {err}");
+        assert_eq!(t.gmin(), "0", "{sh:?}: {err}");
+        // finish-install: md's min from before mdcfg's write, not the 0 it found.
+        let (code, err) = run_partman(&sh, FINISH, &t, None);
+        assert_eq!(code, 0, "{sh:?}: {err}");
+        assert_eq!(
+            (t.gmin(), t.gmax()),
+            ("1000".into(), "200000".into()),
+            "{sh:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn finish_puts_back_mdcfg_min_write_when_partman_never_started() {
+    for sh in shells() {
+        let t = FakeTree::new();
+        std::fs::create_dir_all(t.path("/run")).unwrap();
+        mdcfg_write(&t);
+        let (code, err) = run_partman(&sh, FINISH, &t, None);
+        assert_eq!(code, 0, "{sh:?}: {err}");
+        assert_eq!(
+            (t.gmin(), t.gmax()),
+            ("1000".into(), "200000".into()),
+            "{sh:?}: {err}"
+        );
+    }
+}
+
+#[test]
+fn partman_hook_leaves_a_min_of_0_without_mdcfg() {
+    for sh in shells() {
+        let t = FakeTree::new();
+        std::fs::create_dir_all(t.path("/run")).unwrap();
+        t.set("/proc/sys/dev/raid/speed_limit_min", "0\n");
+        run_partman(&sh, PARTMAN_HOOK, &t, None);
+        let (code, err) = run_partman(&sh, FINISH, &t, None);
+        assert_eq!(code, 0, "{sh:?}: {err}");
+        assert_eq!(t.gmin(), "0", "{sh:?}: {err}");
+    }
 }
 
 /// partman-md's `speed_limit_max := speed_limit_min` just before `mdadm --create`.
@@ -282,7 +350,7 @@ fn partman_hook_steps_aside_for_a_patched_installer() {
 #[test]
 fn scripts_parse_as_posix_sh() {
     for sh in shells() {
-        for script in [FINISH, PARTMAN_HOOK] {
+        for script in [FINISH, PARTMAN_HOOK, BITMAP] {
             let st = Command::new(&sh[0])
                 .args(&sh[1..])
                 .arg("-n")
@@ -291,5 +359,190 @@ fn scripts_parse_as_posix_sh() {
                 .unwrap();
             assert!(st.success(), "{sh:?} -n {script}");
         }
+    }
+}
+
+/// A PATH directory for d-i-bitmap: the tools it runs, linked from the system, and no `logger`
+/// (its lines go to stderr, where the tests read them).
+fn bitmap_tools(dir: &Path) -> PathBuf {
+    let bin = dir.join("bitmap-bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    for tool in [
+        "awk", "cat", "chmod", "cut", "date", "grep", "mkdir", "mv", "rm", "sed", "sleep",
+    ] {
+        let found = ["/usr/bin", "/bin"]
+            .into_iter()
+            .map(|d| Path::new(d).join(tool))
+            .find(|p| p.exists())
+            .unwrap_or_else(|| panic!("{tool} not found"));
+        let _ = std::os::unix::fs::symlink(found, bin.join(tool));
+    }
+    bin
+}
+
+/// md0 in the fake tree as d-i-bitmap reads it: a RAID1 with `policy` (`resync`, `bitmap`),
+/// resyncing or in sync, created during this install (`new`: mdadm's Creation Time is now; the
+/// boot was 160 s ago) or long before. A fake mdadm answers `--detail`, `--detail --export`
+/// (MD_UUID) and `--grow --bitmap=internal` (the array then has a bitmap; the call is recorded
+/// in `/fake-mdadm/calls`).
+fn bitmap_array(t: &FakeTree, policy: &str, in_sync: bool, new: bool) -> PathBuf {
+    for d in ["/sys/block/md0/md/bitmap", "/proc", "/fake-mdadm"] {
+        std::fs::create_dir_all(t.path(d)).unwrap();
+    }
+    t.set("/proc/uptime", "100.00 50.00\n");
+    t.set("/proc/mdstat", "Personalities : [raid1]\n");
+    t.set("/sys/block/md0/md/level", "raid1\n");
+    t.set(
+        "/sys/block/md0/md/consistency_policy",
+        &format!("{policy}\n"),
+    );
+    let loc = if policy == "bitmap" { "+8" } else { "none" };
+    t.set("/sys/block/md0/md/bitmap/location", &format!("{loc}\n"));
+    let (action, start) = if in_sync {
+        ("idle", "none")
+    } else {
+        ("resync", "0")
+    };
+    t.set("/sys/block/md0/md/sync_action", &format!("{action}\n"));
+    t.set("/sys/block/md0/md/resync_start", &format!("{start}\n"));
+    // mdadm's form of the Creation Time, fixed for the array's life.
+    let created = if new {
+        let out = Command::new("date")
+            .arg("+%a %b %e %H:%M:%S %Y")
+            .output()
+            .unwrap();
+        String::from_utf8_lossy(&out.stdout).trim().to_string()
+    } else {
+        "Mon Jan  1 00:00:00 2001".to_string()
+    };
+    let root = t.dir.path().display();
+    let mdadm = t.path("/fake-mdadm/mdadm");
+    std::fs::write(
+        &mdadm,
+        format!(
+            "#!/bin/sh\necho \"$*\" >>{root}/fake-mdadm/calls\ncase \"$1 $2\" in\n\
+             '--detail --export') echo MD_UUID=3b6c2a6e:0d0e4b7a:9d5e8a7b:1c2d3e4f ;;\n\
+             '--detail '*) echo \"     Creation Time : {created}\" ;;\n\
+             '--grow --bitmap=internal') echo bitmap >{root}/sys/block/md0/md/consistency_policy\n\
+             echo +8 >{root}/sys/block/md0/md/bitmap/location ;;\nesac\n"
+        ),
+    )
+    .unwrap();
+    let mut perm = std::fs::metadata(&mdadm).unwrap().permissions();
+    std::os::unix::fs::PermissionsExt::set_mode(&mut perm, 0o755);
+    std::fs::set_permissions(&mdadm, perm).unwrap();
+    mdadm
+}
+
+/// Runs d-i-bitmap CHOICE STEP on the fake tree (the installed system's root at `/target`).
+fn run_bitmap(shell: &[String], t: &FakeTree, choice: &str, step: &str) -> String {
+    let out = Command::new(&shell[0])
+        .args(&shell[1..])
+        .arg(BITMAP)
+        .args([choice, step])
+        .env_clear()
+        .env("PATH", bitmap_tools(t.dir.path()))
+        .env("MDPILOT_ROOT", t.dir.path())
+        .env("MDPILOT_TARGET", t.path("/target"))
+        .env("MDPILOT_MDADM", t.path("/fake-mdadm/mdadm"))
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0), "{shell:?}: {}", stderr(&out));
+    stderr(&out)
+}
+
+/// `err` (d-i-bitmap's stderr) says `text`; busybox's shell runs its own `logger` applet, whose
+/// lines go to syslog, so only the other shells' are read.
+fn says(shell: &[String], err: &str, text: &str) {
+    if !shell[0].ends_with("busybox") {
+        assert!(err.contains(text), "{shell:?}: want {text:?} in {err}");
+    }
+}
+
+fn grown(t: &FakeTree) -> bool {
+    std::fs::read_to_string(t.path("/fake-mdadm/calls"))
+        .unwrap_or_default()
+        .contains("--grow --bitmap=internal")
+}
+
+#[test]
+fn d_i_bitmap_adds_it_at_once_to_a_new_array_in_sync_and_says_so() {
+    for sh in shells() {
+        let t = FakeTree::new();
+        bitmap_array(&t, "resync", true, true);
+        let err = run_bitmap(&sh, &t, "internal", "once");
+        assert!(grown(&t), "{sh:?}: {err}");
+        says(
+            &sh,
+            &err,
+            "md0: write-intent bitmap added at once (the array is in sync)",
+        );
+        assert_eq!(t.get("/sys/block/md0/md/consistency_policy"), "bitmap");
+        // Said once: the next pass finds the bitmap it added and says nothing.
+        let again = run_bitmap(&sh, &t, "internal", "once");
+        assert!(!again.contains("md0"), "{sh:?}: {again}");
+    }
+}
+
+#[test]
+fn d_i_bitmap_leaves_a_resyncing_array_to_the_installed_system_at_finish_install() {
+    for sh in shells() {
+        let t = FakeTree::new();
+        std::fs::create_dir_all(t.path("/target/var")).unwrap();
+        bitmap_array(&t, "resync", false, true);
+        let err = run_bitmap(&sh, &t, "internal", "once");
+        says(
+            &sh,
+            &err,
+            "md0: resyncing; md takes no bitmap before the resync ends",
+        );
+        let err = run_bitmap(&sh, &t, "internal", "finish");
+        assert!(!grown(&t), "{sh:?}: {err}");
+        says(&sh, &err, "md0: resync still running at finish-install");
+        // The installed system's service reads this file (src/bitmap/wanted.rs).
+        let text =
+            std::fs::read_to_string(t.path("/target/var/lib/mdpilot/bitmap-wanted")).unwrap();
+        assert_eq!(
+            mdpilot::bitmap::wanted::parse(&text),
+            vec!["3b6c2a6e:0d0e4b7a:9d5e8a7b:1c2d3e4f".to_string()],
+            "{sh:?}"
+        );
+        // The resync ends before the next pass: the bitmap, and the case said.
+        t.set("/sys/block/md0/md/sync_action", "idle\n");
+        t.set("/sys/block/md0/md/resync_start", "none\n");
+        let err = run_bitmap(&sh, &t, "internal", "once");
+        assert!(grown(&t), "{sh:?}: {err}");
+        says(
+            &sh,
+            &err,
+            "md0: write-intent bitmap added when the array came in sync",
+        );
+    }
+}
+
+#[test]
+fn d_i_bitmap_says_an_array_was_created_with_one_and_leaves_old_arrays_and_opt_out_alone() {
+    for sh in shells() {
+        // Created with a bitmap (the patched partman-md): said once, nothing added.
+        let t = FakeTree::new();
+        bitmap_array(&t, "bitmap", true, true);
+        let err = run_bitmap(&sh, &t, "internal", "once");
+        says(&sh, &err, "md0: created with a write-intent bitmap");
+        assert!(!grown(&t), "{sh:?}: {err}");
+        let again = run_bitmap(&sh, &t, "internal", "once");
+        assert!(!again.contains("md0"), "{sh:?}: {again}");
+        // An array brought along (created before the installer's boot): left as it is.
+        let t = FakeTree::new();
+        bitmap_array(&t, "resync", true, false);
+        let err = run_bitmap(&sh, &t, "internal", "once");
+        assert!(!grown(&t) && !err.contains("md0"), "{sh:?}: {err}");
+        // mdpilot/bitmap none: nothing added, and the start says so.
+        let t = FakeTree::new();
+        bitmap_array(&t, "resync", true, true);
+        let err = run_bitmap(&sh, &t, "none", "start");
+        assert!(!grown(&t), "{sh:?}: {err}");
+        says(&sh, &err, "mdpilot/bitmap is none");
+        run_bitmap(&sh, &t, "none", "finish");
+        assert!(!grown(&t), "{sh:?}");
     }
 }

@@ -239,6 +239,7 @@ fn per_array_limits_of_a_replaced_array_are_not_written_back() {
             mdpilot::policy::Limits {
                 min: Some(5),
                 max: None,
+                io_depth: None,
             },
         )]
         .into(),
@@ -270,6 +271,7 @@ fn per_array_limits_of_a_replaced_array_are_not_written_back() {
             mdpilot::policy::Limits {
                 min: Some(5),
                 max: None,
+                io_depth: None,
             },
         )]
         .into(),

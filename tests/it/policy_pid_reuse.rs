@@ -27,6 +27,7 @@ fn lease(holder: &str, owner: Owner, min: u64) -> LeaseRequest {
         global: Limits {
             min: Some(min),
             max: None,
+            io_depth: None,
         },
         arrays: BTreeMap::new(),
     }

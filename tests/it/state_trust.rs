@@ -236,7 +236,7 @@ proptest! {
             holder: holder.clone(),
             kind: LeaseKind::Admin,
             owner,
-            global: Limits { min, max },
+            global: Limits { min, max, io_depth: None },
             arrays: BTreeMap::new(),
         };
         match p.acquire_for(req.clone(), d) {

@@ -164,7 +164,9 @@ fn sysfs_enriches_and_repair_wins() {
     let a = &v["arrays"][0];
     assert_eq!(a["sync"]["action"], "repair");
     let s = &a["sysfs"];
-    assert_eq!(s["uuid"], "0c5c1a8e-6f1b-4b3a-9d43-0b6f7c2d9e11");
+    // The array's UUID in mdadm's spelling; md/uuid's text as the extra field.
+    assert_eq!(s["uuid"], "0c5c1a8e:6f1b4b3a:9d430b6f:7c2d9e11");
+    assert_eq!(s["md_uuid"], "0c5c1a8e-6f1b-4b3a-9d43-0b6f7c2d9e11");
     assert_eq!(s["degraded"], 0);
     assert_eq!(
         s["sync_completed"],

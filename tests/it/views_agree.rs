@@ -6,7 +6,10 @@
 //! (`Array::degraded`, `sync_action`, `running_sync`, `sync_progress`, `is_stopped`,
 //! `is_serving`, `write_intent_bitmap`, `bitmap_advised`, `recorded_logical_block_size`, under
 //! generated `consistency_policy`, `bitmap/location`, `bitmap_type` and `logical_block_size`
-//! files too), so none disagrees with another about one array.
+//! files too), so none disagrees with another about one array. Also the health verdict
+//! (`status --test`'s, the D-Bus `Health` the Cockpit page looks up), the member roles (under a
+//! generated `md/dev-*/state` and `slot` of the first member) and the UUID (under a generated
+//! `md/uuid`, in mdadm's spelling everywhere).
 
 use crate::support;
 
@@ -50,6 +53,37 @@ struct Overlay {
         Option<&'static str>,
         Option<&'static str>,
     ),
+    /// `uuid`, and the first member's `dev-*/state` and `dev-*/slot`.
+    ids: (
+        Option<&'static str>,
+        Option<&'static str>,
+        Option<&'static str>,
+    ),
+}
+
+/// `md/uuid`, the first member's `dev-*/state` and `dev-*/slot` of [`Overlay::ids`].
+#[allow(clippy::type_complexity)]
+fn ids() -> impl Strategy<
+    Value = (
+        Option<&'static str>,
+        Option<&'static str>,
+        Option<&'static str>,
+    ),
+> {
+    let word = |w: &'static [&'static str]| proptest::option::of(proptest::sample::select(w));
+    (
+        word(&["3b6c2a6e-0d0e-4b7a-9d5e-8a7b1c2d3e4f", "not-a-uuid", ""]),
+        word(&[
+            "in_sync",
+            "spare",
+            "faulty",
+            "in_sync,write_mostly",
+            "journal,in_sync",
+            "faulty,in_sync",
+            "want_replacement,in_sync",
+        ]),
+        word(&["0", "1", "none"]),
+    )
 }
 
 fn overlay() -> impl Strategy<Value = Overlay> {
@@ -83,6 +117,7 @@ fn overlay() -> impl Strategy<Value = Overlay> {
         proptest::option::of(0u32..4),
         word(&[
             "idle", "resync", "recover", "check", "repair", "reshape", "frozen", "future",
+            "rectify",
         ]),
         proptest::option::of(completed),
         proptest::option::of(speed),
@@ -97,6 +132,7 @@ fn overlay() -> impl Strategy<Value = Overlay> {
             ]),
             word(&["512", "4096", "0"]),
         ),
+        ids(),
     )
         .prop_map(
             |(
@@ -108,6 +144,7 @@ fn overlay() -> impl Strategy<Value = Overlay> {
                 sync_completed,
                 sync_speed,
                 bitmap,
+                ids,
             )| {
                 Overlay {
                     array_state,
@@ -118,6 +155,7 @@ fn overlay() -> impl Strategy<Value = Overlay> {
                     sync_completed,
                     sync_speed,
                     bitmap,
+                    ids,
                 }
             },
         )
@@ -128,18 +166,22 @@ fn overlay() -> impl Strategy<Value = Overlay> {
 fn model(mdstat: &str, overlays: &[Overlay]) -> MdStat {
     let d = support::tree::mdstat_root(mdstat);
     let root = d.path();
-    let names: Vec<String> = mdpilot::mdstat::parse(mdstat)
-        .arrays
-        .into_iter()
-        .map(|a| a.name)
-        .collect();
+    let parsed = mdpilot::mdstat::parse(mdstat).arrays;
+    let names: Vec<String> = parsed.iter().map(|a| a.name.clone()).collect();
     for (i, name) in names.iter().enumerate() {
         let Some(o) = overlays.get(i % overlays.len().max(1)) else {
             break;
         };
         let dir = format!("sys/block/{name}/md");
         std::fs::create_dir_all(root.join(&dir)).unwrap();
-        let files: [(&str, Option<String>); 11] = [
+        if let (Some(m), Some(state)) = (parsed[i].members.first(), o.ids.1) {
+            let dev = format!("{dir}/dev-{}", m.name.replace('/', "!"));
+            support::tree::write(root, &format!("{dev}/state"), &format!("{state}\n"));
+            if let Some(slot) = o.ids.2 {
+                support::tree::write(root, &format!("{dev}/slot"), &format!("{slot}\n"));
+            }
+        }
+        let files: [(&str, Option<String>); 12] = [
             ("array_state", o.array_state.map(String::from)),
             ("level", o.level.map(String::from)),
             ("raid_disks", o.raid_disks.map(|n| n.to_string())),
@@ -151,6 +193,7 @@ fn model(mdstat: &str, overlays: &[Overlay]) -> MdStat {
             ("bitmap/location", o.bitmap.1.map(String::from)),
             ("bitmap_type", o.bitmap.2.map(String::from)),
             ("logical_block_size", o.bitmap.3.map(String::from)),
+            ("uuid", o.ids.0.map(String::from)),
         ];
         for (file, text) in files {
             if let Some(t) = text {
@@ -175,7 +218,7 @@ fn samples(text: &str) -> BTreeMap<(String, String, String), f64> {
             let v = v.trim_end_matches('"').to_string();
             if k == "array" {
                 array = v;
-            } else if matches!(k, "state" | "action" | "bitmap" | "kind") {
+            } else if matches!(k, "state" | "action" | "bitmap" | "kind" | "uuid") {
                 other = v;
             }
         }
@@ -225,6 +268,102 @@ fn agree(file: &str, a: &Array, metrics: &BTreeMap<(String, String, String), f64
     agree_sync(&w);
     agree_stopped(&w, health);
     agree_bitmap(&w);
+    agree_members(&w);
+    agree_uuid(&w);
+}
+
+/// The Cockpit page's table of the service's Health words (`cockpit/src/format.js`, `HEALTH`).
+fn page_health_words() -> &'static str {
+    static PAGE: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+    PAGE.get_or_init(|| {
+        let p = Path::new(env!("CARGO_MANIFEST_DIR")).join("cockpit/src/format.js");
+        let text = std::fs::read_to_string(p).unwrap();
+        let start = text.find("export const HEALTH = {").unwrap();
+        let end = start + text[start..].find("};").unwrap();
+        text[start..end].to_string()
+    })
+}
+
+/// The member roles agree: D-Bus `MemberRoles`, the alerts' member view, the metrics' counts
+/// and `status`'s member table all show the model's ([`Array::members_with_roles`]).
+fn agree_members(w: &Views<'_>) {
+    use mdpilot::model::{HeaderState, MemberRole};
+    let (a, at, p, v, block) = (w.a, &w.at, &w.p, &w.v, w.block);
+    let roles = a.members_with_roles();
+    let dbus: BTreeMap<&str, &str> = p
+        .member_roles
+        .iter()
+        .map(|(k, v)| (k.as_str(), v.as_str()))
+        .collect();
+    let model: BTreeMap<&str, &str> = roles
+        .iter()
+        .map(|m| (m.name.as_str(), m.role.as_str()))
+        .collect();
+    assert_eq!(dbus, model, "D-Bus MemberRoles: {at}");
+    let alerts: Vec<(&str, MemberRole)> = v
+        .members
+        .iter()
+        .map(|m| (m.name.as_str(), m.role))
+        .collect();
+    let mine: Vec<(&str, MemberRole)> = roles.iter().map(|m| (m.name.as_str(), m.role)).collect();
+    assert_eq!(alerts, mine, "alerts member roles: {at}");
+    let count = |r: MemberRole| roles.iter().filter(|m| m.role == r).count() as f64;
+    let active = if a.state == HeaderState::Active {
+        count(MemberRole::InSync)
+    } else {
+        0.0
+    };
+    for (label, n) in [
+        ("active", active),
+        ("rebuilding", count(MemberRole::Rebuilding)),
+        ("spare", count(MemberRole::Spare)),
+        ("faulty", count(MemberRole::Faulty)),
+        ("journal", count(MemberRole::Journal)),
+    ] {
+        assert_eq!(
+            w.m("mdpilot_array_members", label),
+            Some(n),
+            "metrics {label}: {at}"
+        );
+    }
+    for m in roles.iter().filter(|m| m.role == MemberRole::Rebuilding) {
+        let line = block
+            .lines()
+            .find(|l| l.split_whitespace().nth(2) == Some(m.name.as_str()))
+            .unwrap_or_else(|| panic!("status row of {}: {at}\n{block}", m.name));
+        let word = if a.is_serving() {
+            "rebuilding"
+        } else {
+            "assembled"
+        };
+        assert!(line.contains(word), "status {word}: {at}\n{block}");
+        assert!(!line.contains("active"), "status: {at}\n{block}");
+    }
+}
+
+/// The UUID: D-Bus, the alerts (the journal's `MD_UUID=`), the metrics' `uuid` label and
+/// `status` show one spelling, mdadm's ([`Array::uuid`]).
+fn agree_uuid(w: &Views<'_>) {
+    let (a, at, p, v, block) = (w.a, &w.at, &w.p, &w.v, w.block);
+    let uuid = a.uuid().map(|u| u.to_string());
+    assert_eq!(
+        Some(p.uuid.clone()).filter(|u| !u.is_empty()),
+        uuid,
+        "D-Bus UUID: {at}"
+    );
+    assert_eq!(v.uuid, uuid, "alerts uuid: {at}");
+    if let Some(u) = &uuid {
+        assert_eq!(
+            w.m("mdpilot_array_info", u),
+            Some(1.0),
+            "metrics uuid: {at}"
+        );
+        assert!(
+            block.contains(&format!("UUID : {u}")),
+            "status UUID: {at}\n{block}"
+        );
+        assert_eq!(u.len(), 35, "mdadm's spelling: {at}");
+    }
 }
 
 /// The write-intent bitmap, the advisor and the array's warnings agree across the views.
@@ -285,6 +424,12 @@ fn agree_degraded(w: &Views<'_>) -> Health {
         "metrics degraded: {at}"
     );
     let health = array_health(a);
+    assert_eq!(p.health, health.as_str(), "D-Bus Health: {at}");
+    assert!(
+        page_health_words().contains(&format!("    {}: [", health.as_str())),
+        "the Cockpit page knows the word {}: {at}",
+        health.as_str()
+    );
     let whole = degraded.unwrap_or(0) == 0;
     assert_eq!(
         health == Health::Ok,
@@ -362,8 +507,16 @@ fn agree_stopped(w: &Views<'_>, health: Health) {
         stopped,
         "{at}"
     );
+    assert_eq!(
+        health == Health::Inactive,
+        stopped,
+        "health of a stopped array: {at}"
+    );
     if !a.is_serving() {
-        assert_eq!(health, Health::Unusable, "health of a stopped array: {at}");
+        assert!(
+            matches!(health, Health::Unusable | Health::Inactive),
+            "health of an array serving nothing: {at}"
+        );
         assert!(
             !block.contains("  active"),
             "status member roles: {at}\n{block}"

@@ -341,6 +341,7 @@ fn lease() -> LeaseRequest {
         global: Limits {
             min: Some(0),
             max: None,
+            io_depth: None,
         },
         arrays: BTreeMap::new(),
     }

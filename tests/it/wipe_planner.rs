@@ -313,7 +313,8 @@ fn recover_reshape_check_repair_take_a_per_array_lease() {
             l.arrays.get("md0"),
             Some(&Limits {
                 min: Some(1),
-                max: None
+                max: None,
+                io_depth: None,
             })
         );
         assert_eq!(l.global, Limits::default());
@@ -337,7 +338,8 @@ fn shared_disk_with_resyncing_array_takes_global_lease() {
         pl.leases[0].global,
         Limits {
             min: Some(0),
-            max: None
+            max: None,
+            io_depth: None,
         }
     );
     assert!(pl.leases[0].arrays.is_empty());

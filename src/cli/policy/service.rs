@@ -50,7 +50,7 @@ pub fn try_service(ctx: &Context, cmd: &PolicyCommand) -> Option<ExitCode> {
 
 /// The `AcquirePriority` options for `a`; `install` fills per-array limits given without
 /// `--min`/`--max` (global ones are left to the service's install policy). Per-array limits go
-/// as `arrays` `{ARRAY: {min: t, max: t}}` with only the given keys, so a per-array `--max 0`
+/// as `arrays` `{ARRAY: {min: t, max: t, io_depth: t}}` with only the given keys, so a per-array `--max 0`
 /// is sent as such (the policy writes it as 1 KiB/s, the slowest md allows).
 pub fn acquire_options(
     a: &ApplyArgs,
@@ -73,9 +73,12 @@ pub fn acquire_options(
             if let Some(m) = a.max {
                 o.insert("max", Value::U64(m));
             }
+            if let Some(d) = a.io_depth {
+                o.insert("io_depth", Value::U64(d));
+            }
         }
         Some(arr) => {
-            let (min, max) = if a.min.is_none() && a.max.is_none() {
+            let (min, max) = if a.asks_nothing() {
                 (Some(install.0), install.1)
             } else {
                 (a.min, a.max)
@@ -86,6 +89,9 @@ pub fn acquire_options(
             }
             if let Some(m) = max {
                 l.insert("max".into(), Value::U64(m));
+            }
+            if let Some(d) = a.io_depth {
+                l.insert("io_depth".into(), Value::U64(d));
             }
             let m: HashMap<String, HashMap<String, Value<'static>>> =
                 HashMap::from([(arr.clone(), l)]);

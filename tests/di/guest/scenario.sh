@@ -1,5 +1,5 @@
 #!/bin/sh
-# The test bed's scenario inside the stock Debian 12 installer, started by the preseeded
+# The test bed's scenario inside the stock Debian 12 or 13 installer, started by the preseeded
 # `preseed/early_command` (so it runs under the installer's cdebconf, text frontend).
 #
 # What runs is the installer's own code: udpkg installs the udebs, partman's init.d scripts
@@ -9,7 +9,16 @@
 # db_progress loop and `/bin/blockdev-wipe`. What this script adds: the answers (db_set +
 # seen, as a preseed file would), the blank GPT labels, the clock, and the results.
 #
-# Kernel command line: di.mode=stock|udeb|patched  di.size=GIB
+# Route mdcfg (udeb with mdcfg's udebs): mdcfg's own main program (without its menu) loads md
+# and writes its speed_limit_min := 0 before partman starts; partman-md creates the RAID1 and
+# finish-install follows at once (no partman restart, no erase), while partman-md's
+# max := min (0/0 under the installer lease) holds the resync: the array is still resyncing at
+# finish-install, for certain.
+#
+# Route autoraid (udeb, Debian 13): partman-auto-raid's display.d step and its auto-raidcfg
+# create the RAID1 from a preseeded recipe; the resync runs to its end; then finish-install.
+#
+# Kernel command line: di.release=12|13 di.mode=stock|udeb|patched|mdcfg|autoraid  di.size=GIB
 # Results: `KEY value` lines on /dev/ttyS1 (the host's results file), ending with `END`.
 # POSIX sh (the installer's busybox ash).
 
@@ -23,6 +32,58 @@ sync_done() {
     c=$(cat /sys/block/$md/md/sync_completed)
     case $c in *' / '*) echo "${c%% /*}" ;; *) echo 0 ;; esac
 }
+# bitmap_state: the array's consistency_policy and md/bitmap/location ("resync none", "bitmap +8").
+bitmap_state() {
+    echo "$(cat /sys/block/$md/md/consistency_policy 2>/dev/null) $(cat /sys/block/$md/md/bitmap/location 2>/dev/null || echo none)"
+}
+# wait_redundant FROM_MS [LIMIT_S]: waits, for at most LIMIT_S (DI_REDUNDANT_WAIT_S) from now,
+# until the array is redundant; REDUNDANT_MS from FROM_MS. Bounded: the stock route resyncs at the floor (hours).
+# Without the end, the resync's progress over the wait gives its rate (sectors of
+# sync_completed per second) and the host extrapolates.
+wait_redundant() {
+    limit_s=${2:-${DI_REDUNDANT_WAIT_S:-120}}
+    t_end=$(now_ms)
+    done0=$(sync_done)
+    redundant=""
+    while :; do
+        act=$(cat /sys/block/$md/md/sync_action)
+        # Redundant: no resync running or pending (`resync_start` none: every stripe in sync).
+        if [ "$act" = idle ] && [ "$(cat /sys/block/$md/md/resync_start)" = none ] &&
+            ! grep -q 'resync\|recovery' /proc/mdstat; then
+            redundant=$(now_ms)
+            break
+        fi
+        [ $(( ($(now_ms) - t_end) / 1000 )) -ge "$limit_s" ] && break
+        sleep 0.5
+    done
+    if [ -n "$redundant" ]; then
+        res "REDUNDANT_MS $((redundant - $1))"
+    else
+        t_now=$(now_ms)
+        res "REDUNDANT_MS none-after-$(( (t_now - $1) / 1000 ))s"
+        res "RESYNC_DONE_SECTORS $(sync_done) of $(($(cat /sys/block/$md/size)))"
+        res "RESYNC_RATE_KIBS $(( ($(sync_done) - done0) / 2 * 1000 / (t_now - t_end + 1) ))"
+        res "RESYNC_AT $(grep -o '\(resync\|recovery\) *=.*' /proc/mdstat | head -1)"
+    fi
+}
+# finish_install: finish-install's mdpilot step, with a directory standing in for the
+# installed system's root at /target; the results; the end.
+finish_install() {
+    res "SYNC_AT_FINISH $(cat /sys/block/$md/md/sync_action) $(cat /sys/block/$md/md/resync_start) $(limits)"
+    mkdir -p /target/var/lib
+    for s in /usr/lib/finish-install.d/*mdpilot*; do
+        [ -x "$s" ] && "$s"
+    done
+    res "LIMITS_AFTER_FINISH $(limits)"
+    res "BITMAP_AT_END $(bitmap_state)"
+    res "BITMAP_WANTED $(cat /target/var/lib/mdpilot/bitmap-wanted 2>/dev/null | tr '\n' ' ' | sed 's/ $//')"
+    # (each line without its time stamp, "Dec  3 03:10:11 ")
+    grep 'mdpilot' /var/log/syslog 2>/dev/null | sed 's/^[^:]*:[0-9][0-9]:[0-9][0-9] //' |
+        while read -r l; do res "SYSLOG $l"; done
+    mdadm --stop "/dev/$md" >/dev/null 2>&1 || :
+    res END
+    finish_vm
+}
 fail() {
     res "FAIL $*"
     grep 'partman\|mdadm\|md:\|parted' /var/log/syslog 2>/dev/null | tail -25 |
@@ -34,13 +95,16 @@ finish_vm() { sync; echo o >/proc/sysrq-trigger; sleep 60; }
 
 mode=stock
 size=1
+release=12
 for a in $(cat /proc/cmdline); do
     case $a in
+        di.release=*) release=${a#di.release=} ;;
         di.mode=*) mode=${a#di.mode=} ;;
         di.size=*) size=${a#di.size=} ;;
         di.wait=*) DI_REDUNDANT_WAIT_S=${a#di.wait=} ;;
     esac
 done
+res "RELEASE $release"
 res "MODE $mode"
 res "SIZE_GIB $size"
 
@@ -55,15 +119,22 @@ for u in /di-test/udebs/*.udeb; do
 done
 # mdpilot-udeb as docs/installer.md has the admin install it: `udpkg -i` from early_command.
 if [ "$mode" != stock ]; then
-    udpkg -i /di-test/udebs/mdpilot-udeb_*.udeb >/dev/null 2>&1 || fail "udpkg -i mdpilot-udeb"
+    # (its templates too: mdpilot/bitmap)
+    set -- /di-test/udebs/mdpilot-udeb_*.udeb
+    [ -f "$1" ] || fail "no mdpilot-udeb in /di-test/udebs"
+    udpkg -i "$1" >/dev/null 2>&1 || fail "udpkg -i mdpilot-udeb"
+    [ -x /usr/bin/mdpilot ] && [ -x /lib/partman/init.d/05mdpilot ] || fail "mdpilot-udeb not installed"
 fi
 for t in /var/lib/dpkg/info/*.templates; do
     debconf-loadtemplate debian "$t" 2>/dev/null || :
 done
 if [ "$mode" = patched ]; then
     # The maintainers' patches of packaging/d-i-patches, applied by the host to the udebs'
-    # scripts, replace the unpacked files.
-    cp -a /di-test/patched/. / || fail "patched scripts"
+    # scripts, replace the unpacked files (file by file: Debian 13's /lib is a link to usr/lib,
+    # which a copy of the directory tree would try to replace).
+    for f in $(cd /di-test/patched && find . -type f); do
+        cp -p "/di-test/patched/$f" "/$f" || fail "patched script $f"
+    done
 fi
 depmod -a
 for m in virtio_blk md_mod raid1 dm_mod dm_crypt; do modprobe "$m" 2>/dev/null || log "modprobe $m failed"; done
@@ -75,9 +146,22 @@ done
 # Blank disks with an empty GPT label (what partman-partitioning would write on request).
 for d in /dev/vda /dev/vdb; do parted -s "$d" mklabel gpt || fail "mklabel $d"; done
 res "MEM_TOTAL_KIB $(awk '/^MemTotal/ { print $2 }' /proc/meminfo)"
+res "MDADM $(mdadm --version 2>&1 | head -1)"
+res "LIMITS_BEFORE $(limits)"
+
+# ---------------------------------------------------------------- mdcfg: md loaded, min := 0
+if [ "$mode" = mdcfg ]; then
+    # mdcfg's own main program, as its main-menu item runs it (its postinst is /bin/mdcfg),
+    # without the last call, its menu loop `md_mainmenu`: md is loaded (here already, as
+    # hw-detect may have done; /dev/md does not exist yet, so mdcfg takes it for not loaded),
+    # speed_limit_min := 0, the scan and assembly of existing arrays, apt-install mdadm.
+    [ -x /bin/mdcfg ] || fail "no /bin/mdcfg (mdcfg-utils)"
+    sed '/^md_mainmenu$/d' /bin/mdcfg >/tmp/mdcfg-main.sh
+    sh /tmp/mdcfg-main.sh || fail "mdcfg's main program"
+    res "LIMITS_AFTER_MDCFG $(limits)"
+fi
 
 # ---------------------------------------------------------------- partman's start
-res "LIMITS_BEFORE $(limits)"
 # /bin/partman's init loop: every init.d script in order (parted_server, the device tree,
 # 49md, 52crypto, and with mdpilot-udeb its hook).
 mkdir -p /var/lib/partman
@@ -97,6 +181,33 @@ answer partman-md/createmain RAID1
 answer partman-md/raiddevcount 2
 answer partman-md/raidsparecount 0
 
+
+# ---------------------------------------------------------------- route autoraid: partman-auto-raid
+# partman's own display.d step for a preseeded RAID (`partman-auto/method raid`):
+# partman-auto-raid's `50initial_auto_raid`, as /bin/partman runs it before its menu: confirm,
+# commit, `auto-raidcfg` (its own `mdadm --create ... --force -R` of the recipe's RAID1 over
+# both disks, no --bitmap), and `restart_partman`. The array resyncs in the installer's idle
+# time; mdpilot-udeb's waiter adds the bitmap when the resync ends; then finish-install.
+if [ "$mode" = autoraid ]; then
+    answer partman-auto/method raid
+    # partman-base's confirm_changes with no partition changed asks TEMPLATE/confirm_nochanges
+    # ("Keep current partition layout and configure RAID?").
+    answer partman-md/confirm_nochanges true
+    # raidtype devcount sparecount fstype mountpoint devices sparedevices (auto-raidcfg's recipe)
+    answer partman-auto-raid/recipe "1 2 0 ext4 / /dev/vda#/dev/vdb ."
+    t0=$(now_ms)
+    /lib/partman/display.d/50initial_auto_raid || fail "partman-auto-raid's display.d/50initial_auto_raid"
+    md=$(sed -n 's/^\(md[0-9]*\) : active.*/\1/p' /proc/mdstat | head -1)
+    [ -n "$md" ] || fail "no array after auto-raidcfg"
+    res "ARRAY $md $(cat /sys/block/$md/md/level) $(cat /sys/block/$md/md/raid_disks)"
+    res "ARRAY_UUID $(mdadm --detail --export "/dev/$md" | sed -n 's/^MD_UUID=//p')"
+    res "BITMAP_AFTER_CREATE $(bitmap_state)"
+    res "LIMITS_AFTER_MD_MENU $(limits)"
+    # The whole resync, at idle speed (bounded well inside the host's timeout for the run).
+    wait_redundant "$t0" 500
+    # (the waiter, or finish-install's own pass when the resync ended between its looks)
+    finish_install
+fi
 
 # ---------------------------------------------------------------- partman-md: create the RAID1
 # `25md/do_option` is a menu loop whose answers never change once preseeded; its functions
@@ -144,6 +255,9 @@ res "LIMITS_AFTER_CREATE $(limits)"
 md=$(sed -n 's/^\(md[0-9]*\) : active.*/\1/p' /proc/mdstat | head -1)
 [ -n "$md" ] || fail "no array after md_create_array"
 res "ARRAY $md $(cat /sys/block/$md/md/level) $(cat /sys/block/$md/md/raid_disks)"
+res "ARRAY_UUID $(mdadm --detail --export "/dev/$md" | sed -n 's/^MD_UUID=//p')"
+res "BITMAP_AFTER_CREATE $(bitmap_state)"
+[ "$mode" = mdcfg ] && finish_install
 # The end of partman-md's menu ("Finish"): its own last lines, `stop_parted_server` and
 # partman-base's `restart_partman`, which runs partman's init.d again.
 stop_parted_server
@@ -176,47 +290,44 @@ db_progress() {
 # crypto_do_wipe's `wait $pid` (a regular builtin, so a function overrides it): the writer's
 # own exit status, which crypto_do_wipe replaces by 0 after a cancel.
 wait() { command wait "$@"; writer_rc=$?; return $writer_rc; }
-# Peak memory of the writer (VmHWM, sampled until it exits) and which program it was
-# (/bin/blockdev-wipe's link or partman-crypto's binary, or a patched crypto_do_wipe's mdpilot).
-sample_writer() {
-    rm -f /tmp/wipe-done /tmp/wiper-peak /tmp/wiper-exe
-    ( peak=0
-      while :; do
-          pid=$(pidof blockdev-wipe mdpilot 2>/dev/null | awk '{ print $1 }')
-          if [ -n "$pid" ]; then
-              h=$(awk '/^VmHWM/ { print $2 }' /proc/$pid/status 2>/dev/null)
-              [ -n "$h" ] && [ "$h" -gt "$peak" ] && peak=$h && echo "$peak" >/tmp/wiper-peak
-              # (exe unreadable for a moment around exec and exit: sampled again then)
-              exe=$(readlink /proc/$pid/exe 2>/dev/null)
-              [ -e /tmp/wiper-exe ] || [ -z "$exe" ] || echo "$(cat /proc/$pid/comm 2>/dev/null) $exe" >/tmp/wiper-exe
-          fi
-          [ -e /tmp/wipe-done ] && break
-          sleep 0.1
-      done ) &
-    sampler=$!
+# Which program the writer was and its peak memory, from the writer's own end: the harness's
+# writer-wrap (guest/writer-wrap.c) stands where crypto_do_wipe runs its writer
+# (/bin/blockdev-wipe, or a patched crypto_do_wipe's /usr/bin/mdpilot), runs the writer moved
+# to PATH.measured, forwards the Cancel's SIGTERM, and records the program's resolved path, its
+# ru_maxrss (the kernel's peak RSS over the writer's whole life) and its status; then it ends
+# as the writer did. Nothing is sampled.
+writer_path=/bin/blockdev-wipe
+grep -q 'mdpilot blockdev-wipe' /lib/partman/lib/crypto-base.sh && writer_path=/usr/bin/mdpilot
+export WRITER_REPORT=/tmp/writer-report
+wrap_writer() {
+    rm -f "$WRITER_REPORT"
+    mv "$writer_path" "$writer_path.measured" && cp /di-test/writer-wrap "$writer_path" ||
+        fail "cannot put writer-wrap at $writer_path"
 }
+unwrap_writer() { mv -f "$writer_path.measured" "$writer_path" || fail "cannot put $writer_path back"; }
+report() { sed -n "s/^$1 //p" "$WRITER_REPORT" 2>/dev/null | tail -1; }
 # erase TAG: partman-crypto's crypto_wipe_device of the array; TAG_RC, TAG_MS, TAG_STEPS, ...
 erase() {
     steps=0 writer_rc=
-    sample_writer
+    wrap_writer
     t0=$(now_ms)
     crypto_wipe_device "/dev/$md" "$part" no
     rc=$?
     t1=$(now_ms)
-    touch /tmp/wipe-done
-    command wait $sampler
+    unwrap_writer
     res "${1}_RC $rc"
     res "${1}_WRITER_RC $writer_rc"
     res "${1}_MS $((t1 - t0))"
     res "${1}_STEPS $steps"
-    res "${1}_WRITER_PEAK_KIB $(cat /tmp/wiper-peak 2>/dev/null || echo 0)"
-    res "${1}_WRITER $(cat /tmp/wiper-exe 2>/dev/null)"
+    res "${1}_WRITER_PEAK_KIB $(report WRITER_PEAK_KIB)"
+    res "${1}_WRITER $(report WRITER)"
 }
 
 # The user cancels an erase of the new array at its first step (partman-crypto 121's Cancel):
 # the writer is stopped, the resync not left frozen, the limits as they were, no writer left
 # running. At the first step: the progress loop (a debconf round trip per line) lags behind a
 # fast writer, whose lines wait in the fifo; at a later step the writer may be done already.
+res "WIPER $(ls -l /bin/blockdev-wipe | sed 's/.* \/bin/\/bin/')"
 res "CANCEL_LIMITS_BEFORE $(limits)"
 cancel_at=1 cancel_alive=no
 erase CANCEL
@@ -230,45 +341,11 @@ res "CANCEL_WRITER_LEFT $(pidof blockdev-wipe mdpilot 2>/dev/null | wc -w)"
 t_wipe0=$(now_ms)
 erase WIPE
 res "PROGRESS_STEPS $steps"
-res "WIPER_PEAK_KIB $(cat /tmp/wiper-peak 2>/dev/null || echo 0)"
-res "WIPER $(ls -l /bin/blockdev-wipe | sed 's/.* \/bin/\/bin/')"
 res "LIMITS_AFTER_ERASE $(limits)"
 res "SYNC_AFTER_ERASE $(cat /sys/block/$md/md/sync_action) $(cat /sys/block/$md/md/sync_completed)"
 
 # ---------------------------------------------------------------- redundant: resync done or skipped
-# Bounded wait, DI_REDUNDANT_WAIT_S after the erase's end: the stock route resyncs at the floor
-# (hours). Without the end, the resync's progress over the wait gives its rate (sectors of
-# sync_completed per second) and the host extrapolates.
-limit_s=${DI_REDUNDANT_WAIT_S:-120}
-t_end=$(now_ms)
-done0=$(sync_done)
-redundant=""
-while :; do
-    act=$(cat /sys/block/$md/md/sync_action)
-    # Redundant: no resync running or pending (`resync_start` none: every stripe in sync).
-    if [ "$act" = idle ] && [ "$(cat /sys/block/$md/md/resync_start)" = none ] &&
-        ! grep -q 'resync\|recovery' /proc/mdstat; then
-        redundant=$(now_ms)
-        break
-    fi
-    [ $(( ($(now_ms) - t_end) / 1000 )) -ge "$limit_s" ] && break
-    sleep 0.5
-done
-if [ -n "$redundant" ]; then
-    res "REDUNDANT_MS $((redundant - t_wipe0))"
-else
-    t_now=$(now_ms)
-    res "REDUNDANT_MS none-after-$(( (t_now - t_wipe0) / 1000 ))s"
-    res "RESYNC_DONE_SECTORS $(sync_done) of $(($(cat /sys/block/$md/size)))"
-    res "RESYNC_RATE_KIBS $(( ($(sync_done) - done0) / 2 * 1000 / (t_now - t_end + 1) ))"
-    res "RESYNC_AT $(grep -o '\(resync\|recovery\) *=.*' /proc/mdstat | head -1)"
-fi
+wait_redundant "$t_wipe0"
 
 # ---------------------------------------------------------------- finish-install
-for s in /usr/lib/finish-install.d/*mdpilot*; do
-    [ -x "$s" ] && "$s"
-done
-res "LIMITS_AFTER_FINISH $(limits)"
-mdadm --stop "/dev/$md" >/dev/null 2>&1 || :
-res END
-finish_vm
+finish_install

@@ -9,6 +9,8 @@
 //! - [`loopdev`]: loop devices, mounts, swap and device-mapper tables the tests set up
 //!   themselves; RAII guards undo each on drop.
 //! - [`polkit`]: a stand-in polkit authority that answers yes or no and records the questions.
+//! - [`stall`]: a disk that stops answering (a loop device over a FUSE file that can be made
+//!   to wait), whose opens then wait in the kernel.
 //!
 //! A test that cannot run here (not root, no `dbus-daemon`, no device-mapper, ...) says so with
 //! [`skip!`], [`have`] or [`skipped`]: one line `skipped: <test>: <reason>` on stderr (naming the
@@ -42,6 +44,7 @@ pub mod bus;
 pub mod loopdev;
 pub mod mdadm;
 pub mod polkit;
+pub mod stall;
 pub mod tree;
 
 pub use bus::{Bus, Service};
@@ -185,7 +188,11 @@ pub fn global(holder: &str, min: Option<u64>, max: Option<u64>) -> mdpilot::poli
         holder: holder.into(),
         kind: LeaseKind::Admin,
         owner: Owner::None,
-        global: Limits { min, max },
+        global: Limits {
+            min,
+            max,
+            io_depth: None,
+        },
         arrays: std::collections::BTreeMap::new(),
     }
 }

@@ -190,6 +190,16 @@ impl FakeTree {
         t
     }
 
+    /// [`FakeTree::new`] on a kernel with `sync_io_depth` (Linux 6.16+, as 7.3 reads on a new
+    /// RAID1): `/proc/sys/dev/raid/sync_io_depth` = 32 and `md0/md/sync_io_depth` =
+    /// `32 (system)`.
+    pub fn with_io_depth() -> Self {
+        let t = FakeTree::new();
+        t.set("/proc/sys/dev/raid/sync_io_depth", "32\n");
+        t.set("/sys/block/md0/md/sync_io_depth", "32 (system)\n");
+        t
+    }
+
     pub fn root(&self) -> Root {
         Root::new(self.dir.path())
     }
@@ -223,13 +233,34 @@ impl FakeTree {
         self.get("/sys/block/md0/md/sync_speed_max")
     }
 
+    /// `/proc/sys/dev/raid/sync_io_depth`, `""` where the kernel has none.
+    pub fn gdepth(&self) -> String {
+        let p = self.path("/proc/sys/dev/raid/sync_io_depth");
+        if p.exists() {
+            read_trim(p)
+        } else {
+            String::new()
+        }
+    }
+
+    /// `md0/md/sync_io_depth`, `""` where the kernel has none.
+    pub fn adepth(&self) -> String {
+        let p = self.path("/sys/block/md0/md/sync_io_depth");
+        if p.exists() {
+            read_trim(p)
+        } else {
+            String::new()
+        }
+    }
+
     /// Emulates the kernel after a `system` write: the file reads `N (system)` again.
     pub fn settle(&self) {
         for (f, v) in [
             ("/sys/block/md0/md/sync_speed_min", "1000"),
             ("/sys/block/md0/md/sync_speed_max", "200000"),
+            ("/sys/block/md0/md/sync_io_depth", "32"),
         ] {
-            if self.get(f) == "system" {
+            if self.path(f).exists() && self.get(f) == "system" {
                 self.set(f, &format!("{v} (system)\n"));
             }
         }

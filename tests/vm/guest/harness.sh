@@ -91,6 +91,8 @@ for name in ${list//,/ }; do
     udevadm settle --timeout=10
     echo 1000 >/proc/sys/dev/raid/speed_limit_min
     echo 200000 >/proc/sys/dev/raid/speed_limit_max
+    # Linux 6.16+ only (the kernel's default).
+    [ -e /proc/sys/dev/raid/sync_io_depth ] && echo 32 >/proc/sys/dev/raid/sync_io_depth
 done
 echo "END" >>"$results"
 if [ -b /dev/vda ]; then

@@ -1,0 +1,284 @@
+//! Checks that yield to the machine's users: the pressure throttle (`[check] pressure_target`,
+//! `CheckThrottle`), the guards (`CheckHeld`, StartCheck's `force`), the pause when the array
+//! degrades, and the pause at the service's stop with the resume at its next start. Against
+//! `mdpilot serve --sim` (md0 an idle raid1 on sda1/sdb1, md1 a resyncing raid5 on sdc1..sde1)
+//! or a static simulated tree on a private bus.
+
+use crate::support;
+
+use std::collections::HashMap;
+use std::time::Duration;
+use support::bus::{call, error_name, get, opts, sim_array_path, ARRAY_IFACE};
+use support::tree::{read_trim, write, Sim};
+use support::{Bus, Service};
+use zbus::zvariant::{OwnedValue, Value};
+
+async fn throttle_dict(c: &zbus::Connection, path: &str) -> HashMap<String, OwnedValue> {
+    let v = get(c, path, ARRAY_IFACE, "CheckThrottle").await;
+    assert_eq!(v.value_signature().to_string(), "a{sv}");
+    v.try_into().unwrap()
+}
+
+fn text(d: &HashMap<String, OwnedValue>, k: &str) -> String {
+    d.get(k)
+        .map(|v| String::try_from(v.try_clone().unwrap()).unwrap())
+        .unwrap_or_default()
+}
+
+fn num(d: &HashMap<String, OwnedValue>, k: &str) -> u64 {
+    d.get(k).map_or(0, |v| u64::try_from(&**v).unwrap())
+}
+
+async fn held(c: &zbus::Connection, path: &str) -> String {
+    String::try_from(get(c, path, ARRAY_IFACE, "CheckHeld").await).unwrap()
+}
+
+/// Polls `f` every 50 ms for at most `secs` seconds (a decision waits for its interval: 10 s
+/// for a step up).
+async fn within<F, Fut>(secs: u64, what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(secs);
+    while !f().await {
+        assert!(tokio::time::Instant::now() < deadline, "timed out: {what}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn pressure(full: f64) -> String {
+    format!(
+        "some avg10={:.2} avg60=0.00 avg300=0.00 total=1\nfull avg10={full:.2} avg60=0.00 avg300=0.00 total=1\n",
+        full + 1.0
+    )
+}
+
+/// The io pressure drives md0's check: above the band it starts at the floor, quiet it climbs
+/// (after 10 s), busy again it steps down; the limit is the lease's and md's `sync_speed_max`,
+/// and `CheckThrottle` says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_pressure_throttle_steps_down_when_busy_and_climbs_when_quiet() {
+    let Some(bus) = Bus::start() else { return };
+    // The simulator's own tree: it runs the check.
+    let svc = Service::sim(&bus, &[("MDPILOT_SIM_TICK_MS", "100")]).await;
+    let p = |rel: &str| svc.sim_path(rel);
+    write(
+        &p(""),
+        "etc/mdpilot/config.d/50-p.toml",
+        "[check]\npressure_target = \"full 5%..10%\"\npressure_floor = 2000\npressure_ceiling = 100000\n",
+    );
+    write(&p(""), "proc/pressure/io", &pressure(30.0));
+    // SAFETY: signalling our own child: reload the configuration.
+    unsafe { libc::kill(svc.pid() as i32, libc::SIGHUP) };
+    let c = bus.connect().await;
+    let md0 = sim_array_path("md0");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    call(&c, &md0, ARRAY_IFACE, "StartCheck", &(opts(&[]),))
+        .await
+        .unwrap();
+    within(10, "a first decision at the floor", || {
+        let (c, md0) = (c.clone(), md0.clone());
+        async move {
+            let d = throttle_dict(&c, &md0).await;
+            num(&d, "limit") == 2000
+        }
+    })
+    .await;
+    let d = throttle_dict(&c, &md0).await;
+    assert!(
+        text(&d, "why").starts_with("io pressure 30.0%"),
+        "{}",
+        text(&d, "why")
+    );
+    let max = read_trim(p("sys/block/md0/md/sync_speed_max"));
+    assert!(max.starts_with("2000"), "{max}");
+    // Quiet: up by a quarter at least 256, after 10 s.
+    write(&p(""), "proc/pressure/io", &pressure(0.5));
+    within(20, "a step up", || {
+        let (c, md0) = (c.clone(), md0.clone());
+        async move {
+            let d = throttle_dict(&c, &md0).await;
+            num(&d, "limit") == 2500
+        }
+    })
+    .await;
+    // Busy again: down at once to the floor (half of 2500 is below it).
+    write(&p(""), "proc/pressure/io", &pressure(12.0));
+    within(15, "a step down", || {
+        let (c, md0) = (c.clone(), md0.clone());
+        async move {
+            let d = throttle_dict(&c, &md0).await;
+            num(&d, "limit") == 2000
+        }
+    })
+    .await;
+    // Each change is counted by its decision (holds between the steps are not).
+    let notes = read_trim(p("run/mdpilot/check-throttle.json"));
+    assert!(
+        notes.contains(r#""decisions":{"down":1,"start":1,"up":1}"#),
+        "{notes}"
+    );
+    // The check ends by cancel: the note goes with it.
+    call(&c, &md0, ARRAY_IFACE, "CancelCheck", &())
+        .await
+        .unwrap();
+    within(10, "the note gone", || {
+        let (c, md0) = (c.clone(), md0.clone());
+        async move { throttle_dict(&c, &md0).await.is_empty() }
+    })
+    .await;
+}
+
+/// Without `/proc/pressure/io` the throttle is the fixed `check_max`, and says why.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_psi_the_throttle_is_fixed_and_says_why() {
+    let Some(bus) = Bus::start() else { return };
+    let svc = Service::sim(&bus, &[("MDPILOT_SIM_TICK_MS", "100")]).await;
+    write(
+        &svc.sim_path(""),
+        "etc/mdpilot/config.d/50-p.toml",
+        "[check]\npressure_target = \"full 5%..10%\"\ncheck_max = 3000\n",
+    );
+    // SAFETY: signalling our own child.
+    unsafe { libc::kill(svc.pid() as i32, libc::SIGHUP) };
+    let c = bus.connect().await;
+    let md0 = sim_array_path("md0");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    call(&c, &md0, ARRAY_IFACE, "StartCheck", &(opts(&[]),))
+        .await
+        .unwrap();
+    within(10, "a fixed decision", || {
+        let (c, md0) = (c.clone(), md0.clone());
+        async move { text(&throttle_dict(&c, &md0).await, "decision") == "fixed" }
+    })
+    .await;
+    let d = throttle_dict(&c, &md0).await;
+    assert_eq!(num(&d, "limit"), 3000);
+    assert_eq!(
+        text(&d, "why"),
+        "fixed at 3000 KiB/s: no /proc/pressure/io (kernel without CONFIG_PSI)"
+    );
+    assert!(!d.contains_key("full_avg10"));
+}
+
+/// A check does not start on an array that resyncs, nor (without `force`) on one that shares a
+/// disk with it; the reason is in the error and in `CheckHeld`; `force` overrides the shared
+/// disk.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn guards_refuse_with_their_reason_and_force_overrides() {
+    let Some(bus) = Bus::start() else { return };
+    let sim = Sim::create().unwrap();
+    let root = sim.path();
+    // md0 on sda1/sdb1, md1 (resyncing) on sdc1..sde1: make sdb1 a partition of sdc, the disk
+    // md1 uses too.
+    for (part, disk) in [
+        ("sda1", "sda"),
+        ("sdb1", "sdc"),
+        ("sdc1", "sdc"),
+        ("sdd1", "sdd"),
+        ("sde1", "sde"),
+    ] {
+        let d = root.join(format!("sys/devices/virtual/{disk}/{part}"));
+        std::fs::create_dir_all(&d).unwrap();
+        std::fs::write(d.join("partition"), "1\n").unwrap();
+        std::fs::create_dir_all(root.join("sys/class/block")).unwrap();
+        let _ = std::os::unix::fs::symlink(&d, root.join(format!("sys/class/block/{part}")));
+    }
+    let svc = Service::on_root(&bus, root, &[]).await;
+    let c = bus.connect().await;
+    let (md0, md1) = (sim_array_path("md0"), sim_array_path("md1"));
+    assert_eq!(held(&c, &md1).await, "md1 runs resync");
+    assert_eq!(held(&c, &md0).await, "it shares disk sdc: md1 runs resync");
+    let e = call(&c, &md1, ARRAY_IFACE, "StartCheck", &(opts(&[]),)).await;
+    let msg = format!("{:?}", e.as_ref().err());
+    assert_eq!(error_name(e), "org.mdpilot.MdPilot1.Error.Busy");
+    assert!(msg.contains("md1 runs resync (force overrides)"), "{msg}");
+    let e = call(&c, &md0, ARRAY_IFACE, "StartCheck", &(opts(&[]),)).await;
+    let msg = format!("{:?}", e.as_ref().err());
+    assert!(msg.contains("it shares disk sdc"), "{msg}");
+    assert_eq!(read_trim(root.join("sys/block/md0/md/sync_action")), "idle");
+    // force: started, the reason overridden in the journal.
+    let force = opts(&[("force", Value::Bool(true))]);
+    call(&c, &md0, ARRAY_IFACE, "StartCheck", &(force,))
+        .await
+        .unwrap();
+    assert_eq!(
+        read_trim(root.join("sys/block/md0/md/sync_action")),
+        "check"
+    );
+    drop(svc);
+}
+
+/// A running check pauses when its array degrades: `idle`, its position kept, `CheckHeld`
+/// "paused: degraded".
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_running_check_pauses_when_its_array_degrades() {
+    let Some(bus) = Bus::start() else { return };
+    let svc = Service::sim(&bus, &[("MDPILOT_SIM_TICK_MS", "100")]).await;
+    let c = bus.connect().await;
+    let md0 = sim_array_path("md0");
+    let o = opts(&[("max", Value::U64(1000))]);
+    call(&c, &md0, ARRAY_IFACE, "StartCheck", &(o,))
+        .await
+        .unwrap();
+    within(10, "progress", || {
+        let c = c.clone();
+        let md0 = md0.clone();
+        async move {
+            u64::try_from(get(&c, &md0, ARRAY_IFACE, "SyncCompletedSectors").await).unwrap() > 0
+        }
+    })
+    .await;
+    std::fs::write(svc.sim_path("sys/block/md0/md/dev-sdb1/state"), "faulty\n").unwrap();
+    // SAFETY: signalling our own child (the simulator's "mdadm --fail").
+    unsafe { libc::kill(svc.pid() as i32, libc::SIGUSR1) };
+    within(10, "paused: degraded", || {
+        let (c, md0) = (c.clone(), md0.clone());
+        async move { held(&c, &md0).await == "paused: degraded" }
+    })
+    .await;
+    assert_eq!(
+        read_trim(svc.sim_path("sys/block/md0/md/sync_action")),
+        "idle"
+    );
+    let pos = u64::try_from(get(&c, &md0, ARRAY_IFACE, "CheckPosition").await).unwrap();
+    assert!(pos > 0);
+    let rec = read_trim(svc.sim_path("var/lib/mdpilot/checks.toml"));
+    assert!(rec.contains("paused_for = \"degraded\""), "{rec}");
+}
+
+/// SIGTERM pauses the check the service runs (position saved, `idle`) and the next start
+/// resumes it from there; the service does not wait for the check.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_pauses_the_check_and_the_next_start_resumes_it() {
+    let Some(bus) = Bus::start() else { return };
+    let sim = Sim::create().unwrap();
+    let root = sim.path();
+    let md = |f: &str| root.join(format!("sys/block/md0/md/{f}"));
+    let mut svc = Service::on_root(&bus, root, &[]).await;
+    let c = bus.connect().await;
+    let md0 = sim_array_path("md0");
+    call(&c, &md0, ARRAY_IFACE, "StartCheck", &(opts(&[]),))
+        .await
+        .unwrap();
+    assert_eq!(read_trim(md("sync_action")), "check");
+    // What md shows while the check runs (the tree is static: the test plays the kernel).
+    std::fs::write(md("sync_completed"), "524288 / 2097152\n").unwrap();
+    let t = std::time::Instant::now();
+    assert!(svc.term().success());
+    let took = t.elapsed();
+    assert_eq!(read_trim(md("sync_action")), "idle");
+    let rec = read_trim(root.join("var/lib/mdpilot/checks.toml"));
+    assert!(rec.contains("paused_for = \"shutdown\""), "{rec}");
+    assert!(rec.contains("sectors = 524288"), "{rec}");
+    // md keeps the point reached in sync_min after an interrupted check.
+    std::fs::write(md("sync_completed"), "none\n").unwrap();
+    std::fs::write(md("sync_min"), "524288\n").unwrap();
+    let _svc = Service::on_root(&bus, root, &[]).await;
+    assert_eq!(read_trim(md("sync_action")), "check");
+    assert_eq!(read_trim(md("sync_min")), "524288");
+    let rec = read_trim(root.join("var/lib/mdpilot/checks.toml"));
+    assert!(!rec.contains("paused_for"), "{rec}");
+    eprintln!("stop with a running check took {took:?}");
+}
