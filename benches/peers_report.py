@@ -1,0 +1,339 @@
+#!/usr/bin/env python3
+"""Reduces the raw logs of benches/peers' guest (tests/debian/bench/peers.sh) to results.json and
+results.md: event latency per tool (p50/p95/max over the `mdadm --fail` trials), idle cost per
+daemon (CPU seconds, context switches, peak RSS), and each tool's view in the hard cases beside the
+kernel's. All times are the guest's CLOCK_MONOTONIC; mdmonitor's PROGRAM and the script's marks
+stamp CLOCK_REALTIME ($EPOCHREALTIME), turned into CLOCK_MONOTONIC by the offset the guest measured
+at its start (the guest runs no time sync: the offset measured at the end is printed beside it).
+
+Usage: peers_report.py RAW_DIR OUT_DIR [--release R] [--wall S] [--trials N] [--idle S] [--docs FILE]
+"""
+import argparse
+import json
+import math
+import os
+import re
+
+TOOLS = [
+    ("udisks", "udisksd: MDRaid.Degraded PropertiesChanged"),
+    ("mdpilot", "mdpilot: Array.Degraded PropertiesChanged"),
+    ("events", "mdpilot monitor --events: `Fail md0` line"),
+    ("mdmonitor", "mdadm --monitor (mdmonitor.service): PROGRAM `Fail`"),
+    ("node", "node_exporter: node_md_disks{state=\"failed\"} (scraped every 1 s)"),
+    ("metrics", "mdpilot metrics: mdpilot_array_members{state=\"faulty\"} (scraped every 1 s)"),
+]
+LABELS = re.compile(r'(\w+)="([^"]*)"')
+
+
+def jsonl(path):
+    if not os.path.exists(path):
+        return []
+    out = []
+    with open(path) as f:
+        for line in f:
+            try:
+                out.append(json.loads(line))
+            except ValueError:
+                pass
+    return out
+
+
+def pct(xs, p):
+    """Nearest-rank percentile."""
+    if not xs:
+        return None
+    s = sorted(xs)
+    return s[max(0, math.ceil(p / 100 * len(s)) - 1)]
+
+
+def marks(raw, off):
+    out = []
+    if not os.path.exists(os.path.join(raw, "marks.log")):
+        return out
+    with open(os.path.join(raw, "marks.log")) as f:
+        for line in f:
+            t, _, text = line.rstrip("\n").partition(" ")
+            out.append((float(t) - off, text))
+    return out
+
+
+def latency(raw, off, ms):
+    dbus = jsonl(os.path.join(raw, "dbus.jsonl"))
+    events = jsonl(os.path.join(raw, "events.jsonl"))
+    node = jsonl(os.path.join(raw, "scrape-node.jsonl"))
+    metr = jsonl(os.path.join(raw, "scrape-mdpilot.jsonl"))
+    mon = []
+    p = os.path.join(raw, "mdmonitor.log")
+    if os.path.exists(p):
+        with open(p) as f:
+            for line in f:
+                t, _, text = line.rstrip("\n").partition(" ")
+                mon.append((float(t) - off, text))
+    obs = {
+        "udisks": [r["t"] for r in dbus if r.get("tool") == "udisks" and r.get("sig") == "PropertiesChanged"
+                   and (r.get("props") or {}).get("Degraded", 0) > 0],
+        "mdpilot": [r["t"] for r in dbus if r.get("tool") == "mdpilot" and r.get("sig") == "PropertiesChanged"
+                    and (r.get("props") or {}).get("Degraded", 0) > 0],
+        "events": [r["t"] for r in events if r.get("line", "").startswith("Fail md0")],
+        "mdmonitor": [t for t, x in mon if x.startswith("Fail /dev/md0")],
+        "node": [r["t"] for r in node if (r.get("failed") or {}).get("md0", 0) > 0],
+        "metrics": [r["t"] for r in metr if (r.get("failed") or {}).get("md0", 0) > 0],
+    }
+    starts = {int(m.group(1)): t for t, x in ms for m in [re.match(r"fail (\d+) start", x)] if m}
+    dones = {int(m.group(1)): t for t, x in ms for m in [re.match(r"fail (\d+) done", x)] if m}
+    ends = {int(m.group(1)): t for t, x in ms for m in [re.match(r"fail (\d+) whole", x)] if m}
+    trials = []
+    for i in sorted(starts):
+        t0, t1 = starts[i], ends.get(i, float("inf"))
+        row = {"trial": i, "mdadm_fail_s": dones.get(i, t0) - t0}
+        for k in obs:
+            first = [t for t in obs[k] if t0 <= t <= t1]
+            row[k] = (min(first) - t0) if first else None
+            row[k + "_after_return"] = (min(first) - dones[i]) if first and i in dones else None
+        trials.append(row)
+    summary = {}
+    for k, _ in TOOLS:
+        xs = [r[k] for r in trials if r[k] is not None]
+        ys = [r[k + "_after_return"] for r in trials if r[k + "_after_return"] is not None]
+        summary[k] = {"n": len(xs), "missed": len(trials) - len(xs), "p50": pct(xs, 50), "p95": pct(xs, 95),
+                      "max": max(xs) if xs else None, "p50_after_return": pct(ys, 50)}
+    xs = [r["mdadm_fail_s"] for r in trials]
+    summary["mdadm_fail_run"] = {"n": len(xs), "p50": pct(xs, 50), "max": max(xs) if xs else None}
+    return {"trials": trials, "summary": summary}
+
+
+def idle(raw):
+    p = os.path.join(raw, "idle.txt")
+    if not os.path.exists(p):
+        return {}
+    tck, rows = 100, {}
+    with open(p) as f:
+        for line in f:
+            w = line.split()
+            if w[0] == "clk_tck":
+                tck = int(w[1])
+                continue
+            when, unit, pid = w[0], w[1], w[2]
+            kv = dict(x.split("=", 1) for x in w[3:] if "=" in x)
+            m = re.search(r"VmHWM: (\d+) kB", line)
+            rows.setdefault(unit, {})[when] = {"ticks": int(kv["ticks"]), "ctxt": int(kv["ctxt"]),
+                                              "threads": int(kv["threads"]), "hwm_kib": int(m.group(1)) if m else None}
+    out = {}
+    for unit, r in rows.items():
+        if "start" in r and "end" in r:
+            out[unit] = {"cpu_s": (r["end"]["ticks"] - r["start"]["ticks"]) / tck,
+                         "ctxt": r["end"]["ctxt"] - r["start"]["ctxt"],
+                         "threads": r["end"]["threads"], "peak_rss_kib": r["end"]["hwm_kib"]}
+    return out
+
+
+def array_views(snap, name):
+    """What each tool shows about the array kernel-named NAME in one snapshot."""
+    v = {}
+    k = snap["kernel"]["arrays"].get(name)
+    line = [ln for ln in snap["kernel"]["mdstat"].splitlines() if ln.startswith(name + " ")]
+    idx = snap["kernel"]["mdstat"].splitlines()
+    prog = ""
+    for i, ln in enumerate(idx):
+        if ln.startswith(name + " "):
+            for ln2 in idx[i + 1:i + 4]:
+                if not ln2.strip():
+                    break
+                if "=" in ln2 and ("recovery" in ln2 or "resync" in ln2 or "check" in ln2 or "reshape" in ln2):
+                    prog = ln2.strip()
+    v["kernel"] = ("absent" if not k else
+                   "%s sync_action=%s sync_completed=%s degraded=%s raid_disks=%s%s" % (
+                       k["level"], k["sync_action"], k["sync_completed"], k["degraded"], k["raid_disks"],
+                       (" mdstat: " + prog) if prog else ""))
+    u = [x for x in snap["udisks"].values() if isinstance(x, dict) and (x.get("device") or "").endswith("/" + name)]
+    if isinstance(snap["udisks"], dict) and "error" in snap["udisks"]:
+        v["udisks"] = "error: " + snap["udisks"]["error"]
+    else:
+        v["udisks"] = "absent" if not u else "%s SyncAction=%s SyncCompleted=%.3f NumDevices=%s Degraded=%s" % (
+            u[0]["Level"], u[0]["SyncAction"] or "''", u[0]["SyncCompleted"] or 0, u[0]["NumDevices"], u[0]["Degraded"])
+    m = [x for x in snap["mdpilot"].values() if isinstance(x, dict) and x.get("KernelName") == name]
+    v["mdpilot"] = "absent" if not m else "%s SyncAction=%s SyncCompleted=%.3f NumDevices=%s Degraded=%s State=%s" % (
+        m[0]["Level"], m[0]["SyncAction"], m[0]["SyncCompleted"] or 0, m[0]["NumDevices"], m[0]["Degraded"], m[0]["State"])
+    ne = snap["node_exporter"]
+    if not ne["ok"]:
+        v["node_exporter"] = "scrape failed: %s" % ne["samples"].get("error")
+    else:
+        ok = ne["samples"].get('node_scrape_collector_success{collector="mdadm"}')
+        s = {}
+        for key, val in ne["samples"].items():
+            fam, _, rest = key.partition("{")
+            lab = dict(LABELS.findall(rest))
+            if lab.get("device") == name:
+                s.setdefault(fam, []).append((lab.get("state", ""), val))
+        if ok == 0:
+            v["node_exporter"] = "md collector failed (node_scrape_collector_success 0): no node_md_* samples at all"
+        elif not s:
+            v["node_exporter"] = "absent"
+        else:
+            st = [a for a, b in s.get("node_md_state", []) if b == 1]
+            synced = s.get("node_md_blocks_synced", [(None, None)])[0][1]
+            blocks = s.get("node_md_blocks", [(None, None)])[0][1]
+            req = s.get("node_md_disks_required", [(None, None)])[0][1]
+            v["node_exporter"] = "state=%s blocks_synced=%s/%s disks_required=%s" % (
+                ",".join(st) or "?", synced, blocks, req)
+    mm = snap["mdpilot_metrics"]
+    acts = [dict(LABELS.findall(key.partition("{")[2])).get("action") for key, val in mm["samples"].items()
+            if key.startswith("mdpilot_array_sync_action{") and 'array="%s"' % name in key and val == 1]
+    ratio = [val for key, val in mm["samples"].items()
+             if key.startswith("mdpilot_array_sync_completed_ratio{") and 'array="%s"' % name in key]
+    v["mdpilot_metrics"] = ("absent" if not acts and not ratio else
+                            "sync_action=%s sync_completed_ratio=%s" % (",".join(a for a in acts if a), ratio[0] if ratio else "-"))
+    return v
+
+
+HARD = [
+    ("shared-delayed", ["md10", "md11"], "Two RAID1 on the same two disks, both asked to check: md runs one, the other waits (`resync=DELAYED` in /proc/mdstat)"),
+    ("reshape", ["md12"], "A RAID5 of 3 grown to 4 members (`mdadm --grow --raid-devices=4`), 8 s into the reshape"),
+    ("resyncing", ["md13"], "A RAID1 resyncing (the moment before it is stopped)"),
+    ("stopped", ["md13"], "8 s after `mdadm --stop` of that resyncing RAID1"),
+    ("created", ["md14"], "10 s after `mdadm --create` of a new RAID1 while every tool runs"),
+]
+
+
+def hard(raw, off, ms):
+    out = {}
+    for label, names, what in HARD:
+        p = os.path.join(raw, "snap-%s.json" % label)
+        snaps = jsonl(p)
+        if not snaps:
+            continue
+        out[label] = {"what": what, "arrays": {n: array_views(snaps[0], n) for n in names}}
+    # The new array's appearance: from the mark before `mdadm --create` to each tool's first sign.
+    t0 = [t for t, x in ms if x == "create md14"]
+    if t0:
+        t0 = t0[0]
+        dbus = jsonl(os.path.join(raw, "dbus.jsonl"))
+        ap = {}
+        for r in dbus:
+            if r["t"] < t0 or r.get("sig") != "InterfacesAdded":
+                continue
+            props = r.get("props") or {}
+            if r["tool"] == "udisks" and "org.freedesktop.UDisks2.MDRaid" in r.get("ifaces", []):
+                ap.setdefault("udisks", r["t"] - t0)
+            a = props.get("org.mdpilot.MdPilot1.Array") or {}
+            if r["tool"] == "mdpilot" and a.get("KernelName") == "md14":
+                ap.setdefault("mdpilot", r["t"] - t0)
+        for r in jsonl(os.path.join(raw, "scrape-node.jsonl")):
+            if r["t"] >= t0 and any('device="md14"' in k for k in r.get("samples", {})):
+                ap.setdefault("node_exporter", r["t"] - t0)
+        for r in jsonl(os.path.join(raw, "scrape-mdpilot.jsonl")):
+            if r["t"] >= t0 and any('array="md14"' in k for k in r.get("samples", {})):
+                ap.setdefault("mdpilot_metrics", r["t"] - t0)
+        mon = os.path.join(raw, "mdmonitor.log")
+        if os.path.exists(mon):
+            for line in open(mon):
+                t, _, text = line.partition(" ")
+                if float(t) - off >= t0 and "md14" in text:
+                    ap.setdefault("mdmonitor", float(t) - off - t0)
+                    out.setdefault("mdmonitor_md14", text.strip())
+        out["created_appearance_s"] = ap
+    mon = os.path.join(raw, "mdmonitor.log")
+    if os.path.exists(mon):
+        hard_t0 = [t for t, x in ms if x == "shared start"]
+        out["mdmonitor_events"] = [line.strip().partition(" ")[2] for line in open(mon)
+                                   if hard_t0 and float(line.split()[0]) - off >= hard_t0[0]]
+    return out
+
+
+def fmt(x):
+    return "–" if x is None else ("%.3f" % x)
+
+
+def markdown(r):
+    L = []
+    L.append("Debian %s guest (qemu TCG, 2 vCPUs, 2 GiB), kernel %s; %s." % (
+        r["release"], r["versions"].get("kernel", "?"), ", ".join(
+            "%s %s" % (k, v) for k, v in r["versions"].items() if k != "kernel")))
+    L.append("Whole run: %s s wall on the host.\n" % r["wall_s"])
+    s = r["latency"]["summary"]
+    n = len(r["latency"]["trials"])
+    L.append("### A member fails: time until each tool shows it (%d trials, seconds from `mdadm --fail`)\n" % n)
+    L.append("| tool | p50 | p95 | max | p50 after mdadm returned | seen in |")
+    L.append("|---|---:|---:|---:|---:|---:|")
+    for k, name in TOOLS:
+        x = s[k]
+        L.append("| %s | %s | %s | %s | %s | %d/%d |" % (name, fmt(x["p50"]), fmt(x["p95"]), fmt(x["max"]),
+                                                     fmt(x["p50_after_return"]), x["n"], n))
+    m = s["mdadm_fail_run"]
+    L.append("\n`mdadm --fail` itself ran %s s (p50), %s s (max): every figure above includes it.\n" % (
+        fmt(m["p50"]), fmt(m["max"])))
+    if r["idle"]:
+        L.append("### Idle cost: %s s asked, %s s between the two reads, four arrays, nothing happening (no scrapes)\n" % (
+            r["idle_s"], r["idle_window_s"]))
+        L.append("| process | CPU s (utime+stime) | context switches | threads | peak RSS (VmHWM) |")
+        L.append("|---|---:|---:|---:|---:|")
+        for u, x in r["idle"].items():
+            L.append("| %s | %.2f | %d | %d | %s MiB |" % (u, x["cpu_s"], x["ctxt"], x["threads"],
+                                                      "%.1f" % (x["peak_rss_kib"] / 1024) if x["peak_rss_kib"] else "?"))
+    h = r["hard"]
+    if any(label in h for label, _, _ in HARD):
+        L.append("\n### Hard cases: what each tool showed, beside the kernel\n")
+        for label, names, what in HARD:
+            if label not in h:
+                continue
+            L.append("**%s** — %s\n" % (label, what))
+            L.append("| array | view | shows |")
+            L.append("|---|---|---|")
+            for name, views in h[label]["arrays"].items():
+                for tool, text in views.items():
+                    L.append("| %s | %s | %s |" % (name, tool, text.replace("|", "\\|")))
+            L.append("")
+        if "created_appearance_s" in h:
+            L.append("A new array (md14) appeared after (s): " + ", ".join(
+                "%s %.3f" % (k, v) for k, v in sorted(h["created_appearance_s"].items())) + "\n")
+        if h.get("mdmonitor_events"):
+            L.append("mdadm --monitor's PROGRAM calls during the hard cases: " + "; ".join(
+                "`%s`" % e for e in h["mdmonitor_events"]) + "\n")
+    return "\n".join(L) + "\n"
+
+
+def versions(raw):
+    v = {}
+    p = os.path.join(raw, "versions.txt")
+    if os.path.exists(p):
+        for line in open(p):
+            w = line.split()
+            if len(w) == 2 and w[0] in ("kernel", "udisks2", "mdadm", "prometheus-node-exporter", "mdpilot", "systemd"):
+                v[w[0]] = w[1]
+    return v
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("raw")
+    ap.add_argument("out")
+    ap.add_argument("--release", default="?")
+    ap.add_argument("--wall", type=int, default=0)
+    ap.add_argument("--trials", type=int, default=0)
+    ap.add_argument("--idle", type=int, default=0)
+    ap.add_argument("--docs")
+    a = ap.parse_args()
+    clocks = jsonl(os.path.join(a.raw, "clock.jsonl"))
+    offs = [c["real"] - c["mono"] for c in clocks]
+    off = offs[0] if offs else 0.0
+    ms = marks(a.raw, off)
+    w = [t for t, x in ms if x == "idle start"], [t for t, x in ms if x == "idle end"]
+    r = {"release": a.release, "wall_s": a.wall, "idle_s": a.idle,
+         "idle_window_s": round(w[1][0] - w[0][0], 1) if w[0] and w[1] else None, "versions": versions(a.raw),
+         "clock_offsets": offs, "latency": latency(a.raw, off, ms), "idle": idle(a.raw), "hard": hard(a.raw, off, ms)}
+    with open(os.path.join(a.out, "results.json"), "w") as f:
+        json.dump(r, f, indent=1, sort_keys=True)
+    md = markdown(r)
+    with open(os.path.join(a.out, "results.md"), "w") as f:
+        f.write(md)
+    print(md)
+    if a.docs:
+        text = open(a.docs).read()
+        b, e = "<!-- peers:begin -->\n", "<!-- peers:end -->"
+        i, j = text.index(b) + len(b), text.index(e)
+        with open(a.docs, "w") as f:
+            f.write(text[:i] + md + text[j:])
+
+
+if __name__ == "__main__":
+    main()
