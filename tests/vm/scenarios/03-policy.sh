@@ -50,9 +50,14 @@ originals "after policy restore"
 # With the service: the CLI goes through it; SIGKILL leaves the lease in the durable state.
 require serve
 start_service
-sleep 1000 &
-installer=$!
-run_mdp /tmp/out policy apply --holder installer --pid "$installer"
+# The service takes a pid only of the caller or its descendants: the caller here is the mdpilot
+# command, so the owner is started by the process that then becomes that command (exec).
+MDP_RC=0
+sh -c 'sleep 1000 & echo $! >/tmp/installer.pid; exec "$0" policy apply --holder installer --pid $!' \
+    "$MDP" >/tmp/out 2>/tmp/out.err </dev/null || MDP_RC=$?
+cat /tmp/out /tmp/out.err
+assert_eq "$MDP_RC" 0 "policy apply --pid of a process the command started, through the service"
+installer=$(cat /tmp/installer.pid)
 assert_eq "$(limit_min)" 0 "speed_limit_min under a lease through the service"
 manager_prop Leases | grep -q installer || fail "Manager.Leases does not list the installer lease: $(manager_prop Leases)"
 assert_eq "$(manager_prop OriginalSpeedLimitMin)" "[true,$ORIG_MIN]" "Manager.OriginalSpeedLimitMin"
