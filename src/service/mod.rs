@@ -178,6 +178,36 @@ fn collect(root: &Root) -> Option<MdStat> {
     }
 }
 
+/// The model at start: the arrays as read, then the check upkeep and the resume of checks the
+/// last stop paused ([`start_checks`]), and the arrays whose `sync_action` that wrote read
+/// again. Arrays that cannot be read give an empty model (logged).
+fn first_model(root: &Root, config: &Config) -> MdStat {
+    let mut model = collect(root).unwrap_or_default();
+    let paused = start_checks(root, config, &model);
+    reread_arrays(root, &mut model, &paused);
+    model
+}
+
+/// Builds the bus connection within `limit`: `Ok(None)` when a stop signal comes first.
+///
+/// Errors: [`ServeError::BusTimeout`] after `limit`; [`ServeError::Bus`] when the bus refuses.
+async fn connect(
+    signals: &mut Signals,
+    builder: zbus::connection::Builder<'_>,
+    limit: Duration,
+) -> Result<Option<zbus::Connection>, ServeError> {
+    let connect = tokio::time::timeout(limit, builder.build());
+    let Some(conn) = signals
+        .unless_stopped("connecting to the bus", connect)
+        .await
+    else {
+        return Ok(None);
+    };
+    conn.map_err(|_| ServeError::BusTimeout(limit))?
+        .map_err(bus_err("cannot connect to the bus"))
+        .map(Some)
+}
+
 async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     // Handlers first: a SIGTERM during start-up must still go through the orderly shutdown.
     let mut signals = Signals::install()?;
@@ -188,11 +218,8 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     let progress = Duration::from_millis(config.service.progress_interval_ms.max(50));
     let policy = Policy::new(root.clone(), config.policy_settings(&root));
 
-    let mut model = collect(&root).unwrap_or_default();
-    let paused = start_checks(&root, &config, &model);
-    reread_arrays(&root, &mut model, &paused);
     // The one model: the loop's, shared with the objects (replaced whole after each step).
-    let model = Arc::new(model);
+    let model = Arc::new(first_model(&root, &config));
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let (refresh_tx, refresh_rx) = tokio::sync::mpsc::unbounded_channel();
     let _watcher = start_watcher(&root, &tx);
@@ -213,16 +240,9 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     // Nothing is changed before the connection: a stop here only drops the listener, the
     // lock and the simulated tree.
     let limit = Duration::from_millis(args.bus_timeout_ms);
-    let connect = tokio::time::timeout(limit, builder.build());
-    let Some(conn) = signals
-        .unless_stopped("connecting to the bus", connect)
-        .await
-    else {
+    let Some(conn) = connect(&mut signals, builder, limit).await? else {
         return Ok(());
     };
-    let conn = conn
-        .map_err(|_| ServeError::BusTimeout(limit))?
-        .map_err(bus_err("cannot connect to the bus"))?;
     let setup = take_over(&shared, &conn, config.wipe.auto_resume);
     let Some(owners) = signals.unless_stopped("starting", setup).await else {
         // Resumed jobs may hold freezes and leases by now: the orderly shutdown undoes them.
@@ -659,6 +679,15 @@ struct Loop {
     bitmaps: Arc<bitmaps::Upkeep>,
 }
 
+/// `first` and every message already queued behind it in `rx` (a batch: one step for all).
+fn drain<T>(first: T, rx: &mut UnboundedReceiver<T>) -> Vec<T> {
+    let mut batch = vec![first];
+    while let Ok(m) = rx.try_recv() {
+        batch.push(m);
+    }
+    batch
+}
+
 impl Loop {
     async fn run(
         &mut self,
@@ -700,11 +729,7 @@ impl Loop {
                         std::future::pending::<()>().await;
                         continue;
                     };
-                    let mut batch = vec![ev];
-                    while let Ok(e) = rx.try_recv() {
-                        batch.push(e);
-                    }
-                    let r = Reread::of_events(&batch, &self.model);
+                    let r = Reread::of_events(&drain(ev, &mut rx), &self.model);
                     ticker = self.after_batch(&r, ticker, &mut pids, &manager_emitter).await;
                 }
                 _ = async {
@@ -718,11 +743,7 @@ impl Loop {
                     ticker = self.ticker(ticker);
                 }
                 Some(first) = refreshes.recv() => {
-                    let mut batch = vec![first];
-                    while let Ok(r) = refreshes.try_recv() {
-                        batch.push(r);
-                    }
-                    let r = Reread::of_refreshes(&batch);
+                    let r = Reread::of_refreshes(&drain(first, &mut refreshes));
                     ticker = self.after_batch(&r, ticker, &mut pids, &manager_emitter).await;
                 }
                 _ = async {
