@@ -517,7 +517,7 @@ impl Sim {
     /// Acts on words written to `md/sync_action` since the last look, as md does (md.rst):
     /// `check`, `repair` or `resync` on an idle array start that sync from 0; `idle` or `frozen`
     /// stop the running one; a member whose `md/dev-*/state` says `faulty` fails
-    /// ([`Sim::absorb_faults`]). Returns the events for the arrays that changed.
+    /// (`Sim::absorb_faults`). Returns the events for the arrays that changed.
     pub fn absorb_writes(&mut self) -> std::io::Result<Vec<Event>> {
         let mut events = Vec::new();
         let mut arrays = std::mem::take(&mut self.arrays);

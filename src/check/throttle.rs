@@ -3,7 +3,7 @@
 //! `check_max_working` inside working hours), taken at start and resume, released on pause,
 //! cancel and when the check is seen finished, and rewritten by the service's upkeep when the
 //! working-hours band changes, or, with `[check] pressure_target`, by the pressure controller
-//! ([`super::pressure`]) at each look of the service while the check runs.
+//! ([`crate::pressure`]) at each look of the service while the check runs.
 
 use super::CheckState;
 use crate::config::Config;

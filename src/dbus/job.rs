@@ -8,7 +8,7 @@
 //! PropertiesChanged for the values that changed; the engine's `on_complete` callback wakes it at
 //! the end, it emits the last values and `Completed(b success, s message)`, and removes the
 //! object [`JOB_LINGER`] later (InterfacesRemoved through the ObjectManager). On SIGTERM the
-//! service interrupts every running job ([`Shared::cancel_jobs`]: stopped, checkpoint kept, so
+//! service interrupts every running job ([`crate::shared::State::cancel_jobs`]: stopped, checkpoint kept, so
 //! the next start continues it, [`crate::service::resume`]) before restoring the limits; the
 //! engine unfreezes the resync and releases the job's leases itself.
 //!

@@ -8,7 +8,7 @@
 //! (from the policy's state, so a lease being taken is not missed). A caller that leaves while
 //! polkit decides gets nothing ([`super::auth::Authority::check_caller`]); one that leaves
 //! between the answer and the lease is caught by `NameHasOwner` after the lease is recorded
-//! ([`drop_if_caller_left`]): either check sees the leave, whatever the order.
+//! (`drop_if_caller_left`): either check sees the leave, whatever the order.
 //!
 //! Every argument is validated before the caller is authorized: bounded words, known arrays
 //! only (at most one `arrays` key per array of the machine), known options; the polkit details

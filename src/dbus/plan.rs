@@ -1,5 +1,5 @@
 //! A wipe job's plan as structured data: the `PlanData` property (`a{sv}`) of
-//! `org.mdpilot.MdPilot1.Job`, beside the prose `Plan` ([`crate::wipe::planner::Plan::describe`]).
+//! `org.mdpilot.MdPilot1.Job`, beside the prose `Plan` ([`crate::wipe::plan::Plan::describe`]).
 //! Built from the planner's [`Plan`]; sizes in bytes, limits in KiB/s.
 
 use crate::policy::{LeaseRequest, Limits};

@@ -4,7 +4,7 @@
 //!
 //! The task sleeps until the earliest end of the timed leases (read from the state file,
 //! without the lock), or for ever when there is none, and is woken early by
-//! [`Shared::lease_changed`] (every lease change through the service notifies it). The policy
+//! [`crate::shared::State::lease_changed`] (every lease change through the service notifies it). The policy
 //! lock is taken only when a lease has ended, so an idle service never touches it. A lease
 //! that ended while the service was stopped is released at start-up. The release runs on
 //! tokio's blocking pool: the lock and the knob writes never stall the event loop.

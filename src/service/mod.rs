@@ -27,9 +27,9 @@
 //! keep applying), release the name, exit 0. A failed read is logged and the last good state kept: bad input never kills the loop.
 //!
 //! The state the loop shares with the D-Bus objects (model, published manager properties, lease
-//! owners, wipe jobs) is [`state::Shared`].
+//! owners, wipe jobs) is [`crate::shared::State`].
 //!
-//! Machine shutdown: [`logind`] holds a *delay* inhibitor (never a block one) and pauses the
+//! Machine shutdown: `logind` holds a *delay* inhibitor (never a block one) and pauses the
 //! checks on `PrepareForShutdown`, then lets go.
 
 mod bitmaps;

@@ -11,7 +11,7 @@
 //!   (`/sys/class/power_supply`), for the check throttle and guards;
 //! - [`proc`]: `/proc/self/mountinfo` and `/proc/swaps`;
 //! - [`udev`]: the udev database's `MD_NAME`/`MD_UUID` and the `/dev/md/` links of an array;
-//! - [`write`]: the one writer ([`write_attr`]), which never creates a file.
+//! - [`write`](mod@write): the one writer ([`write_attr`]), which never creates a file.
 //!
 //! Outside this layer only `wipe/sink`, `wipe/ioctl` (device I/O), `sim` (the simulated tree) and
 //! `host` (the root, the process's own `/proc/self/status`) name kernel paths.

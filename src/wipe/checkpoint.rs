@@ -235,7 +235,7 @@ fn legacy_path_for(dir: &Path, stable_id: &str) -> PathBuf {
 }
 
 /// Where the checkpoint of `stable_id` is in `dir`: [`path_for`], unless no file is there and a
-/// file under the previous scheme's name ([`legacy_path_for`]) records this very stable id
+/// file under the previous scheme's name (`legacy_path_for`) records this very stable id
 /// (then that file: a checkpoint written before the upgrade is resumed, saved and removed
 /// where it is). A previous-scheme file of another id (the collision the new names end) or
 /// one that does not load is not taken. Reads only; changes nothing.
