@@ -232,6 +232,7 @@ mod tests {
         assert_eq!(
             names,
             [
+                "mdpilot-bitmap.8",
                 "mdpilot-blockdev-wipe.8",
                 "mdpilot-check.8",
                 "mdpilot-monitor.8",
