@@ -107,7 +107,22 @@ fn run_events(ctx: &Context, args: &MonitorArgs) -> ExitCode {
     })
 }
 
-/// Converts a D-Bus value to JSON: structures become arrays, dicts objects (keys as text).
+/// A non-empty array of bytes (`ay`, udisks2's byte string: a path or a word, NUL-terminated or
+/// not) holding UTF-8 text, as a JSON string without the trailing NULs; `None` otherwise.
+fn byte_string(items: &[Value<'_>]) -> Option<Json> {
+    let bytes: Vec<u8> = items
+        .iter()
+        .map(|v| match v {
+            Value::U8(b) => Some(*b),
+            _ => None,
+        })
+        .collect::<Option<_>>()?;
+    let text = std::str::from_utf8(&bytes).ok()?.trim_end_matches('\0');
+    (!bytes.is_empty()).then(|| json!(text))
+}
+
+/// Converts a D-Bus value to JSON: structures become arrays, dicts objects (keys as text), a
+/// byte string (`ay` of UTF-8 text) a string.
 pub fn value_to_json(v: &Value<'_>) -> Json {
     match v {
         Value::U8(n) => json!(n),
@@ -123,7 +138,8 @@ pub fn value_to_json(v: &Value<'_>) -> Json {
         Value::Signature(s) => json!(s.to_string()),
         Value::ObjectPath(p) => json!(p.as_str()),
         Value::Value(b) => value_to_json(b),
-        Value::Array(a) => Json::Array(a.inner().iter().map(value_to_json).collect()),
+        Value::Array(a) => byte_string(a.inner())
+            .unwrap_or_else(|| Json::Array(a.inner().iter().map(value_to_json).collect())),
         Value::Dict(d) => {
             let mut m = Map::new();
             for (k, v) in d.iter() {
@@ -363,6 +379,15 @@ fn signal_lines(msg: &zbus::Message, json: bool, names: &mut Names) -> Option<Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_byte_string_is_shown_as_its_text() {
+        let v = Value::from(b"none\0".to_vec());
+        assert_eq!(value_to_json(&v), json!("none"));
+        // Other arrays stay arrays, and bytes that are no UTF-8 stay numbers.
+        assert_eq!(value_to_json(&Value::from(vec![1u32, 2])), json!([1, 2]));
+        assert_eq!(value_to_json(&Value::from(vec![0xffu8])), json!([255]));
+    }
 
     #[test]
     fn text_and_json_lines() {

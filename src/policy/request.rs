@@ -84,7 +84,7 @@ pub enum Owner {
     Pid(u32),
     /// A D-Bus peer: alive while it is on the bus (only the service can tell).
     BusName(String),
-    /// Lives until released (or `restore`).
+    /// Lives until released by name (or `restore`), or until its duration ends.
     None,
 }
 
@@ -94,7 +94,7 @@ impl fmt::Display for Owner {
             // The start time only pins the pid; people know processes by pid.
             Owner::Process { pid: p, .. } | Owner::Pid(p) => write!(f, "pid {p}"),
             Owner::BusName(n) => write!(f, "bus name {n}"),
-            Owner::None => f.write_str("none (until released)"),
+            Owner::None => f.write_str("none (released by name)"),
         }
     }
 }
