@@ -78,6 +78,9 @@ views quiet "after mdpilot bitmap add"
 
 # The bus at once: the service's mdadm, in the unit's sandbox.
 mdadm --grow --bitmap=none "/dev/$md" || fail "mdadm --grow --bitmap=none failed"
+# md sends no change event when a bitmap is removed (seen on 6.1): the service re-reads an array
+# on its events, so the removal is announced as udev would at the next change (docs/bitmap.md).
+udevadm trigger --action=change --settle "/dev/$md"
 views advised "bitmap removed"
 out=$(busctl --system call "$BUS_NAME" "$(array_path $md)" "$ARRAY" AddBitmap 'a{sv}' 0 2>&1) ||
     fail "AddBitmap on an idle $md: $out; $(journalctl -u mdpilot.service --no-pager -o cat | tail -n 3)"
@@ -87,6 +90,9 @@ views quiet "after AddBitmap"
 
 # The bus during a check: queued, added by the service when the check ends.
 mdadm --grow --bitmap=none "/dev/$md" || fail "mdadm --grow --bitmap=none failed"
+# md sends no change event when a bitmap is removed (seen on 6.1): the service re-reads an array
+# on its events, so the removal is announced as udev would at the next change (docs/bitmap.md).
+udevadm trigger --action=change --settle "/dev/$md"
 views advised "bitmap removed again"
 echo 1000 >"$sysmd/sync_speed_max"
 echo check >"$sysmd/sync_action"
