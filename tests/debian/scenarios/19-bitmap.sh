@@ -84,7 +84,8 @@ udevadm trigger --action=change --settle "/dev/$md"
 views advised "bitmap removed"
 out=$(busctl --system call "$BUS_NAME" "$(array_path $md)" "$ARRAY" AddBitmap 'a{sv}' 0 2>&1) ||
     fail "AddBitmap on an idle $md: $out; $(journalctl -u mdpilot.service --no-pager -o cat | tail -n 3)"
-assert_eq "$out" "b true" "AddBitmap on an idle array"
+# false: added now, not queued (true means queued for the end of a sync)
+assert_eq "$out" "b false" "AddBitmap on an idle array"
 [ "$(location)" != none ] || fail "AddBitmap: bitmap/location still none"
 views quiet "after AddBitmap"
 
@@ -99,6 +100,7 @@ echo check >"$sysmd/sync_action"
 out=$(busctl --system call "$BUS_NAME" "$(array_path $md)" "$ARRAY" AddBitmap 'a{sv}' 0 2>&1) ||
     fail "AddBitmap during a check: $out"
 log "AddBitmap during a check ($(cat "$sysmd/sync_action") $(cat "$sysmd/sync_completed")): $out"
+assert_eq "$out" "b true" "AddBitmap during a check (queued)"
 assert_eq "$(cat "$sysmd/sync_action")" check "sync_action after AddBitmap (the check still runs)"
 assert_eq "$(location)" none "bitmap/location while the check runs"
 assert_eq "$(aprop $md BitmapPending)" "b true" "BitmapPending while the check runs"
