@@ -223,14 +223,18 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let (refresh_tx, refresh_rx) = tokio::sync::mpsc::unbounded_channel();
     let _watcher = start_watcher(&root, &tx);
-    let core = Arc::new(State::new(
+    let mut state = State::new(
         root.clone(),
         config.clone(),
         policy,
         model.clone(),
         refresh_tx,
         progress,
-    ));
+    );
+    if args.sim {
+        state.sync_history = std::sync::Mutex::new(crate::sim::sync_history());
+    }
+    let core = Arc::new(state);
     let shared = Arc::new(Shared::new(core.clone(), args.bus.clone()));
     let metrics = Arc::new(metrics_http::MetricsState::new(shared.policy.show().ok()));
     let metrics_task =
@@ -948,6 +952,7 @@ impl Loop {
         self.model = Arc::new(model);
         self.events.feed(&self.root, &self.model);
         *lock(&self.shared.model) = self.model.clone();
+        self.sample_history();
         self.publish_arrays().await;
         if r.full {
             // The CLI may have changed the state file itself: the timed-lease task re-reads
@@ -960,6 +965,17 @@ impl Loop {
                 self.shared.emit_props(manager_emitter, &view).await;
             }
         }
+    }
+
+    /// The sync history's look at the new model ([`crate::sync_history::SyncHistory::observe`]);
+    /// `/proc/pressure/io` is read only when a sample is taken (a sync runs or just stopped).
+    fn sample_history(&self) {
+        let root = &self.root;
+        lock(&self.shared.sync_history).observe(&self.model, crate::policy::unix_now_s(), || {
+            sysfs::pressure::read_io_pressure(root)
+                .ok()
+                .map(|p| p.full_avg10)
+        });
     }
 
     async fn publish_arrays(&mut self) {
