@@ -597,6 +597,7 @@ impl ArrayObject {
     /// /proc/pressure/io full avg10, percent, -1 without PSI). Kept in the service's memory
     /// only: empty after its restart and for an array that did not sync within the hour.
     /// Open to every caller, like the properties; changes nothing. No errors.
+    #[zbus(out_args("samples"))]
     fn get_sync_history(&self) -> Vec<(u64, u64, u64, f64)> {
         lock(&self.shared.sync_history).samples(&self.props.kernel_name)
     }
