@@ -76,7 +76,11 @@ impl Ring {
             .full_avg10_pct
             .filter(|p| p.is_finite() && (0.0..=100.0).contains(p));
         let slot = self.slot(s.time_s);
-        while self.samples.back().is_some_and(|l| self.slot(l.time_s) > slot) {
+        while self
+            .samples
+            .back()
+            .is_some_and(|l| self.slot(l.time_s) > slot)
+        {
             self.samples.pop_back();
         }
         match self.samples.back_mut() {
@@ -300,7 +304,11 @@ mod tests {
             reads += 1;
             None
         });
-        assert_eq!((h.samples("md0").len(), reads), (0, 0), "idle: nothing read");
+        assert_eq!(
+            (h.samples("md0").len(), reads),
+            (0, 0),
+            "idle: nothing read"
+        );
         for t in [1010, 1020, 1030] {
             h.observe(&model(CHECKING), t, || Some(12.0));
         }
@@ -322,7 +330,11 @@ mod tests {
         assert!(h.ring("md0").is_none());
         // A stopped array's ring goes with it.
         h.observe(&model(CHECKING), 2000, || None);
-        h.observe(&model("Personalities : \nunused devices: <none>\n"), 2001, || None);
+        h.observe(
+            &model("Personalities : \nunused devices: <none>\n"),
+            2001,
+            || None,
+        );
         assert!(h.ring("md0").is_none());
     }
 }

@@ -223,18 +223,14 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     let (tx, rx) = tokio::sync::mpsc::unbounded_channel();
     let (refresh_tx, refresh_rx) = tokio::sync::mpsc::unbounded_channel();
     let _watcher = start_watcher(&root, &tx);
-    let mut state = State::new(
+    let core = Arc::new(State::new(
         root.clone(),
         config.clone(),
         policy,
         model.clone(),
         refresh_tx,
         progress,
-    );
-    if args.sim {
-        state.sync_history = std::sync::Mutex::new(crate::sim::sync_history());
-    }
-    let core = Arc::new(state);
+    ));
     let shared = Arc::new(Shared::new(core.clone(), args.bus.clone()));
     let metrics = Arc::new(metrics_http::MetricsState::new(shared.policy.show().ok()));
     let metrics_task =
@@ -717,6 +713,7 @@ impl Loop {
             SignalEmitter::new(&self.conn, MANAGER_PATH).map_err(bus_err("emitter"))?;
         self.sync_pids(&mut pids, &manager_emitter).await;
         self.bitmaps.step(&self.shared.core, &self.model);
+        self.sim_history();
         loop {
             tokio::select! {
                 _ = term.recv() => { tracing::info!("SIGTERM: stopping"); return Ok(()); }
@@ -964,6 +961,14 @@ impl Loop {
             if let Some(view) = view {
                 self.shared.emit_props(manager_emitter, &view).await;
             }
+        }
+    }
+
+    /// With `--sim`: the sync history's slots are the simulator's ([`crate::sim::sync_history`]),
+    /// set before the loop's first sample.
+    fn sim_history(&self) {
+        if self.sim.is_some() {
+            *lock(&self.shared.sync_history) = crate::sim::sync_history();
         }
     }
 

@@ -54,7 +54,10 @@ async fn the_sync_history_shows_the_check_slowing_down_under_pressure() {
     let Some(bus) = Bus::start() else { return };
     let svc = Service::sim(
         &bus,
-        &[("MDPILOT_SIM_TICK_MS", "100"), ("MDPILOT_SIM_HISTORY_S", "1")],
+        &[
+            ("MDPILOT_SIM_TICK_MS", "100"),
+            ("MDPILOT_SIM_HISTORY_S", "1"),
+        ],
     )
     .await;
     let tree = svc.sim_path("");
