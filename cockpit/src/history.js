@@ -12,7 +12,7 @@ const TICK_S = { 60: 15, 120: 30, 300: 60, 600: 120, 900: 300, 1800: 600, 3600: 
 export const MAX_SAMPLES = 360;
 
 /** The chart's box, SVG user units: two stacked plots sharing the time axis. */
-export const BOX = { width: 400, left: 62, right: 6, speedTop: 4, speedHeight: 80, gap: 8, pressureHeight: 36, axis: 14 };
+export const BOX = { width: 400, left: 62, right: 6, speedTop: 4, speedHeight: 80, gap: 16, pressureHeight: 36, axis: 14 };
 
 const finite = x => typeof x === "number" && Number.isFinite(x);
 
@@ -169,10 +169,11 @@ export function windowWords(window) {
 
 /**
  * One sentence about the samples in the window at now_s, for the caption and screen readers:
- * "last hour: check 120 MiB/s on average, slowed to 5 MiB/s while io pressure reached 12 %".
+ * "last hour: check 120 MiB/s on average, slowed to 5 MiB/s while io pressure was 12 %".
  * `what`: the sync's word ("check", "resync"; default "sync"). The slow-down is named when
- * the slowest sample ran below 80 % of the average and the pressure reached 1 % or more;
- * otherwise the highest pressure, or that there were no pressure readings.
+ * the slowest sample taken under io pressure (1 % or more) ran below 80 % of the average,
+ * with that sample's pressure (a slow-down without pressure, a limit set by hand, is not
+ * blamed on it); otherwise the highest pressure, or that there were no pressure readings.
  */
 export function summary(samples, nowS, what = "sync") {
     const now = Math.max(nowS, samples.length ? samples[samples.length - 1].t : nowS);
@@ -185,9 +186,10 @@ export function summary(samples, nowS, what = "sync") {
     const withP = run.filter(s => s.pressure !== null);
     if (!withP.length) return text + "; no io pressure readings";
     const hi = withP.reduce((a, s) => (s.pressure > a.pressure ? s : a));
-    const lo = run.reduce((a, s) => (s.speed < a.speed ? s : a));
-    if (hi.pressure >= 1 && lo.speed < 0.8 * avg)
-        return text + `, slowed to ${rate(lo.speed * 1024)} while io pressure reached ${pct(hi.pressure)}`;
+    const busy = withP.filter(s => s.pressure >= 1);
+    const lo = busy.length ? busy.reduce((a, s) => (s.speed < a.speed ? s : a)) : null;
+    if (lo && lo.speed < 0.8 * avg)
+        return text + `, slowed to ${rate(lo.speed * 1024)} while io pressure was ${pct(lo.pressure)}`;
     return text + `; io pressure at most ${pct(hi.pressure)}`;
 }
 

@@ -66,8 +66,9 @@ export function SyncChart({ id, samples, what }) {
                                                   textAnchor={i === 0 ? "start" : i === g.xTicks.length - 1 ? "end" : "middle"}>
                         {t.label}</text>)}
                 </g>
-                {g.speed.limit.map((p, i) => <polyline key={"l" + i} className="mdp-limit" points={p} />)}
                 {g.speed.speed.map((p, i) => <polyline key={"v" + i} className="mdp-speed" points={p} />)}
+                {/* The limit over the speed, dashed: md runs at it when nothing else needs the disks. */}
+                {g.speed.limit.map((p, i) => <polyline key={"l" + i} className="mdp-limit" points={p} />)}
                 {g.pressure.lines.map((p, i) => <polyline key={"p" + i} className="mdp-pressure" points={p} />)}
             </svg>
             <figcaption className="mdp-small">

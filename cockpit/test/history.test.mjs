@@ -106,7 +106,16 @@ test("a gap without samples (no sync ran) breaks the lines; a lone sample still 
 test("the summary says how far the check slowed and under what pressure", () => {
     const s = h.fromWire(hour());
     assert.equal(h.summary(s, T0 + 3590, "check"),
-        "last hour: check 98.5 MiB/s on average, slowed to 4.88 MiB/s while io pressure reached 12 %");
+        "last hour: check 98.5 MiB/s on average, slowed to 4.88 MiB/s while io pressure was 12 %");
+    // Slow by hand (a limit, no pressure), then busy: the slow-down under pressure is named.
+    const mixed = h.fromWire([[T0, 1000, 1000, -1], [T0 + 10, 20000, 20000, 0.5], [T0 + 20, 20000, 20000, 0.5],
+                              [T0 + 30, 5000, 5000, 30], [T0 + 40, 4000, 5000, 28]]);
+    assert.equal(h.summary(mixed, T0 + 40, "check"),
+        "last minute: check 9.77 MiB/s on average, slowed to 3.91 MiB/s while io pressure was 28 %");
+    // Slow by hand only: the pressure is not blamed.
+    const byHand = h.fromWire([[T0, 1000, 1000, 0], [T0 + 10, 20000, 20000, 0.5], [T0 + 20, 20000, 20000, 0.5]]);
+    assert.equal(h.summary(byHand, T0 + 20, "check"),
+        "last minute: check 13.3 MiB/s on average; io pressure at most 0.5 %");
     const quiet = h.fromWire([[T0, 1000, 2000, 0.2], [T0 + 10, 1000, 2000, 0.4]]);
     assert.equal(h.summary(quiet, T0 + 10, "resync"), "last minute: resync 1000.0 KiB/s on average; io pressure at most 0.4 %");
     const nopsi = h.fromWire([[T0, 2048, 2000, -1], [T0 + 200, 0, 2000, -1]]);
