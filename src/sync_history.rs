@@ -5,11 +5,12 @@
 //! its model and the pressure it read ([`SyncHistory::observe`]); `Array.GetSyncHistory`
 //! reads it ([`SyncHistory::samples`]).
 //!
-//! Memory bound: a sample is 32 bytes, a ring at most [`CAPACITY`] of them (11.25 KiB) plus
-//! the array's name; only arrays that synced within the window ([`CAPACITY`] ×
-//! [`INTERVAL_S`]) have a ring, and a ring goes with its array. 64 arrays all syncing within
-//! the hour: about 720 KiB. Nothing is written to disk: a restart of the service starts
-//! afresh (the history is for looking at, not a record).
+//! Memory bound: a sample is 40 bytes, a ring is allocated once for [`CAPACITY`] of them
+//! (14 KiB, never grown: the oldest goes before a new one comes) plus the array's name; only
+//! arrays that synced within the window ([`CAPACITY`] × [`INTERVAL_S`]) have a ring, and a
+//! ring goes with its array. 64 arrays all syncing within the hour: about 900 KiB. Nothing is
+//! written to disk: a restart of the service starts afresh (the history is for looking at,
+//! not a record).
 
 use crate::model::{Array, MdStat};
 use std::collections::{BTreeMap, VecDeque};
@@ -58,12 +59,13 @@ pub struct Ring {
 
 impl Ring {
     /// An empty ring of slots of `interval_s` seconds (at least 1) holding at most `capacity`
-    /// samples (at least 1).
+    /// samples (at least 1), allocated at once.
     pub fn new(interval_s: u64, capacity: usize) -> Ring {
+        let capacity = capacity.max(1);
         Ring {
             interval_s: interval_s.max(1),
-            capacity: capacity.max(1),
-            samples: VecDeque::new(),
+            capacity,
+            samples: VecDeque::with_capacity(capacity),
         }
     }
 
@@ -85,10 +87,13 @@ impl Ring {
         }
         match self.samples.back_mut() {
             Some(l) if l.time_s / self.interval_s == slot => *l = s,
-            _ => self.samples.push_back(s),
-        }
-        while self.samples.len() > self.capacity {
-            self.samples.pop_front();
+            _ => {
+                // The oldest goes first, so the deque never grows past its allocation.
+                while self.samples.len() >= self.capacity {
+                    self.samples.pop_front();
+                }
+                self.samples.push_back(s);
+            }
         }
     }
 
@@ -236,6 +241,12 @@ mod tests {
             r.record(s(1_000_000 + i * 10, i));
         }
         assert_eq!(r.len(), 360);
+        assert_eq!(r.samples.capacity(), 360, "allocated once, never grown");
+        assert_eq!(
+            std::mem::size_of::<Sample>(),
+            40,
+            "the documented memory bound"
+        );
         assert_eq!(r.samples().next().unwrap().speed_kib_s, 640);
         assert_eq!(r.last().unwrap().speed_kib_s, 999);
         let t = times(&r);
@@ -287,6 +298,28 @@ mod tests {
         }
         r.record(s(max, 2));
         assert_eq!((r.len(), r.last().unwrap().wire().3), (1, 1.0));
+    }
+
+    proptest::proptest! {
+        /// Whatever the clock does: at most `capacity` samples, times strictly increasing,
+        /// one per slot, and the last one recorded is the newest.
+        #[test]
+        fn any_sequence_stays_bounded_ordered_and_ends_with_the_last(
+            interval in 0u64..30,
+            capacity in 0usize..50,
+            steps in proptest::collection::vec((0u64..2_000, proptest::num::f64::ANY), 1..300),
+        ) {
+            let mut r = Ring::new(interval, capacity);
+            for (i, (t, p)) in steps.iter().enumerate() {
+                r.record(Sample { full_avg10_pct: Some(*p), ..s(*t, i as u64) });
+                let last = r.last().unwrap();
+                proptest::prop_assert_eq!((last.time_s, last.speed_kib_s), (*t, i as u64));
+                proptest::prop_assert!(last.full_avg10_pct.is_none_or(|p| (0.0..=100.0).contains(&p)));
+            }
+            proptest::prop_assert!(r.len() <= capacity.max(1));
+            let slots: Vec<u64> = r.samples().map(|x| x.time_s / interval.max(1)).collect();
+            proptest::prop_assert!(slots.windows(2).all(|w| w[0] < w[1]), "{:?}", slots);
+        }
     }
 
     fn model(text: &str) -> MdStat {
