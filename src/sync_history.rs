@@ -314,7 +314,7 @@ mod tests {
                 r.record(Sample { full_avg10_pct: Some(*p), ..s(*t, i as u64) });
                 let last = r.last().unwrap();
                 proptest::prop_assert_eq!((last.time_s, last.speed_kib_s), (*t, i as u64));
-                proptest::prop_assert!(last.full_avg10_pct.is_none_or(|p| (0.0..=100.0).contains(&p)));
+                proptest::prop_assert!(last.full_avg10_pct.map_or(true, |p| (0.0..=100.0).contains(&p)));
             }
             proptest::prop_assert!(r.len() <= capacity.max(1));
             let slots: Vec<u64> = r.samples().map(|x| x.time_s / interval.max(1)).collect();
