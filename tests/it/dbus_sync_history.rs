@@ -114,4 +114,17 @@ async fn the_sync_history_shows_the_check_slowing_down_under_pressure() {
     .await;
     tokio::time::sleep(Duration::from_millis(1500)).await;
     assert_eq!(history(&c, &md0).await.len(), end.len(), "idle: no sample");
+
+    // The impatient caller: a flood of reads (100: the test bus allows 128 pending replies a
+    // connection) is answered whole, each reply bounded.
+    let flood: Vec<_> = (0..100)
+        .map(|_| {
+            let (c, md1) = (c.clone(), md1.clone());
+            tokio::spawn(async move { history(&c, &md1).await.len() })
+        })
+        .collect();
+    for task in flood {
+        let n = task.await.unwrap();
+        assert!((1..=360).contains(&n), "{n}");
+    }
 }
