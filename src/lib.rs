@@ -32,6 +32,7 @@ pub mod shared; // the zbus-free state the loop and the D-Bus objects share: mod
 #[cfg(feature = "service")]
 pub mod sim; // simulated kernel tree for `serve --sim` and tests
 pub mod superblock; // pure: an array's creation time from a member's md superblock (v0.90, v1.x)
+pub mod sync_history; // pure: the last hour of each array's sync (speed, limit, io pressure), one sample per 10 s
 pub mod sysfs; // the one kernel-access layer, reads and writes: /sys/block/*, /proc/mdstat, /proc/sys/dev/raid/*
 pub mod units; // human sizes, rates and durations
 pub mod vocab; // md's words as types: Level and its rules, member states and roles, Health, ArrayUuid

@@ -16,6 +16,7 @@ use crate::config::Config;
 use crate::host::Root;
 use crate::model::MdStat;
 use crate::policy::{LeaseRequest, Owner, Policy, PolicyView};
+use crate::sync_history::SyncHistory;
 use crate::wipe::leases::{LeaseError, LeaseProvider};
 use crate::wipe::{JobHandle, WipeError};
 use crate::workers::Pool;
@@ -94,6 +95,9 @@ pub struct State {
     /// Where write-intent bitmaps are added (`mdadm --grow --bitmap=internal`, from
     /// `AddBitmap` and the bitmap upkeep): one thread, as mdadm takes one array at a time.
     pub bitmap_worker: Pool,
+    /// The last hour of each array's sync ([`crate::sync_history`]): the loop samples it
+    /// after each read, `Array.GetSyncHistory` reads it.
+    pub sync_history: Mutex<SyncHistory>,
 }
 
 impl State {
@@ -122,6 +126,7 @@ impl State {
             check_worker: Pool::new("check", 1),
             wipe_worker: Pool::new("wipe-start", WIPE_START_THREADS),
             bitmap_worker: Pool::new("bitmap", 1),
+            sync_history: Mutex::new(SyncHistory::default()),
         }
     }
 

@@ -14,6 +14,7 @@
 //!
 //! Env: `MDPILOT_SIM_TICK_MS` (default 1000) sets the step; `MDPILOT_SIM_TRACE=FILE` appends
 //! `<CLOCK_MONOTONIC ns> <array> <sync_completed sectors>` per step (used by the latency bench);
+//! `MDPILOT_SIM_HISTORY_S` sets the sync history's slot, seconds ([`sync_history`]);
 //! `MDPILOT_SIM_ARRAYS=N` (N > 2) adds idle raid1 arrays `md2`..`md{N-1}` (the metrics bench);
 //! `MDPILOT_SIM_DEVICES=/dev/loop3,/dev/loop4@/srv` shows real block devices (loop devices a test
 //! attached) in the tree as wipe candidates, `@MOUNTPOINT` ones as mounted there
@@ -33,6 +34,17 @@ use tokio::sync::mpsc::{UnboundedReceiver, UnboundedSender};
 
 /// The simulated disks' bandwidth for resync in KiB/s (what an idle array could reach).
 pub const DEVICE_KIB_S: u64 = 400_000;
+
+/// The sync history of `serve --sim` ([`crate::sync_history`]): slots of
+/// `MDPILOT_SIM_HISTORY_S` seconds (default the service's 10), so tests and demonstrations see
+/// a chart fill in seconds; [`crate::sync_history::CAPACITY`] samples.
+pub fn sync_history() -> crate::sync_history::SyncHistory {
+    let s = std::env::var("MDPILOT_SIM_HISTORY_S")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(crate::sync_history::INTERVAL_S);
+    crate::sync_history::SyncHistory::new(s, crate::sync_history::CAPACITY)
+}
 
 /// One simulated array.
 #[derive(Debug, Clone, PartialEq)]

@@ -1,6 +1,7 @@
 // The page: arrays, resync priority, checks and wipe jobs of mdpilot, live from its D-Bus API.
 // Every control that changes something is enabled only with administrative access
-// (cockpit.permission({admin: true})); a read-only session says why and calls no method.
+// (cockpit.permission({admin: true})); a read-only session says why and calls no method
+// but the one that only reads (Array.GetSyncHistory, for the charts).
 import React, { useEffect, useMemo, useState } from "react";
 import { Alert, Page, PageSection, Title } from "@patternfly/react-core";
 import cockpit from "./cockpit.js";

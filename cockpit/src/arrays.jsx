@@ -6,7 +6,7 @@ import {
 } from "@patternfly/react-core";
 import { IFACE, MANAGER, call, v } from "./client.js";
 import * as fmt from "./format.js";
-import { Action, RateChart } from "./ui.jsx";
+import { Action, SyncChart } from "./ui.jsx";
 
 function Members({ list }) {
     return (
@@ -25,7 +25,8 @@ function Members({ list }) {
 }
 
 function Sync({ a, h, history }) {
-    if (!h.sync) return <div className="mdp-small">No sync running.</div>;
+    const chart = <SyncChart id={`${a.KernelName}-chart`} samples={history} what={h.sync ? a.SyncAction : "sync"} />;
+    if (!h.sync) return <div><div className="mdp-small">No sync running.</div>{chart}</div>;
     const p = fmt.progress(a);
     const k = a.KernelName;
     const variant = h.initialBuild || !["recover"].includes(h.action) ? undefined : "warning";
@@ -37,7 +38,7 @@ function Sync({ a, h, history }) {
                 <span id={`${k}-rate`}>{fmt.rate(p.rate)}</span>
                 {" · "}<span id={`${k}-eta`}>{p.eta ? "about " + fmt.duration(p.eta) + " left" : "time left unknown"}</span>
             </div>
-            <RateChart id={`${k}-chart`} points={history} />
+            {chart}
         </div>
     );
 }

@@ -1,8 +1,11 @@
 // The page's model of mdpilot's D-Bus API v1: one cockpit.dbus client on the system bus, an
 // ObjectManager proxy set per interface (Manager, Array, Job), kept live by the bridge from
-// InterfacesAdded/Removed and PropertiesChanged. Nothing polls: the sync-rate history is built
-// from the PropertiesChanged the service sends.
+// InterfacesAdded/Removed and PropertiesChanged. Nothing polls: an array's sync history (the
+// service's last hour, Array.GetSyncHistory) is fetched when the array appears, when its
+// SyncAction changes, and on its PropertiesChanged at most once per the service's sample
+// slot; a service without the method (API before 1.5) gets the page's own samples instead.
 import cockpit from "./cockpit.js";
+import { addSample, fromWire, refetchMs, sampleOfProps } from "./history.js";
 
 export const BUS_NAME = "org.mdpilot.MdPilot1";
 export const ROOT = "/org/mdpilot/MdPilot1";
@@ -12,14 +15,13 @@ export const IFACE = {
     array: BUS_NAME + ".Array",
     job: BUS_NAME + ".Job",
 };
-/** How much sync-rate history a card's chart keeps, ms. */
-export const HISTORY_MS = 5 * 60 * 1000;
 
 /**
  * Connects and calls `onChange(state)` after every change. state: {owner (true, false or null
  * while unknown), manager (proxy or null), arrays (proxies by path), versions (a counter per
  * array path, bumped at each change of that array), jobs (proxies by path),
- * history ({path: [[ms, bytes/s], ...]}), completed ({jobPath: [success, message]})}.
+ * history ({path: [{t, speed, limit, pressure}, ...]}: history.js's samples), completed
+ * ({jobPath: [success, message]})}.
  * Returns {client, close}.
  */
 export function connect(onChange) {
@@ -34,14 +36,39 @@ export function connect(onChange) {
         scheduled = true;
         Promise.resolve().then(() => { scheduled = false; onChange({ ...state }) });
     };
+    // Per array path: {at (ms of the last call), busy, action (SyncAction then), local (the
+    // service has no GetSyncHistory: the page samples)}.
+    const fetches = {};
+    const bump = path => { state.versions[path] = (state.versions[path] || 0) + 1 };
+    const fetchHistory = (path, proxy) => {
+        const f = fetches[path] || (fetches[path] = { at: 0, busy: false, action: null, local: false });
+        const now = Date.now();
+        if (f.local) {
+            state.history[path] = addSample(state.history[path] || [], sampleOfProps(proxy, now));
+            return;
+        }
+        const due = f.action !== proxy.SyncAction ||
+            (proxy.SyncAction !== "idle" && now - f.at >= refetchMs(state.history[path] || []));
+        if (f.busy || !due) return;
+        f.busy = true;
+        f.at = now;
+        f.action = proxy.SyncAction;
+        client.call(path, IFACE.array, "GetSyncHistory", [], { type: "" })
+            .then(([list]) => { state.history[path] = fromWire(list) })
+            .catch(e => {
+                if (e && /UnknownMethod/.test(e.name || "")) f.local = true;
+            })
+            .finally(() => {
+                f.busy = false;
+                if (!state.arrays[path]) delete state.history[path];
+                bump(path);
+                notify();
+            });
+    };
     const record = (path, proxy) => {
         // Proxies are updated in place: a version per array lets unchanged cards skip rendering.
-        state.versions[path] = (state.versions[path] || 0) + 1;
-        if (!proxy.valid) return;
-        const h = state.history[path] || (state.history[path] = []);
-        const now = Date.now();
-        if (proxy.SyncAction && proxy.SyncAction !== "idle") h.push([now, proxy.SyncRate || 0]);
-        while (h.length && h[0][0] < now - HISTORY_MS) h.shift();
+        bump(path);
+        if (proxy.valid) fetchHistory(path, proxy);
     };
 
     const manager = client.proxy(IFACE.manager, MANAGER);
@@ -51,7 +78,7 @@ export function connect(onChange) {
     const arrays = client.proxies(IFACE.array, ROOT);
     arrays.addEventListener("added", (ev, p) => { state.arrays[p.path] = p; record(p.path, p); notify() });
     arrays.addEventListener("changed", (ev, p) => { state.arrays[p.path] = p; record(p.path, p); notify() });
-    arrays.addEventListener("removed", (ev, p) => { delete state.arrays[p.path]; delete state.history[p.path]; notify() });
+    arrays.addEventListener("removed", (ev, p) => { delete state.arrays[p.path]; delete state.history[p.path]; delete fetches[p.path]; notify() });
 
     const jobs = client.proxies(IFACE.job, ROOT);
     jobs.addEventListener("added", (ev, p) => { state.jobs[p.path] = p; notify() });
@@ -64,7 +91,10 @@ export function connect(onChange) {
 
     client.addEventListener("owner", (ev, owner) => {
         state.owner = !!owner;
-        if (!owner) { state.arrays = {}; state.jobs = {} }
+        if (!owner) {
+            state.arrays = {}; state.jobs = {}; state.history = {};
+            for (const k of Object.keys(fetches)) delete fetches[k];
+        }
         notify();
     });
     client.addEventListener("close", (ev, options) => {

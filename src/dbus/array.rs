@@ -590,6 +590,18 @@ impl ArrayObject {
         .await
     }
 
+    /// The last hour of this array's sync (since 1.5), oldest first: one sample per 10 s while
+    /// a sync (check, repair, resync, recover, reshape) runs and one at speed 0 when it stops,
+    /// at most 360, each (time t: Unix seconds; speed t: md/sync_speed, KiB/s; limit t:
+    /// md/sync_speed_max in force, KiB/s, the check throttle's lease included; pressure d:
+    /// /proc/pressure/io full avg10, percent, -1 without PSI). Kept in the service's memory
+    /// only: empty after its restart and for an array that did not sync within the hour.
+    /// Open to every caller, like the properties; changes nothing. No errors.
+    #[zbus(out_args("samples"))]
+    fn get_sync_history(&self) -> Vec<(u64, u64, u64, f64)> {
+        lock(&self.shared.sync_history).samples(&self.props.kernel_name)
+    }
+
     /// Where a paused check resumes, in 512-byte sectors from the start of each member (a
     /// chunk multiple, as md/sync_min takes it); 0 = no saved position. While a check runs
     /// the service saves its position every 60 s (what a crash can lose), and shows it here.

@@ -713,6 +713,7 @@ impl Loop {
             SignalEmitter::new(&self.conn, MANAGER_PATH).map_err(bus_err("emitter"))?;
         self.sync_pids(&mut pids, &manager_emitter).await;
         self.bitmaps.step(&self.shared.core, &self.model);
+        self.sim_history();
         loop {
             tokio::select! {
                 _ = term.recv() => { tracing::info!("SIGTERM: stopping"); return Ok(()); }
@@ -948,6 +949,7 @@ impl Loop {
         self.model = Arc::new(model);
         self.events.feed(&self.root, &self.model);
         *lock(&self.shared.model) = self.model.clone();
+        self.sample_history();
         self.publish_arrays().await;
         if r.full {
             // The CLI may have changed the state file itself: the timed-lease task re-reads
@@ -960,6 +962,25 @@ impl Loop {
                 self.shared.emit_props(manager_emitter, &view).await;
             }
         }
+    }
+
+    /// With `--sim`: the sync history's slots are the simulator's ([`crate::sim::sync_history`]),
+    /// set before the loop's first sample.
+    fn sim_history(&self) {
+        if self.sim.is_some() {
+            *lock(&self.shared.sync_history) = crate::sim::sync_history();
+        }
+    }
+
+    /// The sync history's look at the new model ([`crate::sync_history::SyncHistory::observe`]);
+    /// `/proc/pressure/io` is read only when a sample is taken (a sync runs or just stopped).
+    fn sample_history(&self) {
+        let root = &self.root;
+        lock(&self.shared.sync_history).observe(&self.model, crate::policy::unix_now_s(), || {
+            sysfs::pressure::read_io_pressure(root)
+                .ok()
+                .map(|p| p.full_avg10)
+        });
     }
 
     async fn publish_arrays(&mut self) {

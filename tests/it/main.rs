@@ -27,6 +27,7 @@ mod dbus_jobs;
 mod dbus_policy_cli;
 mod dbus_restart;
 mod dbus_service;
+mod dbus_sync_history;
 mod dbus_timed;
 mod dbus_trust;
 mod fuzz_regressions;
