@@ -14,8 +14,9 @@
 # which the check gets going. Each way's check starts from the array's start and is cancelled
 # at the way's end (mdpilot's through `mdpilot check cancel`).
 # Raw output goes to /run/cy, written as a tar archive to the disk with serial `cy-out`:
-#   <way>-samples.tsv  one line a second: time, phase (lead/burst/gap), md/sync_completed,
-#                      md/sync_speed, md/sync_speed_max, /proc/pressure/io full and some avg10
+#   <way>-samples.tsv  one line a second: time, phase (lead/burst/gap), the check's position
+#                      (/proc/mdstat, KiB), md/sync_speed, md/sync_speed_max (KiB/s),
+#                      /proc/pressure/io full and some avg10 (%), md/sync_completed
 #   <way>-throttle.jsonl  the service's decisions (/run/mdpilot/check-throttle.json), throttle only
 #   <way>-b<N>.json    fio's json; <way>-b<N>_clat.1.log fio's per-I/O completion latencies
 #   versions.txt, marks.log, journal.txt, dmesg.txt
@@ -75,9 +76,15 @@ mkdir -p /etc/mdpilot/config.d
 
 # sample WAY: one line a second until killed (builtins only: no fork steals the guest's CPU).
 sample() {
-    local way=$1 t done speed max full some line
+    local way=$1 t done completed speed max full some line
     while :; do
-        read -r done _ </sys/block/md0/md/sync_completed || done=
+        # /proc/mdstat's position (KiB, md's curr_resync less what is in flight): md/sync_completed
+        # moves only every 1/16 of the array or every few minutes.
+        done=
+        while read -r line; do
+            case $line in *"check ="* | *"resync ="*) line=${line#*(}; done=${line%%/*} ;; esac
+        done </proc/mdstat
+        read -r completed _ </sys/block/md0/md/sync_completed || completed=
         read -r speed </sys/block/md0/md/sync_speed || speed=
         read -r max _ </sys/block/md0/md/sync_speed_max || max=
         full= some=
@@ -89,7 +96,7 @@ sample() {
         done </proc/pressure/io
         read -r phase <$CY/phase || phase=
         t=$EPOCHREALTIME
-        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$phase" "$done" "$speed" "$max" "$full" "$some" >>"$CY/$way-samples.tsv"
+        printf '%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n' "$t" "$phase" "$done" "$speed" "$max" "$full" "$some" "$completed" >>"$CY/$way-samples.tsv"
         if [ "$way" = throttle ] && [ -r /run/mdpilot/check-throttle.json ]; then
             line=$(</run/mdpilot/check-throttle.json)
             printf '{"t":%s,"notes":%s}\n' "$t" "$line" >>"$CY/$way-throttle.jsonl"
