@@ -70,7 +70,7 @@ mount -o noinit_itable /dev/md0 /mnt/cy || fail "mount failed"
 } >$CY/versions.txt
 # The foreground's file, written once (fio lays it out), then the same file for every way.
 fio --name=layout --filename=/mnt/cy/fio.dat --size=256M --rw=write --bs=1M --direct=1 \
-    --output=$CY/layout.txt || fail "fio layout failed"
+    --output=$CY/layout.txt --eta=never || fail "fio layout failed"
 sync
 mkdir -p /etc/mdpilot/config.d
 
@@ -110,7 +110,7 @@ burst() {
     fio --name="$1-b$2" --filename=/mnt/cy/fio.dat --size=256M --rw=randrw --rwmixread=70 --bs=4k \
         --direct=1 --ioengine=libaio --iodepth=8 --rate_iops="$iops,$wr" --time_based --runtime="$on_s" \
         --norandommap --randrepeat=0 --percentile_list=50:99 --write_lat_log="$CY/$1-b$2" \
-        --output-format=json --output="$CY/$1-b$2.json" || fail "fio ($1 burst $2) failed"
+        --output-format=json --output="$CY/$1-b$2.json" --eta=never || fail "fio ($1 burst $2) failed"
 }
 start_check() {
     case $1 in
