@@ -9,7 +9,9 @@
 # The array: RAID1 of the two data disks (sparse on the host), --assume-clean, ext4 on it
 # (lazy init, mounted noinit_itable: no background writes of its own). The foreground: fio,
 # 4 KiB random reads and writes (70/30) at a fixed rate (`cy.iops` reads + 40 % as many writes
-# per second, libaio, O_DIRECT, depth 8) on a 256 MiB file, in bursts: `cy.bursts` bursts of
+# per second, O_DIRECT, fio's engine `cy.engine`: psync by default, blocking pread/pwrite as
+# most programs do; libaio at depth 8 waits in io_getevents, which the kernel's io pressure
+# does not count) on a 256 MiB file, in bursts: `cy.bursts` bursts of
 # `cy.on` seconds, each followed by a gap of `cy.off` seconds, after a lead of `cy.off` s in
 # which the check gets going. Each way's check starts from the array's start and is cancelled
 # at the way's end (mdpilot's through `mdpilot check cancel`).
@@ -29,6 +31,7 @@ off_s=$(arg cy.off || echo 25)
 bursts=$(arg cy.bursts || echo 3)
 iops=$(arg cy.iops || echo 100)
 fixed=$(arg cy.fixed || echo 5000)
+engine=$(arg cy.engine || echo psync)
 ways=$(arg cy.ways || echo none,default,fixed,throttle)
 out_disk=/dev/disk/by-id/virtio-cy-out
 [ -b "$out_disk" ] || fail "no output disk (serial cy-out)"
@@ -66,7 +69,7 @@ mount -o noinit_itable /dev/md0 /mnt/cy || fail "mount failed"
     echo "md0 $(cat /sys/block/md0/md/level) $(($(cat /sys/block/md0/size) / 2 / 1024)) MiB, bitmap none"
     echo "speed_limit_min $(cat /proc/sys/dev/raid/speed_limit_min) speed_limit_max $(cat /proc/sys/dev/raid/speed_limit_max)"
     nproc
-    printf 'on_s %s off_s %s bursts %s iops %s fixed %s\n' "$on_s" "$off_s" "$bursts" "$iops" "$fixed"
+    printf 'on_s %s off_s %s bursts %s iops %s fixed %s engine %s\n' "$on_s" "$off_s" "$bursts" "$iops" "$fixed" "$engine"
 } >$CY/versions.txt
 # The foreground's file, written once (fio lays it out), then the same file for every way.
 fio --name=layout --filename=/mnt/cy/fio.dat --size=256M --rw=write --bs=1M --direct=1 \
@@ -108,7 +111,7 @@ sample() {
 burst() {
     local wr=$((iops * 4 / 10))
     fio --name="$1-b$2" --filename=/mnt/cy/fio.dat --size=256M --rw=randrw --rwmixread=70 --bs=4k \
-        --direct=1 --ioengine=libaio --iodepth=8 --rate_iops="$iops,$wr" --time_based --runtime="$on_s" \
+        --direct=1 --ioengine="$engine" --iodepth=8 --rate_iops="$iops,$wr" --time_based --runtime="$on_s" \
         --norandommap --randrepeat=0 --percentile_list=50:99 --write_lat_log="$CY/$1-b$2" \
         --output-format=json --output="$CY/$1-b$2.json" --eta=never || fail "fio ($1 burst $2) failed"
 }
