@@ -32,6 +32,9 @@ bursts=$(arg cy.bursts || echo 3)
 iops=$(arg cy.iops || echo 100)
 fixed=$(arg cy.fixed || echo 5000)
 engine=$(arg cy.engine || echo psync)
+# The kernel command line has no spaces in a word: `full_5%..10%`.
+target=$(arg cy.target || echo full_5%..10%)
+target=${target//_/ }
 ways=$(arg cy.ways || echo none,default,fixed,throttle)
 out_disk=/dev/disk/by-id/virtio-cy-out
 [ -b "$out_disk" ] || fail "no output disk (serial cy-out)"
@@ -69,7 +72,7 @@ mount -o noinit_itable /dev/md0 /mnt/cy || fail "mount failed"
     echo "md0 $(cat /sys/block/md0/md/level) $(($(cat /sys/block/md0/size) / 2 / 1024)) MiB, bitmap none"
     echo "speed_limit_min $(cat /proc/sys/dev/raid/speed_limit_min) speed_limit_max $(cat /proc/sys/dev/raid/speed_limit_max)"
     nproc
-    printf 'on_s %s off_s %s bursts %s iops %s fixed %s engine %s\n' "$on_s" "$off_s" "$bursts" "$iops" "$fixed" "$engine"
+    printf 'on_s %s off_s %s bursts %s iops %s fixed %s engine %s target %s\n' "$on_s" "$off_s" "$bursts" "$iops" "$fixed" "$engine" "$target"
 } >$CY/versions.txt
 # The foreground's file, written once (fio lays it out), then the same file for every way.
 fio --name=layout --filename=/mnt/cy/fio.dat --size=256M --rw=write --bs=1M --direct=1 \
@@ -172,7 +175,7 @@ run_way() {
     flush
 }
 
-printf '[check]\npressure_target = "full 5%%..10%%"\n' >/etc/mdpilot/config.d/50-cy.toml
+printf '[check]\npressure_target = "%s"\n' "$target" >/etc/mdpilot/config.d/50-cy.toml
 # The service runs only in its own way: the others are md alone (the package's postinst started it).
 systemctl stop mdpilot.service
 for way in ${ways//,/ }; do
