@@ -15,6 +15,7 @@ use super::errors::{Error, Result};
 use super::options::Options;
 use super::shared::Shared;
 use crate::check::run::{record_key, CheckError, Op};
+use crate::check::store::CheckStore;
 use crate::check::throttle::{Note, Notes};
 use crate::check::{CheckResult, CheckState};
 use crate::config::Config;
@@ -137,8 +138,8 @@ impl CheckView {
     /// throttle's notes and the guards' holds on `model`'s arrays, without upkeep. An
     /// unreadable record reads as empty.
     pub fn read(root: &Root, config: &Config, model: &MdStat, now: i64) -> CheckView {
-        let state =
-            crate::check::run::load(&root.path(&config.check.state_path)).unwrap_or_default();
+        // Quietly: this runs at every publication; the upkeep before it logs a bad record.
+        let state = CheckStore::new(root, config).load().unwrap_or_default();
         let next = config.check.schedule.as_ref().and_then(|s| {
             let seed = std::fs::read_to_string(root.path("/etc/machine-id")).unwrap_or_default();
             let delay = crate::schedule::fixed_delay_s(&seed, s.random_delay_s);
@@ -299,7 +300,8 @@ fn paused_repair(root: &Root, config: &Config, model: &MdStat, array: &str) -> b
     let Some(a) = model.arrays.iter().find(|a| a.name == array) else {
         return false;
     };
-    crate::check::run::load(&root.path(&config.check.state_path))
+    CheckStore::new(root, config)
+        .load()
         .ok()
         .and_then(|st| st.array.get(&record_key(a)).cloned())
         .and_then(|r| r.position)
@@ -398,7 +400,8 @@ pub async fn call(
     let done = shared
         .check_worker
         .run(move || {
-            let o = crate::check::run::execute(&root, &config, &op, &[name], false)
+            let origin = crate::check::Origin::Admin;
+            let o = crate::check::run::execute(&root, &config, &op, &[name], origin)
                 .map_err(bus_error)?;
             for (array, reason) in &o.overridden {
                 tracing::warn!(%array, "{method}: started with force although {reason}");
