@@ -343,7 +343,8 @@ pub async fn step(
 /// [`step`] with the `a{sv}` options of `PauseCheckWithOptions`, `ResumeCheckWithOptions` and
 /// `CancelCheckWithOptions` (since 1.2): `auth.no_user_interaction` (b) only.
 ///
-/// Errors: as [`step`]; `InvalidArgument` for any other option.
+/// Errors: as [`step`]; `InvalidArgument` for any other option, and for a `method` that is
+/// not one of the three ([`step_op`]), before polkit is asked.
 pub async fn step_with(
     shared: &std::sync::Arc<Shared>,
     conn: &zbus::Connection,
@@ -352,16 +353,28 @@ pub async fn step_with(
     method: &'static str,
     options: Option<Options>,
 ) -> Result<()> {
-    let op = match method {
-        "PauseCheck" => Op::Pause,
-        "ResumeCheck" => Op::Resume {
-            max: None,
-            force: false,
-        },
-        _ => Op::Cancel,
-    };
+    let op = step_op(method)?;
     let check = move |o: &Options, _| super::options::no_options(method, o).map(|()| op);
     call(shared, conn, header, method, array, options, check).await
+}
+
+/// The step of `PauseCheck`, `ResumeCheck` (with the throttle the check was started with) or
+/// `CancelCheck`.
+///
+/// Errors: `InvalidArgument` naming `method` for any other name: an unknown step is never
+/// taken for another (a cancel would drop the saved position).
+pub fn step_op(method: &str) -> Result<Op> {
+    match method {
+        "PauseCheck" => Ok(Op::Pause),
+        "ResumeCheck" => Ok(Op::Resume {
+            max: None,
+            force: false,
+        }),
+        "CancelCheck" => Ok(Op::Cancel),
+        _ => Err(Error::InvalidArgument(format!(
+            "{method}: not a check step (PauseCheck, ResumeCheck or CancelCheck)"
+        ))),
+    }
 }
 
 /// Runs one check method for the caller of `header` on `array`: authorizes it
@@ -520,5 +533,26 @@ mod tests {
         let req = request("StartCheck", "md0");
         assert_eq!(req.action, PRIORITY_ACTION);
         assert_eq!(req.device.as_deref(), Some("/dev/md0"));
+    }
+
+    #[test]
+    fn an_unknown_check_step_is_an_invalid_argument_naming_it() {
+        assert_eq!(step_op("PauseCheck").unwrap(), Op::Pause);
+        assert_eq!(step_op("CancelCheck").unwrap(), Op::Cancel);
+        assert!(matches!(
+            step_op("ResumeCheck").unwrap(),
+            Op::Resume {
+                max: None,
+                force: false
+            }
+        ));
+        for bad in ["StopCheck", "", "cancelcheck"] {
+            match step_op(bad) {
+                Err(Error::InvalidArgument(m)) => {
+                    assert!(m.starts_with(&format!("{bad}: ")), "{m}")
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
     }
 }

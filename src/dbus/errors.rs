@@ -122,6 +122,7 @@ impl From<PolicyError> for Error {
         match &e {
             PolicyError::Invalid(CoreError::MissingReading(_)) => Error::Failed(msg),
             PolicyError::Invalid(_) => Error::InvalidArgument(msg),
+            PolicyError::Refused(_) => Error::Busy(msg),
             PolicyError::Read(KnobError::Missing { array: true, .. }) => Error::NoSuchArray(msg),
             PolicyError::Write {
                 source: KnobError::Write { source, .. },
