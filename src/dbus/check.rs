@@ -549,7 +549,7 @@ mod tests {
         for bad in ["StopCheck", "", "cancelcheck"] {
             match step_op(bad) {
                 Err(Error::InvalidArgument(m)) => {
-                    assert!(m.starts_with(&format!("{bad}: ")), "{m}")
+                    assert!(m.starts_with(&format!("{bad}: ")), "{m}");
                 }
                 other => panic!("{bad:?}: {other:?}"),
             }
