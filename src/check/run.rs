@@ -228,9 +228,10 @@ pub fn execute(
 
 /// [`execute`] on the arrays of `model` (the service loop's, already read: no second
 /// collection of `/proc/mdstat` and every array). Under the lock, the sysfs of the arrays the
-/// step decides on (those with a record, those named, every one when none is named and `op`
-/// is not [`Op::Status`]) is read again: a D-Bus or CLI step may have written since `model`
-/// was read.
+/// step decides on is read again (a D-Bus or CLI step may have written since `model` was
+/// read): those with a running check in the record, and the targets of a step that writes
+/// (those named; every one when none is named). A [`Op::Status`] with no check running reads
+/// no array.
 ///
 /// Errors: as [`execute`] (never [`CheckError::Collect`]).
 pub fn execute_on(
@@ -244,10 +245,15 @@ pub fn execute_on(
     let store = CheckStore::new(root, config);
     let lock = store.lock()?;
     let st = lock.load()?;
-    let all = arrays.is_empty() && *op != Op::Status;
+    let writes = *op != Op::Status;
     let mut stat = model.clone();
     for a in &mut stat.arrays {
-        if all || arrays.contains(&a.name) || st.array.contains_key(&record_key(a)) {
+        let target = writes && (arrays.is_empty() || arrays.contains(&a.name));
+        let running = st
+            .array
+            .get(&record_key(a))
+            .is_some_and(|r| r.running.is_some());
+        if target || running {
             a.sysfs = Some(crate::sysfs::read_array(root, &a.name));
         }
     }
@@ -342,11 +348,15 @@ fn execute_locked(
 fn record_meanwhile(cx: &Step<'_>, stat: &MdStat, st: &mut CheckState, now: u64) -> Vec<Failure> {
     let mut failures = Vec::new();
     for a in &stat.arrays {
-        if let Some(rec) = st.array.get_mut(&record_key(a)) {
+        // Only a check we started has anything to record ([`reconcile`]).
+        if let Some(rec) = st
+            .array
+            .get_mut(&record_key(a))
+            .filter(|r| r.running.is_some())
+        {
             let chunk = a.sysfs.as_ref().and_then(|s| s.chunk_size_bytes);
-            let was_running = rec.running.is_some();
             reconcile(rec, &observe(cx.root, a), chunk, now);
-            if was_running && rec.running.is_none() {
+            if rec.running.is_none() {
                 rec.scheduled = false;
                 if let Err(error) = unthrottle(&cx.policy, &a.name) {
                     failures.push(Failure {
@@ -705,9 +715,13 @@ fn step(
     now: u64,
 ) -> Result<(), CheckError> {
     let (root, policy, config) = (cx.root, &cx.policy, cx.config);
-    let o = observe(root, a);
     let rec: &mut ArrayRecord = st.array.entry(record_key(a)).or_default();
     rec.name = a.name.clone();
+    if *op == Op::Status {
+        // Nothing but the record, done before the steps.
+        return Ok(());
+    }
+    let o = observe(root, a);
     let idle = o.sync_action == SyncAction::Idle;
     let busy = || CheckError::Busy {
         array: a.name.clone(),

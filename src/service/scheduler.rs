@@ -414,4 +414,36 @@ mod tests {
             "{rec:?}"
         );
     }
+
+    /// The loop's model may be older than a step by hand (a D-Bus StartCheck whose re-read
+    /// the loop has not done yet): the tick reads the arrays with a running check again under
+    /// the record's lock, so it neither takes the admin's check for finished nor starts its
+    /// own over it.
+    #[test]
+    fn a_check_started_by_hand_after_the_loops_read_is_not_the_schedules() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        tree(r, "[2/2] [UU]");
+        let root = Root::new(r);
+        let config = Config::load(&root).unwrap();
+        let stale = model(&root);
+        let start = Op::Start {
+            repair: false,
+            max: None,
+            until_s: None,
+            force: false,
+        };
+        let o = crate::check::run::execute(&root, &config, &start, &["md0".into()], Origin::Admin)
+            .unwrap();
+        assert!(o.failures.is_empty(), "{:?}", o.failures);
+        put(r, "sys/block/md0/md/sync_completed", "1000 / 2093056\n");
+        let in_window = days_from_civil(2026, 12, 6) * 86_400 + 2 * 3600;
+        let t = tick(&root, &config, &stale, in_window, 0);
+        assert_eq!(t.started, Vec::<String>::new());
+        let st = CheckStore::new(&root, &config).load().unwrap();
+        let rec = &st.array[&record_key(&stale.arrays[0])];
+        assert_eq!(rec.running, Some(CheckAction::Check), "{rec:?}");
+        assert!(rec.last.is_none() && !rec.scheduled, "{rec:?}");
+        assert_eq!(md(r, "sync_action"), "check");
+    }
 }
