@@ -1,7 +1,7 @@
 //! `mdpilot check start|pause|resume|cancel|status [ARRAY...]`: resumable, throttled checks
 //! (scrubs) on the kernel files, with the record of [`crate::check`] in the config's
 //! `[check] state_path` (under the state file's lock, `<path>.lock`). The steps are the core's
-//! ([`crate::check::run`]), the same the D-Bus Array methods and the scheduler run.
+//! ([`crate::check::run`]), the same the D-Bus Array methods and the service loop's schedule run.
 //!
 //! - `start [--repair] [--max KIBS]`: `sync_min` 0, then `sync_action` = check/repair; a saved
 //!   position is dropped (use `resume` to keep it).

@@ -1,7 +1,7 @@
 //! Checks (scrubs) on the Array object: `StartCheck`, `PauseCheck`, `ResumeCheck`,
 //! `CancelCheck` and the properties `CheckPosition`, `LastCheckResult`, `LastCheckCompleted`,
 //! `NextCheckStart`. Thin: every step is the core's [`crate::check::run::execute`], the one
-//! `mdpilot check` and the scheduler run, on the same record (`[check] state_path`, default
+//! `mdpilot check` and the service loop's schedule run, on the same record ([`CheckStore`], default
 //! `/var/lib/mdpilot/checks.toml`) and the same throttle lease (`check-<array>`).
 //!
 //! [`CheckView::read`] is what the service loop reads before it publishes the arrays (after

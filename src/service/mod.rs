@@ -915,13 +915,18 @@ impl Loop {
         })
     }
 
-    /// One step: re-reads what `r` names and publishes the differences ([`Loop::read_and_publish`]),
-    /// then does the check upkeep, a step of its own (publishing writes nothing); the arrays
-    /// it paused are re-read and published at once, and a record it changed (a check that
-    /// just ended: md sends no further event) is published at once too.
+    /// One step: re-reads what `r` names and publishes the differences
+    /// ([`Loop::read_and_publish`]), then does the check upkeep, a step of its own (publishing
+    /// writes nothing) run on the check worker and awaited; the arrays it paused are re-read
+    /// and published at once, and a record it changed (a check that just ended: md sends no
+    /// further event) is published at once too.
     async fn step(&mut self, r: &Reread, manager_emitter: &SignalEmitter<'_>) {
         self.read_and_publish(r, manager_emitter).await;
-        let done = check_upkeep(&self.root, &self.config, &self.model);
+        // On the check worker (the record's lock, kernel writes), awaited: the loop's step.
+        let (root, config, model) = (self.root.clone(), self.config.clone(), self.model.clone());
+        let upkeep = move || check_upkeep(&root, &config, &model);
+        let done = self.shared.core.check_worker.run(upkeep).await;
+        let done = done.unwrap_or_default();
         if !done.paused.is_empty() {
             let r = Reread {
                 arrays: done.paused,
