@@ -228,7 +228,8 @@ impl Policy {
     /// than corrupt) or saved, [`PolicyError::Write`] when a default cannot be written (the
     /// state is then left as it was; run it again).
     pub fn restore(&self, defaults: bool) -> Result<PolicyView, PolicyError> {
-        self.restore_unless(defaults, &|_| None)
+        let _lock = state::lock(&self.settings.state_path)?;
+        self.restore_locked(defaults)
     }
 
     /// [`Policy::restore`] unless `refuse` gives a reason not to. `refuse` is asked under the
@@ -255,15 +256,15 @@ impl Policy {
         if let Some(why) = why {
             return Err(PolicyError::Refused(why));
         }
+        self.restore_locked(defaults)
+    }
+
+    /// [`Policy::restore`] with the state's lock held by the caller.
+    fn restore_locked(&self, defaults: bool) -> Result<PolicyView, PolicyError> {
         tracing::info!(defaults, "restore limits: every lease dropped");
         if !defaults {
             return self.change_locked(&|_| true, |_| Some(BTreeMap::new()), |_| {});
         }
-        self.restore_defaults_locked()
-    }
-
-    /// `restore --defaults` under the state's lock (see [`Policy::restore`]).
-    fn restore_defaults_locked(&self) -> Result<PolicyView, PolicyError> {
         let path = &self.settings.state_path;
         let mut warnings = Vec::new();
         let old = match state::load_for_reset(path) {
