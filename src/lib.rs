@@ -26,7 +26,7 @@ pub mod policy; // resync priority leases on the md speed limits: state machine,
 pub mod pressure; // pure: the check throttle from the io pressure (a target band, floor, ceiling; AIMD steps)
 pub mod schedule; // pure: check windows (OnCalendar subset) and which arrays to check now
 #[cfg(feature = "service")]
-pub mod service; // `mdpilot serve`: the one event loop, shutdown, the scheduler and metrics tasks
+pub mod service; // `mdpilot serve`: the one event loop (check upkeep and schedule as its steps), shutdown, metrics
 #[cfg(feature = "service")]
 pub mod shared; // the zbus-free state the loop and the D-Bus objects share: model, policy, wipe jobs
 #[cfg(feature = "service")]

@@ -21,7 +21,8 @@ use super::options::{
     AcquireOptions, Options,
 };
 use super::shared::Shared;
-use crate::policy::{LeaseKind, LeaseRequest, Limits, Owner, PolicyError, PolicyView};
+use crate::policy::journal::Change;
+use crate::policy::{LeaseKind, LeaseRequest, Limits, Owner, PolicyError};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use zbus::interface;
@@ -283,16 +284,10 @@ impl Manager {
                 Ok((parse_restore(&options)?, Request::restore_limits()))
             })
             .await?;
-        match off_thread(&self.shared, "RestoreLimits", |s| s.policy.show()).await {
-            Ok(view) => refuse_while_frozen(&self.shared, &view)?,
-            // The kernel defaults need nothing from a state file that cannot be read: the
-            // policy sets it aside. Its journal is lost with it, so the jobs of this service
-            // are what may still hold a freeze.
-            Err(_) if defaults => refuse_while_jobs_run(&self.shared)?,
-            Err(e) => return Err(e),
-        }
+        // Decided under the state's lock, with the restore: no freeze can be taken between.
         let view = off_thread(&self.shared, "RestoreLimits", move |s| {
-            s.policy.restore(defaults)
+            s.policy
+                .restore_unless(defaults, &|changes| restore_refusal(s, changes))
         })
         .await?;
         self.shared.publish(&emitter, Some(view)).await;
@@ -472,16 +467,25 @@ async fn drop_if_caller_left(
     )))
 }
 
-/// RestoreLimits would undo the freezes running wipe jobs hold (journaled changes): refuse
-/// while there is one, naming the arrays and the jobs.
-///
-/// Errors: `Busy`.
-fn refuse_while_frozen(shared: &Shared, view: &PolicyView) -> Result<()> {
-    if view.changes.is_empty() {
-        return Ok(());
+/// Why RestoreLimits must not run now, given the journaled changes of the state file as
+/// read under its lock (`None`: the file cannot be read): [`refuse_while_frozen`], or
+/// [`refuse_while_jobs_run`] when the file cannot be read (the kernel defaults need nothing
+/// from it, and the policy sets it aside; its journal is lost with it, so the jobs of this
+/// service are what may still hold a freeze). `None`: go on.
+fn restore_refusal(shared: &Shared, changes: Option<&[Change]>) -> Option<String> {
+    match changes {
+        Some(changes) => refuse_while_frozen(shared, changes),
+        None => refuse_while_jobs_run(shared),
     }
-    let arrays: Vec<String> = view
-        .changes
+}
+
+/// RestoreLimits would undo the freezes running wipe jobs hold (journaled changes): the
+/// refusal while there is one, naming the arrays and the jobs (answered as `Busy`).
+fn refuse_while_frozen(shared: &Shared, changes: &[Change]) -> Option<String> {
+    if changes.is_empty() {
+        return None;
+    }
+    let arrays: Vec<String> = changes
         .iter()
         .map(|c| format!("{} ({} by {})", c.array.name, c.attr, c.owner))
         .collect();
@@ -492,22 +496,20 @@ fn refuse_while_frozen(shared: &Shared, view: &PolicyView) -> Result<()> {
         .iter()
         .map(|(n, j)| format!("job {n} on {}", j.device.display()))
         .collect();
-    Err(Error::Busy(format!(
-        "RestoreLimits: a wipe holds {} (running: {}); cancel the job first",
+    Some(format!(
+        "a wipe holds {} (running: {}); cancel the job first",
         arrays.join(", "),
         if jobs.is_empty() {
             "no job of this service".to_string()
         } else {
             jobs.join(", ")
         }
-    )))
+    ))
 }
 
-/// `RestoreLimits {defaults}` over a state file that cannot be read: refuse while a wipe job of
-/// this service runs (it may hold a freeze the lost journal recorded).
-///
-/// Errors: `Busy`, naming the jobs.
-fn refuse_while_jobs_run(shared: &Shared) -> Result<()> {
+/// `RestoreLimits {defaults}` over a state file that cannot be read: the refusal while a wipe
+/// job of this service runs (it may hold a freeze the lost journal recorded), naming the jobs.
+fn refuse_while_jobs_run(shared: &Shared) -> Option<String> {
     let jobs: Vec<String> = shared
         .jobs
         .lock()
@@ -517,12 +519,12 @@ fn refuse_while_jobs_run(shared: &Shared) -> Result<()> {
         .map(|(n, j)| format!("job {n} on {}", j.device.display()))
         .collect();
     if jobs.is_empty() {
-        return Ok(());
+        return None;
     }
-    Err(Error::Busy(format!(
-        "RestoreLimits: the policy state is unreadable and a wipe may hold a freeze (running: {}); cancel the job first",
+    Some(format!(
+        "the policy state is unreadable and a wipe may hold a freeze (running: {}); cancel the job first",
         jobs.join(", ")
-    )))
+    ))
 }
 
 /// `list` ([`super::candidates::Candidates::list`]) with the devices a job of this service is

@@ -65,6 +65,10 @@ pub enum PolicyError {
     /// The state file or its lock failed (including a corrupt state file, moved aside).
     #[error(transparent)]
     State(#[from] state::StateError),
+    /// The caller refused the operation on the state it saw under the lock (a restore while a
+    /// wipe holds a freeze); nothing was written. The text is the caller's reason.
+    #[error("{0}")]
+    Refused(String),
     /// A knob could not be read (missing, non-numeric, unreadable); nothing was written.
     #[error("nothing written")]
     Read(#[source] knobs::KnobError),

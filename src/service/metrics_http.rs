@@ -84,7 +84,8 @@ pub fn snapshot(shared: &Shared, state: &MetricsState) -> Snapshot {
             }
         })
         .collect();
-    let last_checks = crate::check::last_checks(&shared.root, &shared.config(), &model);
+    let last_checks =
+        crate::check::store::CheckStore::new(&shared.root, &shared.config()).last_checks(&model);
     Snapshot {
         model,
         install_applied_at: policy.as_ref().and_then(crate::metrics::install_applied_at),

@@ -627,15 +627,22 @@ fn start_checks(root: &Root, config: &Config, model: &MdStat) -> BTreeSet<String
     written
 }
 
-/// The loop's helpers beside it: the check schedule ([`scheduler::run`]) and, when `logind`,
-/// the shutdown watcher ([`logind::run`]); aborted together at the stop.
+/// The loop's helper beside it, when `logind`: the shutdown watcher ([`logind::run`]);
+/// aborted at the stop. (The check schedule is a step of the loop: [`Loop::schedule_step`].)
 async fn background(core: Arc<State>, logind: bool) {
-    let watch = async {
-        if logind {
-            logind::run(core.clone()).await;
+    if logind {
+        logind::run(core).await;
+    }
+}
+
+/// Waits for the next tick of `t`; forever without a timer.
+async fn next_tick(t: Option<&mut tokio::time::Interval>) {
+    match t {
+        Some(t) => {
+            t.tick().await;
         }
-    };
-    tokio::join!(scheduler::run(core.clone()), watch);
+        None => std::future::pending::<()>().await,
+    }
 }
 
 /// The loop's check upkeep, a step of its own after publishing
@@ -702,6 +709,9 @@ impl Loop {
             mut hup,
         } = signals;
         let mut ticker = self.ticker(None);
+        let mut schedule = tokio::time::interval(scheduler::TICK);
+        schedule.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut held = Vec::new();
         let mut watchdog = self.watchdog_timer();
         let mut watchdog_warned = false;
         // `pid` lease owners: the set is re-read from the state file after every batch of
@@ -733,26 +743,20 @@ impl Loop {
                     let r = Reread::of_events(&drain(ev, &mut rx), &self.model);
                     ticker = self.after_batch(&r, ticker, &mut pids, &manager_emitter).await;
                 }
-                _ = async {
-                    match ticker.as_mut() {
-                        Some(t) => { t.tick().await; }
-                        None => std::future::pending::<()>().await,
-                    }
-                } => {
+                _ = next_tick(ticker.as_mut()) => {
                     let r = self.syncing_reread();
                     self.step(&r, &manager_emitter).await;
+                    ticker = self.ticker(ticker);
+                }
+                _ = schedule.tick() => {
+                    self.schedule_step(&mut held, &manager_emitter).await;
                     ticker = self.ticker(ticker);
                 }
                 Some(first) = refreshes.recv() => {
                     let r = Reread::of_refreshes(&drain(first, &mut refreshes));
                     ticker = self.after_batch(&r, ticker, &mut pids, &manager_emitter).await;
                 }
-                _ = async {
-                    match watchdog.as_mut() {
-                        Some(t) => { t.tick().await; }
-                        None => std::future::pending::<()>().await,
-                    }
-                } => watchdog_ping(&mut watchdog_warned),
+                _ = next_tick(watchdog.as_mut()) => watchdog_ping(&mut watchdog_warned),
                 pid = pids.exited() => {
                     self.reap_exited(&manager_emitter, &[pid]).await;
                 }
@@ -912,13 +916,18 @@ impl Loop {
         })
     }
 
-    /// One step: re-reads what `r` names and publishes the differences ([`Loop::read_and_publish`]),
-    /// then does the check upkeep, a step of its own (publishing writes nothing); the arrays
-    /// it paused are re-read and published at once, and a record it changed (a check that
-    /// just ended: md sends no further event) is published at once too.
+    /// One step: re-reads what `r` names and publishes the differences
+    /// ([`Loop::read_and_publish`]), then does the check upkeep, a step of its own (publishing
+    /// writes nothing) run on the check worker and awaited; the arrays it paused are re-read
+    /// and published at once, and a record it changed (a check that just ended: md sends no
+    /// further event) is published at once too.
     async fn step(&mut self, r: &Reread, manager_emitter: &SignalEmitter<'_>) {
         self.read_and_publish(r, manager_emitter).await;
-        let done = check_upkeep(&self.root, &self.config, &self.model);
+        // On the check worker (the record's lock, kernel writes), awaited: the loop's step.
+        let (root, config, model) = (self.root.clone(), self.config.clone(), self.model.clone());
+        let upkeep = move || check_upkeep(&root, &config, &model);
+        let done = self.shared.core.check_worker.run(upkeep).await;
+        let done = done.unwrap_or_default();
         if !done.paused.is_empty() {
             let r = Reread {
                 arrays: done.paused,
@@ -931,6 +940,43 @@ impl Loop {
         }
         // The bitmaps waiting for a sync's end: each worker asks for its array's re-read.
         self.bitmaps.step(&self.shared.core, &self.model);
+    }
+
+    /// The check schedule's step, every [`scheduler::TICK`] with a `[check] schedule` in the
+    /// configuration in effect (a SIGHUP that adds or changes it applies from the next tick):
+    /// [`scheduler::tick`] on the loop's model, on the check worker (it writes kernel files and
+    /// the record under its lock), awaited, so that the loop stays the record's one writer.
+    /// The arrays it started or paused are re-read and published at once. A held scheduled
+    /// check is logged when its reason appears or changes (`held`: the last tick's).
+    async fn schedule_step(
+        &mut self,
+        held: &mut Vec<(String, String)>,
+        manager_emitter: &SignalEmitter<'_>,
+    ) {
+        if self.config.check.schedule.is_none() {
+            return;
+        }
+        let (root, config, model) = (self.root.clone(), self.config.clone(), self.model.clone());
+        let ticked = self.shared.core.check_worker.run(move || {
+            let now = crate::policy::unix_now_s() as i64;
+            scheduler::tick(&root, &config, &model, now, scheduler::utc_offset_s(now))
+        });
+        let Ok(ticked) = ticked.await else {
+            return;
+        };
+        for (array, reason) in scheduler::newly_held(&ticked.held, held) {
+            tracing::info!(%array, "scheduled check not started: {reason}");
+        }
+        *held = ticked.held;
+        let written: BTreeSet<String> = ticked.started.into_iter().chain(ticked.paused).collect();
+        if !written.is_empty() {
+            let r = Reread {
+                arrays: written,
+                sync_action: true,
+                ..Reread::default()
+            };
+            self.read_and_publish(&r, manager_emitter).await;
+        }
     }
 
     /// Re-reads what `r` names, feeds the events, then publishes the differences.

@@ -70,9 +70,17 @@ pub enum CollectError {
 /// cannot be read. Parse problems are not errors: they are listed in [`MdStat::errors`]. Bytes
 /// that are not UTF-8 are replaced (U+FFFD) before parsing.
 pub fn collect(root: &Root) -> Result<MdStat, CollectError> {
+    #[cfg(test)]
+    COLLECTIONS.with(|c| c.set(c.get() + 1));
     let mut stat = read_mdstat(root)?;
     enrich(root, &mut stat);
     Ok(stat)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many times [`collect`] ran on this thread (unit tests count a step's collections).
+    pub static COLLECTIONS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// Reads and parses `/proc/mdstat` under `root` only: no speed limits, no sysfs (for callers

@@ -318,6 +318,35 @@ async fn next_check_start_comes_from_the_schedule() {
     );
 }
 
+/// The check schedule is a step of the service loop: inside a window, the loop's schedule
+/// step starts the scheduled check on the loop's arrays and publishes `SyncAction` at once,
+/// and the record marks the check as the schedule's.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_loop_starts_a_scheduled_check_in_its_window_and_publishes_it() {
+    let Some(bus) = Bus::start() else { return };
+    let sim = Sim::create().unwrap();
+    support::tree::write(
+        sim.path(),
+        "etc/mdpilot/config.d/50-check.toml",
+        "[check]\nschedule = \"*-*-* 00:00\"\nwindow = \"24h\"\nrandom_delay = \"0\"\nskip = [\"md1\"]\n",
+    );
+    let svc = Service::on_root(&bus, sim.path(), &[]).await;
+    let c = bus.connect().await;
+    let md0 = sim_array_path("md0");
+    wait_action(&c, &md0, "check").await;
+    assert_eq!(
+        read_trim(sim.root().sys("block/md0/md/sync_action")),
+        "check"
+    );
+    let config = mdpilot::config::Config::load(sim.root()).unwrap();
+    let st = mdpilot::check::store::CheckStore::new(sim.root(), &config)
+        .load()
+        .unwrap();
+    let rec = st.array.values().find(|r| r.name == "md0").unwrap();
+    assert!(rec.scheduled && rec.running.is_some(), "{rec:?}");
+    drop(svc);
+}
+
 /// `systemctl reload` (SIGHUP) puts an edited `config.d` in effect: a schedule added after the
 /// start shows in `NextCheckStart`; a broken fragment then keeps the configuration in effect
 /// (the schedule stays) and the service keeps serving.

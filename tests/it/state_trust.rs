@@ -279,9 +279,10 @@ proptest! {
             prop_assert_eq!(std::fs::read_to_string(&path).unwrap(), CHECKS);
             return Ok(());
         };
-        let run = mdpilot::check::run::execute(&root, &config, &op, &["md0".into()], false)
+        let origin = mdpilot::check::Origin::Admin;
+        let run = mdpilot::check::run::execute(&root, &config, &op, &["md0".into()], origin)
             .unwrap();
-        let loaded = mdpilot::check::run::load(&path).unwrap();
+        let loaded = mdpilot::check::store::CheckStore::new(&root, &config).load().unwrap();
         prop_assert_eq!(&loaded, &run.state);
         if run.failures.is_empty() {
             let rec = loaded.array.values().find(|r| r.name == "md0").unwrap();
