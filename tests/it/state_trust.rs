@@ -315,8 +315,7 @@ async fn a_reload_that_moves_the_check_record_keeps_the_running_checks_record() 
         "etc/mdpilot/config.d/50-check.toml",
         "[check]\nstate_path = \"/var/lib/mdpilot/moved.toml\"\nschedule = \"Sun *-*-1..7 01:00\"\n",
     );
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(svc.pid() as i32, libc::SIGHUP) };
+    svc.reload();
     support::bus::eventually("the reloaded schedule", || {
         let (c, p) = (c.clone(), md0.clone());
         async move {
