@@ -303,7 +303,7 @@ fn render_array(out: &mut String, a: &Array) {
         row(out, "Bitmap", &text);
     }
     if let Some(lim) = sys.and_then(|s| s.sync_speed_min.zip(s.sync_speed_max)) {
-        let src = |l: crate::model::SpeedLimit| if l.system { "system" } else { "local" };
+        let src = |l: crate::model::SpeedLimit| l.origin();
         row(
             out,
             "Speed Limits",
@@ -463,7 +463,7 @@ fn member_rows(out: &mut String, a: &Array) {
             {
                 Some("assembled")
             }
-            Some(MemberRole::InSync | MemberRole::Journal) => Some("active"),
+            Some(MemberRole::InSync | MemberRole::Journal) => Some(crate::vocab::MEMBER_ACTIVE),
             Some(MemberRole::Rebuilding) => Some("rebuilding"),
             Some(MemberRole::Spare | MemberRole::Faulty) | None => None,
         };

@@ -1,14 +1,17 @@
 //! The bus side of the shared state: the core's [`State`] (model, policy, wipe jobs, refresh
 //! requests; zbus-free) plus what only the D-Bus objects need: the bus we serve on, polkit
-//! ([`Authority`]) and the Manager's published properties, with their PropertiesChanged.
-//! Derefs to [`State`], so the objects read `shared.policy`, `shared.root` directly.
+//! ([`Authority`]), the Manager's published properties, with their PropertiesChanged, and the
+//! Array objects as published ([`ArrayObjects`]). The objects name the core's fields through
+//! [`Shared::core`] (`shared.core.policy`, `shared.core.root`).
 
 use super::auth::Authority;
 use super::candidates::Candidates;
 use super::props::{emit_changed, ManagerProps};
+use super::publish::ArrayObjects;
 use super::{BusChoice, MANAGER_IFACE};
+use crate::lock::lock;
 use crate::policy::PolicyView;
-use crate::shared::{lock, State};
+use crate::shared::State;
 use std::sync::{Arc, Mutex};
 use zbus::object_server::SignalEmitter;
 
@@ -25,13 +28,9 @@ pub struct Shared {
     pub props: Mutex<ManagerProps>,
     /// `WipeCandidates`, bounded (one call per caller, a cache, a probe pool of its own).
     pub candidates: Candidates,
-}
-
-impl std::ops::Deref for Shared {
-    type Target = State;
-    fn deref(&self) -> &State {
-        &self.core
-    }
+    /// The Array objects served now, by object path: the one map of their paths
+    /// (`GetManagedObjects`, the jobs' `Objects`); only [`super::publish::publish`] changes it.
+    pub arrays: Mutex<ArrayObjects>,
 }
 
 impl Shared {
@@ -49,6 +48,7 @@ impl Shared {
             bus,
             props: Mutex::new(props),
             candidates: Candidates::new(),
+            arrays: Mutex::new(ArrayObjects::default()),
         }
     }
 

@@ -167,12 +167,9 @@ impl LeaseView {
     }
 }
 
-/// Now in Unix seconds (0 if the clock is before 1970), for lease expiries.
-pub fn unix_now_s() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
+/// The clock lives in [`crate::host`]; re-exported here for the callers in the check
+/// scheduler, which another change is reworking.
+pub use crate::host::unix_now_s;
 
 /// Saved originals of `speed_limit_{min,max}` (KiB/s) and `sync_io_depth` (requests).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -210,17 +207,7 @@ pub struct ArrayView {
     pub original_io_depth: Option<SpeedLimit>,
 }
 
-pub use crate::host::pid_alive;
-
-/// Field 22 of `/proc/PID/stat`: the start time of process `pid` in clock ticks since boot
-/// (`proc(5)`, read with `procfs`); `None` when there is no such process or it cannot be read.
-/// With the pid it names one process for the life of the machine (polkit pins its subjects
-/// the same way). Like [`pid_alive`], this asks the running kernel, not a `Root`.
-pub fn process_start_time(pid: u32) -> Option<u64> {
-    let pid = i32::try_from(pid).ok().filter(|p| *p > 0)?;
-    let stat = procfs::process::Process::new(pid).ok()?.stat().ok()?;
-    Some(stat.starttime)
-}
+use crate::host::{pid_alive, process_start_time};
 
 /// The owner to record for process `pid`: [`Owner::Process`] with its start time, or a bare
 /// [`Owner::Pid`] when the start time cannot be read (no such process, `/proc` hidden).

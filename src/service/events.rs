@@ -27,6 +27,7 @@
 
 use crate::alerts::{ArrayView, Classifier, Event, Severity};
 use crate::host::{OwnChild, Root};
+use crate::lock::lock;
 use crate::model::MdStat;
 use std::collections::{BTreeSet, VecDeque};
 use std::path::PathBuf;
@@ -189,9 +190,7 @@ impl EventSink {
     /// events; returns them (for tests and callers that publish them).
     pub fn feed(&mut self, root: &Root, model: &MdStat) -> Vec<Event> {
         let views = event_views(root, model);
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+        let now = crate::host::unix_now_s();
         let events = self.classifier.observe(&views, now);
         for e in &events {
             log(e);
@@ -244,10 +243,6 @@ impl Runner {
         }
         self.wake.notify_one();
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// SIGKILL to process group `pg`; ESRCH (the group is gone) is fine.

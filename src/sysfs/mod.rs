@@ -239,7 +239,7 @@ pub fn read_array_at(dir: &Path) -> ArraySysfs {
             parse_plain_u64(s)?.try_into().ok()
         }),
         sync_action: read_sync_action_at(dir),
-        sync_completed: read_parsed(&md.join("sync_completed"), parse_sync_completed),
+        sync_completed: read_parsed(&md.join("sync_completed"), SyncCompleted::parse),
         sync_speed_kib_s: read_parsed(&md.join("sync_speed"), parse_sync_speed).flatten(),
         sync_speed_min: limit("sync_speed_min"),
         sync_speed_max: limit("sync_speed_max"),
@@ -433,24 +433,9 @@ fn parse_raid_disks(s: &str) -> Option<u32> {
     parse_plain_u64(first)?.try_into().ok()
 }
 
-/// `md/sync_completed`: `none`, `delayed`, or `done / total` in 512-byte sectors.
-pub fn parse_sync_completed(s: &str) -> Option<SyncCompleted> {
-    match s {
-        "none" => Some(SyncCompleted::None),
-        "delayed" => Some(SyncCompleted::Delayed),
-        _ => {
-            let (d, t) = s.split_once('/')?;
-            Some(SyncCompleted::Sectors {
-                done: parse_plain_u64(d.trim())?,
-                total: parse_plain_u64(t.trim())?,
-            })
-        }
-    }
-}
-
 /// `md/sync_speed`: KiB/s, or `none` when no sync runs (→ `Some(None)`).
 fn parse_sync_speed(s: &str) -> Option<Option<u64>> {
-    if s == "none" {
+    if s == crate::vocab::NONE {
         return Some(None);
     }
     parse_plain_u64(s).map(Some)
@@ -466,7 +451,7 @@ fn parse_state(s: &str) -> Vec<crate::model::MemberState> {
 
 /// `dev-*/slot`: a role number, or `none` for a spare (→ `Some(None)`).
 fn parse_slot(s: &str) -> Option<Option<u32>> {
-    if s == "none" {
+    if s == crate::vocab::NONE {
         return Some(None);
     }
     parse_plain_u64(s)?.try_into().ok().map(Some)
@@ -520,17 +505,17 @@ mod tests {
         );
         assert_eq!(SpeedLimit::parse("fast"), None);
         assert_eq!(
-            parse_sync_completed("1024 / 4096"),
+            SyncCompleted::parse("1024 / 4096"),
             Some(SyncCompleted::Sectors {
                 done: 1024,
                 total: 4096
             })
         );
         assert_eq!(
-            parse_sync_completed("delayed"),
+            SyncCompleted::parse("delayed"),
             Some(SyncCompleted::Delayed)
         );
-        assert_eq!(parse_sync_completed("x / y"), None);
+        assert_eq!(SyncCompleted::parse("x / y"), None);
         assert_eq!(parse_raid_disks("4 (3)"), Some(4));
         assert_eq!(parse_bitmap_type("[none] bitmap"), Some(BitmapType::None));
         assert_eq!(
