@@ -386,6 +386,11 @@ pub struct ArraySysfs {
     /// logical block size md records in a 1.x superblock; `None` on older kernels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub md_logical_block_size: Option<u64>,
+    /// `md/sync_min`, 512-byte sectors: where the next requested sync (check, repair) starts;
+    /// md leaves it at the point reached when one is stopped, so it tells a paused check from a
+    /// finished one. Not in the status JSON.
+    #[serde(skip)]
+    pub sync_min_sectors: Option<u64>,
     /// The metadata name (`host:root`), from udev's `MD_NAME` ([`crate::array_names::metadata_name`]);
     /// not in the status JSON.
     #[serde(skip)]

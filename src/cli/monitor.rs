@@ -57,7 +57,7 @@ fn run_events(ctx: &Context, args: &MonitorArgs) -> ExitCode {
     let mut out = std::io::stdout();
     let mut emit = |stat: &MdStat, c: &mut Classifier| -> bool {
         for e in c.observe(
-            &crate::service::events::event_views(&root, stat),
+            &crate::alerts::views_from_model(stat),
             crate::host::unix_now_s(),
         ) {
             let line = if args.json {

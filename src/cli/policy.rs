@@ -278,7 +278,7 @@ pub fn run(ctx: &Context, mut cmd: PolicyCommand) -> ExitCode {
         match crate::array_names::resolve_array(
             &ctx.root,
             word,
-            &crate::array_names::sysfs_arrays(&ctx.root),
+            &crate::sysfs::list_arrays(&ctx.root),
         ) {
             Ok(k) => *word = k,
             // A plain word goes on as it is: the policy names the missing knob.

@@ -79,7 +79,7 @@ pub struct JobProps {
     pub progress: f64,
     /// Whether `progress` means something (the job knows its total: `bytes` > 0).
     pub progress_valid: bool,
-    /// The array objects the job works on ([`super::publish::ArrayObjects::paths_of`]).
+    /// The array objects the job works on ([`super::shared::ArrayPaths::paths_of`]).
     pub objects: Vec<OwnedObjectPath>,
     /// The plan as structured data.
     pub plan_data: PlanData,
@@ -469,7 +469,7 @@ async fn start_off_loop(
 }
 
 /// The new job's properties: its operation, device, plan and the arrays it works on (those
-/// whose limits it leases, and the device itself when it is an array; [`super::publish::ArrayObjects::paths_of`] keeps
+/// whose limits it leases, and the device itself when it is an array; [`super::shared::ArrayPaths::paths_of`] keeps
 /// only names the service serves).
 fn job_props(shared: &Shared, plan: &crate::wipe::Plan, uid: u32) -> JobProps {
     let worked_on = plan

@@ -69,10 +69,7 @@ impl ObjectManager {
     ) -> fdo::Result<ManagedObjects> {
         let mut out = ManagedObjects::new();
         add::<Manager>(&mut out, server, conn, MANAGER_PATH).await?;
-        let arrays: Vec<String> = lock(&self.shared.arrays)
-            .paths()
-            .map(str::to_string)
-            .collect();
+        let arrays = lock(&self.shared.arrays).paths();
         for p in arrays {
             add::<ArrayObject>(&mut out, server, conn, &p).await?;
         }

@@ -1,18 +1,18 @@
 //! The Array objects as published: built from the model in one place ([`ArrayObjects::build`]),
 //! compared in one place ([`ArrayObjects::diff`]) and put on the bus in one place
-//! ([`publish`]). The map of object paths it keeps in [`Shared::arrays`] is the one the
-//! ObjectManager's `GetManagedObjects` and the jobs' `Objects` read.
+//! ([`publish`]). The paths it publishes ([`ArrayObjects::paths`], in [`Shared::arrays`]) are
+//! the one map the ObjectManager's `GetManagedObjects` and the jobs' `Objects` read.
 
 use super::array::{ArrayObject, ArrayProps};
 use super::check::CheckView;
 use super::props::emit_changed;
-use super::shared::Shared;
+use super::shared::{ArrayPaths, Shared};
 use super::{array_path, ARRAY_IFACE};
 use crate::lock::lock;
 use crate::model::MdStat;
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
-use zbus::zvariant::{OwnedObjectPath, OwnedValue};
+use zbus::zvariant::OwnedValue;
 
 /// The arrays' properties by object path ([`array_path`]), as the service publishes them.
 #[derive(Debug, Clone, Default, PartialEq)]
@@ -63,20 +63,14 @@ impl ArrayObjects {
         self.by_path.is_empty()
     }
 
-    /// Every object path, sorted.
-    pub fn paths(&self) -> impl Iterator<Item = &str> {
-        self.by_path.keys().map(String::as_str)
-    }
-
-    /// The object paths of the arrays whose kernel name is among `names`, sorted and without
-    /// repeats; names of no published array (a loop device, a vanished array) give nothing.
-    pub fn paths_of<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> Vec<OwnedObjectPath> {
-        let names: BTreeSet<&str> = names.into_iter().collect();
-        self.by_path
-            .iter()
-            .filter(|(_, p)| names.contains(p.kernel_name.as_str()))
-            .filter_map(|(path, _)| OwnedObjectPath::try_from(path.clone()).ok())
-            .collect()
+    /// The object path of each array, by kernel name.
+    pub fn paths(&self) -> ArrayPaths {
+        ArrayPaths::new(
+            self.by_path
+                .iter()
+                .map(|(path, p)| (p.kernel_name.clone(), path.clone()))
+                .collect(),
+        )
     }
 
     /// What turns `self` into `new`: removals first, then additions and updates in path
@@ -103,15 +97,20 @@ impl ArrayObjects {
     }
 }
 
-/// Puts `new` on `conn`'s object server: the objects gone are removed (zbus emits
-/// `InterfacesRemoved` through the ObjectManager), the new ones served (`InterfacesAdded`), the
-/// changed ones updated with one `PropertiesChanged` each; then `new` is what
-/// [`Shared::arrays`] holds. Failures are logged (an object that cannot be served is left out,
-/// and tried again at the next publication).
-pub async fn publish(conn: &zbus::Connection, shared: &Arc<Shared>, mut new: ArrayObjects) {
+/// Puts `new` on `conn`'s object server in place of `published` (what the last call put
+/// there): the objects gone are removed (zbus emits `InterfacesRemoved` through the
+/// ObjectManager), the new ones served (`InterfacesAdded`), the changed ones updated with one
+/// `PropertiesChanged` each; then `published` is `new` and [`Shared::arrays`] its paths.
+/// Failures are logged (an object that cannot be served is left out, and tried again at the
+/// next publication).
+pub async fn publish(
+    conn: &zbus::Connection,
+    shared: &Arc<Shared>,
+    published: &mut ArrayObjects,
+    mut new: ArrayObjects,
+) {
     let server = conn.object_server();
-    let old = lock(&shared.arrays).clone();
-    for change in old.diff(&new) {
+    for change in published.diff(&new) {
         match change {
             Change::Remove(path) => {
                 if let Err(e) = server.remove::<ArrayObject, _>(path.as_str()).await {
@@ -140,7 +139,8 @@ pub async fn publish(conn: &zbus::Connection, shared: &Arc<Shared>, mut new: Arr
             }
         }
     }
-    *lock(&shared.arrays) = new;
+    *lock(&shared.arrays) = new.paths();
+    *published = new;
 }
 
 #[cfg(test)]
@@ -158,7 +158,7 @@ mod tests {
         let checks = CheckView::default();
         let two = ArrayObjects::build(&model(TWO), &checks, &[]);
         assert_eq!(two.len(), 2);
-        let paths: Vec<&str> = two.paths().collect();
+        let paths = two.paths().paths();
         assert_eq!(
             paths,
             [
@@ -195,6 +195,7 @@ mod tests {
     fn paths_of_names_only_published_arrays() {
         let two = ArrayObjects::build(&model(TWO), &CheckView::default(), &[]);
         let got: Vec<String> = two
+            .paths()
             .paths_of(["md1", "loop0", "md1", "md0"])
             .iter()
             .map(ToString::to_string)
@@ -206,7 +207,7 @@ mod tests {
                 "/org/mdpilot/MdPilot1/arrays/name_md1"
             ]
         );
-        assert!(two.paths_of(["loop0"]).is_empty());
+        assert!(two.paths().paths_of(["loop0"]).is_empty());
     }
 
     #[test]
@@ -240,6 +241,7 @@ mod tests {
         };
         let objects = ArrayObjects::build(&model, &CheckView::default(), &[]);
         let got: Vec<String> = objects
+            .paths()
             .paths_of(["md2", "loop0", "md0", "md2", "md1"])
             .iter()
             .map(std::string::ToString::to_string)
@@ -252,6 +254,6 @@ mod tests {
                 "/org/mdpilot/MdPilot1/arrays/name_md1",
             ]
         );
-        assert!(objects.paths_of(["loop0"]).is_empty());
+        assert!(objects.paths().paths_of(["loop0"]).is_empty());
     }
 }

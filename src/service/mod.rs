@@ -232,12 +232,9 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         progress,
     ));
     let shared = Arc::new(Shared::new(core.clone(), args.bus.clone()));
-    let metrics = Arc::new(metrics_http::MetricsState::new(
-        shared.core.policy.show().ok(),
-    ));
+    let metrics = Arc::new(metrics_http::MetricsState::new(core.policy.show().ok()));
     let metrics_task =
         start_metrics(args.metrics.clone(), &config.metrics, &core, &metrics).await?;
-
     let builder = bus_objects(&args.bus, &shared)?;
     // Nothing is changed before the connection: a stop here only drops the listener, the
     // lock and the simulated tree.
@@ -245,7 +242,8 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
     let Some(conn) = connect(&mut signals, builder, limit).await? else {
         return Ok(());
     };
-    publish_arrays(&conn, &shared, &config, &model).await;
+    let mut published = ArrayObjects::default();
+    publish_arrays(&conn, &shared, &config, &model, &mut published).await;
     let setup = take_over(&shared, &conn, config.wipe.auto_resume);
     let Some(owners) = signals.unless_stopped("starting", setup).await else {
         // Resumed jobs may hold freezes and leases by now: the orderly shutdown undoes them.
@@ -257,12 +255,10 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         sd_notify::NotifyState::Ready,
         sd_notify::NotifyState::Status("watching md arrays"),
     ]);
-    let served = lock(&shared.arrays).len();
-    tracing::info!("serving {BUS_NAME} with {served} arrays");
-
+    tracing::info!("serving {BUS_NAME} with {} arrays", published.len());
     // The first model is the events' baseline (DegradedArray for arrays already degraded).
     let mut events = events::EventSink::new(config.events.program.clone());
-    events.feed(&root, &model);
+    events.feed(&model);
     let (hook, poke) = crate::sim::LoopHook::new();
     let sim_task = sim.map(|s| tokio::spawn(s.run(tx.clone(), poke)));
     let expiry_task = tokio::spawn(expiry::run(shared.clone(), conn.clone()));
@@ -274,6 +270,7 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         config,
         conn: conn.clone(),
         shared: shared.clone(),
+        published,
         model,
         progress,
         events,
@@ -397,13 +394,14 @@ async fn publish_arrays(
     shared: &Arc<Shared>,
     config: &Config,
     model: &MdStat,
+    published: &mut ArrayObjects,
 ) {
     let root = &shared.core.root;
     let now = crate::host::unix_now_s() as i64;
     let checks = CheckView::read(root, config, model, now);
     let pending = bitmaps::Upkeep::pending(root);
     let objects = ArrayObjects::build(model, &checks, &pending);
-    publish::publish(conn, shared, objects).await;
+    publish::publish(conn, shared, published, objects).await;
 }
 
 /// After the connection, before READY: watch clients leaving, continue the previous run's
@@ -650,8 +648,9 @@ struct Loop {
     /// With `--sim`: the simulator's side of each read ([`crate::sim::LoopHook`]).
     sim: Option<crate::sim::LoopHook>,
     conn: zbus::Connection,
-    /// The bus side of the shared state; its `arrays` are the Array objects as published.
     shared: Arc<Shared>,
+    /// The Array objects as published, by object path (their paths also in `shared.arrays`).
+    published: ArrayObjects,
     /// The model: the last good read, with `shared.model` pointing at the same one.
     model: Arc<MdStat>,
     progress: Duration,
@@ -938,7 +937,7 @@ impl Loop {
             }
         };
         self.model = Arc::new(model);
-        self.events.feed(&self.root, &self.model);
+        self.events.feed(&self.model);
         *lock(&self.shared.core.model) = self.model.clone();
         self.publish_arrays().await;
         if r.full {
@@ -955,6 +954,13 @@ impl Loop {
     }
 
     async fn publish_arrays(&mut self) {
-        publish_arrays(&self.conn, &self.shared, &self.config, &self.model).await;
+        publish_arrays(
+            &self.conn,
+            &self.shared,
+            &self.config,
+            &self.model,
+            &mut self.published,
+        )
+        .await;
     }
 }

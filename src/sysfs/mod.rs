@@ -210,12 +210,10 @@ fn block_dir(root: &Root, name: &str) -> PathBuf {
 /// [`read_array_at`] leaves the names `None`.
 pub fn read_array(root: &Root, name: &str) -> ArraySysfs {
     let base = read_array_at(&block_dir(root, name));
-    let udev_uuid = udev::udev_properties(root, name)
-        .get("MD_UUID")
-        .and_then(|u| udev::mdadm_uuid(u));
+    let udev = udev::udev_names(root, name);
     ArraySysfs {
-        metadata_name: udev::metadata_name(root, name),
-        mdadm_uuid: udev_uuid.or_else(|| base.mdadm_uuid.clone()),
+        metadata_name: udev.metadata_name,
+        mdadm_uuid: udev.mdadm_uuid.or_else(|| base.mdadm_uuid.clone()),
         named_device: udev::named_device(root, name),
         ..base
     }
@@ -256,6 +254,7 @@ pub fn read_array_at(dir: &Path) -> ArraySysfs {
         bitmap_location: word("bitmap/location"),
         bitmap_type: read_parsed(&md.join("bitmap_type"), parse_bitmap_type),
         md_logical_block_size: num("logical_block_size"),
+        sync_min_sectors: num("sync_min"),
         metadata_name: None,
         mdadm_uuid: word("uuid").as_deref().and_then(udev::mdadm_uuid),
         named_device: None,
@@ -570,6 +569,55 @@ mod tests {
         assert_eq!(s.members[0].slot, Some(0));
         assert_eq!(s.members[1].slot, None);
         assert_eq!(s.members[1].state, Vec::<crate::model::MemberState>::new());
+    }
+
+    /// IN_OPEN events on `path` while `f` runs (inotify queues them at the open itself, so
+    /// the count is exact once `f` returns).
+    fn opens_of(path: &Path, f: impl FnOnce()) -> usize {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: plain inotify calls on a descriptor this function owns and closes.
+        unsafe {
+            let fd = libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK);
+            assert!(fd >= 0);
+            assert!(libc::inotify_add_watch(fd, c.as_ptr(), libc::IN_OPEN) >= 0);
+            f();
+            let mut buf = [0u8; 4096];
+            let mut n = 0;
+            loop {
+                let r = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+                if r <= 0 {
+                    break;
+                }
+                n += usize::try_from(r).unwrap() / std::mem::size_of::<libc::inotify_event>();
+            }
+            libc::close(fd);
+            n
+        }
+    }
+
+    #[test]
+    fn read_array_reads_the_udev_entry_once_and_sync_min() {
+        let d = tempfile::tempdir().unwrap();
+        let b = d.path();
+        write(b, "sys/block/md0/dev", "9:0\n");
+        write(b, "sys/block/md0/md/sync_min", "8192\n");
+        write(
+            b,
+            "run/udev/data/b9:0",
+            "E:MD_NAME=host:root\nE:MD_UUID=3b6c2a6e:0d0e4b7a:9d5e8a7b:1c2d3e4f\n",
+        );
+        let mut s = ArraySysfs::default();
+        let opens = opens_of(&b.join("run/udev/data/b9:0"), || {
+            s = read_array(&Root::new(b), "md0");
+        });
+        assert_eq!(opens, 1);
+        assert_eq!(s.metadata_name.as_deref(), Some("host:root"));
+        assert_eq!(
+            s.mdadm_uuid.as_deref(),
+            Some("3b6c2a6e:0d0e4b7a:9d5e8a7b:1c2d3e4f")
+        );
+        assert_eq!(s.sync_min_sectors, Some(8192));
     }
 
     #[test]
