@@ -718,6 +718,25 @@ closed_words!(CheckAction {
     Repair => "repair",
 });
 
+/// `md/resync_start`: where a resync restarts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResyncStart {
+    /// `none`: the array is in sync.
+    InSync,
+    /// The sector (512 bytes) the resync restarts from.
+    Sector(u64),
+}
+
+impl ResyncStart {
+    /// Parses `none` or a sector number; `None` for anything else.
+    pub fn parse(s: &str) -> Option<ResyncStart> {
+        match s.trim() {
+            NONE => Some(ResyncStart::InSync),
+            t => parse_plain_u64(t).map(ResyncStart::Sector),
+        }
+    }
+}
+
 /// Progress from `md/sync_completed`: `none`, `delayed`, or `A / B` in 512-byte sectors.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
@@ -764,6 +783,33 @@ pub fn parse_plain_u64(s: &str) -> Option<u64> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sysfs_forms_parse_to_their_words() {
+        assert_eq!(SyncCompleted::parse("none"), Some(SyncCompleted::None));
+        assert_eq!(
+            SyncCompleted::parse("delayed"),
+            Some(SyncCompleted::Delayed)
+        );
+        assert_eq!(
+            SyncCompleted::parse("8 / 16"),
+            Some(SyncCompleted::Sectors { done: 8, total: 16 })
+        );
+        assert_eq!(SyncCompleted::parse("-1 / 16"), None);
+        assert_eq!(ResyncStart::parse("none\n"), Some(ResyncStart::InSync));
+        assert_eq!(ResyncStart::parse("4096"), Some(ResyncStart::Sector(4096)));
+        assert_eq!(ResyncStart::parse("soon"), None);
+        assert_eq!(LimitOrigin::from_word("system"), Some(LimitOrigin::System));
+        assert_eq!(LimitOrigin::Local.to_string(), "local");
+        for a in [CheckAction::Check, CheckAction::Repair] {
+            assert_eq!(CheckAction::from_word(a.as_str()), Some(a));
+            assert_eq!(CheckAction::running(&a.sync_action()), Some(a));
+            assert_eq!(a.sync_action(), a.as_str());
+        }
+        assert_eq!(CheckAction::running(&SyncAction::Resync), None);
+        assert_eq!(MemberFlag::WriteMostly.as_str(), "write_mostly");
+        assert_eq!(HeaderState::from_word("broken"), Some(HeaderState::Broken));
+    }
 
     #[test]
     fn level_rules() {

@@ -7,6 +7,7 @@
 use super::read_parsed;
 use crate::host::{read_optional, Root};
 use crate::model::{parse_plain_u64, SyncCompleted};
+pub use crate::vocab::ResyncStart;
 use std::fs::File;
 use std::path::PathBuf;
 
@@ -76,25 +77,6 @@ pub fn read_sync_completed(root: &Root, array: &str) -> Option<SyncCompleted> {
         &attr_path(root, array, "sync_completed"),
         SyncCompleted::parse,
     )
-}
-
-/// `md/resync_start`: where a resync restarts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ResyncStart {
-    /// `none`: the array is in sync.
-    InSync,
-    /// The sector (512 bytes) the resync restarts from.
-    Sector(u64),
-}
-
-impl ResyncStart {
-    /// Parses `none` or a sector number; `None` for anything else.
-    pub fn parse(s: &str) -> Option<ResyncStart> {
-        match s.trim() {
-            crate::vocab::NONE => Some(ResyncStart::InSync),
-            t => parse_plain_u64(t).map(ResyncStart::Sector),
-        }
-    }
 }
 
 /// `md/resync_start` of `array`; `None` where missing or not understood.
