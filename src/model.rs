@@ -484,6 +484,8 @@ pub struct RunningSync {
 /// | [`sync_speed_kib_s`](Array::sync_speed_kib_s) | `md/sync_speed` | `speed=` |
 /// | [`sync_remaining_s`](Array::sync_remaining_s) | from `sync_completed` and `sync_speed` | `finish=` (wins: the kernel's own estimate) |
 /// | [`write_intent_bitmap`](Array::write_intent_bitmap) | `md/bitmap_type`, `md/bitmap/location`, `md/consistency_policy` | the bitmap line |
+/// | [`bitmap_location`](Array::bitmap_location) | `md/bitmap/location` | the bitmap line: `none` without one, `file` with `file:` |
+/// | [`external_metadata`](Array::external_metadata) | `md/metadata_version` `external:…` | `super external:…` |
 /// | [`bitmap_advised`](Array::bitmap_advised), [`full_resync_estimate`](Array::full_resync_estimate) | the above, `md/level`, `md/component_size`, `md/sync_speed_min` | the level, the size, `speed=` |
 /// | [`recorded_logical_block_size`](Array::recorded_logical_block_size) | `md/logical_block_size` and `md/metadata_version` | — |
 /// | [`uuid`](Array::uuid) | udev's `MD_UUID`, else `md/uuid` | — |
