@@ -1024,6 +1024,28 @@ mod tests {
     }
 
     #[test]
+    fn syncing_is_a_named_sync_or_progress_never_idle_or_frozen() {
+        let with = |action: &str, completed: Option<SyncCompleted>| {
+            raid1(Some(ArraySysfs {
+                sync_action: Some(SyncAction::from(action)),
+                sync_completed: completed,
+                ..ArraySysfs::default()
+            }))
+        };
+        assert!(!raid1(None).is_syncing(), "mdstat without a sync line");
+        assert!(!with("idle", Some(SyncCompleted::None)).is_syncing());
+        assert!(!with("frozen", Some(SyncCompleted::None)).is_syncing());
+        assert!(!with("", None).is_syncing(), "an empty read names nothing");
+        assert!(
+            with("resync", Some(SyncCompleted::Delayed)).is_syncing(),
+            "queued"
+        );
+        let running = Some(SyncCompleted::Sectors { done: 8, total: 16 });
+        assert!(with("check", running).is_syncing());
+        assert!(with("future-word", None).is_syncing());
+    }
+
+    #[test]
     fn the_estimate_divides_what_md_counts_by_the_observed_speed_else_the_floor() {
         let e = full_resync_estimate(1_048_576, None, 1000).unwrap();
         assert_eq!(
