@@ -39,6 +39,11 @@ pub use request::{
 };
 pub use warning::PolicyWarning;
 
+/// The clock lives in [`crate::host`]; re-exported for the check executor and scheduler
+/// (`src/check/run.rs`, `src/service/scheduler.rs`), which another change is reworking.
+pub use crate::host::unix_now_s;
+
+use crate::host::{pid_alive, process_start_time};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -167,10 +172,6 @@ impl LeaseView {
     }
 }
 
-/// The clock lives in [`crate::host`]; re-exported here for the callers in the check
-/// scheduler, which another change is reworking.
-pub use crate::host::unix_now_s;
-
 /// Saved originals of `speed_limit_{min,max}` (KiB/s) and `sync_io_depth` (requests).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GlobalOriginals {
@@ -206,8 +207,6 @@ pub struct ArrayView {
     #[serde(default, with = "kibs_form::option")]
     pub original_io_depth: Option<SpeedLimit>,
 }
-
-use crate::host::{pid_alive, process_start_time};
 
 /// The owner to record for process `pid`: [`Owner::Process`] with its start time, or a bare
 /// [`Owner::Pid`] when the start time cannot be read (no such process, `/proc` hidden).
