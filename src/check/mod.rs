@@ -25,49 +25,13 @@ pub mod store;
 pub mod throttle;
 
 use crate::model::SyncAction;
+pub use crate::vocab::CheckAction;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
 /// How often the service saves the position of a running check, seconds: what a crash or a
 /// power cut can lose at most while `mdpilot serve` runs.
 pub const SAVE_INTERVAL_S: u64 = 60;
-
-/// Which scrub.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CheckAction {
-    /// `check`: read and compare, count mismatches.
-    Check,
-    /// `repair`: like check, rewriting mismatches.
-    Repair,
-}
-
-impl CheckAction {
-    /// The `md/sync_action` that runs this scrub.
-    pub fn sync_action(self) -> SyncAction {
-        match self {
-            CheckAction::Check => SyncAction::Check,
-            CheckAction::Repair => SyncAction::Repair,
-        }
-    }
-
-    /// The scrub `md/sync_action` runs: `None` for anything but check and repair.
-    pub fn running(action: &SyncAction) -> Option<CheckAction> {
-        match action {
-            SyncAction::Check => Some(CheckAction::Check),
-            SyncAction::Repair => Some(CheckAction::Repair),
-            _ => None,
-        }
-    }
-
-    /// The `sync_action` word (also the record's spelling).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CheckAction::Check => "check",
-            CheckAction::Repair => "repair",
-        }
-    }
-}
 
 /// Who asks for a check step ([`run::execute`]): the checks the schedule starts or resumes
 /// are its own ([`ArrayRecord::scheduled`]), and only those are paused at a window's end.

@@ -804,7 +804,7 @@ fn pause(
             total_sectors: total,
             saved_s: now,
         });
-    } else if o.sync_action == "idle" && o.sync_min > 0 && rec.running.is_some() {
+    } else if o.sync_action == SyncAction::Idle && o.sync_min > 0 && rec.running.is_some() {
         // md stopped it itself (a member failed): it kept the point reached in sync_min.
         let total = rec.position.as_ref().map_or(0, |p| p.total_sectors);
         rec.position = Some(Position {

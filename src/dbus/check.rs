@@ -396,12 +396,12 @@ pub async fn call(
     let what = format!("{method} {array}");
     // The options are checked before polkit is asked.
     let options = options.unwrap_or_default();
-    let model = crate::shared::lock(&shared.model).clone();
-    let (root, config) = (shared.root.clone(), shared.config());
+    let model = crate::lock::lock(&shared.core.model).clone();
+    let (root, config) = (shared.core.root.clone(), shared.core.config());
     let (_, op) = shared
         .auth
         .guarded(conn, header, method, options, |options| {
-            let op = op(&options, crate::policy::unix_now_s()).map_err(|e| e.context(&what))?;
+            let op = op(&options, crate::host::unix_now_s()).map_err(|e| e.context(&what))?;
             // A paused repair resumes under the repair action (its record says which it was).
             let resumes_repair =
                 matches!(op, Op::Resume { .. }) && paused_repair(&root, &config, &model, array);
@@ -411,6 +411,7 @@ pub async fn call(
         .await?;
     let name = array.to_string();
     let done = shared
+        .core
         .check_worker
         .run(move || {
             let origin = crate::check::Origin::Admin;
@@ -426,7 +427,7 @@ pub async fn call(
         })
         .await
         .map_err(|e| Error::Failed(format!("{what}: {e}")))?;
-    shared.refresh_array(array);
+    shared.core.refresh_array(array);
     if let Ok(emitter) = SignalEmitter::new(conn, super::MANAGER_PATH) {
         shared.publish(&emitter, None).await;
     }

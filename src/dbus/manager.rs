@@ -158,9 +158,9 @@ impl Manager {
         let process = |p| crate::policy::process_owner(p);
         let (id, owner) = match (&o.holder, o.pid) {
             (Some(h), pid) => (h.clone(), pid.map_or(Owner::None, process)),
-            (None, Some(p)) => (self.shared.mint_lease_id(&sender), process(p)),
+            (None, Some(p)) => (self.shared.core.mint_lease_id(&sender), process(p)),
             (None, None) => (
-                self.shared.mint_lease_id(&sender),
+                self.shared.core.mint_lease_id(&sender),
                 Owner::BusName(sender.clone()),
             ),
         };
@@ -174,8 +174,8 @@ impl Manager {
         };
         let duration_s = o.duration_s;
         let view = off_thread(&self.shared, "AcquirePriority", move |s| {
-            s.reap_dead_pids();
-            s.policy.acquire_for(req, duration_s)
+            s.core.reap_dead_pids();
+            s.core.policy.acquire_for(req, duration_s)
         })
         .await?;
         if bus_owned {
@@ -241,6 +241,7 @@ impl Manager {
                 let limits = check_limits(&format!("SetArraySpeedLimits {array}"), min, max)?;
                 let array = self
                     .shared
+                    .core
                     .resolve_array(&array)
                     .map_err(|e| Error::NoSuchArray(format!("SetArraySpeedLimits: {e}")))?;
                 let req = Request::set_array_speed_limits(&array);
@@ -251,9 +252,13 @@ impl Manager {
         let what = format!("SetArraySpeedLimits {array}");
         let view = off_thread(&self.shared, &what, move |s| {
             if limits.min.is_none() && limits.max.is_none() {
-                return s.policy.release(&holder).or_else(|_| s.policy.show());
+                return s
+                    .core
+                    .policy
+                    .release(&holder)
+                    .or_else(|_| s.core.policy.show());
             }
-            s.policy.acquire(LeaseRequest {
+            s.core.policy.acquire(LeaseRequest {
                 holder,
                 kind: LeaseKind::Admin,
                 owner: Owner::None,
@@ -286,7 +291,8 @@ impl Manager {
             .await?;
         // Decided under the state's lock, with the restore: no freeze can be taken between.
         let view = off_thread(&self.shared, "RestoreLimits", move |s| {
-            s.policy
+            s.core
+                .policy
                 .restore_unless(defaults, &|changes| restore_refusal(s, changes))
         })
         .await?;
@@ -318,7 +324,7 @@ impl Manager {
         let list = self
             .shared
             .candidates
-            .list(&self.shared.root, &caller)
+            .list(&self.shared.core.root, &caller)
             .await?;
         Ok(mark_busy(&self.shared, list))
     }
@@ -371,11 +377,11 @@ impl Manager {
             .await?;
         let id = lease_id.clone();
         let view = off_thread(&self.shared, "ReleasePriority", move |s| {
-            let view = s.policy.show()?;
+            let view = s.core.policy.show()?;
             if !view.leases.iter().any(|l| l.holder == id) {
                 return Ok(None);
             }
-            s.policy.release(&id).map(Some)
+            s.core.policy.release(&id).map(Some)
         })
         .await?
         .ok_or_else(|| Error::InvalidArgument(format!("ReleasePriority: no lease {lease_id:?}")))?;
@@ -389,16 +395,10 @@ impl Manager {
     ///
     /// Errors: `InvalidArgument`; `NoSuchArray` for an array the machine does not have.
     fn acquire_options(&self, options: &Options) -> Result<AcquireOptions> {
-        let known = self
-            .shared
-            .model
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .arrays
-            .len();
+        let known = crate::lock::lock(&self.shared.core.model).arrays.len();
         check_array_count("AcquirePriority", options, known)?;
         let install = {
-            let s = self.shared.policy.settings();
+            let s = self.shared.core.policy.settings();
             (s.install_min, s.install_max)
         };
         let mut o = parse_acquire(options, install)?;
@@ -406,6 +406,7 @@ impl Manager {
         for (word, l) in std::mem::take(&mut o.arrays) {
             let k = self
                 .shared
+                .core
                 .resolve_array(&word)
                 .map_err(|e| Error::NoSuchArray(format!("AcquirePriority: {e}")))?;
             arrays.insert(k, l);
@@ -429,6 +430,7 @@ async fn off_thread<T: Send + 'static>(
 ) -> Result<T> {
     let s = shared.clone();
     shared
+        .core
         .policy_worker
         .run(move || f(&s))
         .await
@@ -457,7 +459,7 @@ async fn drop_if_caller_left(
     tracing::info!(holder = %id, owner = %sender, "AcquirePriority: {why}; lease {id} released");
     let holder = id.to_string();
     let view = off_thread(shared, "AcquirePriority", move |s| {
-        s.policy.release(&holder)
+        s.core.policy.release(&holder)
     })
     .await
     .ok();
@@ -489,10 +491,7 @@ fn refuse_while_frozen(shared: &Shared, changes: &[Change]) -> Option<String> {
         .iter()
         .map(|c| format!("{} ({} by {})", c.array.name, c.attr, c.owner))
         .collect();
-    let jobs: Vec<String> = shared
-        .jobs
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    let jobs: Vec<String> = crate::lock::lock(&shared.core.jobs)
         .iter()
         .map(|(n, j)| format!("job {n} on {}", j.device.display()))
         .collect();
@@ -510,10 +509,7 @@ fn refuse_while_frozen(shared: &Shared, changes: &[Change]) -> Option<String> {
 /// `RestoreLimits {defaults}` over a state file that cannot be read: the refusal while a wipe
 /// job of this service runs (it may hold a freeze the lost journal recorded), naming the jobs.
 fn refuse_while_jobs_run(shared: &Shared) -> Option<String> {
-    let jobs: Vec<String> = shared
-        .jobs
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    let jobs: Vec<String> = crate::lock::lock(&shared.core.jobs)
         .iter()
         .filter(|(_, j)| !j.handle.is_finished())
         .map(|(n, j)| format!("job {n} on {}", j.device.display()))
@@ -534,10 +530,7 @@ fn mark_busy(
     shared: &Shared,
     list: Vec<crate::wipe::candidates::Candidate>,
 ) -> Vec<(String, bool, String)> {
-    let busy: Vec<std::path::PathBuf> = shared
-        .jobs
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    let busy: Vec<std::path::PathBuf> = crate::lock::lock(&shared.core.jobs)
         .values()
         .filter(|j| !j.handle.is_finished())
         .map(|j| j.device.clone())
@@ -545,7 +538,7 @@ fn mark_busy(
     list.into_iter()
         .map(|c| {
             let name = c.device.trim_start_matches("/dev/");
-            let real = std::fs::canonicalize(shared.root.dev(name)).ok();
+            let real = std::fs::canonicalize(shared.core.root.dev(name)).ok();
             match real.filter(|r| busy.contains(r)) {
                 Some(r) => (
                     c.device,

@@ -90,7 +90,7 @@ impl Policy {
         expires_unix_s: Option<u64>,
     ) -> Result<PolicyView, PolicyError> {
         request::validate(&req)?;
-        let now = super::unix_now_s();
+        let now = crate::host::unix_now_s();
         if let Some(t) = expires_unix_s {
             // Past ends are fine (released at once); far ones are not what any caller means.
             let longest = now.saturating_add(crate::units::MAX_DURATION_S);
@@ -137,16 +137,17 @@ impl Policy {
         req: LeaseRequest,
         duration_s: Option<u64>,
     ) -> Result<PolicyView, PolicyError> {
-        let until =
-            match duration_s {
-                None => None,
-                Some(d) => Some(crate::units::end_after(super::unix_now_s(), d).map_err(
-                    |source| CoreError::DurationTooLong {
+        let until = match duration_s {
+            None => None,
+            Some(d) => Some(
+                crate::units::end_after(crate::host::unix_now_s(), d).map_err(|source| {
+                    CoreError::DurationTooLong {
                         holder: req.holder.clone(),
                         source,
-                    },
-                )?),
-            };
+                    }
+                })?,
+            ),
+        };
         self.acquire_until(req, until)
     }
 

@@ -177,7 +177,7 @@ async fn a_check_runs_to_the_end_and_its_result_is_published() {
     let c = bus.connect().await;
     let md0 = sim_array_path("md0");
     let mut changes = signals(&c, "org.freedesktop.DBus.Properties", Some(&md0), 10_000).await;
-    let before = mdpilot::policy::unix_now_s();
+    let before = mdpilot::host::unix_now_s();
     // Unthrottled (200000 KiB/s): md0's 2097152 sectors take about 5 s.
     check_call(
         &c,
@@ -298,7 +298,7 @@ async fn next_check_start_comes_from_the_schedule() {
         "etc/mdpilot/config.d/50-check.toml",
         "[check]\nschedule = \"Sun *-*-1..7 01:00\"\ncontinue = \"*-*-* 01:00\"\nskip = [\"md1\"]\n",
     );
-    let now = mdpilot::policy::unix_now_s() as i64;
+    let now = mdpilot::host::unix_now_s() as i64;
     let config = mdpilot::config::Config::load(sim.root()).unwrap();
     let s = config.check.schedule.unwrap();
     let offset = mdpilot::host::utc_offset_s(now);

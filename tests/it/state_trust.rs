@@ -61,7 +61,7 @@ async fn a_huge_duration_on_the_bus_is_refused_and_changes_nothing() {
     let st = state::read(&policy).expect("the state file loads");
     let end = st.expires[&id];
     assert!(
-        end > mdpilot::policy::unix_now_s() + MAX_DURATION_S - 60,
+        end > mdpilot::host::unix_now_s() + MAX_DURATION_S - 60,
         "{end}"
     );
     assert_eq!(read_trim(&gmax), "5");
@@ -273,7 +273,7 @@ proptest! {
         std::fs::write(&path, CHECKS).unwrap();
         let o = opts(&[("duration", Value::U64(d)), ("max", Value::U64(max))]);
         let o = o.into_iter().map(|(k, v)| (k, v.try_into().unwrap())).collect();
-        let now = mdpilot::policy::unix_now_s();
+        let now = mdpilot::host::unix_now_s();
         let Ok(op) = mdpilot::dbus::check::parse_start(&o, now) else {
             prop_assert!(d > MAX_DURATION_S);
             prop_assert_eq!(std::fs::read_to_string(&path).unwrap(), CHECKS);
