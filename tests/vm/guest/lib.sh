@@ -119,7 +119,7 @@ bus_has_name() {
 name_owner_pid() {
     dbus-send --system --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus \
         org.freedesktop.DBus.GetConnectionUnixProcessID "string:$BUS_NAME" 2>/dev/null |
-        awk '/uint32/ {print $2}'
+        awk '/uint32/ {print $2}' || true
 }
 # start_service [ARGS]: `mdpilot serve` on the system bus; waits until it owns the name (this
 # process, not another: one a failed scenario left behind is stopped first).

@@ -12,7 +12,7 @@
 #     check under synchronous foreground writes is stepped down from its ceiling (the decision
 #     and its reason in `check status --json`).
 need_disks 3
-require serve check
+require serve
 ORIG_MIN=1000
 ORIG_MAX=200000
 conf=/etc/mdpilot/config.d/50-yield.toml
