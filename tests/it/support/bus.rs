@@ -195,6 +195,9 @@ impl Service {
     pub async fn start(bus: &Bus, args: &[&str], env: &[(&str, &str)]) -> Service {
         let mut cmd = Command::new(super::BIN);
         cmd.arg("serve").arg("--bus").arg(&bus.address).args(args);
+        // The service's own records at info (its reload line, for [`Service::reload`]); the rest
+        // at warn, as on a terminal. A test's own RUST_LOG in `env` wins.
+        cmd.env("RUST_LOG", "warn,mdpilot::service=info");
         for (k, v) in env {
             cmd.env(k, v);
         }
