@@ -103,7 +103,7 @@ for i in 1 2 3 4; do
 done
 down() { l=$(st .throttle.limit_kib_s); [ -n "$l" ] && [ "$l" -lt "$first" ]; }
 wait_for 90 down || fail "the throttle did not step down under io pressure: $(cat /proc/pressure/io | tr '\n' ' '); $("$MDP" check status --json md0 | jq -c '.arrays[0].throttle')"
-info "throttle: io pressure $(sed -n 's/^full avg10=\([0-9.]*\).*/\1/p' /proc/pressure/io) %, limit $first -> $(st .throttle.limit_kib_s) KiB/s ($(st .throttle.why))"
+info "throttle: io pressure some $(sed -n 's/^some avg10=\([0-9.]*\).*/\1/p' /proc/pressure/io) %, limit $first -> $(st .throttle.limit_kib_s) KiB/s ($(st .throttle.why))"
 cleanup
 run_mdp /tmp/c.out check cancel md0
 stop_service
