@@ -84,12 +84,6 @@ pub fn resolve_array(root: &Root, word: &str, known: &[String]) -> Result<String
     }
 }
 
-/// Kernel names of the arrays with an `md` directory in sysfs (`/sys/block/md*/md`), sorted:
-/// the `known` list for callers without a `/proc/mdstat` read at hand.
-pub fn sysfs_arrays(root: &Root) -> Vec<String> {
-    crate::sysfs::list_arrays(root)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -197,7 +191,10 @@ mod tests {
         );
         assert_eq!(named_device(&root, "md126"), None);
         assert_eq!(md_links(&root)["md999"], ["/dev/md/gone"]);
-        assert_eq!(sysfs_arrays(&root), ["md125", "md126", "md127"]);
+        assert_eq!(
+            crate::sysfs::list_arrays(&root),
+            ["md125", "md126", "md127"]
+        );
     }
 
     #[test]

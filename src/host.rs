@@ -3,6 +3,11 @@
 //! Every adapter that touches the kernel takes a [`Root`]. In production it is `/`; tests and the
 //! simulator (`mdpilot serve --sim`) pass a temporary directory holding a fake tree, so nothing in
 //! the test suite reads or writes the host's real `/proc/sys` or `/sys`.
+//!
+//! Also the running process and the clock, which are never under a [`Root`]: the wall clock
+//! ([`unix_now_s`], [`unix_now_us`], [`utc_offset_s`]), this process's umask and children, and
+//! other processes' liveness, parent and start time ([`pid_alive`], [`parent_pid`],
+//! [`process_start_time`]).
 
 use std::io;
 use std::path::{Path, PathBuf};
@@ -117,6 +122,32 @@ pub fn pid_alive(pid: u32) -> bool {
         nix::sys::signal::kill(pid, None),
         Err(nix::errno::Errno::ESRCH)
     )
+}
+
+/// Field 22 of `/proc/PID/stat`: the start time of process `pid` in clock ticks since boot
+/// (`proc(5)`, read with `procfs`); `None` when there is no such process or it cannot be read.
+/// With the pid it names one process for the life of the machine (polkit pins its subjects
+/// the same way). Like [`pid_alive`], this asks the running kernel, not a [`Root`].
+pub fn process_start_time(pid: u32) -> Option<u64> {
+    let pid = i32::try_from(pid).ok().filter(|p| *p > 0)?;
+    let stat = procfs::process::Process::new(pid).ok()?.stat().ok()?;
+    Some(stat.starttime)
+}
+
+/// Now, in seconds since the Unix epoch (0 if the clock is before 1970): lease expiries, check
+/// records, the names of files set aside.
+pub fn unix_now_s() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs())
+}
+
+/// Now, in microseconds since the Unix epoch (0 if the clock is before 1970; saturates in the
+/// year 586 524): the D-Bus jobs' times.
+pub fn unix_now_us() -> u64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| u64::try_from(d.as_micros()).unwrap_or(u64::MAX))
 }
 
 /// The parent of process `pid`: field 4 of `/proc/PID/stat` (`proc(5)`, read with `procfs`);

@@ -19,6 +19,7 @@ pub mod dbus; // zbus objects (Manager, Array, Job), option parsing, errors, aut
 pub mod error; // the one error-chain printer
 pub mod health; // pure: `status --test` verdicts as `mdadm --detail --test`
 pub mod host; // `Root`: where /proc, /sys, /dev and /run live (tests pass a temporary tree)
+pub mod lock; // the one Mutex lock helper (a poisoned lock is taken as it is)
 pub mod mdstat; // pure `/proc/mdstat` parser
 pub mod metrics; // mdpilot_* Prometheus families rendered from an owned snapshot (text 0.0.4, OpenMetrics)
 pub mod model; // owned domain types (Array, Member, SpeedLimit, SyncAction ...) and their kernel forms
@@ -26,7 +27,7 @@ pub mod policy; // resync priority leases on the md speed limits: state machine,
 pub mod pressure; // pure: the check throttle from the io pressure (a target band, floor, ceiling; AIMD steps)
 pub mod schedule; // pure: check windows (OnCalendar subset) and which arrays to check now
 #[cfg(feature = "service")]
-pub mod service; // `mdpilot serve`: the one event loop, shutdown, the scheduler and metrics tasks
+pub mod service; // `mdpilot serve`: the one event loop (check upkeep and schedule as its steps), shutdown, metrics
 #[cfg(feature = "service")]
 pub mod shared; // the zbus-free state the loop and the D-Bus objects share: model, policy, wipe jobs
 #[cfg(feature = "service")]
@@ -35,7 +36,7 @@ pub mod superblock; // pure: an array's creation time from a member's md superbl
 pub mod sync_history; // pure: the last hour of each array's sync (speed, limit, io pressure), one sample per 10 s
 pub mod sysfs; // the one kernel-access layer, reads and writes: /sys/block/*, /proc/mdstat, /proc/sys/dev/raid/*
 pub mod units; // human sizes, rates and durations
-pub mod vocab; // md's words as types: Level and its rules, member states and roles, Health, ArrayUuid
+pub mod vocab; // md's words as types: Level, member states and flags, array states, sync_action, Health, ArrayUuid
 #[cfg(feature = "service")]
 pub mod watch; // udev, /proc/mdstat and sysfs notifications as owned events
 pub mod wipe; // wipe jobs: probe, plan, planner, job, workers, sources, verify, resync

@@ -6,11 +6,16 @@
 //! Source of truth for the printed forms: drivers/md/md.c `md_seq_show`, `status_resync`; for sysfs:
 //! the kernel's Documentation/admin-guide/md.rst.
 
-pub use crate::vocab::{ArrayUuid, Health, Level, MemberRole, MemberState};
+pub use crate::vocab::parse_plain_u64;
+pub use crate::vocab::{
+    ArrayState, ArrayUuid, BitmapType, ConsistencyPolicy, HeaderState, Health, Level, LimitOrigin,
+    MemberFlag, MemberRole, MemberState, ReadOnly, SyncAction, SyncCompleted, SyncKind, SyncState,
+    WriteIntentBitmap,
+};
 use serde::{Deserialize, Serialize};
 use std::fmt;
 
-use crate::vocab::{closed_words, word_enum};
+use crate::vocab::{closed_words, BITMAP_IN_FILE, EXTERNAL_METADATA, NONE};
 
 /// Everything `/proc/mdstat` (plus sysfs enrichment) says: the `status --json` document.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -37,40 +42,6 @@ pub struct ParseIssue {
     /// What was wrong, for humans.
     pub message: String,
 }
-
-/// `active`, `inactive` or `broken` (Linux 6.12+), from the header line `mdN : <state> ...` of
-/// `/proc/mdstat` (not to be confused with sysfs `md/array_state`, [`ArrayState`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum HeaderState {
-    /// Running.
-    Active,
-    /// Assembled but not started (members listed, no personality running).
-    Inactive,
-    /// A member went missing under a raid0/linear array (Linux 6.12+).
-    Broken,
-}
-
-closed_words!(HeaderState {
-    Active => "active",
-    Inactive => "inactive",
-    Broken => "broken",
-});
-
-/// `(read-only)` or `(auto-read-only)` after the state word.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "kebab-case")]
-pub enum ReadOnly {
-    /// `(read-only)`: set by the admin (`mdadm --readonly`).
-    ReadOnly,
-    /// `(auto-read-only)`: switches to read-write on the first write.
-    AutoReadOnly,
-}
-
-closed_words!(ReadOnly {
-    ReadOnly => "read-only",
-    AutoReadOnly => "auto-read-only",
-});
 
 /// One md array.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
@@ -114,196 +85,6 @@ pub struct Member {
     /// Flags in printed order.
     pub flags: Vec<MemberFlag>,
 }
-
-/// Member flags as printed after `name[slot]`, in the kernel's order `(W)(J)(F|S)(R)`.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum MemberFlag {
-    /// `(W)` write-mostly.
-    WriteMostly,
-    /// `(J)` raid5 journal device.
-    Journal,
-    /// `(F)` faulty.
-    Faulty,
-    /// `(S)` spare.
-    Spare,
-    /// `(R)` replacement.
-    Replacement,
-}
-
-// The serde word is also the word of sysfs `dev-*/state` and of the D-Bus `ActiveDevices`
-// states; `mdpilot status` prints it with `-` for `_`.
-closed_words!(MemberFlag {
-    WriteMostly => "write_mostly",
-    Journal => "journal",
-    Faulty => "faulty",
-    Spare => "spare",
-    Replacement => "replacement",
-});
-
-/// Whether the sync runs or waits.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SyncState {
-    /// A progress line with numbers.
-    Running,
-    /// `resync=DELAYED`: waits for another array sharing a disk.
-    Delayed,
-    /// `resync=PENDING`: array is auto-read-only; starts on the first write.
-    Pending,
-    /// `resync=REMOTE`: md-cluster, another node syncs.
-    Remote,
-}
-
-closed_words!(SyncState {
-    Running => "running",
-    Delayed => "delayed",
-    Pending => "pending",
-    Remote => "remote",
-});
-
-word_enum! {
-    /// The kind of sync a `/proc/mdstat` sync line names: the word before ` = N%` or before
-    /// `=DELAYED|PENDING|REMOTE` (drivers/md/md.c `status_resync`), refined by sysfs
-    /// `md/sync_action` where that is readable (see [`SyncAction::running_kind`]).
-    pub enum SyncKind {
-        /// `resync`: making a new or unclean array consistent (a repair also prints so).
-        Resync => "resync",
-        /// `recovery`: rebuilding a member (a spare or a re-added disk).
-        Recovery => "recovery",
-        /// `recover`: how md-cluster names a recovery another node runs (`recover=REMOTE`).
-        Recover => "recover",
-        /// `reshape`: changing level, layout, chunk size or member count.
-        Reshape => "reshape",
-        /// `check`: reading and comparing, counting mismatches (`md/mismatch_cnt`).
-        Check => "check",
-        /// `repair`: like check, rewriting mismatches (only sysfs says so).
-        Repair => "repair",
-    }
-}
-
-word_enum! {
-    /// `/sys/block/mdN/md/sync_action` (md.rst): what the sync thread does or may do. The
-    /// default is `idle`.
-    #[derive(Default)]
-    pub enum SyncAction {
-        /// No sync running.
-        #[default]
-        Idle => "idle",
-        /// Resync running.
-        Resync => "resync",
-        /// Recovery (rebuild) running.
-        Recover => "recover",
-        /// Check running.
-        Check => "check",
-        /// Repair running.
-        Repair => "repair",
-        /// Reshape running.
-        Reshape => "reshape",
-        /// Syncing is frozen (no new sync starts).
-        Frozen => "frozen",
-    }
-}
-
-impl SyncAction {
-    /// The mdstat word of a running action, so consumers see one vocabulary: sysfs `recover` is
-    /// mdstat's `recovery`; `None` for `idle`, `frozen` or an unknown word.
-    pub fn running_kind(&self) -> Option<SyncKind> {
-        match self {
-            SyncAction::Resync => Some(SyncKind::Resync),
-            SyncAction::Recover => Some(SyncKind::Recovery),
-            SyncAction::Other(w) if w == "recovery" => Some(SyncKind::Recovery),
-            SyncAction::Check => Some(SyncKind::Check),
-            SyncAction::Repair => Some(SyncKind::Repair),
-            SyncAction::Reshape => Some(SyncKind::Reshape),
-            SyncAction::Idle | SyncAction::Frozen | SyncAction::Other(_) => None,
-        }
-    }
-}
-
-word_enum! {
-    /// `/sys/block/mdN/md/array_state` (md.rst), not the mdstat header word ([`HeaderState`]).
-    pub enum ArrayState {
-        /// No devices, no size, no level: the array is stopped.
-        Clear => "clear",
-        /// Not active, but some state is kept (members assembled).
-        Inactive => "inactive",
-        /// All I/O is blocked.
-        Suspended => "suspended",
-        /// No resync and no writes.
-        Readonly => "readonly",
-        /// Like readonly, but switches to active on the first write.
-        ReadAuto => "read-auto",
-        /// No pending writes; the superblock says clean.
-        Clean => "clean",
-        /// Fully active: I/O and resync may run.
-        Active => "active",
-        /// Writes are blocked until the superblock is updated.
-        WritePending => "write-pending",
-        /// Active, no writes seen recently (the superblock may be marked clean).
-        ActiveIdle => "active-idle",
-        /// A raid0/linear member is missing.
-        Broken => "broken",
-    }
-}
-
-impl ArrayState {
-    /// True for `clear` and `inactive`: the array holds no data in use.
-    pub fn is_stopped(&self) -> bool {
-        matches!(self, ArrayState::Clear | ArrayState::Inactive)
-    }
-}
-
-word_enum! {
-    /// `/sys/block/mdN/md/consistency_policy` (md.rst): how md makes the members agree again
-    /// after an unclean stop (a crash, a power loss).
-    pub enum ConsistencyPolicy {
-        /// No redundancy to keep consistent (raid0, linear).
-        None => "none",
-        /// A full resync of the whole array.
-        Resync => "resync",
-        /// A write-intent bitmap: only the regions marked dirty are resynced.
-        Bitmap => "bitmap",
-        /// A raid4/5/6 journal device replays the writes.
-        Journal => "journal",
-        /// Partial parity log (raid5): the parity of the interrupted stripes is rebuilt.
-        Ppl => "ppl",
-    }
-}
-
-word_enum! {
-    /// The selected (bracketed) word of `/sys/block/mdN/md/bitmap_type` (Linux 6.19+, e.g.
-    /// `[none] bitmap llbitmap`): which bitmap implementation the array uses.
-    pub enum BitmapType {
-        /// No bitmap.
-        None => "none",
-        /// The classic write-intent bitmap (`mdadm --bitmap=internal`).
-        Bitmap => "bitmap",
-        /// The lockless bitmap (marked experimental by the kernel; never offered as a default).
-        Llbitmap => "llbitmap",
-    }
-}
-
-/// What keeps an array's resync after a crash short, from [`Array::write_intent_bitmap`].
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum WriteIntentBitmap {
-    /// No bitmap: md resyncs the whole array after an unclean stop.
-    None,
-    /// An internal bitmap beside the superblock (`md/bitmap/location` `+8`...).
-    Internal,
-    /// A bitmap in a file (`md/bitmap/location` `file`).
-    File,
-    /// The lockless bitmap (`md/bitmap_type` `llbitmap`).
-    Llbitmap,
-}
-
-closed_words!(WriteIntentBitmap {
-    None => "none",
-    Internal => "internal",
-    File => "file",
-    Llbitmap => "llbitmap",
-});
 
 /// md's default `speed_limit_min` in KiB/s (drivers/md/md.c `sysctl_speed_limit_min`), the floor
 /// an estimate assumes where neither the array's nor the global limit was read.
@@ -491,6 +272,15 @@ impl SpeedLimit {
         Some(SpeedLimit { kib_s, system })
     }
 
+    /// Whether the array follows the global limit (`system`) or has its own (`local`).
+    pub fn origin(&self) -> LimitOrigin {
+        if self.system {
+            LimitOrigin::System
+        } else {
+            LimitOrigin::Local
+        }
+    }
+
     /// Parses a global file's text: a bare decimal `N` (surrounding whitespace ignored).
     pub fn parse_global(text: &str) -> Option<Self> {
         parse_plain_u64(text.trim()).map(SpeedLimit::local)
@@ -505,31 +295,6 @@ impl fmt::Display for SpeedLimit {
             write!(f, "{}", self.kib_s)
         }
     }
-}
-
-/// A decimal number as sysfs and `/proc/sys` print it: ASCII digits only (no sign, no space).
-pub fn parse_plain_u64(s: &str) -> Option<u64> {
-    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
-        return None;
-    }
-    s.parse().ok()
-}
-
-/// Progress from `md/sync_completed`: `none`, `delayed`, or `A / B` in 512-byte sectors.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum SyncCompleted {
-    /// No sync running.
-    None,
-    /// A sync is queued.
-    Delayed,
-    /// `done / total` sectors of 512 bytes.
-    Sectors {
-        /// Sectors done.
-        done: u64,
-        /// Sectors in total.
-        total: u64,
-    },
 }
 
 /// State of one member from `/sys/block/mdN/md/dev-<name>/`.
@@ -621,6 +386,11 @@ pub struct ArraySysfs {
     /// logical block size md records in a 1.x superblock; `None` on older kernels.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub md_logical_block_size: Option<u64>,
+    /// `md/sync_min`, 512-byte sectors: where the next requested sync (check, repair) starts;
+    /// md leaves it at the point reached when one is stopped, so it tells a paused check from a
+    /// finished one. Not in the status JSON.
+    #[serde(skip)]
+    pub sync_min_sectors: Option<u64>,
     /// The metadata name (`host:root`), from udev's `MD_NAME` ([`crate::array_names::metadata_name`]);
     /// not in the status JSON.
     #[serde(skip)]
@@ -708,11 +478,14 @@ pub struct RunningSync {
 /// | [`raid_disks`](Array::raid_disks) | `md/raid_disks` | `T` of `[T/A]` |
 /// | [`degraded`](Array::degraded) | `md/degraded` | `T − A` of `[T/A]` |
 /// | [`sync_action`](Array::sync_action) | `md/sync_action` | the sync line's word (`recovery` → `recover`), else `idle` |
+/// | [`is_syncing`](Array::is_syncing) | `md/sync_action` names a sync, or progress (below) | the sync line |
 /// | [`running_sync`](Array::running_sync) | `md/sync_action` names a sync and `md/sync_completed` reads `A / B` | a sync line with `= N%` |
 /// | [`sync_progress`](Array::sync_progress) | `md/sync_completed` `A / B` | `(done/total)` of the sync line |
 /// | [`sync_speed_kib_s`](Array::sync_speed_kib_s) | `md/sync_speed` | `speed=` |
 /// | [`sync_remaining_s`](Array::sync_remaining_s) | from `sync_completed` and `sync_speed` | `finish=` (wins: the kernel's own estimate) |
 /// | [`write_intent_bitmap`](Array::write_intent_bitmap) | `md/bitmap_type`, `md/bitmap/location`, `md/consistency_policy` | the bitmap line |
+/// | [`bitmap_location`](Array::bitmap_location) | `md/bitmap/location` | the bitmap line: `none` without one, `file` with `file:` |
+/// | [`external_metadata`](Array::external_metadata) | `md/metadata_version` `external:…` | `super external:…` |
 /// | [`bitmap_advised`](Array::bitmap_advised), [`full_resync_estimate`](Array::full_resync_estimate) | the above, `md/level`, `md/component_size`, `md/sync_speed_min` | the level, the size, `speed=` |
 /// | [`recorded_logical_block_size`](Array::recorded_logical_block_size) | `md/logical_block_size` and `md/metadata_version` | — |
 /// | [`uuid`](Array::uuid) | udev's `MD_UUID`, else `md/uuid` | — |
@@ -805,6 +578,18 @@ impl Array {
             Some(SyncKind::Repair) => SyncAction::Repair,
             Some(SyncKind::Other(w)) => SyncAction::from(w.as_str()),
         }
+    }
+
+    /// A sync runs or waits: [`Array::sync_action`] names one (not `idle`, not `frozen`), or
+    /// md reports progress ([`Array::sync_progress`]). While any array syncs, the service
+    /// re-reads progress on its timer.
+    pub fn is_syncing(&self) -> bool {
+        let waiting = match self.sync_action() {
+            SyncAction::Idle | SyncAction::Frozen => false,
+            SyncAction::Other(w) => !w.is_empty(),
+            _ => true,
+        };
+        waiting || self.sync_progress().is_some()
     }
 
     /// The sync md runs now, `None` when idle, frozen, or only queued (`DELAYED`, `PENDING`,
@@ -902,8 +687,8 @@ impl Array {
             .as_ref()
             .and_then(|s| s.bitmap_location.as_deref());
         match location {
-            Some("none") => return WriteIntentBitmap::None,
-            Some("file") => return WriteIntentBitmap::File,
+            Some(NONE) => return WriteIntentBitmap::None,
+            Some(BITMAP_IN_FILE) => return WriteIntentBitmap::File,
             Some(l) if l.starts_with(['+', '-']) => return WriteIntentBitmap::Internal,
             _ => {}
         }
@@ -914,16 +699,35 @@ impl Array {
         }
     }
 
+    /// `md/bitmap/location` as the kernel prints it (`none`, `file`, `+8`); without sysfs,
+    /// mdstat's bitmap line tells `none` and `file` apart but not an internal bitmap's offset
+    /// (then `None`: unknown).
+    pub fn bitmap_location(&self) -> Option<String> {
+        if let Some(l) = self.sysfs.as_ref().and_then(|s| s.bitmap_location.clone()) {
+            return Some(l);
+        }
+        match &self.bitmap {
+            None => Some(NONE.to_string()),
+            Some(b) if b.file.is_some() => Some(BITMAP_IN_FILE.to_string()),
+            Some(_) => None,
+        }
+    }
+
+    /// The metadata version when a user-space manager keeps the metadata (`external:imsm`,
+    /// `external:ddf`, a container member's `external:/md127/0`): [`Array::metadata_version`]
+    /// starting with `external`. `None` for native md metadata or where unknown.
+    pub fn external_metadata(&self) -> Option<&str> {
+        self.metadata_version()
+            .filter(|m| m.starts_with(EXTERNAL_METADATA))
+    }
+
     /// The bitmap advisor: true for a redundant array that serves data, with native metadata
     /// (not `external:`), no write-intent bitmap ([`Array::write_intent_bitmap`]) and no other
     /// consistency mechanism (`journal`, `ppl`): after a crash md resyncs all of it.
     pub fn bitmap_advised(&self) -> bool {
-        let external = self
-            .metadata_version()
-            .is_some_and(|m| m.starts_with("external"));
         self.is_redundant()
             && self.is_serving()
-            && !external
+            && self.external_metadata().is_none()
             && self.write_intent_bitmap() == WriteIntentBitmap::None
             && !matches!(
                 self.consistency_policy(),
@@ -1217,6 +1021,28 @@ mod tests {
         let mut a = crate::mdstat::parse(text).arrays.remove(0);
         a.sysfs = sys;
         a
+    }
+
+    #[test]
+    fn syncing_is_a_named_sync_or_progress_never_idle_or_frozen() {
+        let with = |action: &str, completed: Option<SyncCompleted>| {
+            raid1(Some(ArraySysfs {
+                sync_action: Some(SyncAction::from(action)),
+                sync_completed: completed,
+                ..ArraySysfs::default()
+            }))
+        };
+        assert!(!raid1(None).is_syncing(), "mdstat without a sync line");
+        assert!(!with("idle", Some(SyncCompleted::None)).is_syncing());
+        assert!(!with("frozen", Some(SyncCompleted::None)).is_syncing());
+        assert!(!with("", None).is_syncing(), "an empty read names nothing");
+        assert!(
+            with("resync", Some(SyncCompleted::Delayed)).is_syncing(),
+            "queued"
+        );
+        let running = Some(SyncCompleted::Sectors { done: 8, total: 16 });
+        assert!(with("check", running).is_syncing());
+        assert!(with("future-word", None).is_syncing());
     }
 
     #[test]

@@ -14,6 +14,7 @@
 
 use crate::config::Config;
 use crate::host::Root;
+use crate::lock::lock;
 use crate::model::MdStat;
 use crate::policy::{LeaseRequest, Owner, Policy, PolicyView};
 use crate::sync_history::SyncHistory;
@@ -23,19 +24,12 @@ use crate::workers::Pool;
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 use tokio::sync::mpsc::UnboundedSender;
 
 /// Threads probing and planning wipe starts at once ([`State::wipe_worker`]).
 pub const WIPE_START_THREADS: usize = 4;
-
-/// Locks `m`, taking the data of a poisoned mutex as it is: every value kept under these
-/// locks is replaced whole (a model, a property set, a job table entry), so a panic in
-/// another holder never leaves it half-written.
-pub fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(PoisonError::into_inner)
-}
 
 /// A request to the service loop to re-read the kernel's state (on its own channel, beside
 /// the kernel notifications of [`crate::watch`]).

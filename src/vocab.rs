@@ -1,5 +1,6 @@
-//! md's vocabulary as types: the level with its rules, member states and roles, the array
-//! health verdict, the array UUID. Pure, no I/O. A kernel word is matched here and nowhere else: every other
+//! md's vocabulary as types: the level with its rules, member states, flags and roles, the
+//! array and header states, `sync_action` and the sync kinds, the consistency policy and bitmap
+//! type, the array health verdict, the array UUID. Pure, no I/O. A kernel word is matched here and nowhere else: every other
 //! module matches these enums (the simulator's fixtures and tests excepted).
 //!
 //! Sources: the kernel's Documentation/admin-guide/md.rst (`md/level`, `md/dev-*/state`),
@@ -73,14 +74,13 @@ macro_rules! word_enum {
         }
     };
 }
-pub(crate) use word_enum;
 
 /// `as_str` and `Display` for a closed enum whose serde spelling is the same word.
 macro_rules! closed_words {
     ($name:ident { $($var:ident => $word:literal,)* }) => {
         impl $name {
             /// The word as printed and serialized.
-            pub fn as_str(self) -> &'static str {
+            pub const fn as_str(self) -> &'static str {
                 match self {
                     $($name::$var => $word,)*
                 }
@@ -423,9 +423,393 @@ impl<'de> Deserialize<'de> for ArrayUuid {
     }
 }
 
+/// `active`, `inactive` or `broken` (Linux 6.12+), from the header line `mdN : <state> ...` of
+/// `/proc/mdstat` (not to be confused with sysfs `md/array_state`, [`ArrayState`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum HeaderState {
+    /// Running.
+    Active,
+    /// Assembled but not started (members listed, no personality running).
+    Inactive,
+    /// A member went missing under a raid0/linear array (Linux 6.12+).
+    Broken,
+}
+
+closed_words!(HeaderState {
+    Active => "active",
+    Inactive => "inactive",
+    Broken => "broken",
+});
+
+/// `(read-only)` or `(auto-read-only)` after the state word.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum ReadOnly {
+    /// `(read-only)`: set by the admin (`mdadm --readonly`).
+    ReadOnly,
+    /// `(auto-read-only)`: switches to read-write on the first write.
+    AutoReadOnly,
+}
+
+closed_words!(ReadOnly {
+    ReadOnly => "read-only",
+    AutoReadOnly => "auto-read-only",
+});
+
+/// Member flags as printed after `name[slot]`, in the kernel's order `(W)(J)(F|S)(R)`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum MemberFlag {
+    /// `(W)` write-mostly.
+    WriteMostly,
+    /// `(J)` raid5 journal device.
+    Journal,
+    /// `(F)` faulty.
+    Faulty,
+    /// `(S)` spare.
+    Spare,
+    /// `(R)` replacement.
+    Replacement,
+}
+
+// The serde word is also the word of sysfs `dev-*/state` and of the D-Bus `ActiveDevices`
+// states; `mdpilot status` prints it with `-` for `_`.
+closed_words!(MemberFlag {
+    WriteMostly => "write_mostly",
+    Journal => "journal",
+    Faulty => "faulty",
+    Spare => "spare",
+    Replacement => "replacement",
+});
+
+/// Whether the sync runs or waits.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SyncState {
+    /// A progress line with numbers.
+    Running,
+    /// `resync=DELAYED`: waits for another array sharing a disk.
+    Delayed,
+    /// `resync=PENDING`: array is auto-read-only; starts on the first write.
+    Pending,
+    /// `resync=REMOTE`: md-cluster, another node syncs.
+    Remote,
+}
+
+closed_words!(SyncState {
+    Running => "running",
+    Delayed => "delayed",
+    Pending => "pending",
+    Remote => "remote",
+});
+
+word_enum! {
+    /// The kind of sync a `/proc/mdstat` sync line names: the word before ` = N%` or before
+    /// `=DELAYED|PENDING|REMOTE` (drivers/md/md.c `status_resync`), refined by sysfs
+    /// `md/sync_action` where that is readable (see [`SyncAction::running_kind`]).
+    pub enum SyncKind {
+        /// `resync`: making a new or unclean array consistent (a repair also prints so).
+        Resync => "resync",
+        /// `recovery`: rebuilding a member (a spare or a re-added disk).
+        Recovery => "recovery",
+        /// `recover`: how md-cluster names a recovery another node runs (`recover=REMOTE`).
+        Recover => "recover",
+        /// `reshape`: changing level, layout, chunk size or member count.
+        Reshape => "reshape",
+        /// `check`: reading and comparing, counting mismatches (`md/mismatch_cnt`).
+        Check => "check",
+        /// `repair`: like check, rewriting mismatches (only sysfs says so).
+        Repair => "repair",
+    }
+}
+
+word_enum! {
+    /// `/sys/block/mdN/md/sync_action` (md.rst): what the sync thread does or may do. The
+    /// default is `idle`.
+    #[derive(Default)]
+    pub enum SyncAction {
+        /// No sync running.
+        #[default]
+        Idle => "idle",
+        /// Resync running.
+        Resync => "resync",
+        /// Recovery (rebuild) running.
+        Recover => "recover",
+        /// Check running.
+        Check => "check",
+        /// Repair running.
+        Repair => "repair",
+        /// Reshape running.
+        Reshape => "reshape",
+        /// Syncing is frozen (no new sync starts).
+        Frozen => "frozen",
+    }
+}
+
+impl SyncAction {
+    /// The mdstat word of a running action, so consumers see one vocabulary: sysfs `recover` is
+    /// mdstat's `recovery`; `None` for `idle`, `frozen` or an unknown word.
+    pub fn running_kind(&self) -> Option<SyncKind> {
+        match self {
+            SyncAction::Resync => Some(SyncKind::Resync),
+            SyncAction::Recover => Some(SyncKind::Recovery),
+            SyncAction::Other(w) if w == "recovery" => Some(SyncKind::Recovery),
+            SyncAction::Check => Some(SyncKind::Check),
+            SyncAction::Repair => Some(SyncKind::Repair),
+            SyncAction::Reshape => Some(SyncKind::Reshape),
+            SyncAction::Idle | SyncAction::Frozen | SyncAction::Other(_) => None,
+        }
+    }
+}
+
+word_enum! {
+    /// `/sys/block/mdN/md/array_state` (md.rst), not the mdstat header word ([`HeaderState`]).
+    pub enum ArrayState {
+        /// No devices, no size, no level: the array is stopped.
+        Clear => "clear",
+        /// Not active, but some state is kept (members assembled).
+        Inactive => "inactive",
+        /// All I/O is blocked.
+        Suspended => "suspended",
+        /// No resync and no writes.
+        Readonly => "readonly",
+        /// Like readonly, but switches to active on the first write.
+        ReadAuto => "read-auto",
+        /// No pending writes; the superblock says clean.
+        Clean => "clean",
+        /// Fully active: I/O and resync may run.
+        Active => "active",
+        /// Writes are blocked until the superblock is updated.
+        WritePending => "write-pending",
+        /// Active, no writes seen recently (the superblock may be marked clean).
+        ActiveIdle => "active-idle",
+        /// A raid0/linear member is missing.
+        Broken => "broken",
+    }
+}
+
+impl ArrayState {
+    /// True for `clear` and `inactive`: the array holds no data in use.
+    pub fn is_stopped(&self) -> bool {
+        matches!(self, ArrayState::Clear | ArrayState::Inactive)
+    }
+}
+
+word_enum! {
+    /// `/sys/block/mdN/md/consistency_policy` (md.rst): how md makes the members agree again
+    /// after an unclean stop (a crash, a power loss).
+    pub enum ConsistencyPolicy {
+        /// No redundancy to keep consistent (raid0, linear).
+        None => "none",
+        /// A full resync of the whole array.
+        Resync => "resync",
+        /// A write-intent bitmap: only the regions marked dirty are resynced.
+        Bitmap => "bitmap",
+        /// A raid4/5/6 journal device replays the writes.
+        Journal => "journal",
+        /// Partial parity log (raid5): the parity of the interrupted stripes is rebuilt.
+        Ppl => "ppl",
+    }
+}
+
+word_enum! {
+    /// The selected (bracketed) word of `/sys/block/mdN/md/bitmap_type` (Linux 6.19+, e.g.
+    /// `[none] bitmap llbitmap`): which bitmap implementation the array uses.
+    pub enum BitmapType {
+        /// No bitmap.
+        None => "none",
+        /// The classic write-intent bitmap (`mdadm --bitmap=internal`).
+        Bitmap => "bitmap",
+        /// The lockless bitmap (marked experimental by the kernel; never offered as a default).
+        Llbitmap => "llbitmap",
+    }
+}
+
+/// What keeps an array's resync after a crash short, from [`crate::model::Array::write_intent_bitmap`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum WriteIntentBitmap {
+    /// No bitmap: md resyncs the whole array after an unclean stop.
+    None,
+    /// An internal bitmap beside the superblock (`md/bitmap/location` `+8`...).
+    Internal,
+    /// A bitmap in a file (`md/bitmap/location` `file`).
+    File,
+    /// The lockless bitmap (`md/bitmap_type` `llbitmap`).
+    Llbitmap,
+}
+
+closed_words!(WriteIntentBitmap {
+    None => "none",
+    Internal => "internal",
+    File => "file",
+    Llbitmap => "llbitmap",
+});
+
+/// md's word for "nothing here" in sysfs: `md/sync_completed` and `md/sync_speed` with no
+/// sync running, `dev-*/slot` of a spare, `md/resync_start` of an array in sync,
+/// `md/bitmap/location` without a bitmap, `md/reshape_position` with no reshape.
+pub const NONE: &str = "none";
+
+/// Where an array's resync speed limit comes from: `md/sync_speed_{min,max}` print `N (local)`
+/// or `N (system)`; writing `system` makes the array follow the global
+/// `/proc/sys/dev/raid/speed_limit_*` again (md.rst, md.c `sync_min_show`, `sync_min_store`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitOrigin {
+    /// Set for this array.
+    Local,
+    /// Follows the global limit.
+    System,
+}
+
+closed_words!(LimitOrigin {
+    Local => "local",
+    System => "system",
+});
+
+/// The `md/bitmap/location` word of a bitmap kept in a file (`mdadm --bitmap=FILE`); an
+/// internal bitmap prints its offset from the superblock (`+8`), none prints [`NONE`].
+pub const BITMAP_IN_FILE: &str = "file";
+
+/// The prefix of `md/metadata_version` for metadata a user-space manager keeps
+/// (`external:imsm`, `external:ddf`, `external:/md127/0` for a member of a container).
+pub const EXTERNAL_METADATA: &str = "external";
+
+/// mdadm's word for a member in service (`mdadm --detail`'s `active sync`): a
+/// [`MemberRole::InSync`] or journal member of a running array, as `mdpilot status` and the
+/// `mdpilot_array_members` metric name it.
+pub const MEMBER_ACTIVE: &str = "active";
+
+/// Which scrub (a check of the array, [`crate::check`]): the two `md/sync_action` words that
+/// read every member and compare, spelled as md spells them (also the check record's spelling).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum CheckAction {
+    /// `check`: read and compare, count mismatches.
+    Check,
+    /// `repair`: like check, rewriting mismatches.
+    Repair,
+}
+
+impl CheckAction {
+    /// The `md/sync_action` that runs this scrub.
+    pub fn sync_action(self) -> SyncAction {
+        match self {
+            CheckAction::Check => SyncAction::Check,
+            CheckAction::Repair => SyncAction::Repair,
+        }
+    }
+
+    /// The scrub `md/sync_action` runs: `None` for anything but check and repair.
+    pub fn running(action: &SyncAction) -> Option<CheckAction> {
+        match action {
+            SyncAction::Check => Some(CheckAction::Check),
+            SyncAction::Repair => Some(CheckAction::Repair),
+            _ => None,
+        }
+    }
+}
+
+// `Display` and `as_str` give the `md/sync_action` word.
+closed_words!(CheckAction {
+    Check => "check",
+    Repair => "repair",
+});
+
+/// `md/resync_start`: where a resync restarts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ResyncStart {
+    /// `none`: the array is in sync.
+    InSync,
+    /// The sector (512 bytes) the resync restarts from.
+    Sector(u64),
+}
+
+impl ResyncStart {
+    /// Parses `none` or a sector number; `None` for anything else.
+    pub fn parse(s: &str) -> Option<ResyncStart> {
+        match s.trim() {
+            NONE => Some(ResyncStart::InSync),
+            t => parse_plain_u64(t).map(ResyncStart::Sector),
+        }
+    }
+}
+
+/// Progress from `md/sync_completed`: `none`, `delayed`, or `A / B` in 512-byte sectors.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum SyncCompleted {
+    /// No sync running.
+    None,
+    /// A sync is queued.
+    Delayed,
+    /// `done / total` sectors of 512 bytes.
+    Sectors {
+        /// Sectors done.
+        done: u64,
+        /// Sectors in total.
+        total: u64,
+    },
+}
+
+impl SyncCompleted {
+    /// Parses `md/sync_completed`: `none`, `delayed`, or `done / total` in 512-byte sectors;
+    /// `None` for anything else.
+    pub fn parse(s: &str) -> Option<SyncCompleted> {
+        match s {
+            NONE => Some(SyncCompleted::None),
+            "delayed" => Some(SyncCompleted::Delayed),
+            _ => {
+                let (d, t) = s.split_once('/')?;
+                Some(SyncCompleted::Sectors {
+                    done: parse_plain_u64(d.trim())?,
+                    total: parse_plain_u64(t.trim())?,
+                })
+            }
+        }
+    }
+}
+
+/// A decimal number as sysfs and `/proc/sys` print it: ASCII digits only (no sign, no space).
+pub fn parse_plain_u64(s: &str) -> Option<u64> {
+    if s.is_empty() || !s.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    s.parse().ok()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn sysfs_forms_parse_to_their_words() {
+        assert_eq!(SyncCompleted::parse("none"), Some(SyncCompleted::None));
+        assert_eq!(
+            SyncCompleted::parse("delayed"),
+            Some(SyncCompleted::Delayed)
+        );
+        assert_eq!(
+            SyncCompleted::parse("8 / 16"),
+            Some(SyncCompleted::Sectors { done: 8, total: 16 })
+        );
+        assert_eq!(SyncCompleted::parse("-1 / 16"), None);
+        assert_eq!(ResyncStart::parse("none\n"), Some(ResyncStart::InSync));
+        assert_eq!(ResyncStart::parse("4096"), Some(ResyncStart::Sector(4096)));
+        assert_eq!(ResyncStart::parse("soon"), None);
+        assert_eq!(LimitOrigin::from_word("system"), Some(LimitOrigin::System));
+        assert_eq!(LimitOrigin::Local.to_string(), "local");
+        for a in [CheckAction::Check, CheckAction::Repair] {
+            assert_eq!(CheckAction::from_word(a.as_str()), Some(a));
+            assert_eq!(CheckAction::running(&a.sync_action()), Some(a));
+            assert_eq!(a.sync_action(), a.as_str());
+        }
+        assert_eq!(CheckAction::running(&SyncAction::Resync), None);
+        assert_eq!(MemberFlag::WriteMostly.as_str(), "write_mostly");
+        assert_eq!(HeaderState::from_word("broken"), Some(HeaderState::Broken));
+    }
 
     #[test]
     fn level_rules() {

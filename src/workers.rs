@@ -9,6 +9,7 @@
 //! The threads are detached: at exit the process ends them wherever they are, so a thread
 //! stuck in an `open(2)` that never returns does not hold up a shutdown.
 
+use crate::lock::lock;
 use std::sync::mpsc::{channel, Receiver, Sender};
 use std::sync::{Arc, Mutex};
 
@@ -70,11 +71,6 @@ impl Pool {
     ) -> Result<T, Gone> {
         self.submit(f).await.map_err(|_| Gone(self.name))
     }
-}
-
-/// Locks `m`; a poisoned lock is taken as it is (a queue end is never left half-changed).
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// A pool thread: runs the queued work until the pool is dropped. A panic in one piece of

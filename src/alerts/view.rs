@@ -108,8 +108,7 @@ impl ArrayView {
 /// `status::collect` and the service produce it). Member roles come from `md/dev-*/state`
 /// where read, else from the mdstat flags; degraded, the sync and stopped-ness are the model's
 /// facts ([`Array::degraded`], [`Array::running_sync`], [`Array::is_serving`]).
-/// `sync_min_sectors` and `created_unix_s` are not in the model: the caller sets them where it
-/// reads them.
+/// `created_unix_s` is not in the model: the caller sets it where it reads it.
 pub fn views_from_model(stat: &MdStat) -> Vec<ArrayView> {
     stat.arrays.iter().map(view_from_array).collect()
 }
@@ -132,7 +131,7 @@ pub fn view_from_array(a: &Array) -> ArrayView {
         sync,
         frozen: a.sync_action() == SyncAction::Frozen,
         mismatch_cnt: sys.and_then(|s| s.mismatch_cnt),
-        sync_min_sectors: None,
+        sync_min_sectors: sys.and_then(|s| s.sync_min_sectors),
         created_unix_s: None,
     }
 }

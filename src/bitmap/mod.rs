@@ -78,13 +78,13 @@ pub fn plan(a: &Array) -> Result<Plan, BitmapError> {
     if !a.is_redundant() {
         let level = a
             .level()
-            .map_or_else(|| "none".to_string(), |l| l.to_string());
+            .map_or_else(|| crate::vocab::NONE.to_string(), |l| l.to_string());
         return Err(BitmapError::NotRedundant { array: name, level });
     }
     if !a.is_serving() {
         return Err(BitmapError::NotRunning(name, a.array_state().to_string()));
     }
-    if let Some(m) = a.metadata_version().filter(|m| m.starts_with("external")) {
+    if let Some(m) = a.external_metadata() {
         return Err(BitmapError::External(name, m.to_string()));
     }
     let existing = a.write_intent_bitmap();

@@ -59,9 +59,7 @@ pub fn without(text: &str, uuid: &str) -> String {
 ///
 /// Errors: the read's (EACCES, EIO).
 pub fn load(root: &Root) -> std::io::Result<Vec<String>> {
-    let _g = LOCK
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _g = crate::lock::lock(&LOCK);
     Ok(read_text(root)?.map(|t| parse(&t)).unwrap_or_default())
 }
 
@@ -84,9 +82,7 @@ pub fn append(root: &Root, uuid: &str) -> std::io::Result<bool> {
             format!("{uuid:?} is not an array UUID in mdadm's form"),
         )
     })?;
-    let _g = LOCK
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _g = crate::lock::lock(&LOCK);
     let text = read_text(root)?.unwrap_or_default();
     if parse(&text).contains(&uuid) {
         return Ok(false);
@@ -110,9 +106,7 @@ pub fn append(root: &Root, uuid: &str) -> std::io::Result<bool> {
 ///
 /// Errors: the I/O errors of the read, the write or the removal.
 pub fn remove(root: &Root, uuid: &str) -> std::io::Result<bool> {
-    let _g = LOCK
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner);
+    let _g = crate::lock::lock(&LOCK);
     let Some(text) = read_text(root)? else {
         return Ok(false);
     };

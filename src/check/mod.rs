@@ -1,7 +1,8 @@
 //! Resumable checks (scrubs): the durable record per array UUID and the pure decisions around
-//! it. No I/O here; [`run`] is the one executor (reads sysfs, writes `md/sync_min` /
-//! `md/sync_action`, saves the file) that `mdpilot check`, the D-Bus Array methods and the
-//! service's scheduler share.
+//! it. No I/O here: [`store::CheckStore`] owns the record file (path, load, save, lock), and
+//! [`run`] is the one executor (reads sysfs, writes `md/sync_min` / `md/sync_action`, saves
+//! through the store) that `mdpilot check`, the D-Bus Array methods and the service loop (its
+//! check upkeep and its schedule step) share.
 //!
 //! Kernel facts (Documentation/admin-guide/md.rst, drivers/md/md.c `md_do_sync`):
 //! - `sync_action`: writing `check` or `repair` starts one at `sync_min`; writing `idle` stops
@@ -16,13 +17,15 @@
 //! before `idle` is written, so a crash loses nothing saved; a running check killed with the
 //! machine loses the progress since the last save (pause, window end, `check status`, or the
 //! running service, which saves a running check's position every [`SAVE_INTERVAL_S`] and the
-//! scheduler's every 30 s: that is the bound).
+//! schedule step's every 30 s: that is the bound).
 
 pub mod guard;
 pub mod run;
+pub mod store;
 pub mod throttle;
 
 use crate::model::SyncAction;
+pub use crate::vocab::CheckAction;
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 
@@ -30,41 +33,16 @@ use std::collections::BTreeMap;
 /// power cut can lose at most while `mdpilot serve` runs.
 pub const SAVE_INTERVAL_S: u64 = 60;
 
-/// Which scrub.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum CheckAction {
-    /// `check`: read and compare, count mismatches.
-    Check,
-    /// `repair`: like check, rewriting mismatches.
-    Repair,
-}
-
-impl CheckAction {
-    /// The `md/sync_action` that runs this scrub.
-    pub fn sync_action(self) -> SyncAction {
-        match self {
-            CheckAction::Check => SyncAction::Check,
-            CheckAction::Repair => SyncAction::Repair,
-        }
-    }
-
-    /// The scrub `md/sync_action` runs: `None` for anything but check and repair.
-    pub fn running(action: &SyncAction) -> Option<CheckAction> {
-        match action {
-            SyncAction::Check => Some(CheckAction::Check),
-            SyncAction::Repair => Some(CheckAction::Repair),
-            _ => None,
-        }
-    }
-
-    /// The `sync_action` word (also the record's spelling).
-    pub fn as_str(self) -> &'static str {
-        match self {
-            CheckAction::Check => "check",
-            CheckAction::Repair => "repair",
-        }
-    }
+/// Who asks for a check step ([`run::execute`]): the checks the schedule starts or resumes
+/// are its own ([`ArrayRecord::scheduled`]), and only those are paused at a window's end.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Origin {
+    /// An administrator: `mdpilot check`, the D-Bus Array methods, and the service's own
+    /// upkeep (window ends, saves, the guards' pauses and resumes, which keep the record's
+    /// owner as it was).
+    Admin,
+    /// The service's schedule ([`crate::schedule::Schedule`]).
+    Schedule,
 }
 
 /// A check that was paused (or cut by a window's end) and will resume.
@@ -299,33 +277,12 @@ pub fn reconcile(
     *rec != before
 }
 
-/// The last completed check of each array of `stat`, by kernel name, from the check record
-/// (`[check] state_path` under `root`, keyed by array UUID as `mdpilot check` keeps it). A
-/// missing or unreadable record gives an empty map (unreadable: logged at warn).
-pub fn last_checks(
-    root: &crate::host::Root,
-    config: &crate::config::Config,
-    stat: &crate::model::MdStat,
-) -> std::collections::BTreeMap<String, crate::check::CheckResult> {
-    let path = root.path(&config.check.state_path);
-    let st = match crate::host::read_optional(&path) {
-        Ok(Some(t)) => crate::check::CheckState::parse(&t).unwrap_or_else(|e| {
-            tracing::warn!("{}: {e}; no check metrics", path.display());
-            crate::check::CheckState::default()
-        }),
-        Ok(None) => return std::collections::BTreeMap::new(),
-        Err(e) => {
-            tracing::warn!("{}: {e}; no check metrics", path.display());
-            return std::collections::BTreeMap::new();
-        }
-    };
-    stat.arrays
-        .iter()
-        .filter_map(|a| {
-            let last = st.array.get(&run::record_key(a))?.last.clone()?;
-            Some((a.name.clone(), last))
-        })
-        .collect()
+/// The record key of `a`: its UUID in mdadm's spelling ([`crate::model::Array::uuid`]), else
+/// `name:<mdN>` where the kernel shows none. Records saved under `md/uuid`'s dashed spelling are
+/// read under this key ([`CheckState::parse`]).
+pub fn record_key(a: &crate::model::Array) -> String {
+    a.uuid()
+        .map_or_else(|| format!("name:{}", a.name), |u| u.to_string())
 }
 
 #[cfg(test)]

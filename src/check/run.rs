@@ -1,8 +1,9 @@
 //! The one executor of check steps on the kernel files: `mdpilot check` (`cli/check.rs`), the
 //! Array object's `StartCheck`/`PauseCheck`/`ResumeCheck`/`CancelCheck` (`dbus/check.rs`) and
-//! the service's scheduler (`service/scheduler.rs`) all go through [`execute`]; the decisions
-//! are the pure ones of [`super`]. The record is the config's `[check] state_path`, changed
-//! only under its lock (`<path>.lock`).
+//! the service loop's check upkeep and schedule (`service/scheduler.rs`) all go through
+//! [`execute`] (the loop through [`execute_on`], on its own model); the decisions
+//! are the pure ones of [`super`]. The record is read and saved through its owner,
+//! [`super::store::CheckStore`], and changed only under its lock.
 //!
 //! Kernel writes (Documentation/admin-guide/md.rst): `md/sync_min` (512-byte sectors, a chunk
 //! multiple) and `md/sync_action` (`check`, `repair`, `idle`). Nothing here writes `frozen` or
@@ -25,18 +26,20 @@
 //! sees the check finished; `Resume` without a `max` reuses the one the check was started with.
 
 use super::guard::{hold, may_resume, must_pause, Facts};
+pub use super::record_key;
+use super::store::{CheckStore, Locked, StoreError};
 pub use super::throttle::holder;
 use super::throttle::{configured_max, rethrottle, throttle, unthrottle};
 use super::{
-    reconcile, resume_point, upkeep, ArrayRecord, CheckAction, CheckState, Observed, Position,
-    Upkeep,
+    reconcile, resume_point, upkeep, ArrayRecord, CheckAction, CheckState, Observed, Origin,
+    Position, Upkeep,
 };
 use crate::config::Config;
 use crate::host::Root;
 use crate::model::{Array, MdStat, SyncAction, SyncCompleted};
 use crate::policy::Policy;
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 
 /// One step, for the arrays [`execute`] is given.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -104,14 +107,9 @@ pub enum CheckError {
         #[source]
         source: std::io::Error,
     },
-    /// The record file could not be read, parsed or saved.
-    #[error("check state {path}: {reason}")]
-    State {
-        /// The file.
-        path: PathBuf,
-        /// Why.
-        reason: String,
-    },
+    /// The record file could not be locked, read, parsed or saved.
+    #[error(transparent)]
+    State(#[from] StoreError),
     /// The throttle lease failed.
     #[error("throttle lease")]
     Policy(#[from] crate::policy::PolicyError),
@@ -160,14 +158,6 @@ fn now_s() -> u64 {
     crate::policy::unix_now_s()
 }
 
-/// The record key of `a`: its UUID in mdadm's spelling ([`Array::uuid`]), else `name:<mdN>`
-/// where the kernel shows none. Records saved under `md/uuid`'s dashed spelling are read under
-/// this key ([`crate::check::CheckState::parse`]).
-pub fn record_key(a: &Array) -> String {
-    a.uuid()
-        .map_or_else(|| format!("name:{}", a.name), |u| u.to_string())
-}
-
 /// Levels a check means something on ([`Array::is_redundant`]: raid1/4/5/6/10): the default
 /// set of arrays.
 pub fn redundant(a: &Array) -> bool {
@@ -208,56 +198,12 @@ fn write_attr(root: &Root, array: &str, attr: &str, value: &str) -> Result<(), C
     })
 }
 
-/// Reads the record file (none = empty record).
-///
-/// Errors: [`CheckError::State`] when it cannot be read or parsed.
-pub fn load(path: &Path) -> Result<CheckState, CheckError> {
-    let bad = |reason: String| CheckError::State {
-        path: path.to_path_buf(),
-        reason,
-    };
-    match std::fs::read_to_string(path) {
-        Ok(t) => CheckState::parse(&t).map_err(bad),
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => Ok(CheckState::default()),
-        Err(e) => Err(bad(e.to_string())),
-    }
-}
-
-/// Atomic save through [`crate::atomic::write`] (temporary file, fsync, rename, directory
-/// fsync), mode 0600. The directory is created when missing.
-fn save(path: &Path, st: &CheckState) -> Result<(), CheckError> {
-    let bad = |e: std::io::Error| CheckError::State {
-        path: path.to_path_buf(),
-        reason: e.to_string(),
-    };
-    let text = st.to_toml().map_err(|reason| CheckError::State {
-        path: path.to_path_buf(),
-        reason: format!("not saved, the file is unchanged: {reason}"),
-    })?;
-    let dir = path.parent().unwrap_or(Path::new("/"));
-    std::fs::create_dir_all(dir).map_err(bad)?;
-    crate::atomic::write(path, text.as_bytes(), 0o600).map_err(bad)
-}
-
-/// Refuses a step whose record could not be saved (`rec` as it would be after the step) before
-/// anything is written: a value TOML cannot hold would otherwise leave the kernel changed and
-/// the record behind.
-///
-/// Errors: [`CheckError::State`] naming `path`.
-fn saveable(path: &Path, rec: &ArrayRecord) -> Result<(), CheckError> {
-    let mut one = CheckState::default();
-    one.array.insert(String::new(), rec.clone());
-    one.to_toml().map(drop).map_err(|reason| CheckError::State {
-        path: path.to_path_buf(),
-        reason: format!("refused, nothing written: {reason}"),
-    })
-}
-
 /// Runs `op` on `arrays` (kernel names, `/dev/mdN`, `/dev/md/NAME`, `md/NAME` or metadata
 /// names; none = every redundant array, for `Resume` every one with a saved position) on the
-/// kernel files under `root`. First it records what the kernel did since the last step, for
-/// every array with a record. `scheduled` marks the checks it starts or resumes as the
-/// schedule's (only those are paused by the schedule at a window's end).
+/// kernel files under `root`, with the arrays read under the record's lock. First it records
+/// what the kernel did since the last step, for every array with a record. The checks it
+/// starts or resumes for [`Origin::Schedule`] are the schedule's (only those are paused by
+/// the schedule at a window's end).
 ///
 /// Errors: the record file or the arrays cannot be read, an ARRAY is unknown
 /// ([`CheckError::NoArray`]); errors of single arrays are in [`Outcome::failures`].
@@ -266,35 +212,100 @@ pub fn execute(
     config: &Config,
     op: &Op,
     arrays: &[String],
-    scheduled: bool,
+    origin: Origin,
 ) -> Result<Outcome, CheckError> {
-    let state_path = root.path(&config.check.state_path);
-    let policy = Policy::new(root.clone(), config.policy_settings(root));
-    let _lock = crate::policy::state::lock(&state_path).map_err(|e| CheckError::State {
-        path: state_path.clone(),
-        reason: crate::error::error_chain(&e),
-    })?;
+    let store = CheckStore::new(root, config);
+    let lock = store.lock()?;
     let stat = crate::sysfs::collect(root)?;
-    let mut st = load(&state_path)?;
-    let now = now_s();
-    let mut failures = Vec::new();
-    // First record what happened since the last step (finished or interrupted checks).
-    for a in &stat.arrays {
-        if let Some(rec) = st.array.get_mut(&record_key(a)) {
-            let chunk = a.sysfs.as_ref().and_then(|s| s.chunk_size_bytes);
-            let was_running = rec.running.is_some();
-            reconcile(rec, &observe(root, a), chunk, now);
-            if was_running && rec.running.is_none() {
-                rec.scheduled = false;
-                if let Err(error) = unthrottle(&policy, &a.name) {
-                    failures.push(Failure {
-                        array: a.name.clone(),
-                        error: CheckError::Policy(error),
-                    });
-                }
-            }
+    execute_locked(
+        &Step::new(root, config, &store, &lock),
+        stat,
+        op,
+        arrays,
+        origin,
+    )
+}
+
+/// [`execute`] on the arrays of `model` (the service loop's, already read: no second
+/// collection of `/proc/mdstat` and every array). Under the lock, the sysfs of the arrays the
+/// step decides on is read again (a D-Bus or CLI step may have written since `model` was
+/// read): those with a running check in the record, and the targets of a step that writes
+/// (those named; every one when none is named). A [`Op::Status`] with no check running reads
+/// no array.
+///
+/// Errors: as [`execute`] (never [`CheckError::Collect`]).
+pub fn execute_on(
+    root: &Root,
+    config: &Config,
+    model: &MdStat,
+    op: &Op,
+    arrays: &[String],
+    origin: Origin,
+) -> Result<Outcome, CheckError> {
+    let store = CheckStore::new(root, config);
+    let lock = store.lock()?;
+    let st = lock.load()?;
+    let writes = *op != Op::Status;
+    let mut stat = model.clone();
+    for a in &mut stat.arrays {
+        let target = writes && (arrays.is_empty() || arrays.contains(&a.name));
+        let running = st
+            .array
+            .get(&record_key(a))
+            .is_some_and(|r| r.running.is_some());
+        if target || running {
+            a.sysfs = Some(crate::sysfs::read_array(root, &a.name));
         }
     }
+    execute_locked(
+        &Step::new(root, config, &store, &lock),
+        stat,
+        op,
+        arrays,
+        origin,
+    )
+}
+
+/// What every step of one [`execute`] shares: the root, the configuration, the throttle's
+/// policy and the record under its lock.
+struct Step<'a> {
+    root: &'a Root,
+    config: &'a Config,
+    policy: Policy,
+    store: &'a CheckStore,
+    lock: &'a Locked<'a>,
+}
+
+impl<'a> Step<'a> {
+    fn new(
+        root: &'a Root,
+        config: &'a Config,
+        store: &'a CheckStore,
+        lock: &'a Locked<'a>,
+    ) -> Step<'a> {
+        let policy = Policy::new(root.clone(), config.policy_settings(root));
+        Step {
+            root,
+            config,
+            policy,
+            store,
+            lock,
+        }
+    }
+}
+
+/// [`execute`] under the record's lock on `stat`.
+fn execute_locked(
+    cx: &Step<'_>,
+    stat: MdStat,
+    op: &Op,
+    arrays: &[String],
+    origin: Origin,
+) -> Result<Outcome, CheckError> {
+    let root = cx.root;
+    let mut st = cx.lock.load()?;
+    let now = now_s();
+    let mut failures = record_meanwhile(cx, &stat, &mut st, now);
     let targets: Vec<Array> = select(root, &stat, arrays, op, &st)?
         .into_iter()
         .cloned()
@@ -303,28 +314,26 @@ pub fn execute(
     let mut overridden = Vec::new();
     for a in &targets {
         let r = guarded(op, a, &facts, &mut overridden);
-        let r = r.and_then(|()| step(root, &policy, config, op, a, &mut st, now));
+        let r = r.and_then(|()| step(cx, op, a, &mut st, now));
         let r = r.map(|()| {
             if let Some(rec) = st.array.get_mut(&record_key(a)) {
                 if !matches!(op, Op::Pause | Op::Status) {
                     rec.paused_for = None;
                 }
-            }
-            if scheduled {
-                if let Some(rec) = st.array.get_mut(&record_key(a)) {
+                if origin == Origin::Schedule {
                     rec.scheduled = rec.running.is_some();
                 }
             }
         });
         // Saved after every array: a later failure never loses an earlier pause.
-        if let Err(error) = r.and_then(|()| save(&state_path, &st)) {
+        if let Err(error) = r.and_then(|()| Ok(cx.lock.save(&st)?)) {
             failures.push(Failure {
                 array: a.name.clone(),
                 error,
             });
         }
     }
-    save(&state_path, &st)?;
+    cx.lock.save(&st)?;
     Ok(Outcome {
         targets: targets.iter().map(|a| a.name.clone()).collect(),
         stat,
@@ -332,6 +341,33 @@ pub fn execute(
         failures,
         overridden,
     })
+}
+
+/// Records in `st` what happened since the last step (finished or interrupted checks, their
+/// throttle released). Returns the arrays whose throttle could not be released.
+fn record_meanwhile(cx: &Step<'_>, stat: &MdStat, st: &mut CheckState, now: u64) -> Vec<Failure> {
+    let mut failures = Vec::new();
+    for a in &stat.arrays {
+        // Only a check we started has anything to record ([`reconcile`]).
+        if let Some(rec) = st
+            .array
+            .get_mut(&record_key(a))
+            .filter(|r| r.running.is_some())
+        {
+            let chunk = a.sysfs.as_ref().and_then(|s| s.chunk_size_bytes);
+            reconcile(rec, &observe(cx.root, a), chunk, now);
+            if rec.running.is_none() {
+                rec.scheduled = false;
+                if let Err(error) = unthrottle(&cx.policy, &a.name) {
+                    failures.push(Failure {
+                        array: a.name.clone(),
+                        error: CheckError::Policy(error),
+                    });
+                }
+            }
+        }
+    }
+    failures
 }
 
 /// The guards' facts of every array, for `Start` and `Resume` only (none otherwise).
@@ -399,7 +435,7 @@ pub fn upkeep_all(
     model: &MdStat,
     now_s: u64,
 ) -> Result<(Vec<String>, bool), CheckError> {
-    let st = load(&root.path(&config.check.state_path))?;
+    let st = CheckStore::new(root, config).load()?;
     let (held, resumed) = guard_upkeep(root, config, model, &st)?;
     if !held.is_empty() || resumed {
         return Ok((held, true));
@@ -420,7 +456,7 @@ pub fn upkeep_all(
         }
     }
     if !pause.is_empty() {
-        let o = execute(root, config, &Op::Pause, &pause, false)?;
+        let o = execute_on(root, config, model, &Op::Pause, &pause, Origin::Admin)?;
         for f in &o.failures {
             tracing::warn!("check window end: {f}");
         }
@@ -428,7 +464,7 @@ pub fn upkeep_all(
         return Ok((pause, true));
     }
     if status {
-        let o = execute(root, config, &Op::Status, &[], false)?;
+        let o = execute_on(root, config, model, &Op::Status, &[], Origin::Admin)?;
         for f in &o.failures {
             tracing::warn!("check record: {f}");
         }
@@ -477,11 +513,11 @@ fn guard_upkeep(
         }
     }
     if !pause.is_empty() {
-        let o = execute(root, config, &Op::Pause, &pause, false)?;
+        let o = execute_on(root, config, model, &Op::Pause, &pause, Origin::Admin)?;
         for f in &o.failures {
             tracing::warn!("pausing a check on a degraded array: {f}");
         }
-        mark_paused(root, config, &pause, PAUSED_DEGRADED)?;
+        mark_paused(root, config, model, &pause, PAUSED_DEGRADED)?;
     }
     let mut resumed = false;
     for (name, scheduled) in resume {
@@ -489,7 +525,20 @@ fn guard_upkeep(
             max: None,
             force: false,
         };
-        let o = execute(root, config, &op, std::slice::from_ref(&name), scheduled)?;
+        // The schedule's own check stays the schedule's.
+        let origin = if scheduled {
+            Origin::Schedule
+        } else {
+            Origin::Admin
+        };
+        let o = execute_on(
+            root,
+            config,
+            model,
+            &op,
+            std::slice::from_ref(&name),
+            origin,
+        )?;
         match o.failures.first() {
             None => {
                 tracing::info!(array = %name, "check resumed: the array is redundant again");
@@ -501,32 +550,28 @@ fn guard_upkeep(
     Ok((pause, resumed))
 }
 
-/// Sets [`ArrayRecord::paused_for`] to `why` for the arrays `names` (kernel names) that have a
-/// saved position and no running check, under the record's lock.
+/// Sets [`ArrayRecord::paused_for`] to `why` for the arrays `names` (kernel names, of
+/// `model`) that have a saved position and no running check, under the record's lock.
 ///
-/// Errors: the record cannot be locked, read or saved ([`CheckError::State`]), the arrays
-/// cannot be read.
+/// Errors: the record cannot be locked, read or saved ([`CheckError::State`]).
 pub fn mark_paused(
     root: &Root,
     config: &Config,
+    model: &MdStat,
     names: &[String],
     why: &str,
 ) -> Result<(), CheckError> {
-    let state_path = root.path(&config.check.state_path);
-    let _lock = crate::policy::state::lock(&state_path).map_err(|e| CheckError::State {
-        path: state_path.clone(),
-        reason: crate::error::error_chain(&e),
-    })?;
-    let stat = crate::sysfs::collect(root)?;
-    let mut st = load(&state_path)?;
-    for a in stat.arrays.iter().filter(|a| names.contains(&a.name)) {
+    let store = CheckStore::new(root, config);
+    let lock = store.lock()?;
+    let mut st = lock.load()?;
+    for a in model.arrays.iter().filter(|a| names.contains(&a.name)) {
         if let Some(rec) = st.array.get_mut(&record_key(a)) {
             if rec.running.is_none() && rec.position.is_some() {
                 rec.paused_for = Some(why.to_string());
             }
         }
     }
-    save(&state_path, &st)
+    Ok(lock.save(&st)?)
 }
 
 /// The service's stop (SIGTERM, or logind's `PrepareForShutdown`): every check this tool
@@ -537,7 +582,7 @@ pub fn mark_paused(
 ///
 /// Errors: as [`execute`].
 pub fn pause_for_shutdown(root: &Root, config: &Config) -> Result<Vec<String>, CheckError> {
-    let st = load(&root.path(&config.check.state_path))?;
+    let st = CheckStore::new(root, config).load()?;
     let stat = crate::sysfs::collect(root)?;
     let running: Vec<String> = stat
         .arrays
@@ -552,11 +597,11 @@ pub fn pause_for_shutdown(root: &Root, config: &Config) -> Result<Vec<String>, C
     if running.is_empty() {
         return Ok(running);
     }
-    let o = execute(root, config, &Op::Pause, &running, false)?;
+    let o = execute_on(root, config, &stat, &Op::Pause, &running, Origin::Admin)?;
     for f in &o.failures {
         tracing::warn!("pausing a check at shutdown: {f}");
     }
-    mark_paused(root, config, &running, PAUSED_SHUTDOWN)?;
+    mark_paused(root, config, &stat, &running, PAUSED_SHUTDOWN)?;
     tracing::info!(arrays = ?running, "checks paused for the shutdown; they resume after it");
     Ok(running)
 }
@@ -568,7 +613,7 @@ pub fn pause_for_shutdown(root: &Root, config: &Config) -> Result<Vec<String>, C
 ///
 /// Errors: as [`execute`].
 pub fn resume_after_shutdown(root: &Root, config: &Config) -> Result<Vec<String>, CheckError> {
-    let st = load(&root.path(&config.check.state_path))?;
+    let st = CheckStore::new(root, config).load()?;
     let stat = crate::sysfs::collect(root)?;
     let mut resumed = Vec::new();
     for a in &stat.arrays {
@@ -583,7 +628,14 @@ pub fn resume_after_shutdown(root: &Root, config: &Config) -> Result<Vec<String>
             force: false,
         };
         let name = a.name.clone();
-        let o = execute(root, config, &op, std::slice::from_ref(&name), false)?;
+        let o = execute_on(
+            root,
+            config,
+            &stat,
+            &op,
+            std::slice::from_ref(&name),
+            Origin::Admin,
+        )?;
         match o.failures.first() {
             None => {
                 tracing::info!(array = %name, "check resumed after the service's stop");
@@ -592,7 +644,7 @@ pub fn resume_after_shutdown(root: &Root, config: &Config) -> Result<Vec<String>
             Some(f) => {
                 tracing::warn!("check not resumed after the service's stop: {f}");
                 if matches!(f.error, CheckError::Held { .. }) {
-                    mark_paused(root, config, &[name], PAUSED_DEGRADED)?;
+                    mark_paused(root, config, &stat, &[name], PAUSED_DEGRADED)?;
                 }
             }
         }
@@ -656,17 +708,20 @@ fn select<'a>(
 }
 
 fn step(
-    root: &Root,
-    policy: &Policy,
-    config: &Config,
+    cx: &Step<'_>,
     op: &Op,
     a: &Array,
     st: &mut CheckState,
     now: u64,
 ) -> Result<(), CheckError> {
-    let o = observe(root, a);
+    let (root, policy, config) = (cx.root, &cx.policy, cx.config);
     let rec: &mut ArrayRecord = st.array.entry(record_key(a)).or_default();
     rec.name = a.name.clone();
+    if *op == Op::Status {
+        // Nothing but the record, done before the steps.
+        return Ok(());
+    }
+    let o = observe(root, a);
     let idle = o.sync_action == SyncAction::Idle;
     let busy = || CheckError::Busy {
         array: a.name.clone(),
@@ -694,7 +749,7 @@ fn step(
                 max: *max,
                 ..rec.clone()
             };
-            saveable(&root.path(&config.check.state_path), &next)?;
+            cx.store.saveable(&next)?;
             throttle(policy, &a.name, max.or(configured_max(config, now)))?;
             write_attr(root, &a.name, "sync_min", "0")?;
             rec.position = None;
@@ -718,7 +773,7 @@ fn step(
             rec.max = max;
             write_sync_action(root, &a.name, &p.action.sync_action())?;
         }
-        Op::Pause => pause(root, policy, config, a, &o, st, now)?,
+        Op::Pause => pause(cx, a, &o, st, now)?,
         Op::Cancel => cancel(root, policy, a, &o, rec)?,
         Op::Status => {}
     }
@@ -728,9 +783,7 @@ fn step(
 /// `Pause`: the position (rounded down to the chunk) saved to the record file before `idle` is
 /// written, then the throttle released. Nothing when no check or repair runs or was ours.
 fn pause(
-    root: &Root,
-    policy: &Policy,
-    config: &Config,
+    cx: &Step<'_>,
     a: &Array,
     o: &Observed,
     st: &mut CheckState,
@@ -751,7 +804,7 @@ fn pause(
             total_sectors: total,
             saved_s: now,
         });
-    } else if o.sync_action == "idle" && o.sync_min > 0 && rec.running.is_some() {
+    } else if o.sync_action == SyncAction::Idle && o.sync_min > 0 && rec.running.is_some() {
         // md stopped it itself (a member failed): it kept the point reached in sync_min.
         let total = rec.position.as_ref().map_or(0, |p| p.total_sectors);
         rec.position = Some(Position {
@@ -764,13 +817,12 @@ fn pause(
     rec.running = None;
     rec.until_s = None;
     // The position is on disk before anything else is written.
-    let snapshot = st.clone();
-    save(&root.path(&config.check.state_path), &snapshot)?;
+    cx.lock.save(st)?;
     // Only our own check is stopped: `idle` would also interrupt a recovery md started since.
     if ours {
-        write_sync_action(root, &a.name, &SyncAction::Idle)?;
+        write_sync_action(cx.root, &a.name, &SyncAction::Idle)?;
     }
-    Ok(unthrottle(policy, &a.name)?)
+    Ok(unthrottle(&cx.policy, &a.name)?)
 }
 
 /// `Cancel`: a running check or repair stopped, `sync_min` back to 0, the record's position
@@ -848,7 +900,7 @@ mod tests {
             until_s: None,
             force: false,
         };
-        let o = execute(&root, &config, &start, &["md0".into()], false).unwrap();
+        let o = execute(&root, &config, &start, &["md0".into()], Origin::Admin).unwrap();
         assert!(o.failures.is_empty(), "{:?}", o.failures);
         assert_eq!(read(r, "sync_action"), "check");
         // A member fails; md stops the check at 4096 and says so in sync_min.
@@ -856,7 +908,7 @@ mod tests {
         let model = crate::sysfs::collect(&root).unwrap();
         let (paused, changed) = upkeep_all(&root, &config, &model, 100).unwrap();
         assert_eq!((paused, changed), (vec!["md0".to_string()], true));
-        let st = load(&root.path(&config.check.state_path)).unwrap();
+        let st = CheckStore::new(&root, &config).load().unwrap();
         let rec = st.array.values().next().unwrap();
         assert_eq!(rec.paused_for.as_deref(), Some(PAUSED_DEGRADED));
         assert_eq!(rec.position.as_ref().map(|p| p.sectors), Some(4096));
@@ -867,7 +919,7 @@ mod tests {
             Vec::<String>::new()
         );
         assert_eq!(read(r, "sync_action"), "idle");
-        let o = execute(&root, &config, &start, &["md0".into()], false).unwrap();
+        let o = execute(&root, &config, &start, &["md0".into()], Origin::Admin).unwrap();
         assert_eq!(
             o.failures[0].to_string(),
             "md0: check not started: md0 is degraded (1 member(s) missing) (force overrides)"
@@ -878,7 +930,7 @@ mod tests {
         assert!(upkeep_all(&root, &config, &model, 102).unwrap().1);
         assert_eq!(read(r, "sync_action"), "check");
         assert_eq!(read(r, "sync_min"), "4096");
-        let st = load(&root.path(&config.check.state_path)).unwrap();
+        let st = CheckStore::new(&root, &config).load().unwrap();
         assert_eq!(st.array.values().next().unwrap().paused_for, None);
     }
 
@@ -901,11 +953,11 @@ mod tests {
             until_s: None,
             force: false,
         };
-        execute(&root, &config, &start, &["md0".into()], false).unwrap();
+        execute(&root, &config, &start, &["md0".into()], Origin::Admin).unwrap();
         md0(r, "[2/2] [UU]", "check", "8192 / 2093056", "0");
         assert_eq!(pause_for_shutdown(&root, &config).unwrap(), ["md0"]);
         assert_eq!(read(r, "sync_action"), "idle");
-        let st = load(&root.path(&config.check.state_path)).unwrap();
+        let st = CheckStore::new(&root, &config).load().unwrap();
         let rec = st.array.values().next().unwrap();
         assert_eq!(rec.paused_for.as_deref(), Some(PAUSED_SHUTDOWN));
         assert_eq!(rec.position.as_ref().map(|p| p.sectors), Some(8192));
@@ -931,7 +983,7 @@ mod tests {
             until_s: Some(end),
             force: false,
         };
-        let o = execute(&root, &config, &start, &["md0".into()], false).unwrap();
+        let o = execute(&root, &config, &start, &["md0".into()], Origin::Admin).unwrap();
         assert!(o.failures.is_empty(), "{:?}", o.failures);
         sim.absorb_writes().unwrap();
         sim.step(Duration::from_millis(100)).unwrap();
@@ -940,7 +992,7 @@ mod tests {
             upkeep_all(&root, &config, &model, 10).unwrap(),
             (vec![], true)
         );
-        let st = load(&root.path(&config.check.state_path)).unwrap();
+        let st = CheckStore::new(&root, &config).load().unwrap();
         let rec = &st.array[&record_key(&model.arrays[0])];
         assert_eq!(rec.position.as_ref().map(|p| p.sectors), Some(40_000));
         // Saved recently: nothing due before the window end.

@@ -1,7 +1,7 @@
 //! `mdpilot check start|pause|resume|cancel|status [ARRAY...]`: resumable, throttled checks
 //! (scrubs) on the kernel files, with the record of [`crate::check`] in the config's
 //! `[check] state_path` (under the state file's lock, `<path>.lock`). The steps are the core's
-//! ([`crate::check::run`]), the same the D-Bus Array methods and the scheduler run.
+//! ([`crate::check::run`]), the same the D-Bus Array methods and the service loop's schedule run.
 //!
 //! - `start [--repair] [--max KIBS]`: `sync_min` 0, then `sync_action` = check/repair; a saved
 //!   position is dropped (use `resume` to keep it).
@@ -149,7 +149,7 @@ pub fn run(ctx: &Context, cmd: CheckCommand) -> ExitCode {
         Ok(c) => c,
         Err(e) => return fail(&e, 1),
     };
-    match execute(&ctx.root, &config, &cmd, false) {
+    match execute(&ctx.root, &config, &cmd) {
         Ok(out) => {
             for (array, reason) in &out.overridden {
                 eprintln!("mdpilot: {array}: started by --force although {reason}");
@@ -185,20 +185,16 @@ pub struct Outcome {
     pub overridden: Vec<(String, String)>,
 }
 
-/// Runs `cmd` through the core executor [`crate::check::run::execute`] (the CLI and the
-/// service's scheduler both come here; the D-Bus methods call the core directly).
-/// `scheduled` marks the checks it starts or resumes as the schedule's.
+/// Runs `cmd` through the core executor [`crate::check::run::execute`] as an administrator's
+/// step ([`crate::check::Origin::Admin`]: a check started here is never paused by the
+/// schedule).
 ///
 /// Errors: as the core's (record file, arrays unreadable, an unknown ARRAY); errors of single
 /// arrays are in [`Outcome::errors`].
-pub fn execute(
-    root: &Root,
-    config: &Config,
-    cmd: &CheckCommand,
-    scheduled: bool,
-) -> Result<Outcome, CheckError> {
+pub fn execute(root: &Root, config: &Config, cmd: &CheckCommand) -> Result<Outcome, CheckError> {
     let (op, arrays) = cmd.op();
-    let o = crate::check::run::execute(root, config, &op, arrays, scheduled)?;
+    let origin = crate::check::Origin::Admin;
+    let o = crate::check::run::execute(root, config, &op, arrays, origin)?;
     Ok(Outcome {
         stat: o.stat,
         targets: o.targets,

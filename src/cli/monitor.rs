@@ -45,12 +45,6 @@ pub struct MonitorArgs {
     pub oneshot: bool,
 }
 
-fn now_s() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// `mdpilot monitor --events`: exit 0 when stdout closes (or after --oneshot), 1 when
 /// `/proc/mdstat` cannot be read at start. Later read failures are logged and retried.
 fn run_events(ctx: &Context, args: &MonitorArgs) -> ExitCode {
@@ -62,7 +56,10 @@ fn run_events(ctx: &Context, args: &MonitorArgs) -> ExitCode {
     let mut classifier = Classifier::new();
     let mut out = std::io::stdout();
     let mut emit = |stat: &MdStat, c: &mut Classifier| -> bool {
-        for e in c.observe(&crate::service::events::event_views(&root, stat), now_s()) {
+        for e in c.observe(
+            &crate::alerts::views_from_model(stat),
+            crate::host::unix_now_s(),
+        ) {
             let line = if args.json {
                 serde_json::to_string(&e).unwrap_or_default()
             } else {

@@ -278,7 +278,7 @@ pub fn run(ctx: &Context, mut cmd: PolicyCommand) -> ExitCode {
         match crate::array_names::resolve_array(
             &ctx.root,
             word,
-            &crate::array_names::sysfs_arrays(&ctx.root),
+            &crate::sysfs::list_arrays(&ctx.root),
         ) {
             Ok(k) => *word = k,
             // A plain word goes on as it is: the policy names the missing knob.
@@ -291,7 +291,7 @@ pub fn run(ctx: &Context, mut cmd: PolicyCommand) -> ExitCode {
     if let PolicyCommand::Apply(ApplyArgs { pid: Some(pid), .. }) = &cmd {
         // A lease tied to a process that is already gone would be dropped by the next command:
         // surely a mistake (typo, wrong $$), so say so instead of applying.
-        if !crate::policy::pid_alive(*pid) {
+        if !crate::host::pid_alive(*pid) {
             return fail(&NoSuchPid(*pid), 1);
         }
     }
@@ -309,7 +309,7 @@ pub fn run(ctx: &Context, mut cmd: PolicyCommand) -> ExitCode {
     // Dead owners' leases and timed leases that have ended go first.
     let reap = || {
         policy
-            .expire(crate::policy::unix_now_s())
+            .expire(crate::host::unix_now_s())
             .and_then(|_| policy.reap(&cli_alive))
     };
     let (result, json) = match cmd {
@@ -472,7 +472,7 @@ pub fn render(v: &PolicyView) -> String {
             let dead = if l.dead {
                 " (dead: will be dropped)".to_string()
             } else if let Some(t) = l.expires_unix_s {
-                let left = t.saturating_sub(crate::policy::unix_now_s());
+                let left = t.saturating_sub(crate::host::unix_now_s());
                 format!(" (ends in {left} s, at {t})")
             } else {
                 String::new()

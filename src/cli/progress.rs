@@ -74,14 +74,14 @@ impl Bar {
             .with_key(
                 "phase",
                 move |_: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
-                    let g = f1.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let g = crate::lock::lock(&f1);
                     let _ = write!(w, "{:8}", g.0);
                 },
             )
             .with_key(
                 "tail",
                 move |_: &indicatif::ProgressState, w: &mut dyn std::fmt::Write| {
-                    let g = f2.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                    let g = crate::lock::lock(&f2);
                     let _ = w.write_str(&g.1);
                 },
             )
@@ -91,10 +91,7 @@ impl Bar {
     }
 
     fn set_fields(&self, message: &'static str, tail: String) {
-        *self
-            .fields
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = (message, tail);
+        *crate::lock::lock(&self.fields) = (message, tail);
     }
 
     /// Shows `pr` (nothing for [`Phase::Done`]: see [`BarFields::of`]).

@@ -19,7 +19,7 @@ pub fn snapshot(root: &Root, stat: MdStat) -> Snapshot {
     let config = Config::load(root);
     let last_checks = config
         .as_ref()
-        .map(|c| crate::check::last_checks(root, c, &stat))
+        .map(|c| crate::check::store::CheckStore::new(root, c).last_checks(&stat))
         .unwrap_or_default();
     let check_throttles = config
         .as_ref()

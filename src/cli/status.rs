@@ -11,6 +11,7 @@ use crate::model::{
 };
 use crate::policy::PolicyWarning;
 use crate::sysfs::collect;
+use crate::units::human_bytes_1dp;
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::io::Write as _;
@@ -295,7 +296,7 @@ fn render_array(out: &mut String, a: &Array) {
             b.pages_used,
             b.pages_total,
             b.memory_kib,
-            human_bytes(b.chunk_bytes)
+            human_bytes_1dp(b.chunk_bytes)
         );
         if let Some(f) = &b.file {
             let _ = write!(text, ", file {f}");
@@ -303,7 +304,7 @@ fn render_array(out: &mut String, a: &Array) {
         row(out, "Bitmap", &text);
     }
     if let Some(lim) = sys.and_then(|s| s.sync_speed_min.zip(s.sync_speed_max)) {
-        let src = |l: crate::model::SpeedLimit| if l.system { "system" } else { "local" };
+        let src = |l: crate::model::SpeedLimit| l.origin();
         row(
             out,
             "Speed Limits",
@@ -401,7 +402,7 @@ fn size_rows(out: &mut String, a: &Array) {
         a.metadata.as_deref().unwrap_or("0.90 or none"),
     );
     if let Some(chunk) = sys.and_then(|s| s.chunk_size_bytes).filter(|&c| c > 0) {
-        row(out, "Chunk Size", &human_bytes(chunk));
+        row(out, "Chunk Size", &human_bytes_1dp(chunk));
     }
     if let Some(uuid) = a.uuid() {
         row(out, "UUID", &uuid.to_string());
@@ -463,7 +464,7 @@ fn member_rows(out: &mut String, a: &Array) {
             {
                 Some("assembled")
             }
-            Some(MemberRole::InSync | MemberRole::Journal) => Some("active"),
+            Some(MemberRole::InSync | MemberRole::Journal) => Some(crate::vocab::MEMBER_ACTIVE),
             Some(MemberRole::Rebuilding) => Some("rebuilding"),
             Some(MemberRole::Spare | MemberRole::Faulty) | None => None,
         };
@@ -587,42 +588,31 @@ pub fn progress_bar(percent: f64, width: usize) -> String {
     bar
 }
 
-/// KiB as a binary-unit size with one decimal: `523264` → `511.0 MiB`.
+/// KiB as a binary-unit size with one decimal ([`human_bytes_1dp`]): `523264` → `511.0 MiB`.
 pub fn human_kib(kib: u64) -> String {
-    human_bytes(kib.saturating_mul(1024))
-}
-
-/// Bytes as a binary-unit size with one decimal: `512` → `512 B`, `67108864` → `64.0 MiB`
-/// ([`crate::units::human_bytes_1dp`]).
-pub fn human_bytes(bytes: u64) -> String {
-    crate::units::human_bytes_1dp(bytes)
-}
-
-/// Minutes (as mdstat's `finish=`) as `5d 02h` (from 48 hours on), `3h 17m`, `12m 06s` or `42s`
-/// ([`crate::units::minutes`]).
-pub fn human_minutes(min: f64) -> String {
-    crate::units::minutes(min)
+    human_bytes_1dp(kib.saturating_mul(1024))
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::units::minutes;
 
     #[test]
     fn eta_of_days_prints_days() {
-        assert_eq!(human_minutes(43200.0), "30d 00h");
-        assert_eq!(human_minutes(197.2), "3h 17m");
+        assert_eq!(minutes(43200.0), "30d 00h");
+        assert_eq!(minutes(197.2), "3h 17m");
     }
 
     #[test]
     fn human_units() {
         assert_eq!(human_kib(523264), "511.0 MiB");
-        assert_eq!(human_bytes(512), "512 B");
-        assert_eq!(human_bytes(67108864), "64.0 MiB");
+        assert_eq!(human_bytes_1dp(512), "512 B");
+        assert_eq!(human_bytes_1dp(67108864), "64.0 MiB");
         assert_eq!(human_kib(5853468288), "5.5 TiB");
-        assert_eq!(human_minutes(197.2), "3h 17m");
-        assert_eq!(human_minutes(0.2), "12s");
-        assert_eq!(human_minutes(4.6), "4m 36s");
+        assert_eq!(minutes(197.2), "3h 17m");
+        assert_eq!(minutes(0.2), "12s");
+        assert_eq!(minutes(4.6), "4m 36s");
     }
 
     #[test]

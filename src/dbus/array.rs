@@ -15,8 +15,8 @@ use super::check::CheckProps;
 use super::errors::{Error, Result};
 use super::options::Options;
 use super::shared::Shared;
+use crate::lock::lock;
 use crate::model::{Array, SpeedLimit, SyncAction};
-use crate::shared::lock;
 use std::collections::HashMap;
 use std::sync::Arc;
 use zbus::interface;
@@ -158,19 +158,6 @@ fn members(a: &Array) -> (Vec<MemberInfo>, HashMap<String, String>) {
     (info, roles)
 }
 
-/// `BitmapLocation`: udisks2 publishes md/bitmap/location; without sysfs, /proc/mdstat tells
-/// none and file apart but not an internal bitmap's offset (then empty: unknown).
-fn bitmap_location(a: &Array) -> Vec<u8> {
-    let sys = a.sysfs.as_ref().and_then(|s| s.bitmap_location.as_ref());
-    match (sys, &a.bitmap) {
-        (Some(l), _) => l.clone(),
-        (None, None) => "none".to_string(),
-        (None, Some(b)) if b.file.is_some() => "file".to_string(),
-        (None, Some(_)) => String::new(),
-    }
-    .into_bytes()
-}
-
 /// The bitmap and warning properties of [`ArrayProps`] (the rest default).
 fn bitmap_props(a: &Array, global_min_kib_s: Option<u64>) -> ArrayProps {
     let sys = a.sysfs.as_ref();
@@ -201,12 +188,7 @@ fn bitmap_props(a: &Array, global_min_kib_s: Option<u64>) -> ArrayProps {
 
 /// `SyncSpeedMin`, `SyncSpeedMax`: (KiB/s, "local" | "system"), (0, "") where unknown.
 fn limit(l: Option<SpeedLimit>) -> (u64, String) {
-    l.map_or((0, String::new()), |l| {
-        (
-            l.kib_s,
-            if l.system { "system" } else { "local" }.to_string(),
-        )
-    })
+    l.map_or((0, String::new()), |l| (l.kib_s, l.origin().to_string()))
 }
 
 impl ArrayProps {
@@ -255,7 +237,7 @@ impl ArrayProps {
             sync_speed_min: limit(sys.sync_speed_min),
             sync_speed_max: limit(sys.sync_speed_max),
             chunk_size: sys.chunk_size_bytes.unwrap_or(0),
-            bitmap_location: bitmap_location(a),
+            bitmap_location: a.bitmap_location().unwrap_or_default().into_bytes(),
             consistency_policy: sys
                 .consistency_policy
                 .as_ref()
@@ -270,15 +252,6 @@ impl ArrayProps {
             check: CheckProps::default(),
             ..bitmap_props(a, global_min_kib_s)
         }
-    }
-
-    /// True while a sync makes progress (the service runs its progress timer then).
-    pub fn syncing(&self) -> bool {
-        let idle = matches!(
-            SyncAction::from(self.sync_action.as_str()),
-            SyncAction::Idle | SyncAction::Frozen
-        );
-        !(idle || self.sync_action.is_empty()) || self.sync_total_sectors > 0
     }
 
     /// The properties whose values differ between `old` and `new`, by D-Bus name.
@@ -374,9 +347,10 @@ impl ArrayObject {
             })
             .await?;
         // On the check worker: md answers an `idle` only when its sync thread has stopped.
-        let (root, array, word) = (self.shared.root.clone(), name.clone(), action.clone());
+        let (root, array, word) = (self.shared.core.root.clone(), name.clone(), action.clone());
         let written = self
             .shared
+            .core
             .check_worker
             .run(move || crate::sysfs::write_sync_action(&root, &array, &word))
             .await
@@ -392,7 +366,7 @@ impl ArrayObject {
             }
         })?;
         tracing::info!(array = %name, sync_action = %sync_action, "{what}: wrote {sync_action}");
-        self.shared.refresh_array(name);
+        self.shared.core.refresh_array(name);
         Ok(())
     }
 
@@ -419,7 +393,7 @@ impl ArrayObject {
             .auth
             .guarded(conn, &header, "AddBitmap", options, |options| {
                 parse_sync_action_options(&what, &options)?;
-                let a = lock(&self.shared.model)
+                let a = lock(&self.shared.core.model)
                     .arrays
                     .iter()
                     .find(|a| a.name == name)
@@ -430,17 +404,18 @@ impl ArrayObject {
                 Ok(((), Request::add_bitmap(&name)))
             })
             .await?;
-        let root = self.shared.root.clone();
+        let root = self.shared.core.root.clone();
         let n = name.clone();
         let outcome = self
             .shared
+            .core
             .bitmap_worker
             .run(move || crate::bitmap::add_or_queue(&root, &n))
             .await
             .map_err(|e| Error::Failed(format!("{what}: {e}")))?
             .map_err(|e| bitmap_error(&what, e))?;
         tracing::info!(array = %name, "{what}: {outcome:?}");
-        self.shared.refresh_array(&name);
+        self.shared.core.refresh_array(&name);
         Ok(matches!(outcome, crate::bitmap::Outcome::Queued(_)))
     }
 
@@ -599,7 +574,7 @@ impl ArrayObject {
     /// Open to every caller, like the properties; changes nothing. No errors.
     #[zbus(out_args("samples"))]
     fn get_sync_history(&self) -> Vec<(u64, u64, u64, f64)> {
-        lock(&self.shared.sync_history).samples(&self.props.kernel_name)
+        lock(&self.shared.core.sync_history).samples(&self.props.kernel_name)
     }
 
     /// Where a paused check resumes, in 512-byte sectors from the start of each member (a
@@ -943,7 +918,7 @@ mod tests {
         assert_eq!(p.metadata_version, "1.2");
         assert_eq!((p.name.as_str(), p.uuid.as_str()), ("", ""));
         assert!(p.running);
-        assert!(!p.syncing());
+        assert!(!array().is_syncing());
     }
 
     #[test]
@@ -962,7 +937,7 @@ mod tests {
         assert!((p.sync_completed - 1.0 / 3.0).abs() < 1e-9);
         assert_eq!(p.sync_rate, 1_024_000);
         assert_eq!(p.sync_remaining_time, 1_000_000);
-        assert!(p.syncing());
+        assert!(a.is_syncing());
     }
 
     #[test]

@@ -148,7 +148,7 @@ impl Request {
             Some(array_device(array)),
         );
         r.extra.push(("sync-action", action.to_string()));
-        if action == "repair" {
+        if crate::model::SyncAction::Repair == action {
             r.action = REPAIR_ACTION;
         }
         r
@@ -472,7 +472,7 @@ impl Authority {
         let pid = creds
             .process_id()
             .ok_or_else(|| denied("the bus gives no pid of the caller".into()))?;
-        let start = process_start_time(pid)
+        let start = crate::host::process_start_time(pid)
             .ok_or_else(|| denied(format!("the caller's process {pid} is gone")))?;
         if creds.process_fd().is_some_and(process_exited) {
             return Err(denied(format!("the caller's process {pid} is gone")));
@@ -605,19 +605,13 @@ fn process_exited(pidfd: &zbus::zvariant::OwnedFd) -> bool {
     poll(&mut fds, PollTimeout::ZERO).map_or(true, |n| n > 0)
 }
 
-/// Field 22 of `/proc/PID/stat` (start time in clock ticks since boot), which polkit uses to
-/// pin the process against pid reuse ([`crate::policy::process_start_time`]).
-fn process_start_time(pid: u32) -> Option<u64> {
-    crate::policy::process_start_time(pid)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
     fn start_time_of_self_is_readable() {
-        assert!(process_start_time(std::process::id()).is_some());
+        assert!(crate::host::process_start_time(std::process::id()).is_some());
     }
 
     #[test]

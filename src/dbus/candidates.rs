@@ -15,7 +15,7 @@
 
 use super::errors::{Error, Result};
 use crate::host::Root;
-use crate::shared::lock;
+use crate::lock::lock;
 use crate::wipe::candidates::{self, Candidate};
 use crate::workers::Pool;
 use std::collections::BTreeSet;

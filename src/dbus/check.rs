@@ -1,7 +1,7 @@
 //! Checks (scrubs) on the Array object: `StartCheck`, `PauseCheck`, `ResumeCheck`,
 //! `CancelCheck` and the properties `CheckPosition`, `LastCheckResult`, `LastCheckCompleted`,
 //! `NextCheckStart`. Thin: every step is the core's [`crate::check::run::execute`], the one
-//! `mdpilot check` and the scheduler run, on the same record (`[check] state_path`, default
+//! `mdpilot check` and the service loop's schedule run, on the same record ([`CheckStore`], default
 //! `/var/lib/mdpilot/checks.toml`) and the same throttle lease (`check-<array>`).
 //!
 //! [`CheckView::read`] is what the service loop reads before it publishes the arrays (after
@@ -15,6 +15,7 @@ use super::errors::{Error, Result};
 use super::options::Options;
 use super::shared::Shared;
 use crate::check::run::{record_key, CheckError, Op};
+use crate::check::store::CheckStore;
 use crate::check::throttle::{Note, Notes};
 use crate::check::{CheckResult, CheckState};
 use crate::config::Config;
@@ -137,8 +138,8 @@ impl CheckView {
     /// throttle's notes and the guards' holds on `model`'s arrays, without upkeep. An
     /// unreadable record reads as empty.
     pub fn read(root: &Root, config: &Config, model: &MdStat, now: i64) -> CheckView {
-        let state =
-            crate::check::run::load(&root.path(&config.check.state_path)).unwrap_or_default();
+        // Quietly: this runs at every publication; the upkeep before it logs a bad record.
+        let state = CheckStore::new(root, config).load().unwrap_or_default();
         let next = config.check.schedule.as_ref().and_then(|s| {
             let seed = std::fs::read_to_string(root.path("/etc/machine-id")).unwrap_or_default();
             let delay = crate::schedule::fixed_delay_s(&seed, s.random_delay_s);
@@ -299,7 +300,8 @@ fn paused_repair(root: &Root, config: &Config, model: &MdStat, array: &str) -> b
     let Some(a) = model.arrays.iter().find(|a| a.name == array) else {
         return false;
     };
-    crate::check::run::load(&root.path(&config.check.state_path))
+    CheckStore::new(root, config)
+        .load()
         .ok()
         .and_then(|st| st.array.get(&record_key(a)).cloned())
         .and_then(|r| r.position)
@@ -341,7 +343,8 @@ pub async fn step(
 /// [`step`] with the `a{sv}` options of `PauseCheckWithOptions`, `ResumeCheckWithOptions` and
 /// `CancelCheckWithOptions` (since 1.2): `auth.no_user_interaction` (b) only.
 ///
-/// Errors: as [`step`]; `InvalidArgument` for any other option.
+/// Errors: as [`step`]; `InvalidArgument` for any other option, and for a `method` that is
+/// not one of the three ([`step_op`]), before polkit is asked.
 pub async fn step_with(
     shared: &std::sync::Arc<Shared>,
     conn: &zbus::Connection,
@@ -350,16 +353,28 @@ pub async fn step_with(
     method: &'static str,
     options: Option<Options>,
 ) -> Result<()> {
-    let op = match method {
-        "PauseCheck" => Op::Pause,
-        "ResumeCheck" => Op::Resume {
-            max: None,
-            force: false,
-        },
-        _ => Op::Cancel,
-    };
+    let op = step_op(method)?;
     let check = move |o: &Options, _| super::options::no_options(method, o).map(|()| op);
     call(shared, conn, header, method, array, options, check).await
+}
+
+/// The step of `PauseCheck`, `ResumeCheck` (with the throttle the check was started with) or
+/// `CancelCheck`.
+///
+/// Errors: `InvalidArgument` naming `method` for any other name: an unknown step is never
+/// taken for another (a cancel would drop the saved position).
+pub fn step_op(method: &str) -> Result<Op> {
+    match method {
+        "PauseCheck" => Ok(Op::Pause),
+        "ResumeCheck" => Ok(Op::Resume {
+            max: None,
+            force: false,
+        }),
+        "CancelCheck" => Ok(Op::Cancel),
+        _ => Err(Error::InvalidArgument(format!(
+            "{method}: not a check step (PauseCheck, ResumeCheck or CancelCheck)"
+        ))),
+    }
 }
 
 /// Runs one check method for the caller of `header` on `array`: authorizes it
@@ -381,12 +396,12 @@ pub async fn call(
     let what = format!("{method} {array}");
     // The options are checked before polkit is asked.
     let options = options.unwrap_or_default();
-    let model = crate::shared::lock(&shared.model).clone();
-    let (root, config) = (shared.root.clone(), shared.config());
+    let model = crate::lock::lock(&shared.core.model).clone();
+    let (root, config) = (shared.core.root.clone(), shared.core.config());
     let (_, op) = shared
         .auth
         .guarded(conn, header, method, options, |options| {
-            let op = op(&options, crate::policy::unix_now_s()).map_err(|e| e.context(&what))?;
+            let op = op(&options, crate::host::unix_now_s()).map_err(|e| e.context(&what))?;
             // A paused repair resumes under the repair action (its record says which it was).
             let resumes_repair =
                 matches!(op, Op::Resume { .. }) && paused_repair(&root, &config, &model, array);
@@ -396,9 +411,11 @@ pub async fn call(
         .await?;
     let name = array.to_string();
     let done = shared
+        .core
         .check_worker
         .run(move || {
-            let o = crate::check::run::execute(&root, &config, &op, &[name], false)
+            let origin = crate::check::Origin::Admin;
+            let o = crate::check::run::execute(&root, &config, &op, &[name], origin)
                 .map_err(bus_error)?;
             for (array, reason) in &o.overridden {
                 tracing::warn!(%array, "{method}: started with force although {reason}");
@@ -410,7 +427,7 @@ pub async fn call(
         })
         .await
         .map_err(|e| Error::Failed(format!("{what}: {e}")))?;
-    shared.refresh_array(array);
+    shared.core.refresh_array(array);
     if let Ok(emitter) = SignalEmitter::new(conn, super::MANAGER_PATH) {
         shared.publish(&emitter, None).await;
     }
@@ -517,5 +534,26 @@ mod tests {
         let req = request("StartCheck", "md0");
         assert_eq!(req.action, PRIORITY_ACTION);
         assert_eq!(req.device.as_deref(), Some("/dev/md0"));
+    }
+
+    #[test]
+    fn an_unknown_check_step_is_an_invalid_argument_naming_it() {
+        assert_eq!(step_op("PauseCheck").unwrap(), Op::Pause);
+        assert_eq!(step_op("CancelCheck").unwrap(), Op::Cancel);
+        assert!(matches!(
+            step_op("ResumeCheck").unwrap(),
+            Op::Resume {
+                max: None,
+                force: false
+            }
+        ));
+        for bad in ["StopCheck", "", "cancelcheck"] {
+            match step_op(bad) {
+                Err(Error::InvalidArgument(m)) => {
+                    assert!(m.starts_with(&format!("{bad}: ")), "{m}");
+                }
+                other => panic!("{bad:?}: {other:?}"),
+            }
+        }
     }
 }

@@ -113,7 +113,8 @@ impl Error {
 
 /// A policy error on the bus, by what it means for the caller: a request the policy can never
 /// apply is `InvalidArgument`; a per-array knob that does not exist (the array is gone or
-/// stopped) `NoSuchArray`; a kernel write refused with EBUSY `Busy`; anything else (state
+/// stopped) `NoSuchArray`; a kernel write refused with EBUSY, and an operation the caller
+/// refused under the lock (RestoreLimits while a wipe holds a freeze), `Busy`; anything else (state
 /// file, unreadable knobs, failed writes) `Failed`. The message is the error's own text (add
 /// the method with [`Error::context`]).
 impl From<PolicyError> for Error {
@@ -122,6 +123,7 @@ impl From<PolicyError> for Error {
         match &e {
             PolicyError::Invalid(CoreError::MissingReading(_)) => Error::Failed(msg),
             PolicyError::Invalid(_) => Error::InvalidArgument(msg),
+            PolicyError::Refused(_) => Error::Busy(msg),
             PolicyError::Read(KnobError::Missing { array: true, .. }) => Error::NoSuchArray(msg),
             PolicyError::Write {
                 source: KnobError::Write { source, .. },

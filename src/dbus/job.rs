@@ -28,23 +28,22 @@
 // structs) that carry no docs; the hand-written items here are all documented.
 #![allow(missing_docs)]
 
-use super::array::ArrayProps;
 use super::auth::{Authority, Request};
 use super::errors::{Error, Result};
 use super::options::{check_device, no_options, parse_start_wipe, Options};
 use super::plan::PlanData;
 use super::props::{changed_props, emit_changed};
 use super::shared::Shared;
-use super::{array_path, ROOT_PATH};
-use crate::model::Array;
-use crate::shared::{lock, RunningJob, ServiceLeases};
+use super::ROOT_PATH;
+use crate::lock::lock;
+use crate::shared::{RunningJob, ServiceLeases};
 use crate::wipe::plan::StartedBy;
 use crate::wipe::target::resolve_trusted;
 use crate::wipe::{JobHandle, WipeError};
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 use zbus::interface;
 use zbus::message::Header;
 use zbus::object_server::SignalEmitter;
@@ -80,7 +79,7 @@ pub struct JobProps {
     pub progress: f64,
     /// Whether `progress` means something (the job knows its total: `bytes` > 0).
     pub progress_valid: bool,
-    /// The array objects the job works on (see [`array_objects`]).
+    /// The array objects the job works on ([`super::shared::ArrayPaths::paths_of`]).
     pub objects: Vec<OwnedObjectPath>,
     /// The plan as structured data.
     pub plan_data: PlanData,
@@ -102,12 +101,6 @@ pub struct JobProps {
     pub started_by_uid: u32,
 }
 
-fn now_us() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map_or(0, |d| d.as_micros() as u64)
-}
-
 impl JobProps {
     /// Refreshes the progress fields from `p` (pure but for the clock).
     pub fn with_progress(&self, p: &crate::wipe::Progress) -> JobProps {
@@ -115,9 +108,9 @@ impl JobProps {
         n.bytes_done = p.done_bytes;
         n.progress = p.fraction().clamp(0.0, 1.0);
         n.rate = p.rate_bytes_per_s.max(0.0) as u64;
-        n.expected_end_time = p
-            .eta_s()
-            .map_or(0, |s| now_us().saturating_add((s * 1e6) as u64));
+        n.expected_end_time = p.eta_s().map_or(0, |s| {
+            crate::host::unix_now_us().saturating_add((s * 1e6) as u64)
+        });
         n
     }
 
@@ -308,39 +301,6 @@ impl From<WipeError> for StartErr {
     }
 }
 
-/// The object paths of the arrays among `names` (kernel names) that the service serves, sorted
-/// and without repeats ([`array_object_paths`] over the service's model).
-pub fn array_objects<'a>(
-    shared: &Shared,
-    names: impl IntoIterator<Item = &'a str>,
-) -> Vec<OwnedObjectPath> {
-    let model = lock(&shared.model);
-    array_object_paths(&model.arrays, names)
-}
-
-/// The object paths of the arrays of `arrays` whose kernel name is among `names`, sorted and
-/// without repeats: `/org/mdpilot/MdPilot1/arrays/<uuid>` as [`super::array_path`] (the one
-/// place that builds them) makes them from the UUID the array's object publishes. Names of no
-/// array in `arrays` (a loop device, a vanished array) give nothing.
-pub fn array_object_paths<'a>(
-    arrays: &[Array],
-    names: impl IntoIterator<Item = &'a str>,
-) -> Vec<OwnedObjectPath> {
-    let names: BTreeSet<&str> = names.into_iter().collect();
-    let paths: BTreeSet<String> = arrays
-        .iter()
-        .filter(|a| names.contains(a.name.as_str()))
-        .map(|a| {
-            let p = ArrayProps::from_model(a);
-            array_path(&p.uuid, &p.kernel_name)
-        })
-        .collect();
-    paths
-        .into_iter()
-        .filter_map(|p| OwnedObjectPath::try_from(p).ok())
-        .collect()
-}
-
 /// `Manager.StartWipe`: the options and the device string are validated first
 /// ([`parse_start_wipe`], [`check_device`]: at most `PATH_MAX`, no control characters); the
 /// path is resolved once under the trust rules ([`crate::wipe::target::resolve_trusted`]: a
@@ -373,7 +333,7 @@ pub async fn start_wipe(
             // names no block device is refused only after polkit (the details show it as
             // given: it leads nowhere, there is nothing to hide), so that callers who may not
             // wipe learn nothing about which nodes exist.
-            let resolved = match resolve_trusted(&shared.root, device.as_ref()) {
+            let resolved = match resolve_trusted(&shared.core.root, device.as_ref()) {
                 Err(e @ WipeError::Untrusted { .. }) => {
                     return Err(Error::from(e).context("StartWipe"))
                 }
@@ -414,7 +374,7 @@ pub async fn launch(
     uid: u32,
     what: &str,
 ) -> Result<(OwnedObjectPath, Arc<JobHandle>)> {
-    let n = shared.next_job_number();
+    let n = shared.core.next_job_number();
     let path = job_path(n);
     let (tx, rx) = tokio::sync::oneshot::channel::<(bool, String)>();
     let (handle, plan) = start_off_loop(shared, req, n, what, tx).await?;
@@ -474,6 +434,7 @@ async fn start_off_loop(
         .map_err(|r| busy(what, r))?;
     let (core, req, who) = (shared.core.clone(), req.clone(), what.to_string());
     let started = shared
+        .core
         .wipe_worker
         .run(move || {
             let (handle, plan) = crate::wipe::start(&core.root, &req, |plan| {
@@ -508,7 +469,7 @@ async fn start_off_loop(
 }
 
 /// The new job's properties: its operation, device, plan and the arrays it works on (those
-/// whose limits it leases, and the device itself when it is an array; [`array_objects`] keeps
+/// whose limits it leases, and the device itself when it is an array; [`super::shared::ArrayPaths::paths_of`] keeps
 /// only names the service serves).
 fn job_props(shared: &Shared, plan: &crate::wipe::Plan, uid: u32) -> JobProps {
     let worked_on = plan
@@ -522,12 +483,12 @@ fn job_props(shared: &Shared, plan: &crate::wipe::Plan, uid: u32) -> JobProps {
         device: plan.device.display().to_string(),
         progress: 0.0,
         progress_valid: plan.total_bytes() > 0,
-        objects: array_objects(shared, worked_on),
+        objects: lock(&shared.arrays).paths_of(worked_on),
         plan_data: PlanData::from_plan(plan),
         bytes: plan.total_bytes(),
         bytes_done: 0,
         rate: 0,
-        start_time: now_us(),
+        start_time: crate::host::unix_now_us(),
         expected_end_time: 0,
         plan: plan.describe(),
         cancelable: true,
@@ -571,7 +532,7 @@ async fn follow(
     handle: Arc<JobHandle>,
     mut done: tokio::sync::oneshot::Receiver<(bool, String)>,
 ) {
-    let every = shared.progress_interval;
+    let every = shared.core.progress_interval;
     let mut tick = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     let (ok, message) = loop {
@@ -597,7 +558,7 @@ async fn follow(
     } else {
         tracing::warn!(job = n, device = %device, uid, "job {n}: {message}");
     }
-    lock(&shared.jobs).remove(&n);
+    lock(&shared.core.jobs).remove(&n);
     tokio::time::sleep(linger()).await;
     if let Err(e) = conn
         .object_server()
@@ -611,46 +572,6 @@ async fn follow(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn objects_are_the_arrays_by_uuid_path() {
-        let array = |name: &str, uuid: Option<&str>| Array {
-            name: name.into(),
-            state: crate::model::HeaderState::Active,
-            read_only: None,
-            level: Some("raid1".into()),
-            size_kib: Some(1024),
-            metadata: Some("1.2".into()),
-            raid_disks: Some(2),
-            active_disks: Some(2),
-            member_status: Some("UU".into()),
-            members: vec![],
-            sync: None,
-            bitmap: None,
-            sysfs: Some(crate::model::ArraySysfs {
-                uuid: uuid.map(str::to_string),
-                ..Default::default()
-            }),
-        };
-        let arrays = [
-            array("md0", Some("3B6C2A6E-0D0E-4B7A-9D5E-8A7B1C2D3E4F")),
-            array("md1", None),
-            array("md2", Some("9f1e2d3c-4b5a-6978-8a9b-0c1d2e3f4a5b")),
-        ];
-        let got: Vec<String> = array_object_paths(&arrays, ["md2", "loop0", "md0", "md2", "md1"])
-            .iter()
-            .map(std::string::ToString::to_string)
-            .collect();
-        assert_eq!(
-            got,
-            [
-                "/org/mdpilot/MdPilot1/arrays/3b6c2a6e0d0e4b7a9d5e8a7b1c2d3e4f",
-                "/org/mdpilot/MdPilot1/arrays/9f1e2d3c4b5a69788a9b0c1d2e3f4a5b",
-                "/org/mdpilot/MdPilot1/arrays/name_md1",
-            ]
-        );
-        assert!(array_object_paths(&arrays, ["loop0"]).is_empty());
-    }
 
     #[test]
     fn only_running_values_are_diffed() {

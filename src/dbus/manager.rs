@@ -21,7 +21,8 @@ use super::options::{
     AcquireOptions, Options,
 };
 use super::shared::Shared;
-use crate::policy::{LeaseKind, LeaseRequest, Limits, Owner, PolicyError, PolicyView};
+use crate::policy::journal::Change;
+use crate::policy::{LeaseKind, LeaseRequest, Limits, Owner, PolicyError};
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use zbus::interface;
@@ -157,9 +158,9 @@ impl Manager {
         let process = |p| crate::policy::process_owner(p);
         let (id, owner) = match (&o.holder, o.pid) {
             (Some(h), pid) => (h.clone(), pid.map_or(Owner::None, process)),
-            (None, Some(p)) => (self.shared.mint_lease_id(&sender), process(p)),
+            (None, Some(p)) => (self.shared.core.mint_lease_id(&sender), process(p)),
             (None, None) => (
-                self.shared.mint_lease_id(&sender),
+                self.shared.core.mint_lease_id(&sender),
                 Owner::BusName(sender.clone()),
             ),
         };
@@ -173,8 +174,8 @@ impl Manager {
         };
         let duration_s = o.duration_s;
         let view = off_thread(&self.shared, "AcquirePriority", move |s| {
-            s.reap_dead_pids();
-            s.policy.acquire_for(req, duration_s)
+            s.core.reap_dead_pids();
+            s.core.policy.acquire_for(req, duration_s)
         })
         .await?;
         if bus_owned {
@@ -240,6 +241,7 @@ impl Manager {
                 let limits = check_limits(&format!("SetArraySpeedLimits {array}"), min, max)?;
                 let array = self
                     .shared
+                    .core
                     .resolve_array(&array)
                     .map_err(|e| Error::NoSuchArray(format!("SetArraySpeedLimits: {e}")))?;
                 let req = Request::set_array_speed_limits(&array);
@@ -250,9 +252,13 @@ impl Manager {
         let what = format!("SetArraySpeedLimits {array}");
         let view = off_thread(&self.shared, &what, move |s| {
             if limits.min.is_none() && limits.max.is_none() {
-                return s.policy.release(&holder).or_else(|_| s.policy.show());
+                return s
+                    .core
+                    .policy
+                    .release(&holder)
+                    .or_else(|_| s.core.policy.show());
             }
-            s.policy.acquire(LeaseRequest {
+            s.core.policy.acquire(LeaseRequest {
                 holder,
                 kind: LeaseKind::Admin,
                 owner: Owner::None,
@@ -283,16 +289,11 @@ impl Manager {
                 Ok((parse_restore(&options)?, Request::restore_limits()))
             })
             .await?;
-        match off_thread(&self.shared, "RestoreLimits", |s| s.policy.show()).await {
-            Ok(view) => refuse_while_frozen(&self.shared, &view)?,
-            // The kernel defaults need nothing from a state file that cannot be read: the
-            // policy sets it aside. Its journal is lost with it, so the jobs of this service
-            // are what may still hold a freeze.
-            Err(_) if defaults => refuse_while_jobs_run(&self.shared)?,
-            Err(e) => return Err(e),
-        }
+        // Decided under the state's lock, with the restore: no freeze can be taken between.
         let view = off_thread(&self.shared, "RestoreLimits", move |s| {
-            s.policy.restore(defaults)
+            s.core
+                .policy
+                .restore_unless(defaults, &|changes| restore_refusal(s, changes))
         })
         .await?;
         self.shared.publish(&emitter, Some(view)).await;
@@ -323,7 +324,7 @@ impl Manager {
         let list = self
             .shared
             .candidates
-            .list(&self.shared.root, &caller)
+            .list(&self.shared.core.root, &caller)
             .await?;
         Ok(mark_busy(&self.shared, list))
     }
@@ -376,11 +377,11 @@ impl Manager {
             .await?;
         let id = lease_id.clone();
         let view = off_thread(&self.shared, "ReleasePriority", move |s| {
-            let view = s.policy.show()?;
+            let view = s.core.policy.show()?;
             if !view.leases.iter().any(|l| l.holder == id) {
                 return Ok(None);
             }
-            s.policy.release(&id).map(Some)
+            s.core.policy.release(&id).map(Some)
         })
         .await?
         .ok_or_else(|| Error::InvalidArgument(format!("ReleasePriority: no lease {lease_id:?}")))?;
@@ -394,16 +395,10 @@ impl Manager {
     ///
     /// Errors: `InvalidArgument`; `NoSuchArray` for an array the machine does not have.
     fn acquire_options(&self, options: &Options) -> Result<AcquireOptions> {
-        let known = self
-            .shared
-            .model
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .arrays
-            .len();
+        let known = crate::lock::lock(&self.shared.core.model).arrays.len();
         check_array_count("AcquirePriority", options, known)?;
         let install = {
-            let s = self.shared.policy.settings();
+            let s = self.shared.core.policy.settings();
             (s.install_min, s.install_max)
         };
         let mut o = parse_acquire(options, install)?;
@@ -411,6 +406,7 @@ impl Manager {
         for (word, l) in std::mem::take(&mut o.arrays) {
             let k = self
                 .shared
+                .core
                 .resolve_array(&word)
                 .map_err(|e| Error::NoSuchArray(format!("AcquirePriority: {e}")))?;
             arrays.insert(k, l);
@@ -434,6 +430,7 @@ async fn off_thread<T: Send + 'static>(
 ) -> Result<T> {
     let s = shared.clone();
     shared
+        .core
         .policy_worker
         .run(move || f(&s))
         .await
@@ -462,7 +459,7 @@ async fn drop_if_caller_left(
     tracing::info!(holder = %id, owner = %sender, "AcquirePriority: {why}; lease {id} released");
     let holder = id.to_string();
     let view = off_thread(shared, "AcquirePriority", move |s| {
-        s.policy.release(&holder)
+        s.core.policy.release(&holder)
     })
     .await
     .ok();
@@ -472,57 +469,58 @@ async fn drop_if_caller_left(
     )))
 }
 
-/// RestoreLimits would undo the freezes running wipe jobs hold (journaled changes): refuse
-/// while there is one, naming the arrays and the jobs.
-///
-/// Errors: `Busy`.
-fn refuse_while_frozen(shared: &Shared, view: &PolicyView) -> Result<()> {
-    if view.changes.is_empty() {
-        return Ok(());
+/// Why RestoreLimits must not run now, given the journaled changes of the state file as
+/// read under its lock (`None`: the file cannot be read): [`refuse_while_frozen`], or
+/// [`refuse_while_jobs_run`] when the file cannot be read (the kernel defaults need nothing
+/// from it, and the policy sets it aside; its journal is lost with it, so the jobs of this
+/// service are what may still hold a freeze). `None`: go on.
+fn restore_refusal(shared: &Shared, changes: Option<&[Change]>) -> Option<String> {
+    match changes {
+        Some(changes) => refuse_while_frozen(shared, changes),
+        None => refuse_while_jobs_run(shared),
     }
-    let arrays: Vec<String> = view
-        .changes
+}
+
+/// RestoreLimits would undo the freezes running wipe jobs hold (journaled changes): the
+/// refusal while there is one, naming the arrays and the jobs (answered as `Busy`).
+fn refuse_while_frozen(shared: &Shared, changes: &[Change]) -> Option<String> {
+    if changes.is_empty() {
+        return None;
+    }
+    let arrays: Vec<String> = changes
         .iter()
         .map(|c| format!("{} ({} by {})", c.array.name, c.attr, c.owner))
         .collect();
-    let jobs: Vec<String> = shared
-        .jobs
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    let jobs: Vec<String> = crate::lock::lock(&shared.core.jobs)
         .iter()
         .map(|(n, j)| format!("job {n} on {}", j.device.display()))
         .collect();
-    Err(Error::Busy(format!(
-        "RestoreLimits: a wipe holds {} (running: {}); cancel the job first",
+    Some(format!(
+        "a wipe holds {} (running: {}); cancel the job first",
         arrays.join(", "),
         if jobs.is_empty() {
             "no job of this service".to_string()
         } else {
             jobs.join(", ")
         }
-    )))
+    ))
 }
 
-/// `RestoreLimits {defaults}` over a state file that cannot be read: refuse while a wipe job of
-/// this service runs (it may hold a freeze the lost journal recorded).
-///
-/// Errors: `Busy`, naming the jobs.
-fn refuse_while_jobs_run(shared: &Shared) -> Result<()> {
-    let jobs: Vec<String> = shared
-        .jobs
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+/// `RestoreLimits {defaults}` over a state file that cannot be read: the refusal while a wipe
+/// job of this service runs (it may hold a freeze the lost journal recorded), naming the jobs.
+fn refuse_while_jobs_run(shared: &Shared) -> Option<String> {
+    let jobs: Vec<String> = crate::lock::lock(&shared.core.jobs)
         .iter()
         .filter(|(_, j)| !j.handle.is_finished())
         .map(|(n, j)| format!("job {n} on {}", j.device.display()))
         .collect();
     if jobs.is_empty() {
-        return Ok(());
+        return None;
     }
-    Err(Error::Busy(format!(
-        "RestoreLimits: the policy state is unreadable and a wipe may hold a freeze (running: {}); cancel the job first",
+    Some(format!(
+        "the policy state is unreadable and a wipe may hold a freeze (running: {}); cancel the job first",
         jobs.join(", ")
-    )))
+    ))
 }
 
 /// `list` ([`super::candidates::Candidates::list`]) with the devices a job of this service is
@@ -532,10 +530,7 @@ fn mark_busy(
     shared: &Shared,
     list: Vec<crate::wipe::candidates::Candidate>,
 ) -> Vec<(String, bool, String)> {
-    let busy: Vec<std::path::PathBuf> = shared
-        .jobs
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
+    let busy: Vec<std::path::PathBuf> = crate::lock::lock(&shared.core.jobs)
         .values()
         .filter(|j| !j.handle.is_finished())
         .map(|j| j.device.clone())
@@ -543,7 +538,7 @@ fn mark_busy(
     list.into_iter()
         .map(|c| {
             let name = c.device.trim_start_matches("/dev/");
-            let real = std::fs::canonicalize(shared.root.dev(name)).ok();
+            let real = std::fs::canonicalize(shared.core.root.dev(name)).ok();
             match real.filter(|r| busy.contains(r)) {
                 Some(r) => (
                     c.device,

@@ -15,6 +15,8 @@
 //! - [`options`]: parsing of the methods' `a{sv}` options.
 //! - [`plan`]: a wipe job's plan as structured data (`Job.PlanData`).
 //! - [`props`]: property snapshots, their diffs and `PropertiesChanged`.
+//! - [`publish`]: the Array objects built from the model, compared and put on the bus, in one
+//!   place; their paths are the one map the ObjectManager and the jobs read.
 //! - [`client`]: typed proxies for the front ends (`mdpilot policy`, tests).
 //!
 //! The state the objects share with the service loop is [`shared::Shared`] (the core's
@@ -35,6 +37,7 @@ pub mod objects;
 pub mod options;
 pub mod plan;
 pub mod props;
+pub mod publish;
 pub mod shared;
 
 /// The well-known bus name the service owns.

@@ -13,12 +13,12 @@
 // structs) that carry no docs; the hand-written items here are all documented.
 #![allow(missing_docs)]
 
-use super::array::{ArrayObject, ArrayProps};
+use super::array::ArrayObject;
 use super::job::{job_path, JobObject};
 use super::manager::Manager;
 use super::shared::Shared;
-use super::{array_path, MANAGER_PATH};
-use crate::shared::lock;
+use super::MANAGER_PATH;
+use crate::lock::lock;
 use std::borrow::Cow;
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -30,7 +30,7 @@ use zbus::{fdo, interface};
 
 /// The object manager.
 pub struct ObjectManager {
-    /// Shared state (the model gives the array paths, the job table the job paths).
+    /// Shared state (the published arrays give the array paths, the job table the job paths).
     pub shared: Arc<Shared>,
 }
 
@@ -69,21 +69,11 @@ impl ObjectManager {
     ) -> fdo::Result<ManagedObjects> {
         let mut out = ManagedObjects::new();
         add::<Manager>(&mut out, server, conn, MANAGER_PATH).await?;
-        let arrays: Vec<String> = {
-            let model = lock(&self.shared.model);
-            model
-                .arrays
-                .iter()
-                .map(|a| {
-                    let p = ArrayProps::from_model(a);
-                    array_path(&p.uuid, &p.kernel_name)
-                })
-                .collect()
-        };
+        let arrays = lock(&self.shared.arrays).paths();
         for p in arrays {
             add::<ArrayObject>(&mut out, server, conn, &p).await?;
         }
-        let jobs: Vec<u64> = lock(&self.shared.jobs).keys().copied().collect();
+        let jobs: Vec<u64> = lock(&self.shared.core.jobs).keys().copied().collect();
         for n in jobs {
             add::<JobObject>(&mut out, server, conn, &job_path(n)).await?;
         }

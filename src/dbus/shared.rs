@@ -1,16 +1,20 @@
 //! The bus side of the shared state: the core's [`State`] (model, policy, wipe jobs, refresh
 //! requests; zbus-free) plus what only the D-Bus objects need: the bus we serve on, polkit
-//! ([`Authority`]) and the Manager's published properties, with their PropertiesChanged.
-//! Derefs to [`State`], so the objects read `shared.policy`, `shared.root` directly.
+//! ([`Authority`]), the Manager's published properties, with their PropertiesChanged, and the
+//! object paths of the Array objects as published ([`ArrayPaths`]). The objects name the core's fields through
+//! [`Shared::core`] (`shared.core.policy`, `shared.core.root`).
 
 use super::auth::Authority;
 use super::candidates::Candidates;
 use super::props::{emit_changed, ManagerProps};
 use super::{BusChoice, MANAGER_IFACE};
+use crate::lock::lock;
 use crate::policy::PolicyView;
-use crate::shared::{lock, State};
+use crate::shared::State;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::{Arc, Mutex};
 use zbus::object_server::SignalEmitter;
+use zbus::zvariant::OwnedObjectPath;
 
 /// State shared by the D-Bus objects and the service loop.
 pub struct Shared {
@@ -25,13 +29,9 @@ pub struct Shared {
     pub props: Mutex<ManagerProps>,
     /// `WipeCandidates`, bounded (one call per caller, a cache, a probe pool of its own).
     pub candidates: Candidates,
-}
-
-impl std::ops::Deref for Shared {
-    type Target = State;
-    fn deref(&self) -> &State {
-        &self.core
-    }
+    /// The object paths of the Array objects served now: the one map of their paths
+    /// (`GetManagedObjects`, the jobs' `Objects`); only [`super::publish::publish`] changes it.
+    pub arrays: Mutex<ArrayPaths>,
 }
 
 impl Shared {
@@ -49,6 +49,7 @@ impl Shared {
             bus,
             props: Mutex::new(props),
             candidates: Candidates::new(),
+            arrays: Mutex::new(ArrayPaths::default()),
         }
     }
 
@@ -97,5 +98,32 @@ impl Shared {
             self.publish(emitter, last).await;
         }
         n
+    }
+}
+
+/// The object path of each Array object served, by the array's kernel name, as
+/// [`super::publish::publish`] last put them on the bus.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ArrayPaths(BTreeMap<String, String>);
+
+impl ArrayPaths {
+    /// The paths of `by_name` (kernel name → object path).
+    pub fn new(by_name: BTreeMap<String, String>) -> ArrayPaths {
+        ArrayPaths(by_name)
+    }
+
+    /// Every path, sorted.
+    pub fn paths(&self) -> Vec<String> {
+        let set: BTreeSet<&String> = self.0.values().collect();
+        set.into_iter().cloned().collect()
+    }
+
+    /// The paths of the arrays whose kernel name is among `names`, sorted and without repeats;
+    /// names of no served array (a loop device, a vanished array) give nothing.
+    pub fn paths_of<'a>(&self, names: impl IntoIterator<Item = &'a str>) -> Vec<OwnedObjectPath> {
+        let set: BTreeSet<&String> = names.into_iter().filter_map(|n| self.0.get(n)).collect();
+        set.into_iter()
+            .filter_map(|p| OwnedObjectPath::try_from(p.clone()).ok())
+            .collect()
     }
 }

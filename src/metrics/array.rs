@@ -2,12 +2,14 @@
 //! has them, else the nearest `/proc/mdstat` reading. Pure.
 
 use super::families::{
-    esc, int, Builder, Labels, Value, ARRAY_STATES, CONSISTENCY_POLICIES, SYNC_ACTIONS,
-    WRITE_INTENT_BITMAPS,
+    esc, int, Builder, Labels, Value, ARRAY_STATES, CONSISTENCY_POLICIES, MEMBER_DOWN,
+    MEMBER_WRITE_MOSTLY, SYNC_ACTIONS, WRITE_INTENT_BITMAPS,
 };
 use crate::model::{
-    Array, ArrayState, ArrayWarning, HeaderState, MemberRole, MemberState, SyncAction,
+    Array, ArrayState, ArrayWarning, ConsistencyPolicy, HeaderState, MemberRole, MemberState,
+    SyncAction,
 };
+use crate::vocab::MEMBER_ACTIVE;
 
 /// One series per word of `known` (1 for `cur`, 0 for the others) in the family `fam` with the
 /// label `key`, plus a series for `cur` when it is not in `known`.
@@ -91,7 +93,7 @@ pub fn array(b: &mut Builder, a: &Array, global_min_kib_s: Option<u64>) {
             "mdpilot_array_consistency_policy",
             &name,
             "policy",
-            CONSISTENCY_POLICIES,
+            CONSISTENCY_POLICIES.iter().map(ConsistencyPolicy::as_str),
             p,
         );
     }
@@ -193,13 +195,16 @@ fn members(b: &mut Builder, a: &Array, name: &str) {
         .as_deref()
         .map_or(0, |s| s.bytes().filter(|&c| c == b'_').count() as u64);
     for (state, n) in [
-        ("active", active),
-        ("rebuilding", role(MemberRole::Rebuilding)),
-        ("spare", role(MemberRole::Spare)),
-        ("faulty", role(MemberRole::Faulty)),
-        ("down", down),
-        ("write-mostly", write_mostly),
-        ("journal", role(MemberRole::Journal)),
+        (MEMBER_ACTIVE, active),
+        (
+            MemberRole::Rebuilding.as_str(),
+            role(MemberRole::Rebuilding),
+        ),
+        (MemberRole::Spare.as_str(), role(MemberRole::Spare)),
+        (MemberRole::Faulty.as_str(), role(MemberRole::Faulty)),
+        (MEMBER_DOWN, down),
+        (MEMBER_WRITE_MOSTLY, write_mostly),
+        (MemberRole::Journal.as_str(), role(MemberRole::Journal)),
     ] {
         b.add(
             "mdpilot_array_members",

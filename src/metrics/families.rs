@@ -1,8 +1,9 @@
 //! The list of `mdpilot_*` families ([`FAMILIES`]), their label vocabularies, and the encoder
 //! that writes collected samples through `prometheus-client` in a fixed order. Pure.
 
-use crate::model::{ArrayState, SyncAction};
+use crate::model::{ArrayState, ConsistencyPolicy, MemberRole, SyncAction};
 use crate::policy::LeaseKind;
+use crate::vocab::MEMBER_ACTIVE;
 use prometheus_client::collector::Collector;
 use prometheus_client::encoding::{DescriptorEncoder, EncodeMetric};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -38,19 +39,35 @@ pub const SYNC_ACTIONS: [SyncAction; 7] = [
 ];
 
 /// Member states of `mdpilot_array_members`.
+/// `active` is mdadm's word for a member in sync ([`MEMBER_ACTIVE`]), `down` a missing slot
+/// (`_` in mdstat's `[UU_]`), `write-mostly` the `write_mostly` member state; the rest are the
+/// [`MemberRole`] words.
 pub const MEMBER_STATES: [&str; 7] = [
-    "active",
-    "rebuilding",
-    "spare",
-    "faulty",
-    "down",
-    "write-mostly",
-    "journal",
+    MEMBER_ACTIVE,
+    MemberRole::Rebuilding.as_str(),
+    MemberRole::Spare.as_str(),
+    MemberRole::Faulty.as_str(),
+    MEMBER_DOWN,
+    MEMBER_WRITE_MOSTLY,
+    MemberRole::Journal.as_str(),
 ];
+
+/// The `mdpilot_array_members` label of a missing slot (`_` in mdstat's `[UU_]`).
+pub const MEMBER_DOWN: &str = "down";
+
+/// The `mdpilot_array_members` label of `write_mostly` members (the state word with `-`, as
+/// `mdpilot status` prints it).
+pub const MEMBER_WRITE_MOSTLY: &str = "write-mostly";
 
 /// Values of `md/consistency_policy` (md.rst), one `mdpilot_array_consistency_policy` series
 /// each; a word outside the list gets its own series.
-pub const CONSISTENCY_POLICIES: [&str; 5] = ["none", "resync", "bitmap", "journal", "ppl"];
+pub const CONSISTENCY_POLICIES: [ConsistencyPolicy; 5] = [
+    ConsistencyPolicy::None,
+    ConsistencyPolicy::Resync,
+    ConsistencyPolicy::Bitmap,
+    ConsistencyPolicy::Journal,
+    ConsistencyPolicy::Ppl,
+];
 
 /// Kinds of `mdpilot_array_write_intent_bitmap`, one series each.
 pub const WRITE_INTENT_BITMAPS: [crate::model::WriteIntentBitmap; 4] = [

@@ -90,7 +90,7 @@ impl Policy {
         expires_unix_s: Option<u64>,
     ) -> Result<PolicyView, PolicyError> {
         request::validate(&req)?;
-        let now = super::unix_now_s();
+        let now = crate::host::unix_now_s();
         if let Some(t) = expires_unix_s {
             // Past ends are fine (released at once); far ones are not what any caller means.
             let longest = now.saturating_add(crate::units::MAX_DURATION_S);
@@ -137,16 +137,17 @@ impl Policy {
         req: LeaseRequest,
         duration_s: Option<u64>,
     ) -> Result<PolicyView, PolicyError> {
-        let until =
-            match duration_s {
-                None => None,
-                Some(d) => Some(crate::units::end_after(super::unix_now_s(), d).map_err(
-                    |source| CoreError::DurationTooLong {
+        let until = match duration_s {
+            None => None,
+            Some(d) => Some(
+                crate::units::end_after(crate::host::unix_now_s(), d).map_err(|source| {
+                    CoreError::DurationTooLong {
                         holder: req.holder.clone(),
                         source,
-                    },
-                )?),
-            };
+                    }
+                })?,
+            ),
+        };
         self.acquire_until(req, until)
     }
 
@@ -228,12 +229,44 @@ impl Policy {
     /// than corrupt) or saved, [`PolicyError::Write`] when a default cannot be written (the
     /// state is then left as it was; run it again).
     pub fn restore(&self, defaults: bool) -> Result<PolicyView, PolicyError> {
-        tracing::info!(defaults, "restore limits: every lease dropped");
-        if !defaults {
-            return self.change_with(&|_| true, |_| Some(BTreeMap::new()), |_| {});
-        }
+        let _lock = state::lock(&self.settings.state_path)?;
+        self.restore_locked(defaults)
+    }
+
+    /// [`Policy::restore`] unless `refuse` gives a reason not to. `refuse` is asked under the
+    /// state's lock, before anything is undone or written, with the journaled changes held
+    /// (freezes of wipe jobs) as the file has them, or `None` when the file cannot be read
+    /// (only with `defaults`: without them that is the error): nothing can take a freeze
+    /// between the decision and the restore.
+    ///
+    /// # Errors
+    /// [`PolicyError::Refused`] with `refuse`'s reason (nothing written); else as
+    /// [`Policy::restore`].
+    pub fn restore_unless(
+        &self,
+        defaults: bool,
+        refuse: &dyn Fn(Option<&[Change]>) -> Option<String>,
+    ) -> Result<PolicyView, PolicyError> {
         let path = &self.settings.state_path;
         let _lock = state::lock(path)?;
+        let why = match state::read(path) {
+            Ok(st) => refuse(Some(&st.changes.values().cloned().collect::<Vec<_>>())),
+            Err(_) if defaults => refuse(None),
+            Err(e) => return Err(e.into()),
+        };
+        if let Some(why) = why {
+            return Err(PolicyError::Refused(why));
+        }
+        self.restore_locked(defaults)
+    }
+
+    /// [`Policy::restore`] with the state's lock held by the caller.
+    fn restore_locked(&self, defaults: bool) -> Result<PolicyView, PolicyError> {
+        tracing::info!(defaults, "restore limits: every lease dropped");
+        if !defaults {
+            return self.change_locked(&|_| true, |_| Some(BTreeMap::new()), |_| {});
+        }
+        let path = &self.settings.state_path;
         let mut warnings = Vec::new();
         let old = match state::load_for_reset(path) {
             Ok(s) => s,
@@ -429,8 +462,18 @@ impl Policy {
         next: impl FnOnce(&PolicyState) -> Option<BTreeMap<String, LeaseRequest>>,
         edit: impl Fn(&mut PolicyState),
     ) -> Result<PolicyView, PolicyError> {
+        let _lock = state::lock(&self.settings.state_path)?;
+        self.change_locked(undo_changes, next, edit)
+    }
+
+    /// [`Policy::change_with`] with the state's lock already held by the caller.
+    fn change_locked(
+        &self,
+        undo_changes: &dyn Fn(&Change) -> bool,
+        next: impl FnOnce(&PolicyState) -> Option<BTreeMap<String, LeaseRequest>>,
+        edit: impl Fn(&mut PolicyState),
+    ) -> Result<PolicyView, PolicyError> {
         let path = &self.settings.state_path;
-        let _lock = state::lock(path)?;
         let existed = path.exists();
         let loaded = state::load(path)?;
         let mut old = loaded.clone();

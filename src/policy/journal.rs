@@ -19,6 +19,7 @@
 //! `sync_max`, `resync_start`, `uuid`).
 
 use super::request::{valid_array_name, Owner};
+use crate::vocab::{SyncAction, NONE};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::fmt;
@@ -88,8 +89,8 @@ impl Change {
             owner,
             array,
             attr: SYNC_ACTION.into(),
-            written: "frozen".into(),
-            restore: "idle".into(),
+            written: SyncAction::Frozen.as_str().into(),
+            restore: SyncAction::Idle.as_str().into(),
         }
     }
 
@@ -114,7 +115,7 @@ impl Change {
         if !word(&self.written) || !word(&self.restore) || self.id.is_empty() {
             return Err(format!("invalid values in change {:?}", self.id));
         }
-        if self.restore == "none" || self.written == "none" {
+        if self.restore == NONE || self.written == NONE {
             // `resync_start none` marks an array clean; it is never a journaled value.
             return Err(format!("change {:?} writes none", self.id));
         }
@@ -263,7 +264,11 @@ pub fn foreign_frozen(
 ) -> Vec<String> {
     arrays
         .iter()
-        .filter(|(_, a)| a.attrs.get(SYNC_ACTION).is_some_and(|v| v == "frozen"))
+        .filter(|(_, a)| {
+            a.attrs
+                .get(SYNC_ACTION)
+                .is_some_and(|v| SyncAction::Frozen == v.as_str())
+        })
         .filter(|(name, _)| {
             !changes.values().any(|c| {
                 c.attr == SYNC_ACTION && locate(&c.array, arrays) == Located::At((*name).clone())

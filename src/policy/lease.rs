@@ -57,7 +57,7 @@ impl Setting {
     pub fn to_text(&self) -> String {
         match self {
             Setting::Kibs(v) => v.to_string(),
-            Setting::System => "system".to_string(),
+            Setting::System => crate::vocab::LimitOrigin::System.as_str().to_string(),
         }
     }
 }

@@ -39,6 +39,11 @@ pub use request::{
 };
 pub use warning::PolicyWarning;
 
+/// The clock lives in [`crate::host`]; re-exported for the check executor and scheduler
+/// (`src/check/run.rs`, `src/service/scheduler.rs`), which another change is reworking.
+pub use crate::host::unix_now_s;
+
+use crate::host::{pid_alive, process_start_time};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;
 use std::path::PathBuf;
@@ -65,6 +70,10 @@ pub enum PolicyError {
     /// The state file or its lock failed (including a corrupt state file, moved aside).
     #[error(transparent)]
     State(#[from] state::StateError),
+    /// The caller refused the operation on the state it saw under the lock (a restore while a
+    /// wipe holds a freeze); nothing was written. The text is the caller's reason.
+    #[error("{0}")]
+    Refused(String),
     /// A knob could not be read (missing, non-numeric, unreadable); nothing was written.
     #[error("nothing written")]
     Read(#[source] knobs::KnobError),
@@ -167,13 +176,6 @@ impl LeaseView {
     }
 }
 
-/// Now in Unix seconds (0 if the clock is before 1970), for lease expiries.
-pub fn unix_now_s() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs())
-}
-
 /// Saved originals of `speed_limit_{min,max}` (KiB/s) and `sync_io_depth` (requests).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct GlobalOriginals {
@@ -208,18 +210,6 @@ pub struct ArrayView {
     /// Saved original `sync_io_depth` (when managed).
     #[serde(default, with = "kibs_form::option")]
     pub original_io_depth: Option<SpeedLimit>,
-}
-
-pub use crate::host::pid_alive;
-
-/// Field 22 of `/proc/PID/stat`: the start time of process `pid` in clock ticks since boot
-/// (`proc(5)`, read with `procfs`); `None` when there is no such process or it cannot be read.
-/// With the pid it names one process for the life of the machine (polkit pins its subjects
-/// the same way). Like [`pid_alive`], this asks the running kernel, not a `Root`.
-pub fn process_start_time(pid: u32) -> Option<u64> {
-    let pid = i32::try_from(pid).ok().filter(|p| *p > 0)?;
-    let stat = procfs::process::Process::new(pid).ok()?.stat().ok()?;
-    Some(stat.starttime)
 }
 
 /// The owner to record for process `pid`: [`Owner::Process`] with its start time, or a bare

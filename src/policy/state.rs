@@ -337,9 +337,7 @@ fn parse_file(path: &Path) -> Result<Result<PolicyState, String>, StateError> {
 }
 
 fn move_aside(path: &Path, reason: String) -> Result<PolicyState, StateError> {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let secs = crate::host::unix_now_s();
     let mut moved_to = sibling(path, &format!(".corrupt-{secs}"));
     // Two corrupt files in the same second: never overwrite the first one.
     let mut n = 1;

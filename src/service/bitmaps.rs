@@ -8,8 +8,9 @@
 
 use crate::bitmap::{self, wanted, BitmapError, Plan};
 use crate::host::Root;
+use crate::lock::lock;
 use crate::model::MdStat;
-use crate::shared::{lock, State};
+use crate::shared::State;
 use std::collections::BTreeSet;
 use std::sync::{Arc, Mutex};
 

@@ -25,8 +25,9 @@
 //!   event pushes out the oldest waiting one of lower severity, or is itself dropped; each drop
 //!   is counted ([`EventSink::dropped`]) and logged (at most every 10 s).
 
-use crate::alerts::{ArrayView, Classifier, Event, Severity};
-use crate::host::{OwnChild, Root};
+use crate::alerts::{Classifier, Event, Severity};
+use crate::host::OwnChild;
+use crate::lock::lock;
 use crate::model::MdStat;
 use std::collections::{BTreeSet, VecDeque};
 use std::path::PathBuf;
@@ -185,13 +186,11 @@ impl EventSink {
         }
     }
 
-    /// Classifies `model` (read under `root`, for `md/sync_min`), logs and dispatches the
+    /// Classifies `model` ([`crate::alerts::views_from_model`]), logs and dispatches the
     /// events; returns them (for tests and callers that publish them).
-    pub fn feed(&mut self, root: &Root, model: &MdStat) -> Vec<Event> {
-        let views = event_views(root, model);
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map_or(0, |d| d.as_secs());
+    pub fn feed(&mut self, model: &MdStat) -> Vec<Event> {
+        let views = crate::alerts::views_from_model(model);
+        let now = crate::host::unix_now_s();
         let events = self.classifier.observe(&views, now);
         for e in &events {
             log(e);
@@ -244,10 +243,6 @@ impl Runner {
         }
         self.wake.notify_one();
     }
-}
-
-fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
-    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
 }
 
 /// SIGKILL to process group `pg`; ESRCH (the group is gone) is fine.
@@ -402,16 +397,6 @@ async fn wait_run(
     (st, timed_out)
 }
 
-/// The classifier's input for every array of `stat`: [`crate::alerts::views_from_model`] plus
-/// `md/sync_min` (512-byte sectors), which tells a paused check from a finished one.
-pub fn event_views(root: &Root, stat: &MdStat) -> Vec<ArrayView> {
-    let mut views = crate::alerts::views_from_model(stat);
-    for v in &mut views {
-        v.sync_min_sectors = crate::sysfs::read_sync_min(root, &v.name);
-    }
-    views
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -433,13 +418,12 @@ mod tests {
         .unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let root = Root::new(d.path());
         let mut sink = EventSink::new(Some(script));
-        assert!(sink.feed(&root, &crate::mdstat::parse(OK)).is_empty());
+        assert!(sink.feed(&crate::mdstat::parse(OK)).is_empty());
         let failed = OK
             .replace("loop4[1]", "loop4[1](F)")
             .replace("[2/2] [UU]", "[2/1] [U_]");
-        let ev = sink.feed(&root, &crate::mdstat::parse(&failed));
+        let ev = sink.feed(&crate::mdstat::parse(&failed));
         assert_eq!(ev.len(), 2);
         for _ in 0..100 {
             if std::fs::read_to_string(&out)
@@ -466,13 +450,15 @@ mod tests {
     }
 
     fn sample_event() -> Event {
-        let root = Root::new("/nonexistent");
         let mut c = Classifier::new();
-        let _ = c.observe(&event_views(&root, &crate::mdstat::parse(OK)), 0);
+        let _ = c.observe(
+            &crate::alerts::views_from_model(&crate::mdstat::parse(OK)),
+            0,
+        );
         let failed = OK
             .replace("loop4[1]", "loop4[1](F)")
             .replace("[2/2] [UU]", "[2/1] [U_]");
-        let views = event_views(&root, &crate::mdstat::parse(&failed));
+        let views = crate::alerts::views_from_model(&crate::mdstat::parse(&failed));
         c.observe(&views, 1).remove(0)
     }
 
@@ -580,13 +566,12 @@ mod tests {
         .unwrap();
         use std::os::unix::fs::PermissionsExt;
         std::fs::set_permissions(&script, std::fs::Permissions::from_mode(0o755)).unwrap();
-        let root = Root::new(d.path());
         let mut sink = EventSink::with_timeout(Some(script), Duration::from_millis(500));
-        sink.feed(&root, &crate::mdstat::parse(OK));
+        sink.feed(&crate::mdstat::parse(OK));
         let failed = OK
             .replace("loop4[1]", "loop4[1](F)")
             .replace("[2/2] [UU]", "[2/1] [U_]");
-        assert!(!sink.feed(&root, &crate::mdstat::parse(&failed)).is_empty());
+        assert!(!sink.feed(&crate::mdstat::parse(&failed)).is_empty());
         let mut ids: Vec<i32> = Vec::new();
         for _ in 0..100 {
             if let Ok(t) = std::fs::read_to_string(&pids) {

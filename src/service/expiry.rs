@@ -44,11 +44,16 @@ pub async fn run(shared: Arc<Shared>, conn: zbus::Connection) {
         }
     };
     loop {
-        let now = crate::policy::unix_now_s();
-        let wait = match step(shared.policy.next_expiry(), now) {
+        let now = crate::host::unix_now_s();
+        let wait = match step(shared.core.policy.next_expiry(), now) {
             Step::Expire => {
                 let s = shared.clone();
-                match shared.policy_worker.run(move || s.policy.expire(now)).await {
+                match shared
+                    .core
+                    .policy_worker
+                    .run(move || s.core.policy.expire(now))
+                    .await
+                {
                     Ok(Ok(Some(view))) => {
                         shared.publish(&emitter, Some(view)).await;
                         continue;
@@ -70,7 +75,7 @@ pub async fn run(shared: Arc<Shared>, conn: zbus::Connection) {
         };
         tokio::select! {
             () = sleep => {}
-            () = shared.lease_changed.notified() => {}
+            () = shared.core.lease_changed.notified() => {}
         }
     }
 }

@@ -30,10 +30,11 @@
 //! room are logged at most once per [`ACCEPT_LOG_INTERVAL`], with the number left out.
 
 use crate::config::MetricsListen;
+use crate::lock::lock;
 use crate::metrics::{render, Format, Snapshot, WipeSample};
 use crate::model::MdStat;
 use crate::policy::PolicyView;
-use crate::shared::{lock, State as Shared};
+use crate::shared::State as Shared;
 use http_body_util::Full;
 use hyper::body::{Bytes, Incoming};
 use hyper::{Method, Request, Response, StatusCode};
@@ -84,7 +85,8 @@ pub fn snapshot(shared: &Shared, state: &MetricsState) -> Snapshot {
             }
         })
         .collect();
-    let last_checks = crate::check::last_checks(&shared.root, &shared.config(), &model);
+    let last_checks =
+        crate::check::store::CheckStore::new(&shared.root, &shared.config()).last_checks(&model);
     Snapshot {
         model,
         install_applied_at: policy.as_ref().and_then(crate::metrics::install_applied_at),

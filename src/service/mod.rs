@@ -9,9 +9,9 @@
 //! ([`ServeError::BusTimeout`], exit 1), so systemd's `Restart=` can try again.
 //!
 //! Loop: watcher/simulator events are drained in batches; each batch re-reads only what it
-//! concerns (mdstat/udev → everything; a sysfs attribute → that array's sysfs), diffs the new
-//! model with the published one and emits PropertiesChanged / InterfacesAdded / InterfacesRemoved
-//! for the differences only. While a sync runs, a timer re-reads progress every
+//! concerns (mdstat/udev → everything; a sysfs attribute → that array's sysfs), and publishes
+//! the new model's Array objects ([`crate::dbus::publish`]: PropertiesChanged /
+//! InterfacesAdded / InterfacesRemoved for the differences only). While a sync runs, a timer re-reads progress every
 //! `progress_interval_ms`; with no sync running there is no timer. A client leaving the bus
 //! (`NameOwnerChanged` with an empty new owner) loses its leases. Under a unit with
 //! `WatchdogSec=` (`$WATCHDOG_USEC`) the loop sends `WATCHDOG=1` at half that interval.
@@ -44,22 +44,22 @@ pub mod scheduler;
 pub mod metrics_http;
 
 use crate::config::Config;
-use crate::dbus::array::{ArrayObject, ArrayProps};
 use crate::dbus::check::CheckView;
 use crate::dbus::manager::Manager;
 use crate::dbus::objects::ObjectManager;
-use crate::dbus::props::emit_changed;
+use crate::dbus::publish::{self, ArrayObjects};
 use crate::dbus::shared::Shared;
-use crate::dbus::{array_path, BusChoice, ARRAY_IFACE, BUS_NAME, MANAGER_PATH, ROOT_PATH};
+use crate::dbus::{BusChoice, BUS_NAME, MANAGER_PATH, ROOT_PATH};
 use crate::host::Root;
+use crate::lock::lock;
 use crate::model::MdStat;
 use crate::policy::{Owner, Policy};
-use crate::shared::{lock, Refresh, State};
+use crate::shared::{Refresh, State};
 use crate::sysfs;
 use crate::watch::{Event, Watcher};
 use futures_util::StreamExt;
 use instance::{lock_instance, notify, watchdog_from_env, watchdog_ping};
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::BTreeSet;
 use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
@@ -232,17 +232,18 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         progress,
     ));
     let shared = Arc::new(Shared::new(core.clone(), args.bus.clone()));
-    let metrics = Arc::new(metrics_http::MetricsState::new(shared.policy.show().ok()));
+    let metrics = Arc::new(metrics_http::MetricsState::new(core.policy.show().ok()));
     let metrics_task =
         start_metrics(args.metrics.clone(), &config.metrics, &core, &metrics).await?;
-
-    let (builder, published) = bus_objects(&args.bus, &shared, &root, &config, &model)?;
+    let builder = bus_objects(&args.bus, &shared)?;
     // Nothing is changed before the connection: a stop here only drops the listener, the
     // lock and the simulated tree.
     let limit = Duration::from_millis(args.bus_timeout_ms);
     let Some(conn) = connect(&mut signals, builder, limit).await? else {
         return Ok(());
     };
+    let mut published = ArrayObjects::default();
+    publish_arrays(&conn, &shared, &config, &model, &mut published).await;
     let setup = take_over(&shared, &conn, config.wipe.auto_resume);
     let Some(owners) = signals.unless_stopped("starting", setup).await else {
         // Resumed jobs may hold freezes and leases by now: the orderly shutdown undoes them.
@@ -255,10 +256,9 @@ async fn serve(root: Root, args: ServeArgs) -> Result<(), ServeError> {
         sd_notify::NotifyState::Status("watching md arrays"),
     ]);
     tracing::info!("serving {BUS_NAME} with {} arrays", published.len());
-
     // The first model is the events' baseline (DegradedArray for arrays already degraded).
     let mut events = events::EventSink::new(config.events.program.clone());
-    events.feed(&root, &model);
+    events.feed(&model);
     let (hook, poke) = crate::sim::LoopHook::new();
     let sim_task = sim.map(|s| tokio::spawn(s.run(tx.clone(), poke)));
     let expiry_task = tokio::spawn(expiry::run(shared.clone(), conn.clone()));
@@ -361,24 +361,14 @@ fn start_watcher(root: &Root, tx: &tokio::sync::mpsc::UnboundedSender<Event>) ->
     }
 }
 
-/// The connection builder with every object served (ObjectManager, Manager, one per array
-/// of `model`), and the arrays published by path. Objects are served first, the name asked
-/// for later: a client that sees the name sees them. Errors: [`ServeError::Bus`].
+/// The connection builder with the ObjectManager and the Manager served; the arrays follow
+/// once connected ([`publish_arrays`]), before the name is asked for: a client that sees the
+/// name sees them. Errors: [`ServeError::Bus`].
 fn bus_objects(
     bus: &BusChoice,
     shared: &Arc<Shared>,
-    root: &Root,
-    config: &Config,
-    model: &MdStat,
-) -> Result<
-    (
-        zbus::connection::Builder<'static>,
-        BTreeMap<String, ArrayProps>,
-    ),
-    ServeError,
-> {
-    let mut builder = bus
-        .builder()
+) -> Result<zbus::connection::Builder<'static>, ServeError> {
+    bus.builder()
         .map_err(bus_err("cannot open the bus"))?
         .serve_at(
             ROOT_PATH,
@@ -393,31 +383,25 @@ fn bus_objects(
                 shared: shared.clone(),
             },
         )
-        .map_err(bus_err("serve Manager"))?;
-    let mut published: BTreeMap<String, ArrayProps> = BTreeMap::new();
-    let checks = CheckView::read(root, config, model, crate::policy::unix_now_s() as i64);
+        .map_err(bus_err("serve Manager"))
+}
+
+/// Publishes the Array objects of `model` ([`crate::dbus::publish`]): their properties with
+/// the check record's and the bitmap-wanted list's, read now (the check upkeep, when any, was
+/// the step before: publishing writes nothing).
+async fn publish_arrays(
+    conn: &zbus::Connection,
+    shared: &Arc<Shared>,
+    config: &Config,
+    model: &MdStat,
+    published: &mut ArrayObjects,
+) {
+    let root = &shared.core.root;
+    let now = crate::host::unix_now_s() as i64;
+    let checks = CheckView::read(root, config, model, now);
     let pending = bitmaps::Upkeep::pending(root);
-    for a in &model.arrays {
-        let mut props = ArrayProps::from_model_in(a, model.speed_limit_min);
-        props.check = checks.props(a);
-        props.bitmap_pending = pending.contains(&props.uuid.to_ascii_lowercase());
-        let path = array_path(&props.uuid, &props.kernel_name);
-        if published.contains_key(&path) {
-            tracing::warn!("two arrays at {path}: {} is not published", a.name);
-            continue;
-        }
-        builder = builder
-            .serve_at(
-                path.clone(),
-                ArrayObject {
-                    props: props.clone(),
-                    shared: shared.clone(),
-                },
-            )
-            .map_err(bus_err("serve array"))?;
-        published.insert(path, props);
-    }
-    Ok((builder, published))
+    let objects = ArrayObjects::build(model, &checks, &pending);
+    publish::publish(conn, shared, published, objects).await;
 }
 
 /// After the connection, before READY: watch clients leaving, continue the previous run's
@@ -442,7 +426,7 @@ async fn take_over(
     // Leases and journaled changes (freezes) of a previous run whose owners are gone: a
     // bus-name lease was tied to the connection to the previous instance, so every one is
     // dead now (a clean stop released them; only a crash leaves them); pids are checked.
-    let reaped = shared.policy.reap(&|o: &Owner| match o {
+    let reaped = shared.core.policy.reap(&|o: &Owner| match o {
         Owner::BusName(_) => false,
         // pid and start time: a reused pid does not keep a freeze or a lease.
         o => crate::policy::cli_alive(o),
@@ -476,12 +460,12 @@ async fn shutdown(shared: &Arc<Shared>, conn: &zbus::Connection) {
     if let Ok(Err(e)) = paused {
         tracing::warn!("pausing checks: {}", crate::error::error_chain(&e));
     }
-    shared.cancel_jobs(Duration::from_secs(30)).await;
+    shared.core.cancel_jobs(Duration::from_secs(30)).await;
     // Restart is not stop: only what this instance owns goes (bus-name leases, the leases and
     // freezes of its own jobs, owned by its pid). Named (`--holder`) and other `pid` leases
     // stay in the state file and keep applying; `policy restore` drops everything.
     let me = std::process::id();
-    if let Err(e) = shared.policy.reap(&|o: &Owner| match o {
+    if let Err(e) = shared.core.policy.reap(&|o: &Owner| match o {
         Owner::BusName(_) => false,
         Owner::Process { pid: p, .. } | Owner::Pid(p) => *p != me,
         Owner::None => true,
@@ -627,15 +611,22 @@ fn start_checks(root: &Root, config: &Config, model: &MdStat) -> BTreeSet<String
     written
 }
 
-/// The loop's helpers beside it: the check schedule ([`scheduler::run`]) and, when `logind`,
-/// the shutdown watcher ([`logind::run`]); aborted together at the stop.
+/// The loop's helper beside it, when `logind`: the shutdown watcher ([`logind::run`]);
+/// aborted at the stop. (The check schedule is a step of the loop: [`Loop::schedule_step`].)
 async fn background(core: Arc<State>, logind: bool) {
-    let watch = async {
-        if logind {
-            logind::run(core.clone()).await;
+    if logind {
+        logind::run(core).await;
+    }
+}
+
+/// Waits for the next tick of `t`; forever without a timer.
+async fn next_tick(t: Option<&mut tokio::time::Interval>) {
+    match t {
+        Some(t) => {
+            t.tick().await;
         }
-    };
-    tokio::join!(scheduler::run(core.clone()), watch);
+        None => std::future::pending::<()>().await,
+    }
 }
 
 /// The loop's check upkeep, a step of its own after publishing
@@ -643,7 +634,7 @@ async fn background(core: Arc<State>, logind: bool) {
 /// one, a window's end, which pauses the check: `md/sync_action` is written). Failures are
 /// logged and count as nothing done.
 fn check_upkeep(root: &Root, config: &Config, model: &MdStat) -> UpkeepDone {
-    let now = crate::policy::unix_now_s();
+    let now = crate::host::unix_now_s();
     match crate::check::run::upkeep_all(root, config, model, now) {
         Ok((paused, recorded)) => UpkeepDone {
             paused: paused.into_iter().collect(),
@@ -664,9 +655,9 @@ struct Loop {
     /// With `--sim`: the simulator's side of each read ([`crate::sim::LoopHook`]).
     sim: Option<crate::sim::LoopHook>,
     conn: zbus::Connection,
-    /// Published arrays by object path.
     shared: Arc<Shared>,
-    published: BTreeMap<String, ArrayProps>,
+    /// The Array objects as published, by object path (their paths also in `shared.arrays`).
+    published: ArrayObjects,
     /// The model: the last good read, with `shared.model` pointing at the same one.
     model: Arc<MdStat>,
     progress: Duration,
@@ -702,6 +693,9 @@ impl Loop {
             mut hup,
         } = signals;
         let mut ticker = self.ticker(None);
+        let mut schedule = tokio::time::interval(scheduler::TICK);
+        schedule.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut held = Vec::new();
         let mut watchdog = self.watchdog_timer();
         let mut watchdog_warned = false;
         // `pid` lease owners: the set is re-read from the state file after every batch of
@@ -733,26 +727,20 @@ impl Loop {
                     let r = Reread::of_events(&drain(ev, &mut rx), &self.model);
                     ticker = self.after_batch(&r, ticker, &mut pids, &manager_emitter).await;
                 }
-                _ = async {
-                    match ticker.as_mut() {
-                        Some(t) => { t.tick().await; }
-                        None => std::future::pending::<()>().await,
-                    }
-                } => {
+                _ = next_tick(ticker.as_mut()) => {
                     let r = self.syncing_reread();
                     self.step(&r, &manager_emitter).await;
+                    ticker = self.ticker(ticker);
+                }
+                _ = schedule.tick() => {
+                    self.schedule_step(&mut held, &manager_emitter).await;
                     ticker = self.ticker(ticker);
                 }
                 Some(first) = refreshes.recv() => {
                     let r = Reread::of_refreshes(&drain(first, &mut refreshes));
                     ticker = self.after_batch(&r, ticker, &mut pids, &manager_emitter).await;
                 }
-                _ = async {
-                    match watchdog.as_mut() {
-                        Some(t) => { t.tick().await; }
-                        None => std::future::pending::<()>().await,
-                    }
-                } => watchdog_ping(&mut watchdog_warned),
+                _ = next_tick(watchdog.as_mut()) => watchdog_ping(&mut watchdog_warned),
                 pid = pids.exited() => {
                     self.reap_exited(&manager_emitter, &[pid]).await;
                 }
@@ -804,14 +792,16 @@ impl Loop {
         ticker
     }
 
-    /// The progress tick's re-read: the arrays published as syncing, nothing else.
+    /// The progress tick's re-read: the arrays syncing ([`crate::model::Array::is_syncing`]),
+    /// nothing else.
     fn syncing_reread(&self) -> Reread {
         Reread {
             arrays: self
-                .published
-                .values()
-                .filter(|p| p.syncing())
-                .map(|p| p.kernel_name.clone())
+                .model
+                .arrays
+                .iter()
+                .filter(|a| a.is_syncing())
+                .map(|a| a.name.clone())
                 .collect(),
             ..Reread::default()
         }
@@ -865,14 +855,14 @@ impl Loop {
             );
         }
         self.config = Arc::new(new);
-        self.shared.set_config(self.config.clone());
+        self.shared.core.set_config(self.config.clone());
         true
     }
 
     /// The pids owning leases in the state file, except this process (its jobs' leases).
     fn pid_owners(&self) -> BTreeSet<u32> {
         let me = std::process::id();
-        match crate::policy::state::read(&self.shared.policy.settings().state_path) {
+        match crate::policy::state::read(&self.shared.core.policy.settings().state_path) {
             Ok(st) => st
                 .leases
                 .values()
@@ -887,7 +877,7 @@ impl Loop {
         for p in exited {
             tracing::info!("pid {p} exited: releasing its leases");
         }
-        let r = self.shared.policy.reap(&|o: &Owner| match o {
+        let r = self.shared.core.policy.reap(&|o: &Owner| match o {
             Owner::Process { pid: p, .. } | Owner::Pid(p) if exited.contains(p) => false,
             o => crate::policy::cli_alive(o),
         });
@@ -899,7 +889,12 @@ impl Loop {
 
     /// The progress timer exists only while some array syncs.
     fn ticker(&self, cur: Option<tokio::time::Interval>) -> Option<tokio::time::Interval> {
-        if !self.published.values().any(ArrayProps::syncing) {
+        if !self
+            .model
+            .arrays
+            .iter()
+            .any(crate::model::Array::is_syncing)
+        {
             return None;
         }
         cur.or_else(|| {
@@ -912,13 +907,18 @@ impl Loop {
         })
     }
 
-    /// One step: re-reads what `r` names and publishes the differences ([`Loop::read_and_publish`]),
-    /// then does the check upkeep, a step of its own (publishing writes nothing); the arrays
-    /// it paused are re-read and published at once, and a record it changed (a check that
-    /// just ended: md sends no further event) is published at once too.
+    /// One step: re-reads what `r` names and publishes the differences
+    /// ([`Loop::read_and_publish`]), then does the check upkeep, a step of its own (publishing
+    /// writes nothing) run on the check worker and awaited; the arrays it paused are re-read
+    /// and published at once, and a record it changed (a check that just ended: md sends no
+    /// further event) is published at once too.
     async fn step(&mut self, r: &Reread, manager_emitter: &SignalEmitter<'_>) {
         self.read_and_publish(r, manager_emitter).await;
-        let done = check_upkeep(&self.root, &self.config, &self.model);
+        // On the check worker (the record's lock, kernel writes), awaited: the loop's step.
+        let (root, config, model) = (self.root.clone(), self.config.clone(), self.model.clone());
+        let upkeep = move || check_upkeep(&root, &config, &model);
+        let done = self.shared.core.check_worker.run(upkeep).await;
+        let done = done.unwrap_or_default();
         if !done.paused.is_empty() {
             let r = Reread {
                 arrays: done.paused,
@@ -931,6 +931,43 @@ impl Loop {
         }
         // The bitmaps waiting for a sync's end: each worker asks for its array's re-read.
         self.bitmaps.step(&self.shared.core, &self.model);
+    }
+
+    /// The check schedule's step, every [`scheduler::TICK`] with a `[check] schedule` in the
+    /// configuration in effect (a SIGHUP that adds or changes it applies from the next tick):
+    /// [`scheduler::tick`] on the loop's model, on the check worker (it writes kernel files and
+    /// the record under its lock), awaited, so that the loop stays the record's one writer.
+    /// The arrays it started or paused are re-read and published at once. A held scheduled
+    /// check is logged when its reason appears or changes (`held`: the last tick's).
+    async fn schedule_step(
+        &mut self,
+        held: &mut Vec<(String, String)>,
+        manager_emitter: &SignalEmitter<'_>,
+    ) {
+        if self.config.check.schedule.is_none() {
+            return;
+        }
+        let (root, config, model) = (self.root.clone(), self.config.clone(), self.model.clone());
+        let ticked = self.shared.core.check_worker.run(move || {
+            let now = crate::policy::unix_now_s() as i64;
+            scheduler::tick(&root, &config, &model, now, scheduler::utc_offset_s(now))
+        });
+        let Ok(ticked) = ticked.await else {
+            return;
+        };
+        for (array, reason) in scheduler::newly_held(&ticked.held, held) {
+            tracing::info!(%array, "scheduled check not started: {reason}");
+        }
+        *held = ticked.held;
+        let written: BTreeSet<String> = ticked.started.into_iter().chain(ticked.paused).collect();
+        if !written.is_empty() {
+            let r = Reread {
+                arrays: written,
+                sync_action: true,
+                ..Reread::default()
+            };
+            self.read_and_publish(&r, manager_emitter).await;
+        }
     }
 
     /// Re-reads what `r` names, feeds the events, then publishes the differences.
@@ -947,16 +984,16 @@ impl Loop {
             }
         };
         self.model = Arc::new(model);
-        self.events.feed(&self.root, &self.model);
-        *lock(&self.shared.model) = self.model.clone();
+        self.events.feed(&self.model);
+        *lock(&self.shared.core.model) = self.model.clone();
         self.sample_history();
         self.publish_arrays().await;
         if r.full {
             // The CLI may have changed the state file itself: the timed-lease task re-reads
             // the next end (without the lock).
-            self.shared.lease_changed.notify_one();
+            self.shared.core.lease_changed.notify_one();
             // Global limits are re-read with the model; the manager shows them.
-            let view = self.shared.policy.show().ok();
+            let view = self.shared.core.policy.show().ok();
             self.metrics.set_policy(view.clone());
             if let Some(view) = view {
                 self.shared.emit_props(manager_emitter, &view).await;
@@ -968,7 +1005,7 @@ impl Loop {
     /// set before the loop's first sample.
     fn sim_history(&self) {
         if self.sim.is_some() {
-            *lock(&self.shared.sync_history) = crate::sim::sync_history();
+            *lock(&self.shared.core.sync_history) = crate::sim::sync_history();
         }
     }
 
@@ -976,74 +1013,25 @@ impl Loop {
     /// `/proc/pressure/io` is read only when a sample is taken (a sync runs or just stopped).
     fn sample_history(&self) {
         let root = &self.root;
-        lock(&self.shared.sync_history).observe(&self.model, crate::policy::unix_now_s(), || {
-            sysfs::pressure::read_io_pressure(root)
-                .ok()
-                .map(|p| p.full_avg10)
-        });
+        lock(&self.shared.core.sync_history).observe(
+            &self.model,
+            crate::policy::unix_now_s(),
+            || {
+                sysfs::pressure::read_io_pressure(root)
+                    .ok()
+                    .map(|p| p.full_avg10)
+            },
+        );
     }
 
     async fn publish_arrays(&mut self) {
-        let server = self.conn.object_server();
-        let mut new: BTreeMap<String, ArrayProps> = BTreeMap::new();
-        // The check properties (the upkeep was the step before: publishing writes nothing).
-        let checks = CheckView::read(
-            &self.root,
+        publish_arrays(
+            &self.conn,
+            &self.shared,
             &self.config,
             &self.model,
-            crate::policy::unix_now_s() as i64,
-        );
-        let pending = bitmaps::Upkeep::pending(&self.root);
-        for a in &self.model.arrays {
-            let mut props = ArrayProps::from_model_in(a, self.model.speed_limit_min);
-            props.check = checks.props(a);
-            props.bitmap_pending = pending.contains(&props.uuid.to_ascii_lowercase());
-            let path = array_path(&props.uuid, &props.kernel_name);
-            if new.contains_key(&path) {
-                tracing::warn!("two arrays at {path}: {} is not published", a.name);
-                continue;
-            }
-            new.insert(path, props);
-        }
-        let gone: Vec<String> = self
-            .published
-            .keys()
-            .filter(|p| !new.contains_key(*p))
-            .cloned()
-            .collect();
-        for path in gone {
-            // ObjectServer::remove emits InterfacesRemoved through the ObjectManager.
-            if let Err(e) = server.remove::<ArrayObject, _>(path.as_str()).await {
-                tracing::warn!("cannot remove {path}: {e}");
-            }
-            self.published.remove(&path);
-        }
-        for (path, props) in new {
-            match self.published.get(&path) {
-                None => {
-                    // ObjectServer::at emits InterfacesAdded through the ObjectManager.
-                    let obj = ArrayObject {
-                        props: props.clone(),
-                        shared: self.shared.clone(),
-                    };
-                    if let Err(e) = server.at(path.as_str(), obj).await {
-                        tracing::warn!("cannot add {}: {e}", props.kernel_name);
-                        continue;
-                    }
-                }
-                Some(old) if *old != props => {
-                    let changed = ArrayProps::changed(old, &props);
-                    match server.interface::<_, ArrayObject>(path.as_str()).await {
-                        Ok(iface) => {
-                            iface.get_mut().await.props = props.clone();
-                            emit_changed(iface.signal_emitter(), ARRAY_IFACE, changed).await;
-                        }
-                        Err(e) => tracing::warn!("array object {path} missing: {e}"),
-                    }
-                }
-                Some(_) => {}
-            }
-            self.published.insert(path, props);
-        }
+            &mut self.published,
+        )
+        .await;
     }
 }

@@ -35,7 +35,7 @@ const SETTLE: Duration = Duration::from_secs(10);
 /// returns how many jobs were started. With `enabled` false only says what it leaves.
 /// Failures are logged (warn) and never stop the service.
 pub async fn resume_jobs(shared: &Arc<Shared>, conn: &zbus::Connection, enabled: bool) -> usize {
-    let dir = shared.root.path(checkpoint::DIR);
+    let dir = shared.core.root.path(checkpoint::DIR);
     let mut started: Vec<Arc<JobHandle>> = Vec::new();
     for (path, ck) in checkpoint::list(&dir) {
         let StartedBy::Service { uid } = ck.started_by else {
@@ -56,7 +56,7 @@ pub async fn resume_jobs(shared: &Arc<Shared>, conn: &zbus::Connection, enabled:
             );
             continue;
         }
-        let device = match checkpoint::locate(&shared.root, &dir, &path, &ck) {
+        let device = match checkpoint::locate(&shared.core.root, &dir, &path, &ck) {
             Ok(d) => d,
             Err(why) => {
                 tracing::warn!(

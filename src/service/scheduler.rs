@@ -1,7 +1,10 @@
-//! The service's check scheduler: every [`TICK`], if the config has a `[check] schedule`,
-//! evaluates [`crate::schedule::Schedule::plan`] on the current arrays and the check record,
-//! then starts or resumes (`mdpilot check start|resume`, the same code path) the arrays the
-//! plan names and pauses the schedule's own checks outside any window.
+//! The service's check schedule, a step of the service loop: every [`TICK`], if the config has
+//! a `[check] schedule`, the loop hands [`tick`] its model (the arrays it has read already:
+//! no collection of its own) and [`tick`] evaluates [`crate::schedule::Schedule::plan`] on
+//! those arrays and the check record, then starts or resumes (the executor of `mdpilot check
+//! start|resume`, [`crate::check::run::execute_on`]) the arrays the plan names and pauses the
+//! schedule's own checks outside any window. The loop is the record's one writer in the
+//! service: its upkeep and this step, one after the other.
 //!
 //! Inputs it reads: `/etc/machine-id` under the root (the seed of the fixed start delay; none:
 //! delay 0), the local UTC offset now (`localtime_r`'s `tm_gmtoff`), member disks from
@@ -9,14 +12,13 @@
 //! Creation times are not read yet (every array passes the minimum-age rule).
 
 use crate::check::guard::{hold, Facts, Hold};
-use crate::check::run::{execute, member_disks, record_key, Op};
-use crate::check::{CheckAction, CheckState};
+use crate::check::run::{execute_on, member_disks, record_key, Op};
+use crate::check::store::CheckStore;
+use crate::check::{CheckAction, CheckState, Origin};
 use crate::config::Config;
 use crate::host::Root;
-use crate::model::SyncAction;
+use crate::model::{MdStat, SyncAction};
 use crate::schedule::{fixed_delay_s, Candidate, SkipReason};
-use crate::shared::State;
-use std::sync::Arc;
 use std::time::Duration;
 
 /// How often the plan is evaluated: the lateness bound of a window's start and end.
@@ -33,26 +35,23 @@ fn whole_disk(root: &Root, member: &str) -> String {
     crate::sysfs::block::whole_disk(root, member)
 }
 
-/// The arrays the plan may consider, and the guard that holds each held one
-/// ([`crate::check::guard::hold`], with the battery rule): a held array counts as busy, so the
-/// plan starts another in its place.
-fn candidates(root: &Root, config: &Config) -> (Vec<Candidate>, Vec<(String, Hold)>) {
-    let Ok(stat) = crate::sysfs::collect(root) else {
-        return (Vec::new(), Vec::new());
-    };
+/// The arrays of `model` the plan may consider, with the record `st`, and the guard that
+/// holds each held one ([`crate::check::guard::hold`], with the battery rule): a held array
+/// counts as busy, so the plan starts another in its place.
+fn candidates(
+    root: &Root,
+    model: &MdStat,
+    st: &CheckState,
+) -> (Vec<Candidate>, Vec<(String, Hold)>) {
     let battery =
         crate::sysfs::pressure::on_battery(&crate::sysfs::pressure::read_power_supplies(root));
-    let facts: Vec<Facts> = stat
+    let facts: Vec<Facts> = model
         .arrays
         .iter()
         .map(|a| Facts::of(a, member_disks(root, a)))
         .collect();
     let mut held = Vec::new();
-    let st = std::fs::read_to_string(root.path(&config.check.state_path))
-        .ok()
-        .and_then(|t| CheckState::parse(&t).ok())
-        .unwrap_or_default();
-    let list = stat
+    let list = model
         .arrays
         .iter()
         .filter(|a| a.is_redundant())
@@ -96,25 +95,31 @@ pub struct Ticked {
     pub started: Vec<String>,
     /// Arrays paused (their window ended).
     pub paused: Vec<String>,
-    /// Arrays a window would check that a guard holds, with the reason (logged when it
-    /// changes, see [`run`]).
+    /// Arrays a window would check that a guard holds, with the reason (the loop logs it
+    /// when it changes).
     pub held: Vec<(String, String)>,
 }
 
-/// One evaluation at `now` (Unix seconds, wall clock at `utc_offset_s`): what was started,
-/// paused and held.
-pub fn tick(root: &Root, config: &Config, now: i64, utc_offset_s: i64) -> Ticked {
+/// One evaluation at `now` (Unix seconds, wall clock at `utc_offset_s`) on `model`, the
+/// loop's arrays: what was started, paused and held. Reads no `/proc/mdstat` and collects no
+/// arrays; the executor reads the sysfs of the arrays it writes again under the record's lock.
+pub fn tick(root: &Root, config: &Config, model: &MdStat, now: i64, utc_offset_s: i64) -> Ticked {
     let Some(s) = &config.check.schedule else {
         return Ticked::default();
     };
     // Record what the kernel did since the last tick first (a finished check is done for this
     // cycle, an interrupted one keeps its position), so the plan never restarts a finished one.
-    if let Err(e) = execute(root, config, &Op::Status, &[], false) {
-        tracing::warn!("check record: {}", crate::error::error_chain(&e));
-    }
+    let (model, st) = match execute_on(root, config, model, &Op::Status, &[], Origin::Admin) {
+        Ok(o) => (o.stat, o.state),
+        Err(e) => {
+            tracing::warn!("check record: {}", crate::error::error_chain(&e));
+            let st = CheckStore::new(root, config).load_or_empty("no scheduled checks");
+            (model.clone(), st)
+        }
+    };
     let seed = std::fs::read_to_string(root.path("/etc/machine-id")).unwrap_or_default();
     let delay = fixed_delay_s(&seed, s.random_delay_s);
-    let (arrays, holds) = candidates(root, config);
+    let (arrays, holds) = candidates(root, &model, &st);
     let plan = s.plan(now, delay, utc_offset_s, &arrays);
     // Only what the window would otherwise check: selected, due, and in a window.
     let held = holds
@@ -128,52 +133,72 @@ pub fn tick(root: &Root, config: &Config, now: i64, utc_offset_s: i64) -> Ticked
         })
         .map(|(n, h)| (n, h.to_string()))
         .collect();
-    let mut started = Vec::new();
-    for name in &plan.start {
-        let resume = arrays.iter().any(|a| &a.name == name && a.has_position);
-        let op = if resume {
-            Op::Resume {
-                max: None,
-                force: false,
-            }
-        } else {
-            Op::Start {
-                repair: false,
-                max: None,
-                until_s: None,
-                force: false,
-            }
-        };
-        match execute(root, config, &op, std::slice::from_ref(name), true) {
-            Ok(o) if o.failures.is_empty() => {
-                tracing::info!(array = %name, resume, "scheduled check started");
-                started.push(name.clone());
-            }
-            Ok(o) => tracing::warn!("scheduled check of {name}: {}", join(&o.failures)),
-            Err(e) => tracing::warn!(
-                "scheduled check of {name}: {}",
-                crate::error::error_chain(&e)
-            ),
-        }
-    }
+    let started = plan
+        .start
+        .iter()
+        .filter(|name| {
+            let resume = arrays.iter().any(|a| &a.name == *name && a.has_position);
+            start(root, config, &model, name, resume)
+        })
+        .cloned()
+        .collect();
     if !plan.pause.is_empty() {
-        match execute(root, config, &Op::Pause, &plan.pause, true) {
-            Ok(o) => {
-                for e in o.failures {
-                    tracing::warn!("pausing a scheduled check: {e}");
-                }
-                tracing::info!(arrays = ?plan.pause, "window ended: scheduled checks paused");
-            }
-            Err(e) => tracing::warn!(
-                "pausing scheduled checks: {}",
-                crate::error::error_chain(&e)
-            ),
-        }
+        pause(root, config, &model, &plan.pause);
     }
     Ticked {
         started,
         paused: plan.pause,
         held,
+    }
+}
+
+/// Starts (or, with `resume`, resumes) the schedule's check of `name`; true when it did.
+/// Failures are logged.
+fn start(root: &Root, config: &Config, model: &MdStat, name: &String, resume: bool) -> bool {
+    let op = if resume {
+        Op::Resume {
+            max: None,
+            force: false,
+        }
+    } else {
+        Op::Start {
+            repair: false,
+            max: None,
+            until_s: None,
+            force: false,
+        }
+    };
+    let names = std::slice::from_ref(name);
+    match execute_on(root, config, model, &op, names, Origin::Schedule) {
+        Ok(o) if o.failures.is_empty() => {
+            tracing::info!(array = %name, resume, "scheduled check started");
+            true
+        }
+        Ok(o) => {
+            tracing::warn!("scheduled check of {name}: {}", join(&o.failures));
+            false
+        }
+        Err(e) => {
+            let e = crate::error::error_chain(&e);
+            tracing::warn!("scheduled check of {name}: {e}");
+            false
+        }
+    }
+}
+
+/// Pauses the schedule's checks of `names` (their window ended). Failures are logged.
+fn pause(root: &Root, config: &Config, model: &MdStat, names: &[String]) {
+    match execute_on(root, config, model, &Op::Pause, names, Origin::Schedule) {
+        Ok(o) => {
+            for e in o.failures {
+                tracing::warn!("pausing a scheduled check: {e}");
+            }
+            tracing::info!(arrays = ?names, "window ended: scheduled checks paused");
+        }
+        Err(e) => tracing::warn!(
+            "pausing scheduled checks: {}",
+            crate::error::error_chain(&e)
+        ),
     }
 }
 
@@ -183,30 +208,14 @@ fn join(failures: &[crate::check::run::Failure]) -> String {
     all.join("; ")
 }
 
-/// Runs [`tick`] every [`TICK`] until dropped, with the configuration in effect at each tick
-/// ([`State::config`]: a SIGHUP that adds or changes `[check] schedule` applies from the next
-/// tick; without a schedule a tick does nothing). On the check worker
-/// ([`State::check_worker`]), never the loop's thread: a tick writes the kernel files and the
-/// check record. A held scheduled check is logged (journal) when its reason appears or
-/// changes, not at every tick.
-pub async fn run(state: Arc<State>) {
-    let mut t = tokio::time::interval(TICK);
-    let mut held_before: Vec<(String, String)> = Vec::new();
-    loop {
-        t.tick().await;
-        let s = state.clone();
-        let ticked = state.check_worker.run(move || {
-            let now = crate::policy::unix_now_s() as i64;
-            tick(&s.root, &s.config(), now, utc_offset_s(now))
-        });
-        let Ok(ticked) = ticked.await else {
-            continue;
-        };
-        for (array, reason) in ticked.held.iter().filter(|h| !held_before.contains(h)) {
-            tracing::info!(%array, "scheduled check not started: {reason}");
-        }
-        held_before = ticked.held;
-    }
+/// The arrays held now that were not held (or held for another reason) at the last tick:
+/// a held scheduled check is logged (journal) when its reason appears or changes, not at
+/// every tick.
+pub fn newly_held<'a>(
+    now: &'a [(String, String)],
+    before: &[(String, String)],
+) -> Vec<&'a (String, String)> {
+    now.iter().filter(|h| !before.contains(h)).collect()
 }
 
 #[cfg(test)]
@@ -218,6 +227,11 @@ mod tests {
         let p = root.join(rel);
         std::fs::create_dir_all(p.parent().unwrap()).unwrap();
         std::fs::write(p, text).unwrap();
+    }
+
+    /// The arrays as the loop reads them.
+    fn model(root: &Root) -> MdStat {
+        crate::sysfs::collect(root).unwrap()
     }
 
     fn md(root: &std::path::Path, f: &str) -> String {
@@ -260,7 +274,7 @@ mod tests {
         let root = Root::new(r);
         let config = Config::load(&root).unwrap();
         let in_window = days_from_civil(2026, 12, 6) * 86_400 + 2 * 3600;
-        let t = tick(&root, &config, in_window, 0);
+        let t = tick(&root, &config, &model(&root), in_window, 0);
         assert_eq!(t.started, Vec::<String>::new());
         assert_eq!(
             t.held,
@@ -270,11 +284,11 @@ mod tests {
         // Mains again, but a member missing.
         put(r, "sys/class/power_supply/AC/online", "1\n");
         tree(r, "[2/1] [U_]");
-        let t = tick(&root, &config, in_window, 0);
+        let t = tick(&root, &config, &model(&root), in_window, 0);
         assert_eq!(t.held[0].1, "md0 is degraded (1 member(s) missing)");
         // Whole again: it starts.
         tree(r, "[2/2] [UU]");
-        let t = tick(&root, &config, in_window, 0);
+        let t = tick(&root, &config, &model(&root), in_window, 0);
         assert_eq!(t.started, ["md0"]);
         assert!(t.held.is_empty());
     }
@@ -304,28 +318,33 @@ mod tests {
         let root = Root::new(r);
         let config = Config::load(&root).unwrap();
         let day = days_from_civil(2026, 12, 6) * 86_400; // first Sunday
-        assert_eq!(tick(&root, &config, day + 3600 - 60, 0), Ticked::default());
-        let started = tick(&root, &config, day + 2 * 3600, 0).started;
+        assert_eq!(
+            tick(&root, &config, &model(&root), day + 3600 - 60, 0),
+            Ticked::default()
+        );
+        let started = tick(&root, &config, &model(&root), day + 2 * 3600, 0).started;
         assert_eq!(started, ["md0"]);
         assert_eq!(md(r, "sync_action"), "check");
         // The kernel runs it; the window ends at 07:00.
         put(r, "sys/block/md0/md/sync_completed", "1000000 / 2093056\n");
-        let paused = tick(&root, &config, day + 8 * 3600, 0).paused;
+        let paused = tick(&root, &config, &model(&root), day + 8 * 3600, 0).paused;
         assert_eq!(paused, ["md0"]);
         assert_eq!(md(r, "sync_action"), "idle");
         // Monday 01:00: the continuation window resumes it where it stopped.
         put(r, "sys/block/md0/md/sync_completed", "none\n");
         put(r, "sys/block/md0/md/sync_min", "1000000\n");
-        let started = tick(&root, &config, day + 86_400 + 3600 + 30, 0).started;
+        let started = tick(&root, &config, &model(&root), day + 86_400 + 3600 + 30, 0).started;
         assert_eq!(started, ["md0"]);
         assert_eq!(md(r, "sync_min"), "1000000");
         assert_eq!(md(r, "sync_action"), "check");
         // Finished meanwhile: nothing to pause.
         put(r, "sys/block/md0/md/sync_action", "idle\n");
         put(r, "sys/block/md0/md/sync_min", "0\n");
-        assert!(tick(&root, &config, day + 86_400 + 10 * 3600, 0)
-            .paused
-            .is_empty());
+        assert!(
+            tick(&root, &config, &model(&root), day + 86_400 + 10 * 3600, 0)
+                .paused
+                .is_empty()
+        );
     }
 
     #[test]
@@ -345,13 +364,86 @@ mod tests {
         );
         let root = Root::new(r);
         let config = Config::load(&root).unwrap();
-        let (c, _) = candidates(&root, &config);
+        let (c, _) = candidates(&root, &model(&root), &CheckState::default());
         assert_eq!(c.len(), 1);
         assert!(c[0].busy && !c[0].checking, "{c:?}");
         let day = days_from_civil(2026, 12, 6) * 86_400;
         assert_eq!(
-            tick(&root, &config, day + 2 * 3600, 0).started,
+            tick(&root, &config, &model(&root), day + 2 * 3600, 0).started,
             Vec::<String>::new()
         );
+    }
+
+    /// The schedule is a step of the service loop on the loop's model: at the scheduled time a
+    /// check starts on the simulator without a second collection of the arrays (the loop read
+    /// them once; the tick reads only what it writes, under the record's lock), and the
+    /// record says it is the schedule's.
+    #[test]
+    fn a_scheduled_check_starts_from_the_loops_model_without_collecting_again() {
+        let mut sim = crate::sim::Sim::create().unwrap();
+        let root = sim.root().clone();
+        put(
+            sim.path(),
+            "etc/mdpilot/config.d/50-check.toml",
+            "[check]\nschedule = \"Sun *-*-1..7 01:00\"\nrandom_delay = \"0\"\n",
+        );
+        let config = Config::load(&root).unwrap();
+        let loops_model = model(&root);
+        let day = days_from_civil(2026, 12, 6) * 86_400; // first Sunday
+        let collections = || crate::sysfs::COLLECTIONS.with(std::cell::Cell::get);
+        let before = collections();
+        assert_eq!(
+            tick(&root, &config, &loops_model, day + 3600 - 60, 0),
+            Ticked::default()
+        );
+        // md1 resyncs: only md0 is started.
+        let t = tick(&root, &config, &loops_model, day + 3600, 0);
+        assert_eq!(t.started, ["md0"]);
+        assert_eq!(
+            collections(),
+            before,
+            "the tick collected the arrays itself"
+        );
+        sim.absorb_writes().unwrap();
+        let text = std::fs::read_to_string(root.sys("block/md0/md/sync_action")).unwrap();
+        assert_eq!(text, "check\n");
+        let st = CheckStore::new(&root, &config).load().unwrap();
+        let rec = &st.array[&record_key(&loops_model.arrays[0])];
+        assert!(
+            rec.scheduled && rec.running == Some(CheckAction::Check),
+            "{rec:?}"
+        );
+    }
+
+    /// The loop's model may be older than a step by hand (a D-Bus StartCheck whose re-read
+    /// the loop has not done yet): the tick reads the arrays with a running check again under
+    /// the record's lock, so it neither takes the admin's check for finished nor starts its
+    /// own over it.
+    #[test]
+    fn a_check_started_by_hand_after_the_loops_read_is_not_the_schedules() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        tree(r, "[2/2] [UU]");
+        let root = Root::new(r);
+        let config = Config::load(&root).unwrap();
+        let stale = model(&root);
+        let start = Op::Start {
+            repair: false,
+            max: None,
+            until_s: None,
+            force: false,
+        };
+        let o = crate::check::run::execute(&root, &config, &start, &["md0".into()], Origin::Admin)
+            .unwrap();
+        assert!(o.failures.is_empty(), "{:?}", o.failures);
+        put(r, "sys/block/md0/md/sync_completed", "1000 / 2093056\n");
+        let in_window = days_from_civil(2026, 12, 6) * 86_400 + 2 * 3600;
+        let t = tick(&root, &config, &stale, in_window, 0);
+        assert_eq!(t.started, Vec::<String>::new());
+        let st = CheckStore::new(&root, &config).load().unwrap();
+        let rec = &st.array[&record_key(&stale.arrays[0])];
+        assert_eq!(rec.running, Some(CheckAction::Check), "{rec:?}");
+        assert!(rec.last.is_none() && !rec.scheduled, "{rec:?}");
+        assert_eq!(md(r, "sync_action"), "check");
     }
 }

@@ -4,9 +4,10 @@
 //! Source of truth: kernel Documentation/admin-guide/md.rst (`md/sync_min`, `md/resync_start`,
 //! `md/sync_completed`, `md/uuid`) and Documentation/ABI/stable/sysfs-block (`dev`).
 
-use super::{parse_sync_completed, read_parsed};
+use super::read_parsed;
 use crate::host::{read_optional, Root};
 use crate::model::{parse_plain_u64, SyncCompleted};
+pub use crate::vocab::ResyncStart;
 use std::fs::File;
 use std::path::PathBuf;
 
@@ -74,27 +75,8 @@ pub fn read_sync_min(root: &Root, array: &str) -> Option<u64> {
 pub fn read_sync_completed(root: &Root, array: &str) -> Option<SyncCompleted> {
     read_parsed(
         &attr_path(root, array, "sync_completed"),
-        parse_sync_completed,
+        SyncCompleted::parse,
     )
-}
-
-/// `md/resync_start`: where a resync restarts.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ResyncStart {
-    /// `none`: the array is in sync.
-    InSync,
-    /// The sector (512 bytes) the resync restarts from.
-    Sector(u64),
-}
-
-impl ResyncStart {
-    /// Parses `none` or a sector number; `None` for anything else.
-    pub fn parse(s: &str) -> Option<ResyncStart> {
-        match s.trim() {
-            "none" => Some(ResyncStart::InSync),
-            t => parse_plain_u64(t).map(ResyncStart::Sector),
-        }
-    }
 }
 
 /// `md/resync_start` of `array`; `None` where missing or not understood.

@@ -70,9 +70,17 @@ pub enum CollectError {
 /// cannot be read. Parse problems are not errors: they are listed in [`MdStat::errors`]. Bytes
 /// that are not UTF-8 are replaced (U+FFFD) before parsing.
 pub fn collect(root: &Root) -> Result<MdStat, CollectError> {
+    #[cfg(test)]
+    COLLECTIONS.with(|c| c.set(c.get() + 1));
     let mut stat = read_mdstat(root)?;
     enrich(root, &mut stat);
     Ok(stat)
+}
+
+#[cfg(test)]
+thread_local! {
+    /// How many times [`collect`] ran on this thread (unit tests count a step's collections).
+    pub static COLLECTIONS: std::cell::Cell<u64> = const { std::cell::Cell::new(0) };
 }
 
 /// Reads and parses `/proc/mdstat` under `root` only: no speed limits, no sysfs (for callers
@@ -210,12 +218,10 @@ fn block_dir(root: &Root, name: &str) -> PathBuf {
 /// [`read_array_at`] leaves the names `None`.
 pub fn read_array(root: &Root, name: &str) -> ArraySysfs {
     let base = read_array_at(&block_dir(root, name));
-    let udev_uuid = udev::udev_properties(root, name)
-        .get("MD_UUID")
-        .and_then(|u| udev::mdadm_uuid(u));
+    let udev = udev::udev_names(root, name);
     ArraySysfs {
-        metadata_name: udev::metadata_name(root, name),
-        mdadm_uuid: udev_uuid.or_else(|| base.mdadm_uuid.clone()),
+        metadata_name: udev.metadata_name,
+        mdadm_uuid: udev.mdadm_uuid.or_else(|| base.mdadm_uuid.clone()),
         named_device: udev::named_device(root, name),
         ..base
     }
@@ -239,7 +245,7 @@ pub fn read_array_at(dir: &Path) -> ArraySysfs {
             parse_plain_u64(s)?.try_into().ok()
         }),
         sync_action: read_sync_action_at(dir),
-        sync_completed: read_parsed(&md.join("sync_completed"), parse_sync_completed),
+        sync_completed: read_parsed(&md.join("sync_completed"), SyncCompleted::parse),
         sync_speed_kib_s: read_parsed(&md.join("sync_speed"), parse_sync_speed).flatten(),
         sync_speed_min: limit("sync_speed_min"),
         sync_speed_max: limit("sync_speed_max"),
@@ -256,6 +262,7 @@ pub fn read_array_at(dir: &Path) -> ArraySysfs {
         bitmap_location: word("bitmap/location"),
         bitmap_type: read_parsed(&md.join("bitmap_type"), parse_bitmap_type),
         md_logical_block_size: num("logical_block_size"),
+        sync_min_sectors: num("sync_min"),
         metadata_name: None,
         mdadm_uuid: word("uuid").as_deref().and_then(udev::mdadm_uuid),
         named_device: None,
@@ -433,24 +440,9 @@ fn parse_raid_disks(s: &str) -> Option<u32> {
     parse_plain_u64(first)?.try_into().ok()
 }
 
-/// `md/sync_completed`: `none`, `delayed`, or `done / total` in 512-byte sectors.
-pub fn parse_sync_completed(s: &str) -> Option<SyncCompleted> {
-    match s {
-        "none" => Some(SyncCompleted::None),
-        "delayed" => Some(SyncCompleted::Delayed),
-        _ => {
-            let (d, t) = s.split_once('/')?;
-            Some(SyncCompleted::Sectors {
-                done: parse_plain_u64(d.trim())?,
-                total: parse_plain_u64(t.trim())?,
-            })
-        }
-    }
-}
-
 /// `md/sync_speed`: KiB/s, or `none` when no sync runs (→ `Some(None)`).
 fn parse_sync_speed(s: &str) -> Option<Option<u64>> {
-    if s == "none" {
+    if s == crate::vocab::NONE {
         return Some(None);
     }
     parse_plain_u64(s).map(Some)
@@ -466,7 +458,7 @@ fn parse_state(s: &str) -> Vec<crate::model::MemberState> {
 
 /// `dev-*/slot`: a role number, or `none` for a spare (→ `Some(None)`).
 fn parse_slot(s: &str) -> Option<Option<u32>> {
-    if s == "none" {
+    if s == crate::vocab::NONE {
         return Some(None);
     }
     parse_plain_u64(s)?.try_into().ok().map(Some)
@@ -520,17 +512,17 @@ mod tests {
         );
         assert_eq!(SpeedLimit::parse("fast"), None);
         assert_eq!(
-            parse_sync_completed("1024 / 4096"),
+            SyncCompleted::parse("1024 / 4096"),
             Some(SyncCompleted::Sectors {
                 done: 1024,
                 total: 4096
             })
         );
         assert_eq!(
-            parse_sync_completed("delayed"),
+            SyncCompleted::parse("delayed"),
             Some(SyncCompleted::Delayed)
         );
-        assert_eq!(parse_sync_completed("x / y"), None);
+        assert_eq!(SyncCompleted::parse("x / y"), None);
         assert_eq!(parse_raid_disks("4 (3)"), Some(4));
         assert_eq!(parse_bitmap_type("[none] bitmap"), Some(BitmapType::None));
         assert_eq!(
@@ -585,6 +577,55 @@ mod tests {
         assert_eq!(s.members[0].slot, Some(0));
         assert_eq!(s.members[1].slot, None);
         assert_eq!(s.members[1].state, Vec::<crate::model::MemberState>::new());
+    }
+
+    /// IN_OPEN events on `path` while `f` runs (inotify queues them at the open itself, so
+    /// the count is exact once `f` returns).
+    fn opens_of(path: &Path, f: impl FnOnce()) -> usize {
+        use std::os::unix::ffi::OsStrExt;
+        let c = std::ffi::CString::new(path.as_os_str().as_bytes()).unwrap();
+        // SAFETY: plain inotify calls on a descriptor this function owns and closes.
+        unsafe {
+            let fd = libc::inotify_init1(libc::IN_CLOEXEC | libc::IN_NONBLOCK);
+            assert!(fd >= 0);
+            assert!(libc::inotify_add_watch(fd, c.as_ptr(), libc::IN_OPEN) >= 0);
+            f();
+            let mut buf = [0u8; 4096];
+            let mut n = 0;
+            loop {
+                let r = libc::read(fd, buf.as_mut_ptr().cast(), buf.len());
+                if r <= 0 {
+                    break;
+                }
+                n += usize::try_from(r).unwrap() / std::mem::size_of::<libc::inotify_event>();
+            }
+            libc::close(fd);
+            n
+        }
+    }
+
+    #[test]
+    fn read_array_reads_the_udev_entry_once_and_sync_min() {
+        let d = tempfile::tempdir().unwrap();
+        let b = d.path();
+        write(b, "sys/block/md0/dev", "9:0\n");
+        write(b, "sys/block/md0/md/sync_min", "8192\n");
+        write(
+            b,
+            "run/udev/data/b9:0",
+            "E:MD_NAME=host:root\nE:MD_UUID=3b6c2a6e:0d0e4b7a:9d5e8a7b:1c2d3e4f\n",
+        );
+        let mut s = ArraySysfs::default();
+        let opens = opens_of(&b.join("run/udev/data/b9:0"), || {
+            s = read_array(&Root::new(b), "md0");
+        });
+        assert_eq!(opens, 1);
+        assert_eq!(s.metadata_name.as_deref(), Some("host:root"));
+        assert_eq!(
+            s.mdadm_uuid.as_deref(),
+            Some("3b6c2a6e:0d0e4b7a:9d5e8a7b:1c2d3e4f")
+        );
+        assert_eq!(s.sync_min_sectors, Some(8192));
     }
 
     #[test]

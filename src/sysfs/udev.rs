@@ -24,12 +24,30 @@ pub fn udev_properties(root: &Root, kernel: &str) -> BTreeMap<String, String> {
         .collect()
 }
 
+/// The names udev's database entry of an array gives (see the module doc), from one read of
+/// the entry ([`udev_names`]).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct UdevNames {
+    /// `MD_NAME`, the metadata name (`host:root`); `None` where empty or absent (0.90
+    /// metadata, no udev database).
+    pub metadata_name: Option<String>,
+    /// `MD_UUID` in mdadm's colon form ([`mdadm_uuid`]); `None` where absent or not a UUID.
+    pub mdadm_uuid: Option<String>,
+}
+
+/// [`UdevNames`] of array `kernel`, reading its udev database entry once.
+pub fn udev_names(root: &Root, kernel: &str) -> UdevNames {
+    let mut props = udev_properties(root, kernel);
+    UdevNames {
+        metadata_name: props.remove("MD_NAME").filter(|n| !n.is_empty()),
+        mdadm_uuid: props.get("MD_UUID").and_then(|u| mdadm_uuid(u)),
+    }
+}
+
 /// The metadata name of array `kernel` (`host:root`; udev's `MD_NAME`, see the module doc), or
 /// `None` where unknown (0.90 metadata, no udev database).
 pub fn metadata_name(root: &Root, kernel: &str) -> Option<String> {
-    udev_properties(root, kernel)
-        .remove("MD_NAME")
-        .filter(|n| !n.is_empty())
+    udev_names(root, kernel).metadata_name
 }
 
 /// mdadm's colon form of an array UUID (`xxxxxxxx:xxxxxxxx:xxxxxxxx:xxxxxxxx`, what
@@ -45,10 +63,7 @@ pub fn mdadm_uuid(any: &str) -> Option<String> {
 /// The UUID of array `kernel` in mdadm's colon form: udev's `MD_UUID`, else `md/uuid` converted
 /// by [`mdadm_uuid`]; `None` where neither exists (inactive arrays, containers, old kernels).
 pub fn array_uuid(root: &Root, kernel: &str) -> Option<String> {
-    if let Some(u) = udev_properties(root, kernel)
-        .get("MD_UUID")
-        .and_then(|u| mdadm_uuid(u))
-    {
+    if let Some(u) = udev_names(root, kernel).mdadm_uuid {
         return Some(u);
     }
     mdadm_uuid(&super::read_attr(root, kernel, "uuid")?)

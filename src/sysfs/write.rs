@@ -215,17 +215,22 @@ fn retry_busy(
 /// Source: `drivers/md/md.c` (`action_show`, `sync_min_show`, `min_sync_show`,
 /// `resync_start_show`).
 pub fn holds(attr: &str, written: &str, now: &str) -> Option<bool> {
-    use crate::model::SpeedLimit;
+    use crate::model::{LimitOrigin, SpeedLimit, SyncAction};
     match attr {
-        "sync_action" => match written {
-            "frozen" => Some(now == "frozen"),
-            "idle" => Some(now != "frozen"),
-            "check" | "repair" => Some(now == written || now == "idle"),
-            _ => None,
-        },
+        "sync_action" => {
+            let now = SyncAction::from(now);
+            match SyncAction::from(written) {
+                SyncAction::Frozen => Some(now == SyncAction::Frozen),
+                SyncAction::Idle => Some(now != SyncAction::Frozen),
+                w @ (SyncAction::Check | SyncAction::Repair) => {
+                    Some(now == w || now == SyncAction::Idle)
+                }
+                _ => None,
+            }
+        }
         "sync_speed_min" | "sync_speed_max" | "sync_io_depth" => {
             let r = SpeedLimit::parse(now);
-            Some(if written == "system" {
+            Some(if written == LimitOrigin::System.as_str() {
                 r.is_some_and(|r| r.system)
             } else {
                 r.is_some_and(|r| !r.system && r.kib_s.to_string() == written)

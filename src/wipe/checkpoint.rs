@@ -298,9 +298,7 @@ pub fn load_or_set_aside(path: &Path) -> io::Result<Option<Checkpoint>> {
 ///
 /// Errors: `InvalidData` naming both paths and the OS error when the rename fails.
 pub fn set_aside(path: &Path, reason: &str) -> io::Result<PathBuf> {
-    let secs = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |d| d.as_secs());
+    let secs = crate::host::unix_now_s();
     let name = path.file_name().unwrap_or_default().to_string_lossy();
     let aside = |suffix: String| path.with_file_name(format!("{name}.corrupt-{secs}{suffix}"));
     let mut moved_to = aside(String::new());
@@ -523,10 +521,7 @@ impl<'a> Checkpointer<'a> {
     ///
     /// Errors: as [`save`].
     pub fn save_now(&self) -> io::Result<()> {
-        let ck = self
-            .written
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let ck = crate::lock::lock(&self.written);
         save(&self.path, &ck)
     }
 
@@ -534,10 +529,7 @@ impl<'a> Checkpointer<'a> {
     /// offset `end`. Saves when due (after a flush of the sink); a failed save is logged.
     pub fn completed(&self, index: u64, end: u64) {
         let due = {
-            let mut t = self
-                .track
-                .lock()
-                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut t = crate::lock::lock(&self.track);
             t.pending.insert(index, end);
             loop {
                 let next = t.next;
@@ -566,19 +558,12 @@ impl<'a> Checkpointer<'a> {
 
     /// Flushes the sink and saves everything completed so far (at the end of a failed job).
     pub fn final_save(&self) {
-        let off = self
-            .track
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .completed_offset;
+        let off = crate::lock::lock(&self.track).completed_offset;
         self.flush_and_save(off);
     }
 
     fn flush_and_save(&self, off: u64) {
-        let mut ck = self
-            .written
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut ck = crate::lock::lock(&self.written);
         if off <= ck.durable_offset {
             return;
         }

@@ -78,7 +78,7 @@ impl JobHandle {
     /// with this instead of sleeping, so a short job is not held up by the poll interval).
     pub fn wait_for(&self, timeout: Duration) -> bool {
         let (m, cv) = &self.shared.ended;
-        let g = m.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let g = crate::lock::lock(m);
         let (g, _) = cv
             .wait_timeout_while(g, timeout, |ended| !*ended)
             .unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -178,7 +178,7 @@ impl Job {
             let sh = shared.clone();
             let h = s.spawn(move || self.run_shared(&sh));
             let (m, cv) = &shared.ended;
-            let mut ended = m.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            let mut ended = crate::lock::lock(m);
             while !*ended && !h.is_finished() {
                 if cancel.load(Ordering::SeqCst) {
                     shared.cancel.store(true, Ordering::SeqCst);
@@ -215,7 +215,7 @@ impl Job {
             f(&r);
         }
         let (m, cv) = &shared.ended;
-        *m.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = true;
+        *crate::lock::lock(m) = true;
         cv.notify_all();
         r
     }

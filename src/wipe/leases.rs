@@ -77,20 +77,14 @@ pub struct RecordingLeases {
 
 impl LeaseProvider for RecordingLeases {
     fn acquire(&self, req: LeaseRequest) -> Result<(), LeaseError> {
-        self.calls
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(format!("acquire:{}", req.holder));
+        crate::lock::lock(&self.calls).push(format!("acquire:{}", req.holder));
         match &self.refuse {
             Some(m) => Err(LeaseError::Refused(m.clone())),
             None => Ok(()),
         }
     }
     fn release(&self, holder: &str) -> Result<(), LeaseError> {
-        self.calls
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .push(format!("release:{holder}"));
+        crate::lock::lock(&self.calls).push(format!("release:{holder}"));
         Ok(())
     }
 }
@@ -118,11 +112,11 @@ impl LeaseProvider for Policy {
             .map_err(|e| journal_err(array, SyncAction::Frozen.as_str(), &e))
     }
     fn unfreeze(&self, _root: &Root, array: &str, in_sync: bool) -> Result<(), WipeError> {
-        let first = in_sync.then_some(("resync_start", "none"));
+        let first = in_sync.then_some(("resync_start", crate::vocab::NONE));
         self.let_go(&crate::policy::Holder::freeze(array).to_string(), first)
             .map_err(|e| {
                 let what = if in_sync {
-                    "none"
+                    crate::vocab::NONE
                 } else {
                     SyncAction::Idle.as_str()
                 };

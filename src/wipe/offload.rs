@@ -57,10 +57,7 @@ pub(super) fn run(
                 }) {
                     // Stop the others at their next step.
                     shared.cancel.store(true, Ordering::SeqCst);
-                    first_err
-                        .lock()
-                        .unwrap_or_else(std::sync::PoisonError::into_inner)
-                        .get_or_insert(e);
+                    crate::lock::lock(first_err).get_or_insert(e);
                 }
             });
         }

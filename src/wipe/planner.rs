@@ -583,20 +583,17 @@ pub fn offload(
             a.level
         )));
     }
-    match md
-        .array_state
-        .as_ref()
-        .map(super::super::model::ArrayState::as_str)
-    {
-        Some("clean" | "active" | "active-idle") => {}
+    use crate::model::ArrayState;
+    match &md.array_state {
+        Some(ArrayState::Clean | ArrayState::Active | ArrayState::ActiveIdle) => {}
         other => {
             return Err(Some(format!(
                 "array_state is {}",
-                other.unwrap_or("unknown")
+                other.as_ref().map_or("unknown", ArrayState::as_str)
             )))
         }
     }
-    if !matches!(md.reshape_position.as_str(), "" | "none") {
+    if !matches!(md.reshape_position.as_str(), "" | crate::vocab::NONE) {
         return Err(Some(format!(
             "a reshape is pending (reshape_position {})",
             md.reshape_position

@@ -135,10 +135,7 @@ impl Shared {
             self.last_rate
                 .store(before.rate_bytes_per_s.to_bits(), Ordering::SeqCst);
         }
-        *self
-            .phase_started
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner) = Instant::now();
+        *crate::lock::lock(&self.phase_started) = Instant::now();
         self.phase.store(p as u8, Ordering::SeqCst);
     }
 
@@ -163,10 +160,7 @@ impl Shared {
         };
         let done = self.done.load(Ordering::SeqCst);
         let verified = self.verified.load(Ordering::SeqCst);
-        let since = self
-            .phase_started
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+        let since = crate::lock::lock(&self.phase_started)
             .elapsed()
             .as_secs_f64();
         let rate = match phase {
@@ -195,7 +189,7 @@ pub type CompleteFn = Box<dyn FnOnce(&Result<Outcome, WipeError>) + Send>;
 
 /// Calls the progress callback in `f`, if any, with a snapshot of `shared`.
 pub(super) fn notify(f: &Mutex<Option<ProgressFn>>, shared: &Shared) {
-    if let Some(cb) = f.lock().unwrap_or_else(|e| e.into_inner()).as_mut() {
+    if let Some(cb) = crate::lock::lock(f).as_mut() {
         cb(&shared.snapshot());
     }
 }

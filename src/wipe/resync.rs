@@ -69,7 +69,7 @@ impl ResyncControl {
     /// `none` -> `resync_start`, then `idle` -> `sync_action`: the resync is skipped. Only after
     /// the whole array was written and flushed.
     pub fn mark_in_sync(&self) -> Result<(), WipeError> {
-        self.write("resync_start", "none")?;
+        self.write("resync_start", crate::vocab::NONE)?;
         self.write("sync_action", SyncAction::Idle.as_str())?;
         tracing::info!(array = %self.array, "resync skipped: the wiped array is in sync");
         Ok(())

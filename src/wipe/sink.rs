@@ -172,20 +172,11 @@ impl MemSink {
 
     /// A copy of the contents.
     pub fn contents(&self) -> Vec<u8> {
-        self.data
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get_ref()
-            .clone()
+        crate::lock::lock(&self.data).get_ref().clone()
     }
 
     fn check(&self, offset: u64, len: u64) -> io::Result<()> {
-        let size = self
-            .data
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get_ref()
-            .len() as u64;
+        let size = crate::lock::lock(&self.data).get_ref().len() as u64;
         if let Some(bad) = self.fail_at {
             if bad >= offset && bad < offset + len {
                 return Err(io::Error::from_raw_os_error(libc::EIO));
@@ -202,20 +193,14 @@ impl Sink for MemSink {
     fn write_at(&self, buf: &[u8], offset: u64) -> io::Result<()> {
         use std::io::{Seek, SeekFrom, Write};
         self.check(offset, buf.len() as u64)?;
-        let mut c = self
-            .data
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut c = crate::lock::lock(&self.data);
         c.seek(SeekFrom::Start(offset))?;
         c.write_all(buf)
     }
     fn read_at(&self, buf: &mut [u8], offset: u64) -> io::Result<()> {
         use std::io::{Read, Seek, SeekFrom};
         self.check(offset, buf.len() as u64)?;
-        let mut c = self
-            .data
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut c = crate::lock::lock(&self.data);
         c.seek(SeekFrom::Start(offset))?;
         c.read_exact(buf)
     }
@@ -224,10 +209,7 @@ impl Sink for MemSink {
             return Err(io::Error::from_raw_os_error(libc::EOPNOTSUPP));
         }
         self.check(offset, len)?;
-        let mut c = self
-            .data
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut c = crate::lock::lock(&self.data);
         c.get_mut()[offset as usize..(offset + len) as usize].fill(0);
         Ok(())
     }

@@ -65,10 +65,7 @@ struct Failure {
 
 impl Failure {
     fn set(&self, e: WipeError) {
-        let mut g = self
-            .err
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut g = crate::lock::lock(&self.err);
         // Keep the lowest failing offset: that is where the device stopped being wiped.
         let replace = match (&*g, &e) {
             (None, _) => true,
@@ -131,13 +128,7 @@ impl<'a> Pool<'a> {
                 s.spawn(|| worker(self));
             }
         });
-        match self
-            .fail
-            .err
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .take()
-        {
+        match crate::lock::lock(&self.fail.err).take() {
             Some(e) => Err(e),
             None => Ok(()),
         }
@@ -192,10 +183,7 @@ fn wipe_worker(pool: &Pool<'_>, sources: &Sources) {
     };
     while !pool.stopped() {
         // A streamed source must be read in device order: claim and read together.
-        let mut guard = sources
-            .stream
-            .as_ref()
-            .map(|(_, m)| m.lock().unwrap_or_else(std::sync::PoisonError::into_inner));
+        let mut guard = sources.stream.as_ref().map(|(_, m)| crate::lock::lock(m));
         let Some((idx, off, len)) = pool.claim_indexed() else {
             return;
         };

@@ -69,15 +69,14 @@ async fn the_pressure_throttle_steps_down_when_busy_and_climbs_when_quiet() {
         "[check]\npressure_target = \"full 5%..10%\"\npressure_floor = 2000\npressure_ceiling = 100000\n",
     );
     write(&p(""), "proc/pressure/io", &pressure(30.0));
-    // SAFETY: signalling our own child: reload the configuration.
-    unsafe { libc::kill(svc.pid() as i32, libc::SIGHUP) };
+    // The configuration in effect: the service says when the reload is done.
+    svc.reload();
     let c = bus.connect().await;
     let md0 = sim_array_path("md0");
-    tokio::time::sleep(Duration::from_millis(300)).await;
     call(&c, &md0, ARRAY_IFACE, "StartCheck", &(opts(&[]),))
         .await
         .unwrap();
-    within(10, "a first decision at the floor", || {
+    within(30, "a first decision at the floor", || {
         let (c, md0) = (c.clone(), md0.clone());
         async move {
             let d = throttle_dict(&c, &md0).await;
@@ -95,7 +94,7 @@ async fn the_pressure_throttle_steps_down_when_busy_and_climbs_when_quiet() {
     assert!(max.starts_with("2000"), "{max}");
     // Quiet: up by a quarter at least 256, after 10 s.
     write(&p(""), "proc/pressure/io", &pressure(0.5));
-    within(20, "a step up", || {
+    within(60, "a step up", || {
         let (c, md0) = (c.clone(), md0.clone());
         async move {
             let d = throttle_dict(&c, &md0).await;
@@ -105,7 +104,7 @@ async fn the_pressure_throttle_steps_down_when_busy_and_climbs_when_quiet() {
     .await;
     // Busy again: down at once to the floor (half of 2500 is below it).
     write(&p(""), "proc/pressure/io", &pressure(12.0));
-    within(15, "a step down", || {
+    within(60, "a step down", || {
         let (c, md0) = (c.clone(), md0.clone());
         async move {
             let d = throttle_dict(&c, &md0).await;
@@ -140,11 +139,10 @@ async fn without_psi_the_throttle_is_fixed_and_says_why() {
         "etc/mdpilot/config.d/50-p.toml",
         "[check]\npressure_target = \"full 5%..10%\"\ncheck_max = 3000\n",
     );
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(svc.pid() as i32, libc::SIGHUP) };
+    // The configuration in effect: the service says when the reload is done.
+    svc.reload();
     let c = bus.connect().await;
     let md0 = sim_array_path("md0");
-    tokio::time::sleep(Duration::from_millis(300)).await;
     call(&c, &md0, ARRAY_IFACE, "StartCheck", &(opts(&[]),))
         .await
         .unwrap();

@@ -67,11 +67,10 @@ async fn the_sync_history_shows_the_check_slowing_down_under_pressure() {
         "[check]\npressure_target = \"full 5%..10%\"\npressure_floor = 2000\npressure_ceiling = 20000\n",
     );
     write(&tree, "proc/pressure/io", &pressure(0.5));
-    // SAFETY: signalling our own child: reload the configuration.
-    unsafe { libc::kill(svc.pid() as i32, libc::SIGHUP) };
+    // The configuration in effect: the service says when the reload is done.
+    svc.reload();
     let c = bus.connect().await;
     let (md0, md1) = (sim_array_path("md0"), sim_array_path("md1"));
-    tokio::time::sleep(Duration::from_millis(300)).await;
     assert_eq!(history(&c, &md0).await, vec![], "md0 has not synced");
     until(&c, &md1, 10, "md1's resync sampled", |h| {
         h.iter().any(|s| s.1 > 0)

@@ -32,6 +32,7 @@ mod dbus_timed;
 mod dbus_trust;
 mod fuzz_regressions;
 mod health_events_cli;
+mod kernel_words;
 mod lease_trust;
 mod loop_resume;
 mod loop_wipe;

@@ -382,8 +382,8 @@ fn reap_drops_dead_owners_and_restores_when_none_left() {
     assert_eq!(t.gmax(), "200000");
     p.reap(&|_| false).unwrap();
     assert_eq!((t.gmin(), t.gmax()), ("1000".into(), "200000".into()));
-    assert!(!mdpilot::policy::pid_alive(dead));
-    assert!(!mdpilot::policy::pid_alive(0));
+    assert!(!mdpilot::host::pid_alive(dead));
+    assert!(!mdpilot::host::pid_alive(0));
 }
 
 #[test]

@@ -516,3 +516,46 @@ fn a_freeze_dropped_by_restore_during_its_stalled_write_is_put_back() {
     assert_eq!(action(&t, "md0"), "idle");
     assert!(state::read(&t.state_path()).unwrap().changes.is_empty());
 }
+
+/// RestoreLimits decides "no freeze held" under the state's lock, with the restore: the
+/// refusal is asked while the lock is held (another writer, a wipe taking a freeze, waits)
+/// with the journal as the file has it, and a refusal undoes and writes nothing.
+#[test]
+fn a_restore_decides_on_the_freezes_under_the_states_lock() {
+    let t = FakeTree::new();
+    md(&t, "md0", U1, "resync");
+    let p = t.policy();
+    assert!(p
+        .hold(freeze_of("md0", None, Owner::Pid(std::process::id())))
+        .unwrap());
+    let before = std::fs::read(t.state_path()).unwrap();
+    let lock_path = state::sibling(&t.state_path(), ".lock");
+    let asked = std::cell::Cell::new(None);
+    let r = p.restore_unless(false, &|changes| {
+        let f = std::fs::File::open(&lock_path).unwrap();
+        let free = nix::fcntl::Flock::lock(f, nix::fcntl::FlockArg::LockExclusiveNonblock).is_ok();
+        asked.set(Some((changes.map(<[Change]>::len), free)));
+        changes
+            .filter(|c| !c.is_empty())
+            .map(|_| "a wipe holds md0".to_string())
+    });
+    assert_eq!(
+        asked.get(),
+        Some((Some(1), false)),
+        "(changes seen, lock free)"
+    );
+    assert!(
+        matches!(&r, Err(mdpilot::policy::PolicyError::Refused(m)) if m == "a wipe holds md0"),
+        "{r:?}"
+    );
+    assert_eq!(action(&t, "md0"), "frozen", "the freeze stays");
+    assert_eq!(std::fs::read(t.state_path()).unwrap(), before);
+    // Let go: the same question says go on, and the restore runs.
+    p.let_go("freeze:md0", None).unwrap();
+    let r = p.restore_unless(false, &|changes| {
+        changes
+            .filter(|c| !c.is_empty())
+            .map(|_| "held".to_string())
+    });
+    assert!(r.is_ok(), "{r:?}");
+}

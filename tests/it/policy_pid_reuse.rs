@@ -5,8 +5,9 @@
 
 use crate::support;
 
+use mdpilot::host::process_start_time;
 use mdpilot::policy::journal::{ArrayRef, Change};
-use mdpilot::policy::{cli_alive, process_owner, process_start_time, state, Owner};
+use mdpilot::policy::{cli_alive, process_owner, state, Owner};
 use mdpilot::policy::{LeaseKind, LeaseRequest, Limits};
 use std::collections::BTreeMap;
 use support::FakeTree;

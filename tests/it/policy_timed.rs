@@ -3,7 +3,8 @@
 
 use crate::support;
 
-use mdpilot::policy::{unix_now_s, LeaseKind};
+use mdpilot::host::unix_now_s;
+use mdpilot::policy::LeaseKind;
 use std::collections::BTreeMap;
 use support::tree::write;
 use support::{global, stderr, FakeTree};

@@ -416,8 +416,7 @@ fn kernel_numbers_near_u64_max_do_not_overflow_the_array_view() {
     s.speed_kib_s = Some(u64::MAX);
     let p = mdpilot::dbus::array::ArrayProps::from_model(&stat.arrays[0]);
     assert_eq!(p.size, u64::MAX);
-    let events =
-        mdpilot::service::events::event_views(&mdpilot::host::Root::new("/nonexistent"), &stat);
+    let events = mdpilot::alerts::views_from_model(&stat);
     assert_eq!(events.len(), 1);
 }
 

@@ -61,7 +61,7 @@ async fn a_huge_duration_on_the_bus_is_refused_and_changes_nothing() {
     let st = state::read(&policy).expect("the state file loads");
     let end = st.expires[&id];
     assert!(
-        end > mdpilot::policy::unix_now_s() + MAX_DURATION_S - 60,
+        end > mdpilot::host::unix_now_s() + MAX_DURATION_S - 60,
         "{end}"
     );
     assert_eq!(read_trim(&gmax), "5");
@@ -273,15 +273,16 @@ proptest! {
         std::fs::write(&path, CHECKS).unwrap();
         let o = opts(&[("duration", Value::U64(d)), ("max", Value::U64(max))]);
         let o = o.into_iter().map(|(k, v)| (k, v.try_into().unwrap())).collect();
-        let now = mdpilot::policy::unix_now_s();
+        let now = mdpilot::host::unix_now_s();
         let Ok(op) = mdpilot::dbus::check::parse_start(&o, now) else {
             prop_assert!(d > MAX_DURATION_S);
             prop_assert_eq!(std::fs::read_to_string(&path).unwrap(), CHECKS);
             return Ok(());
         };
-        let run = mdpilot::check::run::execute(&root, &config, &op, &["md0".into()], false)
+        let origin = mdpilot::check::Origin::Admin;
+        let run = mdpilot::check::run::execute(&root, &config, &op, &["md0".into()], origin)
             .unwrap();
-        let loaded = mdpilot::check::run::load(&path).unwrap();
+        let loaded = mdpilot::check::store::CheckStore::new(&root, &config).load().unwrap();
         prop_assert_eq!(&loaded, &run.state);
         if run.failures.is_empty() {
             let rec = loaded.array.values().find(|r| r.name == "md0").unwrap();
@@ -314,8 +315,7 @@ async fn a_reload_that_moves_the_check_record_keeps_the_running_checks_record() 
         "etc/mdpilot/config.d/50-check.toml",
         "[check]\nstate_path = \"/var/lib/mdpilot/moved.toml\"\nschedule = \"Sun *-*-1..7 01:00\"\n",
     );
-    // SAFETY: signalling our own child.
-    unsafe { libc::kill(svc.pid() as i32, libc::SIGHUP) };
+    svc.reload();
     support::bus::eventually("the reloaded schedule", || {
         let (c, p) = (c.clone(), md0.clone());
         async move {

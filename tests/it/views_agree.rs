@@ -4,9 +4,9 @@
 //! not), read back through `sysfs::collect` and shown by the D-Bus properties, the alerts view,
 //! the metrics families and health/`status`: all of them say what the model's facts say
 //! (`Array::degraded`, `sync_action`, `running_sync`, `sync_progress`, `is_stopped`,
-//! `is_serving`, `write_intent_bitmap`, `bitmap_advised`, `recorded_logical_block_size`, under
-//! generated `consistency_policy`, `bitmap/location`, `bitmap_type` and `logical_block_size`
-//! files too), so none disagrees with another about one array. Also the health verdict
+//! `is_serving`, `write_intent_bitmap`, `bitmap_location`, `bitmap_advised`,
+//! `recorded_logical_block_size`, under generated `consistency_policy`, `bitmap/location`,
+//! `bitmap_type` and `logical_block_size` files too), so none disagrees with another about one array. Also the health verdict
 //! (`status --test`'s, the D-Bus `Health` the Cockpit page looks up), the member roles (under a
 //! generated `md/dev-*/state` and `slot` of the first member) and the UUID (under a generated
 //! `md/uuid`, in mdadm's spelling everywhere).
@@ -373,6 +373,11 @@ fn agree_bitmap(w: &Views<'_>) {
     let bitmap = a.write_intent_bitmap();
     let advised = a.bitmap_advised();
     assert_eq!(p.bitmap_advised, advised, "D-Bus BitmapAdvised: {at}");
+    assert_eq!(
+        p.bitmap_location,
+        a.bitmap_location().unwrap_or_default().into_bytes(),
+        "D-Bus BitmapLocation: {at}"
+    );
     assert_eq!(
         m("mdpilot_array_warning", "no_bitmap"),
         advised.then_some(1.0),

@@ -5,7 +5,7 @@
 //! Crate functions called, per target (fix these paths when the code moves):
 //! - mdstat: `mdpilot::mdstat::parse`
 //! - sysfs_values: `mdpilot::model::{parse_plain_u64, SpeedLimit::parse, SyncAction::from}`,
-//!   `mdpilot::sysfs::parse_sync_completed`, `mdpilot::policy::knobs::parse_reading`,
+//!   `mdpilot::vocab::SyncCompleted::parse`, `mdpilot::policy::knobs::parse_reading`,
 //!   `mdpilot::policy::KnobId::{from_str, to_string, is_array}`
 //! - sysfs_tree: `mdpilot::host::Root::new`, `mdpilot::sysfs::{read_array, read_speed_limits}`
 //!   (reach the private `parse_word`, `parse_raid_disks`, `parse_sync_speed`, `parse_state`,
@@ -45,14 +45,13 @@ pub fn mdstat(data: &[u8]) {
 }
 
 pub fn sysfs_values(data: &[u8]) {
-    use mdpilot::sysfs;
     let s = String::from_utf8_lossy(data);
     let s = s.as_ref();
     if let Some(n) = mdpilot::model::parse_plain_u64(s) {
         assert_eq!(mdpilot::model::parse_plain_u64(&n.to_string()), Some(n));
     }
-    if let Some(SyncCompleted::Sectors { done, total }) = sysfs::parse_sync_completed(s) {
-        let back = sysfs::parse_sync_completed(&format!("{done} / {total}"));
+    if let Some(SyncCompleted::Sectors { done, total }) = SyncCompleted::parse(s) {
+        let back = SyncCompleted::parse(&format!("{done} / {total}"));
         assert_eq!(back, Some(SyncCompleted::Sectors { done, total }));
     }
     if let Some(l) = mdpilot::model::SpeedLimit::parse(s) {

@@ -6,7 +6,6 @@ use super::{print_view, ApplyArgs, PolicyCommand};
 use crate::cli::{fail, Context};
 use crate::config::Config;
 use crate::dbus::client::{connect_if_running, ManagerProxy};
-use crate::dbus::props::LeaseEntry;
 use crate::dbus::BusChoice;
 use crate::policy::{Policy, PolicyView};
 use std::collections::HashMap;
@@ -144,10 +143,11 @@ async fn run_via_service(ctx: &Context, cmd: &PolicyCommand, conn: &zbus::Connec
             a.json
         }
         PolicyCommand::Release { holder, json } => {
-            let held = match m.leases().await {
-                Ok(l) => l.iter().any(|l| &LeaseEntry::from_dict(l).id == holder),
-                Err(e) => return dbus_fail("release", e),
-            };
+            // Held by the state file, the source of truth (a proxy's cached Leases property
+            // can lag behind a lease applied a moment ago); unreadable: the service decides.
+            let held = policy
+                .show()
+                .map_or(true, |v| v.leases.iter().any(|l| &l.holder == holder));
             if held {
                 if let Err(e) = m.release_priority(holder).await {
                     return dbus_fail("release", e);

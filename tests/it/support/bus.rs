@@ -186,6 +186,8 @@ pub struct Service {
     pub child: Option<Child>,
     /// The simulated tree printed by `serve --sim` (`None` with `--root`).
     pub sim_root: Option<PathBuf>,
+    /// The service's `SIGHUP: configuration …` log lines, one per reload ([`Service::reload`]).
+    reloads: std::sync::Mutex<std::sync::mpsc::Receiver<String>>,
 }
 
 impl Service {
@@ -193,6 +195,9 @@ impl Service {
     pub async fn start(bus: &Bus, args: &[&str], env: &[(&str, &str)]) -> Service {
         let mut cmd = Command::new(super::BIN);
         cmd.arg("serve").arg("--bus").arg(&bus.address).args(args);
+        // The service's own records at info (its reload line, for [`Service::reload`]); the rest
+        // at warn, as on a terminal. A test's own RUST_LOG in `env` wins.
+        cmd.env("RUST_LOG", "warn,mdpilot::service=info");
         for (k, v) in env {
             cmd.env(k, v);
         }
@@ -203,10 +208,14 @@ impl Service {
             .unwrap();
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
+        let (reload_tx, reloads) = std::sync::mpsc::channel();
         std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
                 if let Some(p) = line.strip_prefix("mdpilot: simulated tree in ") {
                     let _ = tx.send(PathBuf::from(p));
+                }
+                if line.contains("SIGHUP: configuration") {
+                    let _ = reload_tx.send(line.clone());
                 }
                 eprintln!("[serve] {line}");
             }
@@ -234,6 +243,7 @@ impl Service {
         Service {
             child: Some(child),
             sim_root,
+            reloads: std::sync::Mutex::new(reloads),
         }
     }
 
@@ -253,6 +263,18 @@ impl Service {
             .as_ref()
             .expect("started with --sim")
             .join(rel)
+    }
+
+    /// `systemctl reload`: sends SIGHUP and waits (at most 60 s) for the service's own log line
+    /// that the reload is done (`SIGHUP: configuration reloaded…` or `…not reloaded…`), which
+    /// it returns: the configuration is in effect from then on, with no sleep to guess it.
+    pub fn reload(&self) -> String {
+        let rx = self.reloads.lock().unwrap();
+        while rx.try_recv().is_ok() {}
+        // SAFETY: signalling our own child.
+        unsafe { libc::kill(self.pid() as i32, libc::SIGHUP) };
+        rx.recv_timeout(Duration::from_secs(60))
+            .expect("no `SIGHUP: configuration` line from mdpilot serve within 60 s")
     }
 
     /// The pid.

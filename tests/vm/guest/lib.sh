@@ -115,12 +115,28 @@ bus_has_name() {
     dbus-send --system --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus \
         org.freedesktop.DBus.NameHasOwner "string:${1:-$BUS_NAME}" 2>/dev/null | grep -q 'boolean true'
 }
-# start_service [ARGS]: `mdpilot serve` on the system bus; waits until it owns the name.
+# name_owner_pid: the pid of the process that owns $BUS_NAME (empty when none does).
+name_owner_pid() {
+    dbus-send --system --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus \
+        org.freedesktop.DBus.GetConnectionUnixProcessID "string:$BUS_NAME" 2>/dev/null |
+        awk '/uint32/ {print $2}' || true
+}
+# start_service [ARGS]: `mdpilot serve` on the system bus; waits until it owns the name (this
+# process, not another: one a failed scenario left behind is stopped first).
 SERVICE_PID=
 start_service() {
+    local stale
+    stale=$(name_owner_pid)
+    if [ -n "$stale" ]; then
+        log "stopping pid $stale, which holds $BUS_NAME before the service starts"
+        kill -KILL "$stale" 2>/dev/null || true
+        wait_for 10 sh -c '! dbus-send --system --print-reply --dest=org.freedesktop.DBus /org/freedesktop/DBus org.freedesktop.DBus.NameHasOwner "string:$0" | grep -q "boolean true"' "$BUS_NAME" ||
+            fail "$BUS_NAME still owned after stopping pid $stale"
+    fi
     "$MDP" -v serve "$@" >>/tmp/serve.log 2>&1 &
     SERVICE_PID=$!
-    if ! wait_for 30 bus_has_name; then
+    ours() { [ "$(name_owner_pid)" = "$SERVICE_PID" ]; }
+    if ! wait_for 30 ours; then
         cat /tmp/serve.log
         grep -q 'not implemented yet' /tmp/serve.log && skip "mdpilot serve: not implemented yet"
         fail "mdpilot serve did not own $BUS_NAME within 30 s"

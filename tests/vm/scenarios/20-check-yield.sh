@@ -12,7 +12,7 @@
 #     check under synchronous foreground writes is stepped down from its ceiling (the decision
 #     and its reason in `check status --json`).
 need_disks 3
-require serve check
+require serve
 ORIG_MIN=1000
 ORIG_MAX=200000
 conf=/etc/mdpilot/config.d/50-yield.toml
@@ -87,13 +87,15 @@ if [ ! -r /proc/pressure/io ]; then
     exit 0
 fi
 mkdir -p "$(dirname "$conf")"
-printf '[check]\npressure_target = "full 5%%..10%%"\npressure_ceiling = 100000\n' >"$conf"
+printf '[check]\npressure_target = "some 10%%..20%%"\npressure_ceiling = 100000\n' >"$conf"
 start_service
 run_mdp /tmp/c.out check start md0
 assert_eq "$MDP_RC" 0 "check start under the throttle"
 first=$(st .throttle.limit_kib_s)
 [ -n "$first" ] || fail "no throttle decision at the check's start: $("$MDP" check status --json md0)"
-# Synchronous 4 KiB writes at the array's end keep every writer waiting on the disks.
+# Synchronous 4 KiB writes at the array's end keep the writers waiting on the disks: `some`
+# pressure (a task stalled on io) runs at 40-80 % in the guest, while `full` (every task at
+# once) stays near 2 % with the check's kernel thread not counted: the band is on `some`.
 end_kib=$(($(blockdev --getsz /dev/md0) / 2 - 65536))
 for i in 1 2 3 4; do
     dd if=/dev/zero of=/dev/md0 bs=4k count=100000 seek=$(((end_kib + i * 8192) / 4)) oflag=direct,dsync status=none 2>/dev/null &
@@ -101,7 +103,7 @@ for i in 1 2 3 4; do
 done
 down() { l=$(st .throttle.limit_kib_s); [ -n "$l" ] && [ "$l" -lt "$first" ]; }
 wait_for 90 down || fail "the throttle did not step down under io pressure: $(cat /proc/pressure/io | tr '\n' ' '); $("$MDP" check status --json md0 | jq -c '.arrays[0].throttle')"
-info "throttle: io pressure $(sed -n 's/^full avg10=\([0-9.]*\).*/\1/p' /proc/pressure/io) %, limit $first -> $(st .throttle.limit_kib_s) KiB/s ($(st .throttle.why))"
+info "throttle: io pressure some $(sed -n 's/^some avg10=\([0-9.]*\).*/\1/p' /proc/pressure/io) %, limit $first -> $(st .throttle.limit_kib_s) KiB/s ($(st .throttle.why))"
 cleanup
 run_mdp /tmp/c.out check cancel md0
 stop_service
