@@ -196,6 +196,13 @@ def goals_of(res):
     }
 
 
+def band(raw):
+    """The throttle way's pressure_target band in percent (versions.txt `target full A%..B%`)."""
+    path = os.path.join(raw, "versions.txt")
+    m = re.search(r"target \w+ ([0-9.]+)%\.\.([0-9.]+)%", open(path).read()) if os.path.exists(path) else None
+    return (float(m.group(1)), float(m.group(2))) if m else (5.0, 10.0)
+
+
 def plot(raw, path):
     try:
         import matplotlib
@@ -219,7 +226,8 @@ def plot(raw, path):
     a1.set_ylabel("MB/s (1000 KiB/s)")
     a1.set_yscale("symlog", linthresh=1)
     a2.plot(ts, [r["full"] or 0 for r in rows], color="tab:red", label="io pressure full avg10")
-    a2.axhspan(5, 10, color="tab:green", alpha=0.15, label="target full 5%..10%")
+    lo, hi = band(raw)
+    a2.axhspan(lo, hi, color="tab:green", alpha=0.15, label=f"target full {lo:g}%..{hi:g}%")
     a2.set_ylabel("%")
     a2.set_xlabel("seconds since the check started")
     for ax in (a1, a2):
