@@ -1,4 +1,4 @@
-# vm-timeout: 420
+# vm-timeout: 600
 # Health, events, resumable checks and timed priority on the real kernel, with
 # `mdpilot monitor --events` recording the whole time (the transcript is printed at the end):
 #   - a check of a raid1 started throttled (check --max), throttled harder mid-way by a per-array
