@@ -154,10 +154,6 @@ pub struct Outcome {
     pub overridden: Vec<(String, String)>,
 }
 
-fn now_s() -> u64 {
-    crate::policy::unix_now_s()
-}
-
 /// Levels a check means something on ([`Array::is_redundant`]: raid1/4/5/6/10): the default
 /// set of arrays.
 pub fn redundant(a: &Array) -> bool {
@@ -304,7 +300,7 @@ fn execute_locked(
 ) -> Result<Outcome, CheckError> {
     let root = cx.root;
     let mut st = cx.lock.load()?;
-    let now = now_s();
+    let now = crate::host::unix_now_s();
     let mut failures = record_meanwhile(cx, &stat, &mut st, now);
     let targets: Vec<Array> = select(root, &stat, arrays, op, &st)?
         .into_iter()
@@ -976,7 +972,7 @@ mod tests {
         let mut sim = crate::sim::Sim::create().unwrap();
         let root = sim.root().clone();
         let config = Config::load(&root).unwrap();
-        let end = crate::policy::unix_now_s() + 3600;
+        let end = crate::host::unix_now_s() + 3600;
         let start = Op::Start {
             repair: false,
             max: None,

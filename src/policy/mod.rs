@@ -39,10 +39,6 @@ pub use request::{
 };
 pub use warning::PolicyWarning;
 
-/// The clock lives in [`crate::host`]; re-exported for the check executor and scheduler
-/// (`src/check/run.rs`, `src/service/scheduler.rs`), which another change is reworking.
-pub use crate::host::unix_now_s;
-
 use crate::host::{pid_alive, process_start_time};
 use serde::{Deserialize, Serialize};
 use std::collections::BTreeMap;

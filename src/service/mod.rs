@@ -949,8 +949,8 @@ impl Loop {
         }
         let (root, config, model) = (self.root.clone(), self.config.clone(), self.model.clone());
         let ticked = self.shared.core.check_worker.run(move || {
-            let now = crate::policy::unix_now_s() as i64;
-            scheduler::tick(&root, &config, &model, now, scheduler::utc_offset_s(now))
+            let now = crate::host::unix_now_s() as i64;
+            scheduler::tick(&root, &config, &model, now, crate::host::utc_offset_s(now))
         });
         let Ok(ticked) = ticked.await else {
             return;
@@ -1015,7 +1015,7 @@ impl Loop {
         let root = &self.root;
         lock(&self.shared.core.sync_history).observe(
             &self.model,
-            crate::policy::unix_now_s(),
+            crate::host::unix_now_s(),
             || {
                 sysfs::pressure::read_io_pressure(root)
                     .ok()

@@ -24,17 +24,6 @@ use std::time::Duration;
 /// How often the plan is evaluated: the lateness bound of a window's start and end.
 pub const TICK: Duration = Duration::from_secs(30);
 
-/// The local wall-clock offset east of UTC, seconds, at `t` ([`crate::host::utc_offset_s`]).
-pub fn utc_offset_s(t: i64) -> i64 {
-    crate::host::utc_offset_s(t)
-}
-
-/// The whole disk under a member (`sda1` → `sda`, `nvme0n1p2` → `nvme0n1`), from sysfs: a
-/// partition's `/sys/class/block/<name>` has a `partition` file and its parent is the disk.
-fn whole_disk(root: &Root, member: &str) -> String {
-    crate::sysfs::block::whole_disk(root, member)
-}
-
 /// The arrays of `model` the plan may consider, with the record `st`, and the guard that
 /// holds each held one ([`crate::check::guard::hold`], with the battery rule): a held array
 /// counts as busy, so the plan starts another in its place.
@@ -72,7 +61,7 @@ fn candidates(
                 disks: a
                     .members
                     .iter()
-                    .map(|m| whole_disk(root, &m.name))
+                    .map(|m| crate::sysfs::block::whole_disk(root, &m.name))
                     .collect(),
                 last_completed_s: rec
                     .and_then(|r| r.last.as_ref())
