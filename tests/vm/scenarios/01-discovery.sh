@@ -69,4 +69,13 @@ for m in "${d[0]}" "${d[1]}"; do
     array_prop md0 Members | grep -q "$(basename "$m")" || fail "D-Bus md0 Members lacks $(basename "$m")"
 done
 array_prop "$inactive" State | grep -q inactive || fail "D-Bus $inactive State: $(array_prop "$inactive" State)"
+# One spelling of the UUID, the one `mdadm --detail` prints: in the JSON (`sysfs.uuid`; the
+# kernel's own text is `sysfs.md_uuid`) and on D-Bus.
+for n in md0 md1; do
+    want=$(mdadm --detail --export "/dev/$n" | sed -n 's/^MD_UUID=//p')
+    [ -n "$want" ] || fail "mdadm --detail --export /dev/$n gave no MD_UUID"
+    assert_eq "$(a "$n" .sysfs.uuid)" "$want" "status --json $n sysfs.uuid (mdadm --detail's)"
+    assert_eq "$(array_prop "$n" UUID)" "\"$want\"" "D-Bus $n UUID (mdadm --detail's)"
+done
+info "UUID: mdadm --detail, status --json and D-Bus agree ($want for md1)"
 stop_service
