@@ -9,7 +9,8 @@
 #   HOST=0 benches/wipe-ratios.sh LOG      # guest figures only (no root needed)
 #   SIZE_MIB=2048 BACKING=file ...         # host device size; sparse file on /var/tmp
 #
-# VM_LOG is the console log of `tests/vm/run` (lines `@@INFO <writer> <N> MB/s <S> s to
+# VM_LOG is the console log of `MDPILOT_VM_JOBS=1 tests/vm/run bench wipe-offload` (07-bench is a
+# benchmark: the default run leaves it out) (lines `@@INFO <writer> <N> MB/s <S> s to
 # wiped+redundant`) or its summary (the same lines indented); this script never boots the VM.
 # The host has no resync (a loop device, no md driver needed): its column is writer speed only.
 # Writes ONLY to the loop devices it attaches (over its own temp files); detaches on exit.

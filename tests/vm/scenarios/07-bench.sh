@@ -1,4 +1,5 @@
 # vm-timeout: 1500
+# vm-bench: a benchmark (tests/vm/run bench, tests/vm/bench-kernels, benches/wipe-ratios.sh)
 # Bench (figures printed, not asserted as time): on md0 (raid1 of 1020 MiB on the default 1 GiB
 # virtio disks; 8 GiB with `MDPILOT_VM_DISK_SIZE=9G MDPILOT_VM_SPARSE=1 tests/vm/run bench`) while its
 # initial resync runs at the kernel's default limits, each writer wipes the array:
