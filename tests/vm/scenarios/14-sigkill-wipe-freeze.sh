@@ -1,6 +1,6 @@
 # vm-timeout: 900
 # Freezes are journaled in the policy state: SIGKILL of `mdpilot wipe` at
-# 5 random moments (SIGKILL_RUNS; each CI run draws new ones) of a freeze-and-skip wipe (a whole-array random wipe of a fresh raid1 during its
+# 4 random moments (SIGKILL_RUNS; each CI run draws new ones) of a freeze-and-skip wipe (a whole-array random wipe of a fresh raid1 during its
 # initial resync; random, because a zero wipe is offloaded to the members and ends in 0.1 s), each followed by `mdpilot policy restore`. Checked per run:
 #   - md0 sync_action is not `frozen` after the restore;
 #   - the resync resumes and completes (resync_start `none` at the end);
@@ -12,7 +12,7 @@ need_disks 2
 require wipe policy
 ORIG_MIN=1000
 ORIG_MAX=10000
-RUNS=${SIGKILL_RUNS:-5}
+RUNS=${SIGKILL_RUNS:-4}
 MD_SIZE=256M
 ok=0
 problems=()
