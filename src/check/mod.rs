@@ -51,7 +51,8 @@ pub enum Origin {
 pub struct Position {
     /// `check` or `repair`.
     pub action: CheckAction,
-    /// Where to resume, 512-byte sectors (already a chunk multiple).
+    /// Where to resume, 512-byte sectors (already a multiple of 4 KiB and of the chunk:
+    /// [`resume_point`]).
     pub sectors: u64,
     /// The sync's total then (`sync_completed`'s B), sectors.
     pub total_sectors: u64,

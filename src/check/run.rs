@@ -13,7 +13,8 @@
 //! next step ([`super::reconcile`]).
 //!
 //! - `Start`: `sync_min` 0, then `sync_action` = check/repair; a saved position is dropped.
-//! - `Pause`: saves the position (`sync_completed`'s done, rounded down to the chunk) *before*
+//! - `Pause`: saves the position (the point md has reached, read again just before:
+//!   [`crate::model::Array::sync_reached_sectors`], rounded down by [`resume_point`]) *before*
 //!   writing `idle`, then releases the throttle. No-op when no check runs.
 //! - `Resume`: `sync_min` = saved position, then `sync_action` = the saved action.
 //! - `Cancel`: `idle` (when a check runs), `sync_min` 0, position dropped, throttle released.
