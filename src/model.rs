@@ -649,7 +649,10 @@ impl Array {
         let run = self.running_sync()?;
         let checkpoint = run.progress.filter(|p| p.source == Source::Sysfs);
         let printed = self.printed_sync().and_then(|s| {
-            let (done, total) = (s.done_kib?.saturating_mul(2), s.total_kib?.saturating_mul(2));
+            let (done, total) = (
+                s.done_kib?.saturating_mul(2),
+                s.total_kib?.saturating_mul(2),
+            );
             let same = checkpoint.map_or(total > 0, |p| {
                 total <= p.total_sectors && p.total_sectors - total <= 1
             });

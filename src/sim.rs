@@ -258,6 +258,11 @@ pub struct Sim {
     checkpoint_parts: Option<u64>,
 }
 
+/// The number in the environment variable `name`; `None` when unset or not a number.
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
+}
+
 /// Writes `text` to `path` atomically (a hidden temporary file in the same directory, renamed
 /// over it), so a concurrent reader (`status --json` on the tree, a scrape) sees the old or the
 /// new text, never an empty or half-written file as `fs::write`'s truncate-then-write can give.
@@ -310,10 +315,7 @@ impl Sim {
             },
         ];
         // MDPILOT_SIM_ARRAYS=N (benches): idle raid1 arrays md2..md{N-1} after the two above.
-        let n: usize = std::env::var("MDPILOT_SIM_ARRAYS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(2);
+        let n = env_u64("MDPILOT_SIM_ARRAYS").map_or(2, |n| usize::try_from(n).unwrap_or(2));
         for i in 2..n {
             arrays.push(SimArray {
                 name: format!("md{i}"),
@@ -335,16 +337,12 @@ impl Sim {
         write(root.proc("sys/dev/raid/speed_limit_max"), "200000\n")?;
         std::fs::create_dir_all(root.run("mdpilot"))?;
         std::fs::create_dir_all(root.dev("md"))?;
-        let checkpoint_parts = std::env::var("MDPILOT_SIM_CHECKPOINT")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .filter(|&n: &u64| n > 0);
         let sim = Sim {
             dir,
             root,
             arrays,
             control: None,
-            checkpoint_parts,
+            checkpoint_parts: env_u64("MDPILOT_SIM_CHECKPOINT").filter(|&n| n > 0),
         };
         for (minor, a) in sim.arrays.iter().enumerate() {
             sim.write_identity(a, minor)?;

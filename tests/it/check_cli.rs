@@ -204,7 +204,11 @@ fn a_pause_keeps_the_point_mdstat_shows_not_mds_checkpoint() {
     let o = check(&r, &["pause", "md0"]);
     assert!(o.status.success(), "{}", describe(&o));
     assert!(record(&r).contains("sectors = 200000"), "{}", record(&r));
-    assert!(record(&r).contains("total_sectors = 2097152"), "{}", record(&r));
+    assert!(
+        record(&r).contains("total_sectors = 2097152"),
+        "{}",
+        record(&r)
+    );
     // md stops there and keeps its checkpoint in sync_min; the resume writes the record's.
     sim.absorb_writes().unwrap();
     assert_eq!(md(&r, "sync_min"), "131072");
