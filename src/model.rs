@@ -481,6 +481,7 @@ pub struct RunningSync {
 /// | [`is_syncing`](Array::is_syncing) | `md/sync_action` names a sync, or progress (below) | the sync line |
 /// | [`running_sync`](Array::running_sync) | `md/sync_action` names a sync and `md/sync_completed` reads `A / B` | a sync line with `= N%` |
 /// | [`sync_progress`](Array::sync_progress) | `md/sync_completed` `A / B` | `(done/total)` of the sync line |
+/// | [`sync_reached_sectors`](Array::sync_reached_sectors) | the further of `md/sync_completed`'s `A` and the sync line's done (same total) | `(done/total)` of the sync line |
 /// | [`sync_speed_kib_s`](Array::sync_speed_kib_s) | `md/sync_speed` | `speed=` |
 /// | [`sync_remaining_s`](Array::sync_remaining_s) | from `sync_completed` and `sync_speed` | `finish=` (wins: the kernel's own estimate) |
 /// | [`write_intent_bitmap`](Array::write_intent_bitmap) | `md/bitmap_type`, `md/bitmap/location`, `md/consistency_policy` | the bitmap line |
@@ -632,6 +633,32 @@ impl Array {
     /// else the mdstat line's `(done/total)` KiB × 2; `None` while none runs or the total is 0.
     pub fn sync_progress(&self) -> Option<SyncProgress> {
         self.running_sync()?.progress
+    }
+
+    /// How far md has really got in the running sync, 512-byte sectors (of each member for
+    /// raid1/4/5/6, in the units of `md/sync_min`): the further of `md/sync_completed`'s `A`
+    /// (md's checkpoint `curr_resync_completed`, which md moves only every 1/16 of the sync or
+    /// every 5 minutes, md.c `md_do_sync`) and the mdstat line's `(done/total)` done × 2 (md.c
+    /// `status_resync`: `curr_resync` minus the sectors still in flight, i.e. completed; 1 KiB
+    /// blocks, so it never overstates). mdstat's figure counts only when its total is
+    /// `sync_completed`'s `B` (to the KiB): the same sync. `None` while no sync runs
+    /// ([`Array::running_sync`]) or neither gives a number. Where a paused check resumes
+    /// ([`crate::check::run`]): up to 1/16 of the array less to check twice than from the
+    /// checkpoint.
+    pub fn sync_reached_sectors(&self) -> Option<u64> {
+        let run = self.running_sync()?;
+        let checkpoint = run.progress.filter(|p| p.source == Source::Sysfs);
+        let printed = self.printed_sync().and_then(|s| {
+            let (done, total) = (
+                s.done_kib?.saturating_mul(2),
+                s.total_kib?.saturating_mul(2),
+            );
+            let same = checkpoint.map_or(total > 0, |p| {
+                total <= p.total_sectors && p.total_sectors - total <= 1
+            });
+            same.then_some(done)
+        });
+        checkpoint.map(|p| p.done_sectors).max(printed)
     }
 
     /// The running sync's recent speed in KiB/s: `md/sync_speed`, else mdstat's `speed=`;
@@ -1014,6 +1041,42 @@ mod tests {
         assert!(a.is_stopped() && !a.is_serving());
         a.sysfs.as_mut().unwrap().array_state = Some(ArrayState::Broken);
         assert!(!a.is_stopped() && a.is_broken() && !a.is_serving());
+    }
+
+    /// The point a check has reached is the further of md's checkpoint (`sync_completed`,
+    /// moved every 1/16) and mdstat's completed count; mdstat's only for the same sync (its
+    /// total agrees with `sync_completed`'s to the KiB).
+    #[test]
+    fn the_reached_point_is_the_further_of_the_checkpoint_and_mdstat() {
+        let text = "md0 : active raid1 sdb1[1] sda1[0]\n      1046528 blocks super 1.2 [2/2] [UU]\n      [=======>.............]  check = 37.1% (388608/1046528) finish=0.1min speed=100000K/sec\n\nunused devices: <none>\n";
+        let mut a = crate::mdstat::parse(text).arrays.remove(0);
+        // mdstat alone: its count, KiB × 2.
+        assert_eq!(a.sync_reached_sectors(), Some(777_216));
+        let sys = |done, total| ArraySysfs {
+            sync_action: Some(SyncAction::Check),
+            sync_completed: Some(SyncCompleted::Sectors { done, total }),
+            ..Default::default()
+        };
+        // The checkpoint behind mdstat (md moved it at 1/16 of 2093056): mdstat's wins.
+        a.sysfs = Some(sys(261_632, 2_093_056));
+        assert_eq!(a.sync_progress().unwrap().done_sectors, 261_632);
+        assert_eq!(a.sync_reached_sectors(), Some(777_216));
+        // The checkpoint ahead (mdstat read a moment earlier): the checkpoint.
+        a.sysfs = Some(sys(800_000, 2_093_056));
+        assert_eq!(a.sync_reached_sectors(), Some(800_000));
+        // A total one sector more (md prints max_sectors / 2): still the same sync.
+        a.sysfs = Some(sys(261_632, 2_093_057));
+        assert_eq!(a.sync_reached_sectors(), Some(777_216));
+        // Another total: another sync than mdstat showed; the checkpoint alone.
+        a.sysfs = Some(sys(4096, 4_000_000));
+        assert_eq!(a.sync_reached_sectors(), Some(4096));
+        // No sync runs: none.
+        a.sysfs = Some(ArraySysfs {
+            sync_action: Some(SyncAction::Idle),
+            sync_completed: Some(SyncCompleted::None),
+            ..Default::default()
+        });
+        assert_eq!(a.sync_reached_sectors(), None);
     }
 
     fn raid1(sys: Option<ArraySysfs>) -> Array {

@@ -15,6 +15,8 @@
 //! Env: `MDPILOT_SIM_TICK_MS` (default 1000) sets the step; `MDPILOT_SIM_TRACE=FILE` appends
 //! `<CLOCK_MONOTONIC ns> <array> <sync_completed sectors>` per step (used by the latency bench);
 //! `MDPILOT_SIM_HISTORY_S` sets the sync history's slot, seconds ([`sync_history`]);
+//! `MDPILOT_SIM_CHECKPOINT=N` makes `md/sync_completed` md's checkpoint, moved every 1/N of a
+//! sync, while mdstat shows the exact point ([`Sim::set_checkpoint`]);
 //! `MDPILOT_SIM_ARRAYS=N` (N > 2) adds idle raid1 arrays `md2`..`md{N-1}` (the metrics bench);
 //! `MDPILOT_SIM_DEVICES=/dev/loop3,/dev/loop4@/srv` shows real block devices (loop devices a test
 //! attached) in the tree as wipe candidates, `@MOUNTPOINT` ones as mounted there
@@ -252,6 +254,13 @@ pub struct Sim {
     arrays: Vec<SimArray>,
     /// SIGUSR1: look at the tree again ([`Sim::watch_control_signal`]).
     control: Option<tokio::signal::unix::Signal>,
+    /// md's checkpoint ([`Sim::set_checkpoint`]): `sync_completed` moves every 1/N of a sync.
+    checkpoint_parts: Option<u64>,
+}
+
+/// The number in the environment variable `name`; `None` when unset or not a number.
+fn env_u64(name: &str) -> Option<u64> {
+    std::env::var(name).ok().and_then(|v| v.parse().ok())
 }
 
 /// Writes `text` to `path` atomically (a hidden temporary file in the same directory, renamed
@@ -306,10 +315,7 @@ impl Sim {
             },
         ];
         // MDPILOT_SIM_ARRAYS=N (benches): idle raid1 arrays md2..md{N-1} after the two above.
-        let n: usize = std::env::var("MDPILOT_SIM_ARRAYS")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(2);
+        let n = env_u64("MDPILOT_SIM_ARRAYS").map_or(2, |n| usize::try_from(n).unwrap_or(2));
         for i in 2..n {
             arrays.push(SimArray {
                 name: format!("md{i}"),
@@ -336,6 +342,7 @@ impl Sim {
             root,
             arrays,
             control: None,
+            checkpoint_parts: env_u64("MDPILOT_SIM_CHECKPOINT").filter(|&n| n > 0),
         };
         for (minor, a) in sim.arrays.iter().enumerate() {
             sim.write_identity(a, minor)?;
@@ -480,11 +487,31 @@ impl Sim {
     }
 
     /// Progress files; `md/sync_action` only at a start or end (a step could hide a new `idle`).
+    /// Makes `md/sync_completed` md's checkpoint, as the kernel keeps it (md.c `md_do_sync`:
+    /// `curr_resync_completed` moves every 1/16 of the sync, or 5 minutes), while
+    /// `/proc/mdstat` shows the exact point reached: with `Some(n)`, `sync_completed` moves
+    /// every 1/n of a sync and an interrupted check leaves `sync_min` at that checkpoint.
+    /// `None` (the default; `MDPILOT_SIM_CHECKPOINT=N` at [`Sim::create`]): both exact.
+    pub fn set_checkpoint(&mut self, parts: Option<u64>) {
+        self.checkpoint_parts = parts.filter(|&n| n > 0);
+    }
+
+    /// md's checkpoint of `a`'s sync at `done` sectors ([`Sim::set_checkpoint`]).
+    fn checkpoint(&self, a: &SimArray, done: u64) -> u64 {
+        match self.checkpoint_parts {
+            Some(n) => {
+                let step = (a.sync_total_sectors() / n).max(1);
+                done - done % step
+            }
+            None => done,
+        }
+    }
+
     fn write_dynamic(&self, a: &SimArray, action_too: bool) -> std::io::Result<()> {
         let (action, completed, state) = match a.sync_done_sectors {
             Some(d) => (
                 a.action.as_str(),
-                format!("{d} / {}", a.sync_total_sectors()),
+                format!("{} / {}", self.checkpoint(a, d), a.sync_total_sectors()),
                 "active",
             ),
             None => ("idle", "none".to_string(), "clean"),
@@ -553,7 +580,8 @@ impl Sim {
                     if matches!(a.action.as_str(), "check" | "repair")
                         && self.sync_min_mtime(a) == a.sync_min_at_start
                     {
-                        res = res.and(write(self.md(a, "sync_min"), &format!("{done}\n")));
+                        let kept = self.checkpoint(a, done);
+                        res = res.and(write(self.md(a, "sync_min"), &format!("{kept}\n")));
                     }
                     a.action = "idle".into();
                     a.sync_done_sectors = None;

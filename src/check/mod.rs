@@ -51,7 +51,8 @@ pub enum Origin {
 pub struct Position {
     /// `check` or `repair`.
     pub action: CheckAction,
-    /// Where to resume, 512-byte sectors (already a chunk multiple).
+    /// Where to resume, 512-byte sectors (already a multiple of 4 KiB and of the chunk:
+    /// [`resume_point`]).
     pub sectors: u64,
     /// The sync's total then (`sync_completed`'s B), sectors.
     pub total_sectors: u64,
@@ -151,13 +152,30 @@ impl CheckState {
     }
 }
 
-/// The resume point for a check stopped at `done` sectors: rounded down to the chunk
-/// (`chunk_bytes`, 0 or unknown = no rounding) as `md/sync_min` requires.
+/// What md keeps of a `md/sync_min` write, 512-byte sectors: it rounds the value down to 4 KiB
+/// (md.c `min_sync_store`: `round_down(min, 8)`), and kernels before that refused a value that
+/// was not a multiple of the chunk (EINVAL).
+pub const SYNC_MIN_ALIGN_SECTORS: u64 = 8;
+
+/// The resume point for a check stopped at `done_sectors` (512-byte sectors): rounded down to
+/// a multiple of both the chunk (`chunk_bytes`; 0 or unknown: none) and
+/// [`SYNC_MIN_ALIGN_SECTORS`], so that `md/sync_min` reads back exactly what the record
+/// says and every kernel accepts it.
 pub fn resume_point(done_sectors: u64, chunk_bytes: Option<u64>) -> u64 {
-    match chunk_bytes.map(|b| b / 512).filter(|&c| c > 0) {
-        Some(chunk) => done_sectors - done_sectors % chunk,
-        None => done_sectors,
+    let a = SYNC_MIN_ALIGN_SECTORS;
+    let unit = match chunk_bytes.map(|b| b / 512).filter(|&c| c > 0) {
+        // lcm(chunk, 8): a chunk is a power of two of at least 4 KiB, so the chunk itself.
+        Some(chunk) => chunk / gcd(chunk, a) * a,
+        None => a,
+    };
+    done_sectors - done_sectors % unit
+}
+
+fn gcd(mut a: u64, mut b: u64) -> u64 {
+    while b != 0 {
+        (a, b) = (b, a % b);
     }
+    a
 }
 
 /// Whether a non-zero `mismatch_cnt` after a check is a warning: on raid4/5/6 parity must
@@ -220,6 +238,9 @@ pub struct Observed {
     pub sync_action: SyncAction,
     /// `md/sync_completed` done/total while a sync runs.
     pub completed: Option<(u64, u64)>,
+    /// The point the running sync has reached, sectors ([`crate::model::Array::sync_reached_sectors`]:
+    /// the further of `sync_completed`'s done and mdstat's), where a pause saves its position.
+    pub reached: Option<u64>,
     /// `md/sync_min`, sectors.
     pub sync_min: u64,
     /// `md/mismatch_cnt`.
@@ -293,6 +314,7 @@ mod tests {
         Observed {
             sync_action: action,
             completed,
+            reached: completed.map(|c| c.0),
             sync_min,
             mismatch_cnt: Some(0),
             level: "raid5".into(),
@@ -318,8 +340,14 @@ mod tests {
     #[test]
     fn resume_points_are_chunk_multiples() {
         assert_eq!(resume_point(1_000_123, Some(512 * 1024)), 999_424);
-        assert_eq!(resume_point(1_000_123, None), 1_000_123);
-        assert_eq!(resume_point(1_000_123, Some(0)), 1_000_123);
+        // No chunk (raid1): 4 KiB, what md keeps of a sync_min write.
+        assert_eq!(resume_point(1_000_123, None), 1_000_120);
+        assert_eq!(resume_point(1_000_123, Some(0)), 1_000_120);
+        assert_eq!(resume_point(7, None), 0);
+        assert_eq!(resume_point(1_552_128, None), 1_552_128);
+        // A chunk below 4 KiB (never made by mdadm): both.
+        assert_eq!(resume_point(1_000_123, Some(1024)), 1_000_120);
+        assert_eq!(resume_point(1_000_123, Some(64 * 1024)), 1_000_064);
         assert!(mismatch_is_warning("raid6", 8));
         assert!(!mismatch_is_warning("raid1", 8));
         assert!(!mismatch_is_warning("raid5", 0));

@@ -13,7 +13,8 @@
 //! next step ([`super::reconcile`]).
 //!
 //! - `Start`: `sync_min` 0, then `sync_action` = check/repair; a saved position is dropped.
-//! - `Pause`: saves the position (`sync_completed`'s done, rounded down to the chunk) *before*
+//! - `Pause`: saves the position (the point md has reached, read again just before:
+//!   [`crate::model::Array::sync_reached_sectors`], rounded down by [`resume_point`]) *before*
 //!   writing `idle`, then releases the throttle. No-op when no check runs.
 //! - `Resume`: `sync_min` = saved position, then `sync_action` = the saved action.
 //! - `Cancel`: `idle` (when a check runs), `sync_min` 0, position dropped, throttle released.
@@ -160,8 +161,9 @@ pub fn redundant(a: &Array) -> bool {
     a.is_redundant()
 }
 
-/// What the kernel shows of `a` now (the model's facts, [`Array::sync_action`] and
-/// [`Array::level`], its sysfs values, plus `md/sync_min`, read here).
+/// What the kernel shows of `a` now (the model's facts, [`Array::sync_action`],
+/// [`Array::sync_reached_sectors`] and [`Array::level`], its sysfs values, plus `md/sync_min`,
+/// read here).
 pub fn observe(root: &Root, a: &Array) -> Observed {
     let sys = a.sysfs.clone().unwrap_or_default();
     let sync_min = crate::sysfs::read_sync_min(root, &a.name).unwrap_or(0);
@@ -171,6 +173,7 @@ pub fn observe(root: &Root, a: &Array) -> Observed {
             Some(SyncCompleted::Sectors { done, total }) => Some((done, total)),
             _ => None,
         },
+        reached: a.sync_reached_sectors(),
         sync_min,
         mismatch_cnt: sys.mismatch_cnt,
         level: a.level().map(|l| l.to_string()).unwrap_or_default(),
@@ -769,22 +772,21 @@ fn step(
             rec.max = max;
             write_sync_action(root, &a.name, &p.action.sync_action())?;
         }
-        Op::Pause => pause(cx, a, &o, st, now)?,
+        Op::Pause => pause(cx, a, st, now)?,
         Op::Cancel => cancel(root, policy, a, &o, rec)?,
         Op::Status => {}
     }
     Ok(())
 }
 
-/// `Pause`: the position (rounded down to the chunk) saved to the record file before `idle` is
-/// written, then the throttle released. Nothing when no check or repair runs or was ours.
-fn pause(
-    cx: &Step<'_>,
-    a: &Array,
-    o: &Observed,
-    st: &mut CheckState,
-    now: u64,
-) -> Result<(), CheckError> {
+/// `Pause`: the position saved to the record file before `idle` is written, then the throttle
+/// released. Nothing when no check or repair runs or was ours. The position is the point md
+/// has reached as read just before ([`reread`], [`Array::sync_reached_sectors`]: mdstat's
+/// completed count where it is ahead of md's 1/16 checkpoint), rounded down for `md/sync_min`
+/// ([`resume_point`]).
+fn pause(cx: &Step<'_>, a: &Array, st: &mut CheckState, now: u64) -> Result<(), CheckError> {
+    let a = &reread(cx.root, a);
+    let o = observe(cx.root, a);
     let chunk = a.sysfs.as_ref().and_then(|s| s.chunk_size_bytes);
     let rec: &mut ArrayRecord = st.array.entry(record_key(a)).or_default();
     let seen = CheckAction::running(&o.sync_action);
@@ -793,11 +795,11 @@ fn pause(
     };
     let ours = o.sync_action == action.sync_action();
     if ours {
-        let (done, total) = o.completed.unwrap_or((o.sync_min, 0));
+        let done = o.reached.unwrap_or(o.sync_min);
         rec.position = Some(Position {
             action,
             sectors: resume_point(done, chunk),
-            total_sectors: total,
+            total_sectors: o.completed.map_or(0, |c| c.1),
             saved_s: now,
         });
     } else if o.sync_action == SyncAction::Idle && o.sync_min > 0 && rec.running.is_some() {
@@ -819,6 +821,22 @@ fn pause(
         write_sync_action(cx.root, &a.name, &SyncAction::Idle)?;
     }
     Ok(unthrottle(&cx.policy, &a.name)?)
+}
+
+/// `a` as md shows it now: `/proc/mdstat` and its sysfs read again, for the position a pause
+/// saves (a step's model may be seconds old, and mdstat's progress older than the check now
+/// running). `a` itself where mdstat cannot be read or no longer lists it; sysfs only where `a`
+/// had it read.
+fn reread(root: &Root, a: &Array) -> Array {
+    let now = crate::sysfs::read_mdstat(root)
+        .ok()
+        .and_then(|s| s.arrays.into_iter().find(|x| x.name == a.name));
+    let mut now = now.unwrap_or_else(|| a.clone());
+    now.sysfs = a
+        .sysfs
+        .as_ref()
+        .map(|_| crate::sysfs::read_array(root, &a.name));
+    now
 }
 
 /// `Cancel`: a running check or repair stopped, `sync_min` back to 0, the record's position

@@ -5,8 +5,9 @@
 //!
 //! - `start [--repair] [--max KIBS]`: `sync_min` 0, then `sync_action` = check/repair; a saved
 //!   position is dropped (use `resume` to keep it).
-//! - `pause`: saves the position (`sync_completed`'s done, rounded down to the chunk) *before*
-//!   writing `idle`, then releases the throttle.
+//! - `pause`: saves the position (the point md has reached: mdstat's count where it is ahead of
+//!   `sync_completed`'s checkpoint, rounded down to 4 KiB and the chunk) *before* writing
+//!   `idle`, then releases the throttle.
 //! - `resume [--max KIBS]`: `sync_min` = saved position, then `sync_action` = the saved action
 //!   (without `--max`, the throttle it was started with).
 //! - `cancel`: `idle`, `sync_min` 0, position dropped, throttle released.
@@ -36,7 +37,8 @@ md/mismatch_cnt; a repair (--repair) also rewrites them. mdpilot makes checks re
 throttled.
 
 start: md/sync_min 0, then md/sync_action check or repair (a saved position is dropped). \
-pause: saves the position (sync_completed rounded down to the chunk) per array UUID in the \
+pause: saves the position (the point md has reached, /proc/mdstat's count or md/sync_completed, \
+rounded down to 4 KiB and the chunk) per array UUID in the \
 check record (default /var/lib/mdpilot/checks.toml) before writing idle. resume: writes the \
 saved position to md/sync_min, then the saved action. cancel: idle, sync_min 0, position \
 dropped. status: the running sync, the saved position and the last result (mismatch_cnt and \

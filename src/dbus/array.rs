@@ -578,7 +578,7 @@ impl ArrayObject {
     }
 
     /// Where a paused check resumes, in 512-byte sectors from the start of each member (a
-    /// chunk multiple, as md/sync_min takes it); 0 = no saved position. While a check runs
+    /// multiple of 4 KiB and of the chunk, as md/sync_min keeps it); 0 = no saved position. While a check runs
     /// the service saves its position every 60 s (what a crash can lose), and shows it here.
     #[zbus(property)]
     fn check_position(&self) -> u64 {

@@ -5,8 +5,8 @@
 //! the inhibitor's descriptor, so the shutdown goes on at once. `PrepareForShutdown(false)` (a
 //! cancelled shutdown) resumes them and takes the inhibitor again.
 //!
-//! On the system bus ([`wanted`]). Without logind (containers, the
-//! installer) the task logs once at debug and ends: SIGTERM still pauses the checks.
+//! On the system bus ([`wanted`]). Without logind (containers, the installer) the task says
+//! why once, at info ([`without`]), and ends: SIGTERM still pauses the checks.
 
 use crate::shared::State;
 use futures_util::StreamExt;
@@ -30,14 +30,18 @@ trait Login1 {
 /// The `why` of the inhibitor, as `systemd-inhibit --list` shows it.
 pub const WHY: &str = "Pausing running md checks (their position is kept)";
 
-async fn take(proxy: &Login1Proxy<'_>) -> Option<OwnedFd> {
-    match proxy.inhibit("shutdown", "mdpilot", WHY, "delay").await {
-        Ok(fd) => Some(fd),
-        Err(e) => {
-            tracing::debug!("no logind delay inhibitor: {e}");
-            None
-        }
-    }
+/// The one line the service logs when it goes without logind (`why`: the bus's error): at
+/// info, once per start, since a container or the installer has no logind by design.
+fn without(why: &dyn std::fmt::Display) {
+    tracing::info!(
+        "no logind shutdown inhibitor ({why}): running checks are paused on SIGTERM only"
+    );
+}
+
+/// `Inhibit("shutdown", "mdpilot", WHY, "delay")`: the descriptor that holds the lock while
+/// open. Errors: logind's (absent, refused), as `Err` for the caller to say once.
+async fn take(proxy: &Login1Proxy<'_>) -> zbus::Result<OwnedFd> {
+    proxy.inhibit("shutdown", "mdpilot", WHY, "delay").await
 }
 
 /// Whether to watch logind: when serving on the system bus, or when `DBUS_SYSTEM_BUS_ADDRESS`
@@ -48,30 +52,27 @@ pub fn wanted(bus: &crate::dbus::BusChoice) -> bool {
         || std::env::var_os("DBUS_SYSTEM_BUS_ADDRESS").is_some()
 }
 
-/// Runs until the service stops (the task is aborted) or logind is absent.
+/// Runs until the service stops (the task is aborted) or logind is absent (said once:
+/// [`without`]). A delay inhibitor taken again after a cancelled shutdown that logind refuses
+/// is logged at warn; the watch goes on (the next `PrepareForShutdown` still pauses).
 pub async fn run(core: Arc<State>) {
     let conn = match zbus::Connection::system().await {
         Ok(c) => c,
-        Err(e) => {
-            tracing::debug!("no system bus for logind: {e}");
-            return;
-        }
+        Err(e) => return without(&format_args!("no system bus: {e}")),
     };
-    let Ok(proxy) = Login1Proxy::new(&conn).await else {
-        return;
+    let proxy = match Login1Proxy::new(&conn).await {
+        Ok(p) => p,
+        Err(e) => return without(&e),
     };
     // Subscribed before the inhibitor is taken: no signal is missed.
     let mut signals = match proxy.receive_prepare_for_shutdown().await {
         Ok(s) => s,
-        Err(e) => {
-            tracing::debug!("logind: {e}");
-            return;
-        }
+        Err(e) => return without(&e),
     };
-    let mut lock = take(&proxy).await;
-    if lock.is_none() {
-        return;
-    }
+    let mut lock = match take(&proxy).await {
+        Ok(fd) => Some(fd),
+        Err(e) => return without(&e),
+    };
     while let Some(sig) = signals.next().await {
         let Ok(args) = sig.args() else {
             continue;
@@ -99,7 +100,10 @@ pub async fn run(core: Arc<State>) {
                 tracing::warn!("resuming checks: {}", crate::error::error_chain(&e));
             }
             if lock.is_none() {
-                lock = take(&proxy).await;
+                lock = take(&proxy)
+                    .await
+                    .inspect_err(|e| tracing::warn!("logind delay inhibitor not taken again: {e}"))
+                    .ok();
             }
         }
     }

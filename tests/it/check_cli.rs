@@ -181,3 +181,41 @@ fn working_hours_throttle_follows_the_clock() {
         .unwrap();
     assert_eq!(md(r, "sync_speed_max"), "7000");
 }
+
+/// A pause keeps the point md has reached, not md's checkpoint: on the simulated tree, where
+/// `md/sync_completed` moves only every 1/16 of the sync (as md's `curr_resync_completed`) and
+/// `/proc/mdstat` shows the exact count, the record holds mdstat's point (rounded down to
+/// 4 KiB), md itself keeps only its checkpoint in `sync_min`, and the resume writes the
+/// record's point there: nothing between the checkpoint and the pause is checked twice.
+#[test]
+fn a_pause_keeps_the_point_mdstat_shows_not_mds_checkpoint() {
+    let mut sim = support::tree::Sim::create().unwrap();
+    sim.set_checkpoint(Some(16));
+    let r = sim.path().to_path_buf();
+    let o = check(&r, &["start", "md0"]);
+    assert!(o.status.success(), "{}", describe(&o));
+    sim.absorb_writes().unwrap();
+    // md0: 2097152 sectors per member, the checkpoint every 131072; at 200000 KiB/s half a
+    // second reaches 200000 sectors (mdstat: 100000 KiB), the checkpoint 131072.
+    sim.step(std::time::Duration::from_millis(500)).unwrap();
+    assert_eq!(md(&r, "sync_completed"), "131072 / 2097152");
+    let mdstat = read_trim(r.join("proc/mdstat"));
+    assert!(mdstat.contains("(100000/1048576)"), "{mdstat}");
+    let o = check(&r, &["pause", "md0"]);
+    assert!(o.status.success(), "{}", describe(&o));
+    assert!(record(&r).contains("sectors = 200000"), "{}", record(&r));
+    assert!(
+        record(&r).contains("total_sectors = 2097152"),
+        "{}",
+        record(&r)
+    );
+    // md stops there and keeps its checkpoint in sync_min; the resume writes the record's.
+    sim.absorb_writes().unwrap();
+    assert_eq!(md(&r, "sync_min"), "131072");
+    let o = check(&r, &["resume", "md0"]);
+    assert!(o.status.success(), "{}", describe(&o));
+    assert_eq!(md(&r, "sync_min"), "200000");
+    assert_eq!(md(&r, "sync_action"), "check");
+    let o = check(&r, &["cancel", "md0"]);
+    assert!(o.status.success(), "{}", describe(&o));
+}

@@ -24,6 +24,7 @@ mod dbus_check;
 mod dbus_clients;
 mod dbus_files;
 mod dbus_jobs;
+mod dbus_logind;
 mod dbus_policy_cli;
 mod dbus_restart;
 mod dbus_service;

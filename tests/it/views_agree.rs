@@ -457,6 +457,10 @@ fn agree_sync(w: &Views<'_>) {
     let action = a.sync_action();
     let running = a.running_sync();
     let progress = a.sync_progress();
+    // Where a pause saves a check's position is never behind the progress the views show.
+    if let (Some(r), Some(pr)) = (a.sync_reached_sectors(), progress) {
+        assert!(r >= pr.done_sectors, "sync_reached_sectors: {at}");
+    }
     // Sync action and progress.
     assert_eq!(p.sync_action, action.as_str(), "D-Bus SyncAction: {at}");
     assert_eq!(

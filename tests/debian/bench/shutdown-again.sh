@@ -1,5 +1,5 @@
 # The second boot of tests/debian/bench-shutdown, on the same disks: udev assembles the RAID1
-# (under another name, md127), the state disk is mounted at /var/lib/mdpilot and the .deb
+# (under another name, md127), /var/lib/mdpilot is restored from the state disk and the .deb
 # installed, whose service starts and resumes the check it paused for the shutdown from the
 # position in checks.toml (md/sync_min). Printed: the saved record, the position md starts
 # from, then `@@RESUMED <saved sectors> <sync_min sectors>`. Then the same check by hand
@@ -8,11 +8,8 @@
 # vm-timeout: 900
 # shellcheck source=shutdown-lib.sh
 source "$T/bench/shutdown-lib.sh"
-found() { ls -d /sys/block/md*/md/sync_action >/dev/null 2>&1; }
-wait_for 60 found || fail "udev did not assemble the array: $(cat /proc/mdstat)"
-md=$(ls -d /sys/block/md* | head -1)
-md=${md##*/}
-mount_state
+assembled
+restore_state
 echo "@@SAVED $(tr '\n' ' ' </var/lib/mdpilot/checks.toml 2>/dev/null || echo none)"
 install_mdpilot
 running() { [ "$(cat "/sys/block/$md/md/sync_action")" = check ]; }

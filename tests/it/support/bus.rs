@@ -188,6 +188,10 @@ pub struct Service {
     pub sim_root: Option<PathBuf>,
     /// The service's `SIGHUP: configuration …` log lines, one per reload ([`Service::reload`]).
     reloads: std::sync::Mutex<std::sync::mpsc::Receiver<String>>,
+    /// Every line of its standard error so far ([`Service::log_lines`]).
+    log: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+    /// The thread reading its standard error (ends when the service has exited).
+    reader: Option<std::thread::JoinHandle<()>>,
 }
 
 impl Service {
@@ -209,8 +213,11 @@ impl Service {
         let stderr = child.stderr.take().unwrap();
         let (tx, rx) = std::sync::mpsc::channel();
         let (reload_tx, reloads) = std::sync::mpsc::channel();
-        std::thread::spawn(move || {
+        let log = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let lines = log.clone();
+        let reader = std::thread::spawn(move || {
             for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+                lines.lock().unwrap().push(line.clone());
                 if let Some(p) = line.strip_prefix("mdpilot: simulated tree in ") {
                     let _ = tx.send(PathBuf::from(p));
                 }
@@ -244,6 +251,8 @@ impl Service {
             child: Some(child),
             sim_root,
             reloads: std::sync::Mutex::new(reloads),
+            log,
+            reader: Some(reader),
         }
     }
 
@@ -275,6 +284,17 @@ impl Service {
         unsafe { libc::kill(self.pid() as i32, libc::SIGHUP) };
         rx.recv_timeout(Duration::from_secs(60))
             .expect("no `SIGHUP: configuration` line from mdpilot serve within 60 s")
+    }
+
+    /// Every line the service has written to its standard error so far; after [`Service::term`]
+    /// all of them (it waits for the end of the stream).
+    pub fn log_lines(&mut self) -> Vec<String> {
+        if self.child.is_none() {
+            if let Some(r) = self.reader.take() {
+                let _ = r.join();
+            }
+        }
+        self.log.lock().unwrap().clone()
     }
 
     /// The pid.

@@ -41,6 +41,7 @@ macro_rules! need_root {
 }
 
 pub mod bus;
+pub mod logind;
 pub mod loopdev;
 pub mod mdadm;
 pub mod polkit;

@@ -2,7 +2,8 @@
 # Health, events, resumable checks and timed priority on the real kernel, with
 # `mdpilot monitor --events` recording the whole time (the transcript is printed at the end):
 #   - a check of a raid1 started throttled (check --max), throttled harder mid-way by a per-array
-#     lease (the measured rate drops to about the limit), paused (position saved, idle), the
+#     lease (the measured rate drops to about the limit), paused (position saved, idle: the
+#     point mdstat showed, not md's 1/16 checkpoint), the
 #     service killed and restarted, resumed (progress continues from the saved position, not 0),
 #     finished with mismatch_cnt 0 and the result recorded;
 #   - a corrupted raid1 member gives a non-zero mismatch_cnt, informational; a corrupted raid5
@@ -99,14 +100,24 @@ fi
 run_mdp /tmp/p.out policy release --holder quiet
 info "check throttled mid-way: $r1 KiB/s (max 20000) -> $r2 KiB/s (max 5000)"
 
-# Pause: the position is saved, the array idle.
+# Pause: the position is saved, the array idle. The saved point is where md has got (mdstat's
+# completed count, read by the pause just before it writes idle), not md's checkpoint
+# (sync_completed, moved every 1/16 of the array): mdstat read here, before the pause, is a
+# lower bound for it (within the 4 KiB md keeps of sync_min; raid1 has no chunk).
+mdstat_kib() { sed -n '/^md0 /,/^$/s/.*check = *[0-9.]*% (\([0-9]*\)\/.*/\1/p' /proc/mdstat | head -1; }
 before_pause=$(done_sectors)
+seen_kib=$(mdstat_kib)
+[ -n "$seen_kib" ] || fail "no check progress in /proc/mdstat before the pause: $(cat /proc/mdstat)"
 run_mdp /tmp/c.out check pause md0
 assert_eq "$MDP_RC" 0 "check pause exit status"
 assert_eq "$(md_attr md0 sync_action)" idle "md0 sync_action after pause"
 pos=$("$MDP" check status --json md0 | jq -r '.arrays[0].position.sectors // empty')
 [ -n "$pos" ] && [ "$pos" -gt 0 ] || fail "no saved position after pause: $("$MDP" check status --json md0)"
-log "paused at $before_pause sectors, saved position $pos"
+[ "$pos" -ge $((seen_kib * 2 - 8)) ] ||
+    fail "saved position $pos sectors is behind mdstat's $seen_kib KiB before the pause (md's checkpoint was $before_pause)"
+[ $((pos % 8)) -eq 0 ] || fail "saved position $pos is not a 4 KiB multiple (md would keep another sync_min)"
+log "paused: md's checkpoint $before_pause sectors, mdstat $seen_kib KiB before the pause, saved position $pos"
+info "check paused at $pos sectors (mdstat showed $((seen_kib * 2)) before the pause; md's checkpoint $before_pause)"
 "$MDP" policy show --json | jq -e '.leases[] | select(.holder == "check-md0")' >/dev/null &&
     fail "the check's lease is still there after pause"
 
