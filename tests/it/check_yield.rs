@@ -122,7 +122,8 @@ async fn the_pressure_throttle_steps_down_when_busy_and_climbs_when_quiet() {
         "[check]\npressure_target = \"full 5%..10%\"\npressure_floor = 2000\npressure_ceiling = 100000\n",
     );
     write(&p(""), "proc/pressure/io", &pressure(30.0, 1_000_000));
-    // A kernel with md/sync_io_depth (Linux 6.16+), at md's default.
+    // A kernel with sync_io_depth (Linux 6.16+), at md's default.
+    write(&p(""), "proc/sys/dev/raid/sync_io_depth", "32\n");
     write(&p(""), "sys/block/md0/md/sync_io_depth", "32 (system)\n");
     let busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let kernel = play_kernel(p(""), busy.clone());
