@@ -101,15 +101,8 @@ pub(super) fn rethrottle(
         if rec.max.is_some() || now_action.map(|w| w.as_str()) != Some(action.as_str()) {
             continue;
         }
-        let h = holder(&a.name);
-        let have = view
-            .leases
-            .iter()
-            .find(|l| l.holder == h)
-            .and_then(|l| l.arrays.get(&a.name))
-            .map(|l| (l.max, l.io_depth));
-        // The kernel has sync_io_depth (Linux 6.16+: the global knob and md/sync_io_depth of
-        // every array); else no depth is asked for.
+        let have = held(&view, &a.name);
+        // The kernel has sync_io_depth (Linux 6.16+, global and per array), else none is asked.
         let depth_knob = view.sync_io_depth.is_some();
         let want = match (&tuning, &look) {
             (Some(tu), Some(look)) => {
@@ -146,6 +139,17 @@ pub(super) fn rethrottle(
     if tuning.is_some() && notes != old {
         save_notes(root, config, &notes);
     }
+}
+
+/// What the `check-<array>` lease holds for `array` in `view`: (`max` KiB/s, `io_depth`);
+/// `None` without the lease.
+fn held(view: &crate::policy::PolicyView, array: &str) -> Option<(Option<u64>, Option<u64>)> {
+    let h = holder(array);
+    view.leases
+        .iter()
+        .find(|l| l.holder == h)
+        .and_then(|l| l.arrays.get(array))
+        .map(|l| (l.max, l.io_depth))
 }
 
 /// One look's inputs to the pressure throttle: `/proc/pressure/io` (or why it is missing),
