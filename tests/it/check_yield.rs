@@ -47,16 +47,69 @@ where
     }
 }
 
-fn pressure(full: f64) -> String {
+/// `/proc/pressure/io` with `full avg10` at `full` percent and the `full` stall counter at
+/// `total_us` (`some` one more of each).
+fn pressure(full: f64, total_us: u64) -> String {
     format!(
-        "some avg10={:.2} avg60=0.00 avg300=0.00 total=1\nfull avg10={full:.2} avg60=0.00 avg300=0.00 total=1\n",
-        full + 1.0
+        "some avg10={:.2} avg60=0.00 avg300=0.00 total={}\nfull avg10={full:.2} avg60=0.00 avg300=0.00 total={total_us}\n",
+        full + 1.0,
+        total_us + 1
     )
 }
 
-/// The io pressure drives md0's check: above the band it starts at the floor, quiet it climbs
-/// (after 10 s), busy again it steps down; the limit is the lease's and md's `sync_speed_max`,
-/// and `CheckThrottle` says why.
+/// Plays the kernel's io pressure and `md/sync_io_depth` for the service under test: while
+/// `busy`, the `full` stall counter grows by a whole second every 50 ms (any look's interval
+/// reads 100 %); else it stands still (0 %). `/proc/pressure/io` is replaced by rename, so a
+/// look never reads half a file. `md0/md/sync_io_depth` gets the kernel's read-back form
+/// after the policy wrote it (`N (local)`; `system` reads `32 (system)`).
+fn play_kernel(
+    root: std::path::PathBuf,
+    busy: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let (psi, tmp) = (
+            root.join("proc/pressure/io"),
+            root.join("proc/pressure/.io"),
+        );
+        let depth = root.join("sys/block/md0/md/sync_io_depth");
+        let mut total = 1_000_000u64;
+        loop {
+            if busy.load(std::sync::atomic::Ordering::SeqCst) {
+                total += 1_000_000;
+                std::fs::write(&tmp, pressure(3.0, total)).unwrap();
+                std::fs::rename(&tmp, &psi).unwrap();
+            }
+            let d = std::fs::read_to_string(&depth).unwrap_or_default();
+            let d = d.trim();
+            let back = if d == "system" {
+                Some("32 (system)".to_string())
+            } else {
+                d.parse::<u64>().ok().map(|n| format!("{n} (local)"))
+            };
+            if let Some(b) = back {
+                std::fs::write(&depth, format!("{b}\n")).unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+}
+
+/// Waits (10 s at most) for `md0/md/sync_io_depth` under `root` to read `want`.
+async fn depth_reads(root: &std::path::Path, want: &str) {
+    let f = root.join("sys/block/md0/md/sync_io_depth");
+    within(10, &format!("md0 sync_io_depth {want}"), || {
+        let f = f.clone();
+        async move { read_trim(f) == want }
+    })
+    .await;
+}
+
+/// The io pressure drives md0's check: its first look (no interval yet) reads `avg10` and,
+/// above the band, starts at the floor with `md/sync_io_depth` 1; quiet (the stall counter
+/// still) it climbs to the ceiling, doubling at each look after a quiet one, and gives the
+/// io depth back; busy again (the counter growing) it drops to the floor at the first look.
+/// The limit is the lease's and md's `sync_speed_max`, and `CheckThrottle` says why and from
+/// which signal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pressure_throttle_steps_down_when_busy_and_climbs_when_quiet() {
     let Some(bus) = Bus::start() else { return };
@@ -68,7 +121,12 @@ async fn the_pressure_throttle_steps_down_when_busy_and_climbs_when_quiet() {
         "etc/mdpilot/config.d/50-p.toml",
         "[check]\npressure_target = \"full 5%..10%\"\npressure_floor = 2000\npressure_ceiling = 100000\n",
     );
-    write(&p(""), "proc/pressure/io", &pressure(30.0));
+    write(&p(""), "proc/pressure/io", &pressure(30.0, 1_000_000));
+    // A kernel with sync_io_depth (Linux 6.16+), at md's default.
+    write(&p(""), "proc/sys/dev/raid/sync_io_depth", "32\n");
+    write(&p(""), "sys/block/md0/md/sync_io_depth", "32 (system)\n");
+    let busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let kernel = play_kernel(p(""), busy.clone());
     // The configuration in effect: the service says when the reload is done.
     svc.reload();
     let c = bus.connect().await;
@@ -76,49 +134,57 @@ async fn the_pressure_throttle_steps_down_when_busy_and_climbs_when_quiet() {
     call(&c, &md0, ARRAY_IFACE, "StartCheck", &(opts(&[]),))
         .await
         .unwrap();
-    within(30, "a first decision at the floor", || {
+    let limit_is = |want: u64| {
         let (c, md0) = (c.clone(), md0.clone());
-        async move {
-            let d = throttle_dict(&c, &md0).await;
-            num(&d, "limit") == 2000
+        move || {
+            let (c, md0) = (c.clone(), md0.clone());
+            async move { num(&throttle_dict(&c, &md0).await, "limit") == want }
         }
-    })
-    .await;
+    };
+    within(30, "a first decision at the floor", limit_is(2000)).await;
     let d = throttle_dict(&c, &md0).await;
+    let why = text(&d, "why");
     assert!(
-        text(&d, "why").starts_with("io pressure 30.0%"),
-        "{}",
-        text(&d, "why")
+        why.starts_with("io pressure 30.0% (avg10, first look)") && why.ends_with("io depth 1"),
+        "{why}"
     );
-    let max = read_trim(p("sys/block/md0/md/sync_speed_max"));
-    assert!(max.starts_with("2000"), "{max}");
-    // Quiet: up by a quarter at least 256, after 10 s.
-    write(&p(""), "proc/pressure/io", &pressure(0.5));
-    within(60, "a step up", || {
-        let (c, md0) = (c.clone(), md0.clone());
-        async move {
-            let d = throttle_dict(&c, &md0).await;
-            num(&d, "limit") == 2500
-        }
-    })
-    .await;
-    // Busy again: down at once to the floor (half of 2500 is below it).
-    write(&p(""), "proc/pressure/io", &pressure(12.0));
-    within(60, "a step down", || {
-        let (c, md0) = (c.clone(), md0.clone());
-        async move {
-            let d = throttle_dict(&c, &md0).await;
-            num(&d, "limit") == 2000
-        }
-    })
-    .await;
+    assert_eq!(
+        (text(&d, "source"), num(&d, "io_depth")),
+        ("avg10".into(), 1)
+    );
+    assert!(read_trim(p("sys/block/md0/md/sync_speed_max")).starts_with("2000"));
+    depth_reads(&p(""), "1 (local)").await;
+    // Quiet: the counter stands still; from the floor to the ceiling (x2 per look after a
+    // quiet one: 4000, 8000, ... 64000, 100000), the io depth given back.
+    within(60, "the ceiling", limit_is(100_000)).await;
+    let d = throttle_dict(&c, &md0).await;
+    assert_eq!(text(&d, "source"), "interval");
+    assert!(!d.contains_key("io_depth"), "{d:?}");
+    assert!(
+        text(&d, "why").starts_with("io pressure 0.0% over "),
+        "{d:?}"
+    );
+    assert!(num(&d, "interval_ms") >= 500, "{d:?}");
+    depth_reads(&p(""), "32 (system)").await;
+    // Busy again: the counter grows by a second every 50 ms: to the floor at the next look.
+    busy.store(true, std::sync::atomic::Ordering::SeqCst);
+    within(30, "the floor again", limit_is(2000)).await;
+    let d = throttle_dict(&c, &md0).await;
+    assert_eq!(
+        (text(&d, "decision"), num(&d, "io_depth")),
+        ("down".into(), 1)
+    );
+    assert!(
+        text(&d, "why").starts_with("io pressure 100.0% over "),
+        "{d:?}"
+    );
     // Each change is counted by its decision (holds between the steps are not).
     let notes = read_trim(p("run/mdpilot/check-throttle.json"));
     assert!(
-        notes.contains(r#""decisions":{"down":1,"start":1,"up":1}"#),
+        notes.contains(r#""decisions":{"down":1,"start":1,"up":6}"#),
         "{notes}"
     );
-    // The check ends by cancel: the note goes with it.
+    // The check ends by cancel: the note goes with it, and so does the io depth.
     call(&c, &md0, ARRAY_IFACE, "CancelCheck", &())
         .await
         .unwrap();
@@ -127,6 +193,8 @@ async fn the_pressure_throttle_steps_down_when_busy_and_climbs_when_quiet() {
         async move { throttle_dict(&c, &md0).await.is_empty() }
     })
     .await;
+    depth_reads(&p(""), "32 (system)").await;
+    kernel.abort();
 }
 
 /// Without `/proc/pressure/io` the throttle is the fixed `check_max`, and says why.
