@@ -1,0 +1,326 @@
+//! The pressure throttle of resync and recovery, where an admin opts in (`[resync]
+//! pressure_target`): while an array runs one of `[resync] actions` (`resync` and `recovery`
+//! by default; `reshape` where named), the io-pressure controller of checks
+//! ([`crate::pressure::decide`], called in one place: [`controller`]) drives the array's
+//! `md/sync_speed_max` through the lease `resync-<array>` (kind admin, no owner:
+//! [`crate::policy::Holder::resync_throttle`]). Without the opt-in md's own limits apply, as
+//! they always did: these syncs restore redundancy.
+//!
+//! The throttle never fights a lease that asks for priority: while any other live lease
+//! (the installer's, `policy apply`, `AcquirePriority`, `SetArraySpeedLimits`, a wipe job's)
+//! sets the global `speed_limit_{min,max}` or this array's `sync_speed_{min,max}`, it holds
+//! no lease and says so ([`priority_lease`]). Leases combine by the lowest max
+//! ([`crate::policy::lease::targets`]), so holding one then would slow what the admin boosted.
+//!
+//! The lease is released when the sync ends (or is no longer covered), when the opt-in goes
+//! (a reload), and at the service's stop ([`release_all`]); the policy restores the
+//! original `sync_speed_max` each time. Decisions are kept in the runtime file
+//! `resync-throttle.json` (one owner: this module), shown by the Array's `ResyncThrottle`
+//! property, `mdpilot status` and the metrics (`throttle="resync"`).
+
+use crate::config::{Config, ResyncConfig};
+use crate::host::Root;
+use crate::model::{Array, MdStat, SyncKind};
+use crate::policy::{
+    Holder, LeaseKind, LeaseRequest, LeaseView, Limits, Owner, Policy, PolicyError, PolicyView,
+};
+use crate::pressure::{confirm, decide, Decision, Stall, Tuning};
+use crate::sysfs::pressure::{IoPressure, PsiUnavailable};
+use std::collections::{BTreeMap, BTreeSet};
+
+pub use crate::pressure::Note;
+
+/// The notes of every array under the resync throttle, by kernel name.
+pub type Notes = BTreeMap<String, Note>;
+
+/// [`Note::decision`] while the throttle stands aside for another lease ([`priority_lease`]):
+/// no lease held, `limit_kib_s` 0.
+pub const ASIDE: &str = "aside";
+/// [`Note::decision`] without io pressure to read (no PSI): no lease held, md's own limits.
+pub const NO_PRESSURE: &str = "off";
+
+/// The lease's holder id for `array` (kernel name): `resync-<array>`.
+pub fn holder(array: &str) -> String {
+    Holder::resync_throttle(array).to_string()
+}
+
+/// The runtime file of [`Note`]s: `resync-throttle.json` beside the policy's state file
+/// (default `/run/mdpilot/resync-throttle.json`), under `root`.
+pub fn notes_path(root: &Root, config: &Config) -> std::path::PathBuf {
+    root.path(&config.policy.state_path)
+        .with_file_name("resync-throttle.json")
+}
+
+/// The notes; none when the file is missing or does not parse (a runtime file: the next
+/// decision writes it again).
+pub fn load_notes(root: &Root, config: &Config) -> Notes {
+    std::fs::read_to_string(notes_path(root, config))
+        .ok()
+        .and_then(|t| serde_json::from_str(&t).ok())
+        .unwrap_or_default()
+}
+
+/// Saves `notes` atomically (none: the file is removed). Failures are logged.
+fn save_notes(root: &Root, config: &Config, notes: &Notes) {
+    let path = notes_path(root, config);
+    let r = if notes.is_empty() {
+        match std::fs::remove_file(&path) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        }
+    } else {
+        serde_json::to_vec(notes)
+            .map_err(std::io::Error::other)
+            .and_then(|t| {
+                std::fs::create_dir_all(path.parent().unwrap_or(std::path::Path::new("/")))?;
+                crate::atomic::write(&path, &t, 0o644)
+            })
+    };
+    if let Err(e) = r {
+        tracing::warn!("{}: {e}", path.display());
+    }
+}
+
+/// Which sync of `a` the opt-in covers: its running sync's `/proc/mdstat` word
+/// ([`crate::model::SyncAction::running_kind`] of [`Array::sync_action`]) when `cfg` has a
+/// `pressure_target` and lists that word in `actions`; `None` otherwise (idle, frozen, a check
+/// or repair, an md-cluster peer's `recover`, a reshape unless named). A degraded array
+/// rebuilding is covered like any other: the floor keeps it moving.
+pub fn covered(cfg: &ResyncConfig, a: &Array) -> Option<SyncKind> {
+    cfg.pressure_target?;
+    let kind = a.sync_action().running_kind()?;
+    let ours = matches!(
+        kind,
+        SyncKind::Resync | SyncKind::Recovery | SyncKind::Reshape
+    );
+    (ours && cfg.actions.contains(&kind)).then_some(kind)
+}
+
+/// The lease the throttle stands aside for on `array` (kernel name): the first live lease in
+/// `view` that is not a pressure throttle ([`Holder::is_throttle`]) and sets a global speed
+/// limit (`speed_limit_min`/`max`) or one of `array`'s (`sync_speed_min`/`max`). `None`: the
+/// throttle may hold its own. A lease on `sync_io_depth` only, or on other arrays, does not
+/// count.
+pub fn priority_lease<'a>(view: &'a PolicyView, array: &str) -> Option<&'a LeaseView> {
+    let speeds = |l: &Limits| l.min.is_some() || l.max.is_some();
+    view.leases.iter().find(|l| {
+        !l.dead
+            && !Holder::parse(&l.holder).is_throttle()
+            && (speeds(&l.global) || l.arrays.get(array).is_some_and(speeds))
+    })
+}
+
+/// The controller's one call: the next limit (KiB/s) from the lease's limit now (`have`,
+/// `None` before the first decision), the last note (`old`: when the limit last changed) and
+/// the io pressure read now. Kept to one function so a change of the controller's inputs
+/// lands in one place.
+pub fn controller(
+    tu: &Tuning,
+    pressure: &IoPressure,
+    have: Option<u64>,
+    old: Option<&Note>,
+    now_s: u64,
+) -> Decision {
+    let pct = match tu.target.stall {
+        Stall::Full => pressure.full_avg10,
+        Stall::Some => pressure.some_avg10,
+    };
+    let since = old.map(|n| now_s.saturating_sub(n.changed_s));
+    decide(tu, have, since, Ok(pct), tu.ceiling_kib_s)
+}
+
+/// What the throttle does for one covered array this look.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Plan {
+    /// Hold the lease at this note's limit.
+    Hold(Note),
+    /// Hold no lease: the note says why ([`ASIDE`], [`NO_PRESSURE`]).
+    Without(Note),
+}
+
+/// The plan for `a`, which runs `kind` under the opt-in (`tu`): aside for another lease,
+/// without PSI no lease, else the controller's decision read back ([`confirm`]). `have`: the
+/// `resync-<array>` lease's max now, KiB/s; `old`: the last note. Pure.
+#[allow(clippy::too_many_arguments)]
+pub fn plan(
+    tu: &Tuning,
+    kind: &SyncKind,
+    a: &Array,
+    view: &PolicyView,
+    pressure: &Result<IoPressure, PsiUnavailable>,
+    have: Option<u64>,
+    old: Option<&Note>,
+    now_s: u64,
+) -> Plan {
+    let without = |decision: &str, why: String| {
+        let keep = old.filter(|n| n.decision == decision);
+        Plan::Without(Note {
+            limit_kib_s: 0,
+            decision: decision.to_string(),
+            why,
+            full_avg10: pressure.as_ref().ok().map(|p| p.full_avg10),
+            some_avg10: pressure.as_ref().ok().map(|p| p.some_avg10),
+            changed_s: keep.map_or(now_s, |n| n.changed_s),
+            not_applied: None,
+            decisions: old.map(|n| n.decisions.clone()).unwrap_or_default(),
+        })
+    };
+    if let Some(l) = priority_lease(view, &a.name) {
+        return without(
+            ASIDE,
+            format!(
+                "{kind} not throttled: the lease {} ({}) sets the speed limits, and it wins",
+                l.holder, l.kind
+            ),
+        );
+    }
+    let p = match pressure {
+        Ok(p) => p,
+        Err(e) => return without(NO_PRESSURE, format!("{kind} not throttled: {e}")),
+    };
+    let d = controller(tu, p, have, old, now_s);
+    let since = old.map_or(0, |n| now_s.saturating_sub(n.changed_s));
+    let sys = a.sysfs.as_ref();
+    let not_applied = have
+        .filter(|&h| h == d.limit_kib_s)
+        .and_then(|h| {
+            confirm(
+                h,
+                sys.and_then(|s| s.sync_speed_max).map(|l| l.kib_s),
+                a.sync_speed_kib_s(),
+                sys.and_then(|s| s.sync_speed_min).map(|l| l.kib_s),
+                since,
+            )
+        })
+        .map(|n| n.to_string());
+    let mut note = Note {
+        limit_kib_s: d.limit_kib_s,
+        decision: d.why.code().to_string(),
+        why: format!("{kind}: {}", d.explain(&tu.target)),
+        full_avg10: Some(p.full_avg10),
+        some_avg10: Some(p.some_avg10),
+        changed_s: old.map_or(now_s, |n| n.changed_s),
+        not_applied,
+        decisions: old.map(|n| n.decisions.clone()).unwrap_or_default(),
+    };
+    if have != Some(d.limit_kib_s) {
+        note.changed_s = now_s;
+        *note.decisions.entry(note.decision.clone()).or_default() += 1;
+    }
+    Plan::Hold(note)
+}
+
+/// One look of the service (each step while a sync runs, about 1 s): for every array of
+/// `model` whose sync the opt-in covers ([`covered`]), the plan ([`plan`]) is carried out on
+/// the `resync-<array>` lease (acquired or changed to the note's limit, or released), then
+/// every other `resync-` lease is released (its sync ended, its array went, the opt-in was
+/// removed) and the notes are saved. Without the opt-in and without notes nothing is read.
+/// Failures are logged; the next look tries again.
+pub fn upkeep(root: &Root, config: &Config, model: &MdStat, now_s: u64) {
+    let tuning = config.resync.pressure_tuning();
+    let old = load_notes(root, config);
+    if tuning.is_none() && old.is_empty() {
+        return;
+    }
+    let policy = Policy::new(root.clone(), config.policy_settings(root));
+    let Ok(view) = policy.show() else {
+        return;
+    };
+    let pressure = crate::sysfs::pressure::read_io_pressure(root);
+    let mut notes = Notes::new();
+    let mut keep = BTreeSet::new();
+    for a in &model.arrays {
+        let (Some(tu), Some(kind)) = (&tuning, covered(&config.resync, a)) else {
+            continue;
+        };
+        let have = lease_max(&view, &a.name);
+        let last = old.get(&a.name);
+        let note = match plan(tu, &kind, a, &view, &pressure, have, last, now_s) {
+            Plan::Hold(n) => {
+                keep.insert(holder(&a.name));
+                if have != Some(n.limit_kib_s) {
+                    tracing::info!(array = %a.name, from = ?have, to = n.limit_kib_s, decision = %n.decision, "resync throttle: {}", n.why);
+                    if let Err(e) = acquire(&policy, &a.name, n.limit_kib_s) {
+                        warn(&a.name, &e);
+                    }
+                }
+                n
+            }
+            Plan::Without(n) => {
+                if last.map(|o| &o.decision) != Some(&n.decision) {
+                    tracing::info!(array = %a.name, decision = %n.decision, "resync throttle: {}", n.why);
+                }
+                n
+            }
+        };
+        notes.insert(a.name.clone(), note);
+    }
+    release_except(&policy, &view, &keep);
+    if notes != old {
+        save_notes(root, config, &notes);
+    }
+}
+
+/// Releases every `resync-` lease and drops the notes: the service's stop (the policy
+/// restores each array's original `sync_speed_max`). Errors: the policy's.
+pub fn release_all(root: &Root, config: &Config) -> Result<(), PolicyError> {
+    let policy = Policy::new(root.clone(), config.policy_settings(root));
+    let view = policy.show()?;
+    for l in &view.leases {
+        if matches!(Holder::parse(&l.holder), Holder::ResyncThrottle(_)) {
+            tracing::info!(holder = %l.holder, "resync throttle released at the stop");
+            policy.release(&l.holder)?;
+        }
+    }
+    save_notes(root, config, &Notes::new());
+    Ok(())
+}
+
+/// The `resync-<array>` lease's max in `view`, KiB/s.
+fn lease_max(view: &PolicyView, array: &str) -> Option<u64> {
+    let h = holder(array);
+    view.leases
+        .iter()
+        .find(|l| l.holder == h)
+        .and_then(|l| l.arrays.get(array))
+        .and_then(|l| l.max)
+}
+
+/// Releases the `resync-` leases of `view` not in `keep`; failures are logged.
+fn release_except(policy: &Policy, view: &PolicyView, keep: &BTreeSet<String>) {
+    for l in &view.leases {
+        let Holder::ResyncThrottle(array) = Holder::parse(&l.holder) else {
+            continue;
+        };
+        if keep.contains(&l.holder) {
+            continue;
+        }
+        tracing::info!(array = %array, "resync throttle released: md's own limits again");
+        if let Err(e) = policy.release(&l.holder) {
+            warn(&array, &e);
+        }
+    }
+}
+
+fn warn(array: &str, e: &PolicyError) {
+    tracing::warn!("{array}: resync throttle: {}", crate::error::error_chain(e));
+}
+
+/// Takes (or changes) `resync-<array>`: `sync_speed_max` = `max` KiB/s, kind admin, no owner.
+fn acquire(policy: &Policy, array: &str, max: u64) -> Result<(), PolicyError> {
+    policy.acquire(LeaseRequest {
+        holder: holder(array),
+        kind: LeaseKind::Admin,
+        owner: Owner::None,
+        global: Limits::default(),
+        arrays: BTreeMap::from([(
+            array.to_string(),
+            Limits {
+                min: None,
+                max: Some(max),
+                io_depth: None,
+            },
+        )]),
+    })?;
+    Ok(())
+}
