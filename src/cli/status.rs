@@ -100,6 +100,11 @@ pub fn run(ctx: &Context, args: StatusArgs) -> ExitCode {
     if let Err(e) = select(&ctx.root, &mut stat, &args.arrays) {
         return fail(&e, read_fail);
     }
+    // The resync throttle's notes of the arrays shown ([`crate::resync_throttle`]).
+    let mut throttles = crate::config::Config::load(&ctx.root)
+        .map(|c| crate::resync_throttle::load_notes(&ctx.root, &c))
+        .unwrap_or_default();
+    throttles.retain(|name, _| stat.arrays.iter().any(|a| &a.name == name));
     let mut warnings = frozen_warnings(ctx, &stat);
     warnings.extend(array_warnings(&stat));
     let format = match (args.json, args.format) {
@@ -114,6 +119,7 @@ pub fn run(ctx: &Context, args: StatusArgs) -> ExitCode {
             };
             if let Some(o) = v.as_object_mut() {
                 o.insert("warnings".into(), serde_json::json!(warnings));
+                o.insert("resync_throttle".into(), serde_json::json!(throttles));
             }
             add_array_facts(&mut v, &stat);
             match serde_json::to_string_pretty(&v) {
@@ -123,6 +129,7 @@ pub fn run(ctx: &Context, args: StatusArgs) -> ExitCode {
         }
         StatusFormat::Text => {
             let mut t = render_text(&stat);
+            t.push_str(&resync_throttle_lines(&throttles));
             for w in &warnings {
                 let _ = writeln!(t, "Warning: {w}");
             }
@@ -262,6 +269,24 @@ pub fn render_text(stat: &MdStat) -> String {
         limit(stat.speed_limit_min),
         limit(stat.speed_limit_max)
     );
+    out
+}
+
+/// One line per array under the resync throttle ([`crate::resync_throttle::Note`]):
+/// `Resync throttle of md1: 2000 KiB/s (recovery: io pressure 30.0% ...)`, or without a lease
+/// held (`aside`, `off`) `Resync throttle of md1: none (...)`. Pure.
+pub fn resync_throttle_lines(notes: &crate::resync_throttle::Notes) -> String {
+    let mut out = String::new();
+    for (array, n) in notes {
+        let limit = match n.limit_kib_s {
+            0 => "none".to_string(),
+            l => format!("{l} KiB/s"),
+        };
+        let _ = writeln!(out, "Resync throttle of {array}: {limit} ({})", n.why);
+        if let Some(na) = &n.not_applied {
+            let _ = writeln!(out, "Resync throttle of {array}: not applied: {na}");
+        }
+    }
     out
 }
 

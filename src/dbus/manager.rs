@@ -43,7 +43,7 @@ pub struct Manager {
 /// StartWipe org.mdpilot.MdPilot1.wipe); options take auth.no_user_interaction (b).
 #[interface(name = "org.mdpilot.MdPilot1.Manager")]
 impl Manager {
-    /// Version of this D-Bus API: "1.5" (major changes break clients; minor ones add).
+    /// Version of this D-Bus API: "1.6" (major changes break clients; minor ones add).
     #[zbus(property(emits_changed_signal = "const"))]
     fn version(&self) -> String {
         super::API_VERSION.to_string()

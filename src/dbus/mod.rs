@@ -51,7 +51,7 @@ pub const MANAGER_IFACE: &str = "org.mdpilot.MdPilot1.Manager";
 /// Array interface name.
 pub const ARRAY_IFACE: &str = "org.mdpilot.MdPilot1.Array";
 /// The API version the Manager's `Version` property reports.
-pub const API_VERSION: &str = "1.5";
+pub const API_VERSION: &str = "1.6";
 
 /// Object path of an array, stable across reboots and renumbering:
 /// `/org/mdpilot/MdPilot1/arrays/<uuid>` with the UUID's 32 hex digits in lower case (any

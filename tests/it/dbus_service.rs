@@ -147,7 +147,7 @@ fn check_listing(objs: &support::bus::Managed, md0_path: &str, md1_path: &str) {
     assert_eq!(paths, want, "{objs:?}");
     assert!(objs.values().all(|i| !i.is_empty()), "{objs:?}");
     let m = &objs[&OwnedObjectPath::try_from(MANAGER_PATH).unwrap()][MANAGER_IFACE];
-    assert_eq!(s(m, "Version"), "1.5");
+    assert_eq!(s(m, "Version"), "1.6");
     assert_eq!(t(m, "SpeedLimitMax"), 200_000);
     for k in [
         "SpeedLimitMin",

@@ -79,6 +79,7 @@ fn installing() -> Snapshot {
         )]),
         io_pressure_pct: Some((0.5, 0.0)),
         check_throttles: BTreeMap::new(),
+        resync_throttles: BTreeMap::new(),
         wipe_jobs: Some(vec![WipeSample {
             done_bytes: 1 << 30,
             total_bytes: 4 << 30,
@@ -244,6 +245,21 @@ fn trouble() -> Snapshot {
                 decisions: BTreeMap::from([("start".into(), 1), ("down".into(), 2)]),
             },
         )]),
+        // md1's recovery under `[resync] pressure_target`, at its floor.
+        resync_throttles: BTreeMap::from([(
+            "md1".to_string(),
+            mdpilot::pressure::Note {
+                limit_kib_s: 1_000,
+                decision: "floor".into(),
+                why: "recovery: io pressure 22.2% above full 5%..10%: at the floor, 1000 KiB/s"
+                    .into(),
+                full_avg10: Some(22.25),
+                some_avg10: Some(31.5),
+                changed_s: 1_764_547_200,
+                not_applied: None,
+                decisions: BTreeMap::from([("start".into(), 1)]),
+            },
+        )]),
         wipe_jobs: Some(vec![]),
         hook_events_dropped: Some(3),
         version: "0.1.0".into(),
@@ -260,6 +276,7 @@ fn empty() -> Snapshot {
         last_checks: BTreeMap::new(),
         io_pressure_pct: None,
         check_throttles: BTreeMap::new(),
+        resync_throttles: BTreeMap::new(),
         wipe_jobs: None,
         hook_events_dropped: None,
         version: "0.1.0".into(),
