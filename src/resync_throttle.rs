@@ -324,3 +324,191 @@ fn acquire(policy: &Policy, array: &str, max: u64) -> Result<(), PolicyError> {
     })?;
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::policy::GlobalOriginals;
+
+    const MDSTAT: &str = "Personalities : [raid1] [raid5] [raid6]\n\
+md1 : active raid1 sdb1[2] sda1[0]\n      1048512 blocks super 1.2 [2/1] [U_]\n      \
+[=>...................]  recovery =  5.0% (52480/1048512) finish=1.0min speed=17493K/sec\n\n\
+md2 : active raid5 sde1[2] sdd1[1] sdc1[0]\n      2096128 blocks super 1.2 level 5, 512k chunk, algorithm 2 [3/3] [UUU]\n      \
+[==>..................]  resync = 10.0% (104960/1048064) finish=1.0min speed=17493K/sec\n\n\
+md3 : active raid5 sdh1[3] sdg1[1] sdf1[0]\n      2096128 blocks super 1.2 level 5, 512k chunk, algorithm 2 [4/4] [UUUU]\n      \
+[==>..................]  reshape = 10.0% (104960/1048064) finish=1.0min speed=17493K/sec\n\n\
+md4 : active raid1 sdj1[1] sdi1[0]\n      1048512 blocks super 1.2 [2/2] [UU]\n\n\
+unused devices: <none>\n";
+
+    fn stat() -> MdStat {
+        crate::mdstat::parse(MDSTAT)
+    }
+
+    fn array(name: &str) -> Array {
+        stat().arrays.into_iter().find(|a| a.name == name).unwrap()
+    }
+
+    fn opted_in() -> ResyncConfig {
+        ResyncConfig {
+            pressure_target: Some("full 5%..10%".parse().unwrap()),
+            ..ResyncConfig::default()
+        }
+    }
+
+    fn view(leases: &[(&str, LeaseKind, Limits, &[(&str, Limits)])]) -> PolicyView {
+        PolicyView {
+            state_path: "/run/mdpilot/policy.toml".into(),
+            speed_limit_min: Some(1000),
+            speed_limit_max: Some(200_000),
+            sync_io_depth: None,
+            originals: GlobalOriginals::default(),
+            leases: leases
+                .iter()
+                .map(|(h, kind, global, arrays)| {
+                    LeaseView::new(
+                        LeaseRequest {
+                            holder: h.to_string(),
+                            kind: *kind,
+                            owner: Owner::None,
+                            global: global.clone(),
+                            arrays: arrays
+                                .iter()
+                                .map(|(a, l)| (a.to_string(), l.clone()))
+                                .collect(),
+                        },
+                        false,
+                    )
+                })
+                .collect(),
+            arrays: BTreeMap::new(),
+            warnings: vec![],
+            originals_unknown: None,
+            changes: vec![],
+        }
+    }
+
+    fn max(v: u64) -> Limits {
+        Limits {
+            max: Some(v),
+            ..Limits::default()
+        }
+    }
+
+    fn busy(full: f64) -> Result<IoPressure, PsiUnavailable> {
+        Ok(IoPressure {
+            some_avg10: full,
+            full_avg10: full,
+        })
+    }
+
+    #[test]
+    fn the_opt_in_covers_resync_and_recovery_and_reshape_only_where_named() {
+        let off = ResyncConfig::default();
+        assert_eq!(covered(&off, &array("md1")), None, "no opt-in: md's own");
+        let on = opted_in();
+        assert_eq!(covered(&on, &array("md1")), Some(SyncKind::Recovery));
+        assert_eq!(covered(&on, &array("md2")), Some(SyncKind::Resync));
+        assert_eq!(covered(&on, &array("md3")), None, "reshape not by default");
+        assert_eq!(covered(&on, &array("md4")), None, "idle");
+        let reshape = ResyncConfig {
+            actions: vec![SyncKind::Reshape],
+            ..opted_in()
+        };
+        assert_eq!(covered(&reshape, &array("md3")), Some(SyncKind::Reshape));
+        assert_eq!(covered(&reshape, &array("md2")), None);
+        // A check or repair (sysfs says so) is the check throttle's, whatever is listed.
+        let mut checking = array("md2");
+        checking.sysfs = Some(crate::model::ArraySysfs {
+            sync_action: Some(crate::model::SyncAction::Check),
+            ..Default::default()
+        });
+        let all = ResyncConfig {
+            actions: vec![SyncKind::Resync, SyncKind::Check, SyncKind::Repair],
+            ..opted_in()
+        };
+        assert_eq!(covered(&all, &checking), None);
+    }
+
+    #[test]
+    fn it_stands_aside_for_every_other_lease_on_the_speed_limits() {
+        let none = Limits::default();
+        let io = Limits {
+            io_depth: Some(128),
+            ..Limits::default()
+        };
+        let boost = Limits {
+            min: Some(50_000),
+            max: Some(500_000),
+            io_depth: None,
+        };
+        // Its own lease, a check's, one on io depth only, one on another array: none counts.
+        let v = view(&[
+            ("resync-md1", LeaseKind::Admin, none.clone(), &[("md1", max(2000))]),
+            ("check-md4", LeaseKind::Admin, none.clone(), &[("md4", max(5000))]),
+            ("deep", LeaseKind::Admin, io.clone(), &[("md1", io.clone())]),
+            ("other", LeaseKind::Admin, none.clone(), &[("md2", boost.clone())]),
+        ]);
+        assert_eq!(priority_lease(&v, "md1"), None);
+        assert_eq!(priority_lease(&v, "md2").unwrap().holder, "other");
+        // The installer's global boost, an admin's per-array limits: they win.
+        let v = view(&[("installer", LeaseKind::Installer, boost.clone(), &[])]);
+        assert_eq!(priority_lease(&v, "md1").unwrap().holder, "installer");
+        let v = view(&[("admin-md1", LeaseKind::Admin, none.clone(), &[("md1", max(9))])]);
+        assert_eq!(priority_lease(&v, "md1").unwrap().holder, "admin-md1");
+        // A dead pid owner's lease is about to go: it does not count.
+        let mut v = view(&[("installer", LeaseKind::Installer, boost, &[])]);
+        v.leases[0].dead = true;
+        assert_eq!(priority_lease(&v, "md1"), None);
+    }
+
+    #[test]
+    fn plans_aside_without_psi_and_the_floor_for_a_degraded_recovery() {
+        let tu = opted_in().pressure_tuning().unwrap();
+        let md1 = array("md1");
+        assert!(md1.degraded().unwrap_or(0) > 0, "md1 recovers a missing member");
+        let kind = SyncKind::Recovery;
+        let installer = view(&[(
+            "installer",
+            LeaseKind::Installer,
+            Limits {
+                min: Some(50_000),
+                ..Limits::default()
+            },
+            &[],
+        )]);
+        let Plan::Without(n) = plan(&tu, &kind, &md1, &installer, &busy(30.0), Some(2000), None, 10)
+        else {
+            panic!("held a lease beside the installer's");
+        };
+        assert_eq!((n.limit_kib_s, n.decision.as_str()), (0, ASIDE));
+        assert!(n.why.contains("the lease installer (installer)"), "{}", n.why);
+        let empty = view(&[]);
+        let Plan::Without(n) =
+            plan(&tu, &kind, &md1, &empty, &Err(PsiUnavailable::Missing), None, None, 10)
+        else {
+            panic!("a lease without pressure");
+        };
+        assert_eq!(n.decision, NO_PRESSURE);
+        assert!(n.why.starts_with("recovery not throttled: no /proc/pressure/io"));
+        // Busy: the degraded array's recovery goes to the floor, never below (never 0).
+        let Plan::Hold(n) = plan(&tu, &kind, &md1, &empty, &busy(50.0), None, None, 10) else {
+            panic!("no lease under pressure");
+        };
+        assert_eq!((n.limit_kib_s, n.decision.as_str()), (1000, "start"));
+        assert!(n.why.starts_with("recovery: io pressure 50.0%"), "{}", n.why);
+        let Plan::Hold(n2) = plan(&tu, &kind, &md1, &empty, &busy(99.0), Some(1000), Some(&n), 60)
+        else {
+            panic!()
+        };
+        assert_eq!((n2.limit_kib_s, n2.decision.as_str()), (1000, "floor"));
+        assert_eq!(n2.changed_s, 10, "held: the change time stays");
+        // Quiet after 10 s: it climbs, and counts the step.
+        let Plan::Hold(n3) = plan(&tu, &kind, &md1, &empty, &busy(0.0), Some(1000), Some(&n2), 70)
+        else {
+            panic!()
+        };
+        assert_eq!((n3.limit_kib_s, n3.changed_s), (1256, 70));
+        assert_eq!(n3.decisions.get("up"), Some(&1));
+        assert_eq!(n3.decisions.get("start"), Some(&1));
+    }
+}
