@@ -215,16 +215,17 @@ pub fn plan(
 /// the `resync-<array>` lease (acquired or changed to the note's limit, or released), then
 /// every other `resync-` lease is released (its sync ended, its array went, the opt-in was
 /// removed) and the notes are saved. Without the opt-in and without notes nothing is read.
+/// Returns whether the notes changed (the Array properties are published again then).
 /// Failures are logged; the next look tries again.
-pub fn upkeep(root: &Root, config: &Config, model: &MdStat, now_s: u64) {
+pub fn upkeep(root: &Root, config: &Config, model: &MdStat, now_s: u64) -> bool {
     let tuning = config.resync.pressure_tuning();
     let old = load_notes(root, config);
     if tuning.is_none() && old.is_empty() {
-        return;
+        return false;
     }
     let policy = Policy::new(root.clone(), config.policy_settings(root));
     let Ok(view) = policy.show() else {
-        return;
+        return false;
     };
     let pressure = crate::sysfs::pressure::read_io_pressure(root);
     let mut notes = Notes::new();
@@ -256,9 +257,11 @@ pub fn upkeep(root: &Root, config: &Config, model: &MdStat, now_s: u64) {
         notes.insert(a.name.clone(), note);
     }
     release_except(&policy, &view, &keep);
-    if notes != old {
+    let changed = notes != old;
+    if changed {
         save_notes(root, config, &notes);
     }
+    changed
 }
 
 /// Releases every `resync-` lease and drops the notes: the service's stop (the policy

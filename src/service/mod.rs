@@ -604,7 +604,8 @@ fn reread_arrays(root: &Root, model: &mut MdStat, names: &BTreeSet<String>) {
 
 /// What the loop's check upkeep did: the arrays it paused (kernel names; their
 /// `md/sync_action` was written) and whether the check record changed (a finished check's
-/// result, a running one's position), so the check properties are published again.
+/// result, a running one's position) or the resync throttle's notes did, so the Array
+/// properties are published again.
 #[derive(Debug, Default)]
 struct UpkeepDone {
     paused: BTreeSet<String>,
@@ -649,15 +650,18 @@ async fn next_tick(t: Option<&mut tokio::time::Interval>) {
 fn check_upkeep(root: &Root, config: &Config, model: &MdStat) -> UpkeepDone {
     let now = crate::host::unix_now_s();
     // The resync throttle beside the checks' (their syncs never run at once on one array).
-    crate::resync_throttle::upkeep(root, config, model, now);
+    let throttled = crate::resync_throttle::upkeep(root, config, model, now);
     match crate::check::run::upkeep_all(root, config, model, now) {
         Ok((paused, recorded)) => UpkeepDone {
             paused: paused.into_iter().collect(),
-            recorded,
+            recorded: recorded || throttled,
         },
         Err(e) => {
             tracing::warn!("check record: {}", crate::error::error_chain(&e));
-            UpkeepDone::default()
+            UpkeepDone {
+                recorded: throttled,
+                ..UpkeepDone::default()
+            }
         }
     }
 }
