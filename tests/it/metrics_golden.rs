@@ -230,10 +230,10 @@ fn trouble() -> Snapshot {
                 level: "raid6".into(),
             },
         )]),
-        // The check on md1 under the pressure throttle, stepped down: the machine is busy.
+        // The check on md2 under the pressure throttle, stepped down: the machine is busy.
         io_pressure_pct: Some((31.5, 22.25)),
         check_throttles: BTreeMap::from([(
-            "md1".to_string(),
+            "md2".to_string(),
             mdpilot::pressure::Note {
                 limit_kib_s: 25_000,
                 decision: "down".into(),
@@ -245,9 +245,10 @@ fn trouble() -> Snapshot {
                 decisions: BTreeMap::from([("start".into(), 1), ("down".into(), 2)]),
             },
         )]),
-        // md1's recovery under `[resync] pressure_target`, at its floor.
+        // md0's recovery under `[resync] pressure_target` (as it would be once a spare is
+        // added), at its floor.
         resync_throttles: BTreeMap::from([(
-            "md1".to_string(),
+            "md0".to_string(),
             mdpilot::pressure::Note {
                 limit_kib_s: 1_000,
                 decision: "floor".into(),
