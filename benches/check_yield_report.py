@@ -6,7 +6,9 @@ Input (RAW): per way (none, default, fixed, throttle) `<way>-samples.tsv` (one l
 epoch seconds, phase, check position KiB from /proc/mdstat, md/sync_speed KiB/s,
 md/sync_speed_max KiB/s, io pressure full avg10 %, some avg10 %, md/sync_completed),
 `<way>-b<N>.json` (fio's json) and `<way>-b<N>_clat.1.log` (fio's per-I/O completion
-latency: msec, value, direction, block size, ...), `marks.log`, `versions.txt`.
+latency: msec, value, direction, block size, ...), `marks.log`, `versions.txt`, and for the
+throttle way `throttle-throttle.jsonl` (one line a second: {"t": epoch s, "notes": the service's
+check-throttle.json}: the pressure each decision used, its source, the decisions so far).
 Output (OUT): results.md, results.json, throttle.png (with matplotlib only).
 Usage: check_yield_report.py RAW OUT [--wall S] [--docs DOCS_DIR]
 """
@@ -48,6 +50,43 @@ def samples(raw, way):
                 "max": num(c[4]), "full": num(c[5]), "some": num(c[6]),
             })
     return [r for r in rows if r["t"] is not None]
+
+
+def notes(raw, array="md0"):
+    """The throttle way's notes, one a second: (epoch s, the array's note or None)."""
+    path = os.path.join(raw, "throttle-throttle.jsonl")
+    out = []
+    if os.path.exists(path):
+        for line in open(path):
+            try:
+                j = json.loads(line)
+            except ValueError:
+                continue
+            out.append((float(j["t"]), j.get("notes", {}).get(array)))
+    return out
+
+
+def throttle_summary(raw, rows):
+    """What the throttle saw and did: the mean pressure its decisions used in the bursts and
+    gaps (percent; `source` interval only) and its last note's decision counts."""
+    ns = notes(raw)
+    if not ns:
+        return {}
+    phase_at = {}
+    for r in rows:
+        phase_at[round(r["t"])] = r["phase"]
+    used = {"burst": [], "gap": []}
+    for t, n in ns:
+        ph = phase_at.get(round(t))
+        if n and n.get("source") == "interval" and n.get("pressure_pct") is not None and ph in used:
+            used[ph].append(n["pressure_pct"])
+    last = next((n for _, n in reversed(ns) if n), {})
+    return {
+        "burst_pressure_used": mean(used["burst"]),
+        "gap_pressure_used": mean(used["gap"]),
+        "decisions": last.get("decisions", {}),
+        "io_depth_seen": any(n and n.get("io_depth") for _, n in ns),
+    }
 
 
 def marks(raw):
@@ -148,6 +187,8 @@ def reduce(raw):
             "mean_limit_kib_s": mean(r["max"] for r in rows),
             "seconds": rows[-1]["t"] - rows[0]["t"],
         }
+        if way == "throttle":
+            res[way]["throttle"] = throttle_summary(raw, rows)
     base = res.get("none", {}).get("p99_ms")
     for w in res.values():
         w["p99_vs_baseline"] = (w["p99_ms"] / base) if base and w["p99_ms"] else None
@@ -179,6 +220,13 @@ def table(res, meta):
                  f"{fmt(goals['throttle_p99_ratio'], '.2f')}x ({goals['p99_goal']}); throttle check at "
                  f"least 3x the fixed limit's: {fmt(goals['throttle_vs_fixed_speed'], '.2f')}x "
                  f"({goals['speed_goal']}).")
+    th = res.get("throttle", {}).get("throttle")
+    if th:
+        dec = ", ".join(f"{k} {v}" for k, v in sorted(th["decisions"].items())) or "none"
+        lines.append("")
+        lines.append(f"The throttle's input (the band's line over each look's interval, mean of the "
+                     f"seconds sampled): {fmt(th['burst_pressure_used'])} % in the bursts, "
+                     f"{fmt(th['gap_pressure_used'])} % in the gaps; limit changes by decision: {dec}.")
     if meta:
         lines.append("")
         lines.append(meta)
@@ -225,9 +273,14 @@ def plot(raw, path):
             label="limit md/sync_speed_max")
     a1.set_ylabel("MB/s (1000 KiB/s)")
     a1.set_yscale("symlog", linthresh=1)
-    a2.plot(ts, [r["full"] or 0 for r in rows], color="tab:red", label="io pressure full avg10")
+    a2.plot(ts, [r["full"] or 0 for r in rows], color="tab:red", lw=0.8, label="io pressure full avg10")
+    used = [(t - t0, n["pressure_pct"]) for t, n in notes(raw)
+            if n and n.get("source") == "interval" and n.get("pressure_pct") is not None]
+    if used:
+        a2.plot([x for x, _ in used], [y for _, y in used], color="tab:purple", lw=1,
+                label="the throttle's input (its line, per look's interval)")
     lo, hi = band(raw)
-    a2.axhspan(lo, hi, color="tab:green", alpha=0.15, label=f"target full {lo:g}%..{hi:g}%")
+    a2.axhspan(lo, hi, color="tab:green", alpha=0.15, label=f"target {lo:g}%..{hi:g}%")
     a2.set_ylabel("%")
     a2.set_xlabel("seconds since the check started")
     for ax in (a1, a2):

@@ -24,7 +24,7 @@ use crate::model::{Array, MdStat, SyncKind};
 use crate::policy::{
     Holder, LeaseKind, LeaseRequest, LeaseView, Limits, Owner, Policy, PolicyError, PolicyView,
 };
-use crate::pressure::{confirm, decide, Decision, Stall, Tuning};
+use crate::pressure::{confirm, decide, sample, Decision, Mark, Reading, Stall, State, Tuning};
 use crate::sysfs::pressure::{IoPressure, PsiUnavailable};
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -110,75 +110,128 @@ pub fn priority_lease<'a>(view: &'a PolicyView, array: &str) -> Option<&'a Lease
     })
 }
 
-/// The controller's one call: the next limit (KiB/s) from the lease's limit now (`have`,
-/// `None` before the first decision), the last note (`old`: when the limit last changed) and
-/// the io pressure read now. Kept to one function so a change of the controller's inputs
-/// lands in one place.
+/// One look's inputs: `/proc/pressure/io` (or why it is missing), read at `now_ms` (Unix ms,
+/// the interval's end) during the look at `now_s` (Unix s).
+#[derive(Debug, Clone)]
+pub struct Look {
+    /// The pressure file's values.
+    pub pressure: Result<IoPressure, PsiUnavailable>,
+    /// When it was read, Unix milliseconds.
+    pub now_ms: u64,
+    /// The look's time, Unix seconds.
+    pub now_s: u64,
+}
+
+/// The controller's one call: the decision from the lease's limit now (`have`, KiB/s; `None`
+/// before the first decision), the last note (`old`: its stall counters are the base of this
+/// look's interval, its quiet looks the controller's state) and the pressure read now, with the
+/// stall counters to keep ([`Mark`]). `None`: too soon after the last look
+/// ([`crate::pressure::MIN_INTERVAL_MS`]), no decision. Kept to one function so a change of
+/// the controller's inputs lands in one place.
 pub fn controller(
     tu: &Tuning,
-    pressure: &IoPressure,
+    p: &IoPressure,
+    now_ms: u64,
     have: Option<u64>,
     old: Option<&Note>,
-    now_s: u64,
-) -> Decision {
-    let pct = match tu.target.stall {
-        Stall::Full => pressure.full_avg10,
-        Stall::Some => pressure.some_avg10,
+) -> Option<(Decision, Mark)> {
+    let mark = Mark {
+        some_total_us: p.some_total_us,
+        full_total_us: p.full_total_us,
+        at_ms: now_ms,
     };
-    let since = old.map(|n| now_s.saturating_sub(n.changed_s));
-    decide(tu, have, since, Ok(pct), tu.ceiling_kib_s)
+    let avg10 = match tu.target.stall {
+        Stall::Full => p.full_avg10,
+        Stall::Some => p.some_avg10,
+    };
+    let Reading::Sample(s) = sample(tu.target.stall, old.and_then(|n| n.mark.as_ref()), &mark, avg10)
+    else {
+        return None;
+    };
+    let prev = State {
+        limit_kib_s: have,
+        quiet_looks: old.map_or(0, |n| n.quiet_looks),
+    };
+    Some((decide(tu, &prev, Ok(s), tu.ceiling_kib_s), mark))
 }
 
 /// What the throttle does for one covered array this look.
 #[derive(Debug, Clone, PartialEq)]
 pub enum Plan {
-    /// Hold the lease at this note's limit.
+    /// Hold the lease at this note's limit (and io depth).
     Hold(Note),
     /// Hold no lease: the note says why ([`ASIDE`], [`NO_PRESSURE`]).
     Without(Note),
 }
 
-/// The plan for `a`, which runs `kind` under the opt-in (`tu`): aside for another lease,
-/// without PSI no lease, else the controller's decision read back ([`confirm`]). `have`: the
-/// `resync-<array>` lease's max now, KiB/s; `old`: the last note. Pure.
-#[allow(clippy::too_many_arguments)]
+/// The plan for `a`, which runs `kind` under the opt-in (`tu`): aside for another lease in
+/// `view`, without PSI no lease, else the controller's decision read back ([`confirm`]); a
+/// look too soon after the last keeps the last held note. `have`: the `resync-<array>`
+/// lease's max now, KiB/s; `old`: the last note. Pure.
 pub fn plan(
     tu: &Tuning,
     kind: &SyncKind,
     a: &Array,
     view: &PolicyView,
-    pressure: &Result<IoPressure, PsiUnavailable>,
+    look: &Look,
     have: Option<u64>,
     old: Option<&Note>,
-    now_s: u64,
 ) -> Plan {
+    let p = look.pressure.as_ref().ok();
     let without = |decision: &str, why: String| {
-        let keep = old.filter(|n| n.decision == decision);
         Plan::Without(Note {
-            limit_kib_s: 0,
             decision: decision.to_string(),
             why,
-            full_avg10: pressure.as_ref().ok().map(|p| p.full_avg10),
-            some_avg10: pressure.as_ref().ok().map(|p| p.some_avg10),
-            changed_s: keep.map_or(now_s, |n| n.changed_s),
-            not_applied: None,
+            full_avg10: p.map(|p| p.full_avg10),
+            some_avg10: p.map(|p| p.some_avg10),
+            changed_s: old
+                .filter(|n| n.decision == decision)
+                .map_or(look.now_s, |n| n.changed_s),
             decisions: old.map(|n| n.decisions.clone()).unwrap_or_default(),
+            mark: p.map(|p| Mark {
+                some_total_us: p.some_total_us,
+                full_total_us: p.full_total_us,
+                at_ms: look.now_ms,
+            }),
+            ..Note::default()
         })
     };
     if let Some(l) = priority_lease(view, &a.name) {
-        return without(
-            ASIDE,
-            format!(
-                "{kind} not throttled: the lease {} ({}) sets the speed limits, and it wins",
-                l.holder, l.kind
-            ),
+        let why = format!(
+            "{kind} not throttled: the lease {} ({}) sets the speed limits, and it wins",
+            l.holder, l.kind
         );
+        return without(ASIDE, why);
     }
-    let p = match pressure {
-        Ok(p) => p,
-        Err(e) => return without(NO_PRESSURE, format!("{kind} not throttled: {e}")),
+    let Some(p) = p else {
+        let e = look.pressure.as_ref().err().map(|e| e.to_string());
+        return without(NO_PRESSURE, format!("{kind} not throttled: {}", e.unwrap_or_default()));
     };
-    let d = controller(tu, p, have, old, now_s);
+    // A note without a lease (aside, off) is no state to hold: decide afresh.
+    let old = old.filter(|n| n.limit_kib_s > 0 && have.is_some());
+    let Some((d, mark)) = controller(tu, p, look.now_ms, have, old) else {
+        return match old {
+            Some(n) => Plan::Hold(n.clone()),
+            None => without(NO_PRESSURE, format!("{kind}: no sample yet")),
+        };
+    };
+    Plan::Hold(note_of(tu, kind, a, p, &d, mark, have, old, look.now_s))
+}
+
+/// The note of decision `d` on `a` (lease at `have`, last note `old`), read back
+/// ([`confirm`]); a change of the limit is counted by its decision code.
+#[allow(clippy::too_many_arguments)]
+fn note_of(
+    tu: &Tuning,
+    kind: &SyncKind,
+    a: &Array,
+    p: &IoPressure,
+    d: &Decision,
+    mark: Mark,
+    have: Option<u64>,
+    old: Option<&Note>,
+    now_s: u64,
+) -> Note {
     let since = old.map_or(0, |n| now_s.saturating_sub(n.changed_s));
     let sys = a.sysfs.as_ref();
     let not_applied = have
@@ -197,26 +250,32 @@ pub fn plan(
         limit_kib_s: d.limit_kib_s,
         decision: d.why.code().to_string(),
         why: format!("{kind}: {}", d.explain(&tu.target)),
+        pressure_pct: d.why.pct(),
+        source: d.signal.map(|s| s.source().to_string()),
+        interval_ms: d.signal.and_then(|s| s.interval_ms()),
         full_avg10: Some(p.full_avg10),
         some_avg10: Some(p.some_avg10),
+        io_depth: d.io_depth,
         changed_s: old.map_or(now_s, |n| n.changed_s),
         not_applied,
         decisions: old.map(|n| n.decisions.clone()).unwrap_or_default(),
+        mark: Some(mark),
+        quiet_looks: d.quiet_looks,
     };
     if have != Some(d.limit_kib_s) {
         note.changed_s = now_s;
         *note.decisions.entry(note.decision.clone()).or_default() += 1;
     }
-    Plan::Hold(note)
+    note
 }
 
 /// One look of the service (each step while a sync runs, about 1 s): for every array of
 /// `model` whose sync the opt-in covers ([`covered`]), the plan ([`plan`]) is carried out on
-/// the `resync-<array>` lease (acquired or changed to the note's limit, or released), then
-/// every other `resync-` lease is released (its sync ended, its array went, the opt-in was
-/// removed) and the notes are saved. Without the opt-in and without notes nothing is read.
-/// Returns whether the notes changed (the Array properties are published again then).
-/// Failures are logged; the next look tries again.
+/// the `resync-<array>` lease (acquired or changed to the note's limit and io depth), then
+/// every other `resync-` lease is released (its sync ended, its array went, the throttle
+/// stands aside, the opt-in was removed) and the notes are saved. Without the opt-in and
+/// without notes nothing is read. Returns whether the notes changed (the Array properties are
+/// published again then). Failures are logged; the next look tries again.
 pub fn upkeep(root: &Root, config: &Config, model: &MdStat, now_s: u64) -> bool {
     let tuning = config.resync.pressure_tuning();
     let old = load_notes(root, config);
@@ -227,21 +286,26 @@ pub fn upkeep(root: &Root, config: &Config, model: &MdStat, now_s: u64) -> bool 
     let Ok(view) = policy.show() else {
         return false;
     };
-    let pressure = crate::sysfs::pressure::read_io_pressure(root);
+    let look = Look {
+        pressure: crate::sysfs::pressure::read_io_pressure(root),
+        // Read right after the counters: the interval's end.
+        now_ms: crate::host::unix_now_us() / 1000,
+        now_s,
+    };
     let mut notes = Notes::new();
     let mut keep = BTreeSet::new();
     for a in &model.arrays {
         let (Some(tu), Some(kind)) = (&tuning, covered(&config.resync, a)) else {
             continue;
         };
-        let have = lease_max(&view, &a.name);
+        let have = lease_limits(&view, &a.name);
         let last = old.get(&a.name);
-        let note = match plan(tu, &kind, a, &view, &pressure, have, last, now_s) {
+        let note = match plan(tu, &kind, a, &view, &look, have.0, last) {
             Plan::Hold(n) => {
                 keep.insert(holder(&a.name));
-                if have != Some(n.limit_kib_s) {
-                    tracing::info!(array = %a.name, from = ?have, to = n.limit_kib_s, decision = %n.decision, "resync throttle: {}", n.why);
-                    if let Err(e) = acquire(&policy, &a.name, n.limit_kib_s) {
+                if have != (Some(n.limit_kib_s), n.io_depth) {
+                    tracing::info!(array = %a.name, from = ?have.0, to = n.limit_kib_s, decision = %n.decision, "resync throttle: {}", n.why);
+                    if let Err(e) = acquire(&policy, &a.name, n.limit_kib_s, n.io_depth) {
                         warn(&a.name, &e);
                     }
                 }
@@ -257,8 +321,14 @@ pub fn upkeep(root: &Root, config: &Config, model: &MdStat, now_s: u64) -> bool 
         notes.insert(a.name.clone(), note);
     }
     release_except(&policy, &view, &keep);
-    let changed = notes != old;
-    if changed {
+    // The counters move at every look: only what is shown counts as a change.
+    let shown = |n: &Notes| -> Vec<(String, u64, String, Option<String>)> {
+        n.iter()
+            .map(|(k, v)| (k.clone(), v.limit_kib_s, v.why.clone(), v.not_applied.clone()))
+            .collect()
+    };
+    let changed = shown(&notes) != shown(&old);
+    if notes != old {
         save_notes(root, config, &notes);
     }
     changed
@@ -279,14 +349,14 @@ pub fn release_all(root: &Root, config: &Config) -> Result<(), PolicyError> {
     Ok(())
 }
 
-/// The `resync-<array>` lease's max in `view`, KiB/s.
-fn lease_max(view: &PolicyView, array: &str) -> Option<u64> {
+/// The `resync-<array>` lease's max (KiB/s) and io depth (requests) in `view`.
+fn lease_limits(view: &PolicyView, array: &str) -> (Option<u64>, Option<u64>) {
     let h = holder(array);
     view.leases
         .iter()
         .find(|l| l.holder == h)
         .and_then(|l| l.arrays.get(array))
-        .and_then(|l| l.max)
+        .map_or((None, None), |l| (l.max, l.io_depth))
 }
 
 /// Releases the `resync-` leases of `view` not in `keep`; failures are logged.
@@ -309,8 +379,14 @@ fn warn(array: &str, e: &PolicyError) {
     tracing::warn!("{array}: resync throttle: {}", crate::error::error_chain(e));
 }
 
-/// Takes (or changes) `resync-<array>`: `sync_speed_max` = `max` KiB/s, kind admin, no owner.
-fn acquire(policy: &Policy, array: &str, max: u64) -> Result<(), PolicyError> {
+/// Takes (or changes) `resync-<array>`: `sync_speed_max` = `max` KiB/s and `sync_io_depth` =
+/// `io_depth` (requests; `None`: md's own), kind admin, no owner.
+fn acquire(
+    policy: &Policy,
+    array: &str,
+    max: u64,
+    io_depth: Option<u64>,
+) -> Result<(), PolicyError> {
     policy.acquire(LeaseRequest {
         holder: holder(array),
         kind: LeaseKind::Admin,
@@ -321,7 +397,7 @@ fn acquire(policy: &Policy, array: &str, max: u64) -> Result<(), PolicyError> {
             Limits {
                 min: None,
                 max: Some(max),
-                io_depth: None,
+                io_depth,
             },
         )]),
     })?;
@@ -397,11 +473,18 @@ unused devices: <none>\n";
         }
     }
 
-    fn busy(full: f64) -> Result<IoPressure, PsiUnavailable> {
-        Ok(IoPressure {
-            some_avg10: full,
-            full_avg10: full,
-        })
+    /// A look at `at_ms` with `full total` (and `some total`) at `total_us` and `avg10`.
+    fn look(at_ms: u64, total_us: u64, avg10: f64) -> Look {
+        Look {
+            pressure: Ok(IoPressure {
+                some_avg10: avg10,
+                full_avg10: avg10,
+                some_total_us: total_us,
+                full_total_us: total_us,
+            }),
+            now_ms: at_ms,
+            now_s: at_ms / 1000,
+        }
     }
 
     #[test]
@@ -479,39 +562,48 @@ unused devices: <none>\n";
             },
             &[],
         )]);
-        let Plan::Without(n) = plan(&tu, &kind, &md1, &installer, &busy(30.0), Some(2000), None, 10)
-        else {
+        let busy = look(10_000, 0, 30.0);
+        let Plan::Without(n) = plan(&tu, &kind, &md1, &installer, &busy, Some(2000), None) else {
             panic!("held a lease beside the installer's");
         };
         assert_eq!((n.limit_kib_s, n.decision.as_str()), (0, ASIDE));
         assert!(n.why.contains("the lease installer (installer)"), "{}", n.why);
         let empty = view(&[]);
-        let Plan::Without(n) =
-            plan(&tu, &kind, &md1, &empty, &Err(PsiUnavailable::Missing), None, None, 10)
-        else {
+        let no_psi = Look {
+            pressure: Err(PsiUnavailable::Missing),
+            now_ms: 10_000,
+            now_s: 10,
+        };
+        let Plan::Without(n) = plan(&tu, &kind, &md1, &empty, &no_psi, None, None) else {
             panic!("a lease without pressure");
         };
         assert_eq!(n.decision, NO_PRESSURE);
         assert!(n.why.starts_with("recovery not throttled: no /proc/pressure/io"));
-        // Busy: the degraded array's recovery goes to the floor, never below (never 0).
-        let Plan::Hold(n) = plan(&tu, &kind, &md1, &empty, &busy(50.0), None, None, 10) else {
-            panic!("no lease under pressure");
+        // Busy (the first look: avg10): the degraded array's recovery goes to the floor.
+        let hold = |p: Plan| match p {
+            Plan::Hold(n) => n,
+            Plan::Without(n) => panic!("no lease: {n:?}"),
         };
+        let n = hold(plan(&tu, &kind, &md1, &empty, &look(10_000, 0, 50.0), None, None));
         assert_eq!((n.limit_kib_s, n.decision.as_str()), (1000, "start"));
         assert!(n.why.starts_with("recovery: io pressure 50.0%"), "{}", n.why);
-        let Plan::Hold(n2) = plan(&tu, &kind, &md1, &empty, &busy(99.0), Some(1000), Some(&n), 60)
-        else {
-            panic!()
-        };
+        // 99 % over the next second: at the floor, never below (never 0).
+        let l = look(11_000, 990_000, 0.0);
+        let n2 = hold(plan(&tu, &kind, &md1, &empty, &l, Some(1000), Some(&n)));
         assert_eq!((n2.limit_kib_s, n2.decision.as_str()), (1000, "floor"));
+        assert_eq!((n2.source.as_deref(), n2.interval_ms), (Some("interval"), Some(1000)));
         assert_eq!(n2.changed_s, 10, "held: the change time stays");
-        // Quiet after 10 s: it climbs, and counts the step.
-        let Plan::Hold(n3) = plan(&tu, &kind, &md1, &empty, &busy(0.0), Some(1000), Some(&n2), 70)
-        else {
-            panic!()
-        };
-        assert_eq!((n3.limit_kib_s, n3.changed_s), (1256, 70));
-        assert_eq!(n3.decisions.get("up"), Some(&1));
-        assert_eq!(n3.decisions.get("start"), Some(&1));
+        // Too soon after: the last note stays.
+        let l = look(11_200, 999_000, 0.0);
+        assert_eq!(hold(plan(&tu, &kind, &md1, &empty, &l, Some(1000), Some(&n2))), n2);
+        // Quiet: one look holds, the second climbs (and counts the step).
+        let l = look(12_000, 990_000, 0.0);
+        let n3 = hold(plan(&tu, &kind, &md1, &empty, &l, Some(1000), Some(&n2)));
+        assert_eq!((n3.limit_kib_s, n3.decision.as_str()), (1000, "hold"));
+        let l = look(13_000, 990_000, 0.0);
+        let n4 = hold(plan(&tu, &kind, &md1, &empty, &l, Some(1000), Some(&n3)));
+        assert_eq!((n4.limit_kib_s, n4.changed_s), (2000, 13));
+        assert_eq!(n4.decisions.get("up"), Some(&1));
+        assert_eq!(n4.decisions.get("start"), Some(&1));
     }
 }

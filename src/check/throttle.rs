@@ -3,15 +3,16 @@
 //! `check_max_working` inside working hours), taken at start and resume, released on pause,
 //! cancel and when the check is seen finished, and rewritten by the service's upkeep when the
 //! working-hours band changes, or, with `[check] pressure_target`, by the pressure controller
-//! ([`crate::pressure`]) at each look of the service while the check runs.
+//! ([`crate::pressure`]) at each look of the service while the check runs: the limit, and at
+//! the controller's floor a low `md/sync_io_depth` (Linux 6.16+) in the same lease.
 
 use super::CheckState;
 use crate::config::Config;
 use crate::host::Root;
 use crate::model::{Array, MdStat};
 use crate::policy::{LeaseKind, LeaseRequest, Limits, Owner, Policy, PolicyError};
-use crate::pressure::{confirm, decide, Stall, Tuning};
-use crate::sysfs::pressure::IoPressure;
+use crate::pressure::{confirm, decide, sample, Mark, Reading, Stall, Tuning};
+use crate::sysfs::pressure::{IoPressure, PsiUnavailable};
 use std::collections::BTreeMap;
 
 /// The throttle lease's holder id for `array`: `check-<array>`
@@ -56,9 +57,10 @@ fn save_notes(root: &Root, config: &Config, notes: &Notes) {
 
 /// Rewrites the `check-<array>` lease of each running check that follows the config's throttle
 /// (its record has no explicit `max`): with `[check] pressure_target`, to the pressure
-/// controller's decision ([`decide`], from `/proc/pressure/io` under `root`), read back
-/// ([`confirm`]) and noted ([`Note`]); otherwise to [`configured_max`] at `now_s` when it differs
-/// from the lease (working hours began or ended). `key` is the record key of an array.
+/// controller's decision ([`decide`] on the pressure since the last look, from
+/// `/proc/pressure/io` under `root` and the wall clock), read back ([`confirm`]) and noted
+/// ([`Note`]); otherwise to [`configured_max`] at `now_s` when it differs from the lease
+/// (working hours began or ended). `key` is the record key of an array.
 /// Failures are logged; the next look tries again.
 pub(super) fn rethrottle(
     root: &Root,
@@ -76,7 +78,12 @@ pub(super) fn rethrottle(
     let Ok(view) = policy.show() else {
         return;
     };
-    let pressure = tuning.map(|_| crate::sysfs::pressure::read_io_pressure(root));
+    let look = tuning.map(|_| Look {
+        pressure: crate::sysfs::pressure::read_io_pressure(root),
+        // Read right after the counters: the interval's end.
+        now_ms: crate::host::unix_now_us() / 1000,
+        now_s,
+    });
     let old = if tuning.is_some() {
         load_notes(root, config)
     } else {
@@ -100,25 +107,25 @@ pub(super) fn rethrottle(
             .iter()
             .find(|l| l.holder == h)
             .and_then(|l| l.arrays.get(&a.name))
-            .and_then(|l| l.max);
-        let want = match (&tuning, &pressure) {
-            (Some(tu), Some(p)) => {
-                let note = pressure_step(config, tu, p, a, have, old.get(&a.name), now_s);
-                let want = note.limit_kib_s;
+            .map(|l| (l.max, l.io_depth));
+        let want = match (&tuning, &look) {
+            (Some(tu), Some(look)) => {
+                let note = pressure_step(config, tu, look, a, have, old.get(&a.name));
+                let want = (Some(note.limit_kib_s), note.io_depth);
                 notes.insert(a.name.clone(), note);
-                Some(want)
+                want
             }
-            _ => configured_max(config, now_s),
+            _ => (configured_max(config, now_s), None),
         };
-        if have == want {
+        if have.unwrap_or_default() == want {
             continue;
         }
         if tuning.is_none() {
-            tracing::info!(array = %a.name, from = ?have, to = ?want, "check throttle follows working hours");
+            tracing::info!(array = %a.name, from = ?have.and_then(|h| h.0), to = ?want.0, "check throttle follows working hours");
         }
         let r = match want {
-            Some(_) => throttle(&policy, &a.name, want),
-            None => unthrottle(&policy, &a.name),
+            (Some(max), depth) => lease(&policy, &a.name, max, depth),
+            (None, _) => unthrottle(&policy, &a.name),
         };
         if let Err(e) = r {
             tracing::warn!(
@@ -133,27 +140,62 @@ pub(super) fn rethrottle(
     }
 }
 
-/// One pressure decision for `a`'s running check (lease at `have`, last note `old`): the new
-/// note, logged when the limit changes or stops taking effect.
+/// One look's inputs to the pressure throttle: `/proc/pressure/io` (or why it is missing),
+/// read at `now_ms` (Unix ms) during the look at `now_s` (Unix s).
+struct Look {
+    pressure: Result<IoPressure, PsiUnavailable>,
+    now_ms: u64,
+    now_s: u64,
+}
+
+/// One pressure decision for `a`'s running check (lease at `have`: limit and io depth, last
+/// note `old`): the new note, logged when the limit changes or stops taking effect. A look
+/// sooner than [`crate::pressure::MIN_INTERVAL_MS`] after the last keeps the last note.
 fn pressure_step(
     config: &Config,
     tu: &Tuning,
-    pressure: &Result<IoPressure, crate::sysfs::pressure::PsiUnavailable>,
+    look: &Look,
     a: &Array,
-    have: Option<u64>,
+    have: Option<(Option<u64>, Option<u64>)>,
     old: Option<&Note>,
-    now_s: u64,
 ) -> Note {
-    let pct = match (pressure, tu.target.stall) {
-        (Ok(p), Stall::Full) => Ok(p.full_avg10),
-        (Ok(p), Stall::Some) => Ok(p.some_avg10),
+    let now_s = look.now_s;
+    let have_max = have.and_then(|h| h.0);
+    let mark = look.pressure.as_ref().ok().map(|p| Mark {
+        some_total_us: p.some_total_us,
+        full_total_us: p.full_total_us,
+        at_ms: look.now_ms,
+    });
+    let s = match (&look.pressure, &mark) {
+        (Ok(p), Some(m)) => {
+            let avg10 = match tu.target.stall {
+                Stall::Full => p.full_avg10,
+                Stall::Some => p.some_avg10,
+            };
+            match (
+                sample(tu.target.stall, old.and_then(|n| n.mark.as_ref()), m, avg10),
+                old,
+            ) {
+                (Reading::Sample(s), _) => Ok(s),
+                (Reading::TooSoon, Some(n)) => return n.clone(),
+                (Reading::TooSoon, None) => match sample(tu.target.stall, None, m, avg10) {
+                    Reading::Sample(s) => Ok(s),
+                    Reading::TooSoon => Err("no sample".to_string()),
+                },
+            }
+        }
         (Err(e), _) => Err(e.to_string()),
+        (Ok(_), None) => Err("no sample".to_string()),
     };
     let since = old.map(|n| now_s.saturating_sub(n.changed_s));
     let fixed = configured_max(config, now_s).unwrap_or(tu.ceiling_kib_s);
-    let d = decide(tu, have, since, pct, fixed);
+    let prev = crate::pressure::State {
+        limit_kib_s: have_max,
+        quiet_looks: old.map_or(0, |n| n.quiet_looks),
+    };
+    let d = decide(tu, &prev, s, fixed);
     let sys = a.sysfs.as_ref();
-    let not_applied = have
+    let not_applied = have_max
         .filter(|&h| h == d.limit_kib_s)
         .and_then(|h| {
             confirm(
@@ -165,20 +207,43 @@ fn pressure_step(
             )
         })
         .map(|n| n.to_string());
+    let p = look.pressure.as_ref().ok();
     let mut note = Note {
         limit_kib_s: d.limit_kib_s,
         decision: d.why.code().to_string(),
         why: d.explain(&tu.target),
-        full_avg10: pressure.as_ref().ok().map(|p| p.full_avg10),
-        some_avg10: pressure.as_ref().ok().map(|p| p.some_avg10),
+        pressure_pct: d.why.pct(),
+        source: d.signal.map(|s| s.source().to_string()),
+        interval_ms: d.signal.and_then(|s| s.interval_ms()),
+        full_avg10: p.map(|p| p.full_avg10),
+        some_avg10: p.map(|p| p.some_avg10),
+        io_depth: d.io_depth,
         changed_s: old.map_or(now_s, |n| n.changed_s),
         not_applied,
         decisions: old.map(|n| n.decisions.clone()).unwrap_or_default(),
+        mark,
+        quiet_looks: d.quiet_looks,
     };
-    if have != Some(d.limit_kib_s) {
+    log_change(a, have, old, &mut note, now_s);
+    note
+}
+
+/// Counts and logs a change of the limit or io depth (against the lease's `have`), and a limit
+/// that stopped taking effect.
+fn log_change(
+    a: &Array,
+    have: Option<(Option<u64>, Option<u64>)>,
+    old: Option<&Note>,
+    note: &mut Note,
+    now_s: u64,
+) {
+    let have_max = have.and_then(|h| h.0);
+    if have_max != Some(note.limit_kib_s) {
         note.changed_s = now_s;
         *note.decisions.entry(note.decision.clone()).or_default() += 1;
-        tracing::info!(array = %a.name, from = ?have, to = d.limit_kib_s, decision = d.why.code(), "check throttle: {}", note.why);
+        tracing::info!(array = %a.name, from = ?have_max, to = note.limit_kib_s, decision = %note.decision, "check throttle: {}", note.why);
+    } else if have.and_then(|h| h.1) != note.io_depth {
+        tracing::info!(array = %a.name, io_depth = ?note.io_depth, "check throttle: {}", note.why);
     }
     if note.not_applied.is_some() && note.not_applied != old.and_then(|n| n.not_applied.clone()) {
         tracing::warn!(
@@ -188,7 +253,6 @@ fn pressure_step(
             note.not_applied.as_deref().unwrap_or_default()
         );
     }
-    note
 }
 
 /// The config's throttle at `now` (Unix seconds, local time): [`crate::config::CheckConfig::check_max_at`].
@@ -198,9 +262,16 @@ pub(super) fn configured_max(config: &Config, now: u64) -> Option<u64> {
 }
 
 pub(super) fn throttle(policy: &Policy, array: &str, max: Option<u64>) -> Result<(), PolicyError> {
-    let Some(max) = max else {
-        return Ok(());
-    };
+    match max {
+        Some(max) => lease(policy, array, max, None),
+        None => Ok(()),
+    }
+}
+
+/// Takes (or rewrites) the `check-<array>` lease: `md/sync_speed_max` = `max` KiB/s and, with
+/// `io_depth`, `md/sync_io_depth` (never written on a kernel without it; `None` gives md's
+/// depth back).
+fn lease(policy: &Policy, array: &str, max: u64, io_depth: Option<u64>) -> Result<(), PolicyError> {
     policy.acquire(LeaseRequest {
         holder: holder(array),
         kind: LeaseKind::Admin,
@@ -211,7 +282,7 @@ pub(super) fn throttle(policy: &Policy, array: &str, max: Option<u64>) -> Result
             Limits {
                 min: None,
                 max: Some(max),
-                io_depth: None,
+                io_depth,
             },
         )]),
     })?;

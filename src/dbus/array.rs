@@ -610,7 +610,11 @@ impl ArrayObject {
     /// start, down, up, hold, floor, ceiling, fixed), why (s: in words), full_avg10 and
     /// some_avg10 (d: /proc/pressure/io, percent; absent without PSI), changed (t: Unix
     /// seconds of the last change), not_applied (s: why the limit did not take effect; absent
-    /// when it did). Empty without a pressure throttle or a running check.
+    /// when it did); since 1.6 pressure (d: the io pressure the last decision used, percent),
+    /// source (s: interval, over the interval since the throttle's previous look, or avg10),
+    /// interval_ms (t: that interval) and io_depth (t: md/sync_io_depth asked for at the
+    /// floor; absent while md's own depth applies). Empty without a pressure throttle or a
+    /// running check.
     #[zbus(property)]
     fn check_throttle(&self) -> HashMap<String, OwnedValue> {
         super::check::throttle_dict(self.props.check.throttle.as_ref())

@@ -76,7 +76,10 @@ pub struct CheckProps {
 
 /// `CheckThrottle` as published (`a{sv}`): `limit` (t, KiB/s), `decision` (s), `why` (s),
 /// `full_avg10`/`some_avg10` (d, percent, where read), `changed` (t, Unix seconds),
-/// `not_applied` (s, where the limit did not take effect). Empty without a note.
+/// `not_applied` (s, where the limit did not take effect); since API 1.6 `pressure` (d,
+/// percent: the input of the last decision), `source` (s: `interval` or `avg10`),
+/// `interval_ms` (t, for `interval`) and `io_depth` (t, `md/sync_io_depth` asked for at the
+/// floor). Empty without a note.
 pub fn throttle_dict(n: Option<&Note>) -> HashMap<String, OwnedValue> {
     let mut d = HashMap::new();
     let Some(n) = n else {
@@ -99,6 +102,18 @@ pub fn throttle_dict(n: Option<&Note>) -> HashMap<String, OwnedValue> {
     }
     if let Some(v) = &n.not_applied {
         put("not_applied", Value::from(v.as_str()));
+    }
+    if let Some(v) = n.pressure_pct {
+        put("pressure", Value::F64(v));
+    }
+    if let Some(v) = &n.source {
+        put("source", Value::from(v.as_str()));
+    }
+    if let Some(v) = n.interval_ms {
+        put("interval_ms", Value::U64(v));
+    }
+    if let Some(v) = n.io_depth {
+        put("io_depth", Value::U64(v));
     }
     d
 }

@@ -93,7 +93,7 @@ pub static HOOK_EVENTS_DROPPED: std::sync::atomic::AtomicU64 = std::sync::atomic
 
 /// Every family: (name as exposed, help), in exposition order. `docs/metrics.md` is generated
 /// from this list and [`FAMILY_DOCS`] (`cargo run -p xtask -- metrics-doc`).
-pub const FAMILIES: [(&str, &str); 35] = [
+pub const FAMILIES: [(&str, &str); 37] = [
     ("mdpilot_build_info", "mdpilot version (value 1)."),
     ("mdpilot_mdstat_parse_errors", "Parts of /proc/mdstat that could not be parsed."),
     ("mdpilot_speed_limit_bytes_per_second", "Global resync speed limit, /proc/sys/dev/raid/speed_limit_{min,max} (the kernel unit is KiB/s)."),
@@ -101,7 +101,7 @@ pub const FAMILIES: [(&str, &str); 35] = [
     ("mdpilot_policy_leases", "Live resync priority leases by kind of holder."),
     ("mdpilot_policy_install_applied_timestamp_seconds", "When the install policy (an installer lease) was first taken, Unix time; no sample while none applies."),
     ("mdpilot_hook_events_dropped_total", "Events the service did not hand to the event program because its queue (64 events) was full, since start."),
-    ("mdpilot_io_pressure_ratio", "The io pressure, /proc/pressure/io avg10 as a ratio of wall time: some (a task waited on io) and full (every non-idle task did); the check throttle's input."),
+    ("mdpilot_io_pressure_ratio", "The io pressure, /proc/pressure/io avg10 as a ratio of wall time: some (a task waited on io) and full (every non-idle task did)."),
     ("mdpilot_wipe_jobs_running", "Wipe jobs running in the service."),
     ("mdpilot_wipe_done_bytes", "Bytes durably written by the running wipe jobs."),
     ("mdpilot_wipe_total_bytes", "Bytes the running wipe jobs write in all."),
@@ -129,12 +129,14 @@ pub const FAMILIES: [(&str, &str); 35] = [
     ("mdpilot_array_check_throttle_limit_bytes_per_second", "The pressure throttle's limit on the array's running sync: md/sync_speed_max through the check-<array> or resync-<array> lease (the kernel unit is KiB/s)."),
     ("mdpilot_array_check_throttle_applied", "1 when the throttle's limit took effect (md/sync_speed_max reads it and md/sync_speed keeps to it), 0 when not."),
     ("mdpilot_array_check_throttle_decisions_total", "Decisions of the pressure throttle that changed the running sync's limit, by decision (start, down, up, fixed); reset when the sync ends."),
+    ("mdpilot_array_check_throttle_pressure_ratio", "The io pressure the throttle's last decision used, as a ratio of wall time: over the interval since its previous look (source interval), or avg10 (source avg10: first look, a counter or clock that went back, a long gap)."),
+    ("mdpilot_array_check_throttle_io_depth", "md/sync_io_depth the throttle asks for through the check lease at its floor (Linux 6.16+; requests in flight); no sample while md's own depth applies."),
 ];
 
 /// The documentation of every family of [`FAMILIES`], in the same order: (name, labels, source
 /// of the value). Labels and sources are Markdown (`docs/metrics.md` is generated from them);
 /// a unit test keeps the names in step with [`FAMILIES`].
-pub const FAMILY_DOCS: [(&str, &str, &str); 35] = [
+pub const FAMILY_DOCS: [(&str, &str, &str); 37] = [
     ("mdpilot_build_info", "`version`", "mdpilot (value 1)"),
     ("mdpilot_mdstat_parse_errors", "", "`/proc/mdstat` parts that could not be parsed"),
     ("mdpilot_speed_limit_bytes_per_second", "`bound` (`min`, `max`)", "`/proc/sys/dev/raid/speed_limit_{min,max}`"),
@@ -170,6 +172,8 @@ pub const FAMILY_DOCS: [(&str, &str, &str); 35] = [
     ("mdpilot_array_check_throttle_limit_bytes_per_second", "`array`, `throttle` (`check`, `resync`)", "the throttle's last decision (`/run/mdpilot/check-throttle.json`, `resync-throttle.json`); only while a check of mdpilot runs under `[check] pressure_target`, or a resync or recovery under `[resync] pressure_target` with the throttle holding its lease"),
     ("mdpilot_array_check_throttle_applied", "`array`, `throttle`", "the throttle's read-back of `md/sync_speed_max` and `md/sync_speed`"),
     ("mdpilot_array_check_throttle_decisions_total", "`array`, `throttle`, `decision` (`start`, `down`, `up`, `fixed`)", "the throttle's decisions, counted per check or resync"),
+    ("mdpilot_array_check_throttle_pressure_ratio", "`array`, `throttle`, `source` (`interval`, `avg10`)", "`/proc/pressure/io`: the band's line's `total` counter over the interval since the throttle's last look, else its `avg10`; only while the throttle decides on pressure"),
+    ("mdpilot_array_check_throttle_io_depth", "`array`, `throttle`", "the throttle's last decision; only while it holds the sync at its floor"),
 ];
 
 /// One sample's value: gauges are integers or floats; counters (families named `*_total`)

@@ -217,6 +217,18 @@ fn throttle(b: &mut Builder, array: &str, throttle: &str, n: &crate::pressure::N
             int(u64::from(n.not_applied.is_none())),
         );
     }
+    if let (Some(pct), Some(source)) = (n.pressure_pct, &n.source) {
+        let mut l = arr();
+        l.push(("source", esc(source)));
+        b.add(
+            "mdpilot_array_check_throttle_pressure_ratio",
+            l,
+            Value::Float(pct / 100.0),
+        );
+    }
+    if let Some(depth) = n.io_depth {
+        b.add("mdpilot_array_check_throttle_io_depth", arr(), int(depth));
+    }
     for (decision, count) in &n.decisions {
         let mut l = arr();
         l.push(("decision", esc(decision)));

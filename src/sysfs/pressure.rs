@@ -5,13 +5,18 @@
 
 use crate::host::Root;
 
-/// One reading of `/proc/pressure/io`: the 10-second averages, percent of wall time (0–100).
+/// One reading of `/proc/pressure/io`: the 10-second averages, percent of wall time (0–100),
+/// and the cumulative stall counters, microseconds since boot (the kernel's `total=`).
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct IoPressure {
     /// `some avg10`: at least one task stalled on io.
     pub some_avg10: f64,
-    /// `full avg10`: every non-idle task stalled on io at once (the throttle's input).
+    /// `full avg10`: every non-idle task stalled on io at once.
     pub full_avg10: f64,
+    /// `some total`: microseconds of wall time with at least one task stalled on io.
+    pub some_total_us: u64,
+    /// `full total`: microseconds of wall time with every non-idle task stalled on io.
+    pub full_total_us: u64,
 }
 
 /// Why there is no io pressure to read.
@@ -29,24 +34,28 @@ pub enum PsiUnavailable {
 }
 
 /// Parses the text of `/proc/pressure/io`:
-/// `some avg10=0.08 avg60=0.25 avg300=0.75 total=7227935` and the same for `full` (kernels
-/// before 5.13 print no `full` line for cpu only; io always has it). Values outside 0–100 or
-/// not finite are refused. `None`: no `some` and `full` line with an `avg10`.
+/// `some avg10=0.08 avg60=0.25 avg300=0.75 total=7227935` and the same for `full`
+/// (Documentation/accounting/psi.rst; io always has both lines, and every kernel with PSI
+/// prints `total`). An `avg10` outside 0–100 or not finite, or a `total` that is not a whole
+/// number of microseconds, is refused. `None`: no `some` and `full` line with a valid `avg10`
+/// and `total`.
 pub fn parse_io_pressure(text: &str) -> Option<IoPressure> {
-    let avg10 = |kind: &str| -> Option<f64> {
+    let line = |kind: &str| -> Option<(f64, u64)> {
         let line = text
             .lines()
             .find(|l| l.split_whitespace().next() == Some(kind))?;
-        let v = line
-            .split_whitespace()
-            .find_map(|f| f.strip_prefix("avg10="))?
-            .parse::<f64>()
-            .ok()?;
-        (v.is_finite() && (0.0..=100.0).contains(&v)).then_some(v)
+        let field = |k: &str| line.split_whitespace().find_map(|f| f.strip_prefix(k));
+        let v = field("avg10=")?.parse::<f64>().ok()?;
+        let total = field("total=")?.parse::<u64>().ok()?;
+        (v.is_finite() && (0.0..=100.0).contains(&v)).then_some((v, total))
     };
+    let (some_avg10, some_total_us) = line("some")?;
+    let (full_avg10, full_total_us) = line("full")?;
     Some(IoPressure {
-        some_avg10: avg10("some")?,
-        full_avg10: avg10("full")?,
+        some_avg10,
+        full_avg10,
+        some_total_us,
+        full_total_us,
     })
 }
 
@@ -128,21 +137,33 @@ mod tests {
             parse_io_pressure(t),
             Some(IoPressure {
                 some_avg10: 0.08,
-                full_avg10: 12.5
+                full_avg10: 12.5,
+                some_total_us: 7_227_935,
+                full_total_us: 5_666_789,
             })
         );
-        assert_eq!(parse_io_pressure("some avg10=1.00\n"), None);
+        assert_eq!(parse_io_pressure("some avg10=1.00 total=1\n"), None);
         assert_eq!(parse_io_pressure(""), None);
-        assert_eq!(
-            parse_io_pressure("some avg10=NaN\nfull avg10=1\n"),
-            None,
-            "not finite"
-        );
-        assert_eq!(
-            parse_io_pressure("some avg10=1\nfull avg10=101\n"),
-            None,
-            "above 100"
-        );
+        for bad in [
+            "some avg10=NaN total=1\nfull avg10=1 total=1\n",
+            "some avg10=1 total=1\nfull avg10=101 total=1\n",
+            "some avg10=1\nfull avg10=1\n",
+            "some avg10=1 total=-5\nfull avg10=1 total=1\n",
+            "some avg10=1 total=1.5\nfull avg10=1 total=1\n",
+            "some avg10=1 total=1\nfull avg10=1 total=99999999999999999999999\n",
+        ] {
+            assert_eq!(parse_io_pressure(bad), None, "{bad:?}");
+        }
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn io_pressure_parser_never_panics(text in "(some|full|avg10=|total=|[0-9. \n-])*") {
+            if let Some(p) = parse_io_pressure(&text) {
+                proptest::prop_assert!((0.0..=100.0).contains(&p.full_avg10));
+                proptest::prop_assert!((0.0..=100.0).contains(&p.some_avg10));
+            }
+        }
     }
 
     #[test]

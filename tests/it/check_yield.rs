@@ -48,16 +48,59 @@ where
     }
 }
 
-fn pressure(full: f64) -> String {
+/// `/proc/pressure/io` with `full avg10` at `full` percent and the `full` stall counter at
+/// `total_us` (`some` one more of each).
+fn pressure(full: f64, total_us: u64) -> String {
     format!(
-        "some avg10={:.2} avg60=0.00 avg300=0.00 total=1\nfull avg10={full:.2} avg60=0.00 avg300=0.00 total=1\n",
-        full + 1.0
+        "some avg10={:.2} avg60=0.00 avg300=0.00 total={}\nfull avg10={full:.2} avg60=0.00 avg300=0.00 total={total_us}\n",
+        full + 1.0,
+        total_us + 1
     )
 }
 
-/// The io pressure drives md0's check: above the band it starts at the floor, quiet it climbs
-/// (after 10 s), busy again it steps down; the limit is the lease's and md's `sync_speed_max`,
-/// and `CheckThrottle` says why.
+/// Plays the kernel's io pressure and `md/sync_io_depth` for the service under test: while
+/// `busy`, the `full` stall counter grows by a whole second every 50 ms (any look's interval
+/// reads 100 %); else it stands still (0 %). `/proc/pressure/io` is replaced by rename, so a
+/// look never reads half a file. `md0/md/sync_io_depth` gets the kernel's read-back form
+/// after the policy wrote it (`N (local)`; `system` reads `32 (system)`).
+fn play_kernel(
+    root: std::path::PathBuf,
+    busy: std::sync::Arc<std::sync::atomic::AtomicBool>,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        let (psi, tmp) = (
+            root.join("proc/pressure/io"),
+            root.join("proc/pressure/.io"),
+        );
+        let depth = root.join("sys/block/md0/md/sync_io_depth");
+        let mut total = 1_000_000u64;
+        loop {
+            if busy.load(std::sync::atomic::Ordering::SeqCst) {
+                total += 1_000_000;
+                std::fs::write(&tmp, pressure(3.0, total)).unwrap();
+                std::fs::rename(&tmp, &psi).unwrap();
+            }
+            let d = std::fs::read_to_string(&depth).unwrap_or_default();
+            let d = d.trim();
+            let back = if d == "system" {
+                Some("32 (system)".to_string())
+            } else {
+                d.parse::<u64>().ok().map(|n| format!("{n} (local)"))
+            };
+            if let Some(b) = back {
+                std::fs::write(&depth, format!("{b}\n")).unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+}
+
+/// The io pressure drives md0's check: its first look (no interval yet) reads `avg10` and,
+/// above the band, starts at the floor with `md/sync_io_depth` 1; quiet (the stall counter
+/// still) it climbs to the ceiling, doubling at each look after a quiet one, and gives the
+/// io depth back; busy again (the counter growing) it drops to the floor at the first look.
+/// The limit is the lease's and md's `sync_speed_max`, and `CheckThrottle` says why and from
+/// which signal.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_pressure_throttle_steps_down_when_busy_and_climbs_when_quiet() {
     let Some(bus) = Bus::start() else { return };
@@ -69,7 +112,11 @@ async fn the_pressure_throttle_steps_down_when_busy_and_climbs_when_quiet() {
         "etc/mdpilot/config.d/50-p.toml",
         "[check]\npressure_target = \"full 5%..10%\"\npressure_floor = 2000\npressure_ceiling = 100000\n",
     );
-    write(&p(""), "proc/pressure/io", &pressure(30.0));
+    write(&p(""), "proc/pressure/io", &pressure(30.0, 1_000_000));
+    // A kernel with md/sync_io_depth (Linux 6.16+), at md's default.
+    write(&p(""), "sys/block/md0/md/sync_io_depth", "32 (system)\n");
+    let busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let kernel = play_kernel(p(""), busy.clone());
     // The configuration in effect: the service says when the reload is done.
     svc.reload();
     let c = bus.connect().await;
@@ -77,49 +124,63 @@ async fn the_pressure_throttle_steps_down_when_busy_and_climbs_when_quiet() {
     call(&c, &md0, ARRAY_IFACE, "StartCheck", &(opts(&[]),))
         .await
         .unwrap();
-    within(30, "a first decision at the floor", || {
+    let limit_is = |want: u64| {
         let (c, md0) = (c.clone(), md0.clone());
-        async move {
-            let d = throttle_dict(&c, &md0).await;
-            num(&d, "limit") == 2000
+        move || {
+            let (c, md0) = (c.clone(), md0.clone());
+            async move { num(&throttle_dict(&c, &md0).await, "limit") == want }
         }
-    })
-    .await;
+    };
+    within(30, "a first decision at the floor", limit_is(2000)).await;
     let d = throttle_dict(&c, &md0).await;
+    let why = text(&d, "why");
     assert!(
-        text(&d, "why").starts_with("io pressure 30.0%"),
-        "{}",
-        text(&d, "why")
+        why.starts_with("io pressure 30.0% (avg10, first look)") && why.ends_with("io depth 1"),
+        "{why}"
     );
-    let max = read_trim(p("sys/block/md0/md/sync_speed_max"));
-    assert!(max.starts_with("2000"), "{max}");
-    // Quiet: up by a quarter at least 256, after 10 s.
-    write(&p(""), "proc/pressure/io", &pressure(0.5));
-    within(60, "a step up", || {
-        let (c, md0) = (c.clone(), md0.clone());
-        async move {
-            let d = throttle_dict(&c, &md0).await;
-            num(&d, "limit") == 2500
-        }
+    assert_eq!(
+        (text(&d, "source"), num(&d, "io_depth")),
+        ("avg10".into(), 1)
+    );
+    assert!(read_trim(p("sys/block/md0/md/sync_speed_max")).starts_with("2000"));
+    within(10, "md's io depth at 1", || async {
+        read_trim(p("sys/block/md0/md/sync_io_depth")).starts_with("1 ")
     })
     .await;
-    // Busy again: down at once to the floor (half of 2500 is below it).
-    write(&p(""), "proc/pressure/io", &pressure(12.0));
-    within(60, "a step down", || {
-        let (c, md0) = (c.clone(), md0.clone());
-        async move {
-            let d = throttle_dict(&c, &md0).await;
-            num(&d, "limit") == 2000
-        }
+    // Quiet: the counter stands still; from the floor to the ceiling (x2 per look after a
+    // quiet one: 4000, 8000, ... 64000, 100000), the io depth given back.
+    within(60, "the ceiling", limit_is(100_000)).await;
+    let d = throttle_dict(&c, &md0).await;
+    assert_eq!(text(&d, "source"), "interval");
+    assert!(!d.contains_key("io_depth"), "{d:?}");
+    assert!(
+        text(&d, "why").starts_with("io pressure 0.0% over "),
+        "{d:?}"
+    );
+    assert!(num(&d, "interval_ms") >= 500, "{d:?}");
+    within(10, "md's own io depth back", || async {
+        read_trim(p("sys/block/md0/md/sync_io_depth")) == "32 (system)"
     })
     .await;
+    // Busy again: the counter grows by a second every 50 ms: to the floor at the next look.
+    busy.store(true, std::sync::atomic::Ordering::SeqCst);
+    within(30, "the floor again", limit_is(2000)).await;
+    let d = throttle_dict(&c, &md0).await;
+    assert_eq!(
+        (text(&d, "decision"), num(&d, "io_depth")),
+        ("down".into(), 1)
+    );
+    assert!(
+        text(&d, "why").starts_with("io pressure 100.0% over "),
+        "{d:?}"
+    );
     // Each change is counted by its decision (holds between the steps are not).
     let notes = read_trim(p("run/mdpilot/check-throttle.json"));
     assert!(
-        notes.contains(r#""decisions":{"down":1,"start":1,"up":1}"#),
+        notes.contains(r#""decisions":{"down":1,"start":1,"up":6}"#),
         "{notes}"
     );
-    // The check ends by cancel: the note goes with it.
+    // The check ends by cancel: the note goes with it, and so does the io depth.
     call(&c, &md0, ARRAY_IFACE, "CancelCheck", &())
         .await
         .unwrap();
@@ -128,6 +189,11 @@ async fn the_pressure_throttle_steps_down_when_busy_and_climbs_when_quiet() {
         async move { throttle_dict(&c, &md0).await.is_empty() }
     })
     .await;
+    within(10, "md's own io depth back", || async {
+        read_trim(p("sys/block/md0/md/sync_io_depth")) == "32 (system)"
+    })
+    .await;
+    kernel.abort();
 }
 
 /// Without `/proc/pressure/io` the throttle is the fixed `check_max`, and says why.
@@ -325,13 +391,16 @@ const RESYNC_OPT_IN: &str = "[resync]\npressure_target = \"full 5%..10%\"\npress
 /// holds no lease however busy the machine (md's own limits); with it, md1's resync gets the
 /// lease `resync-md1`, which follows the io pressure (`ResyncThrottle` says why), and goes when
 /// the resync ends, md's `sync_speed_max` back to what it was.
+/// The test plays the stall counter ([`play_kernel`]): busy, then quiet.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_resync_throttle_is_opt_in_follows_pressure_and_goes_with_the_resync() {
     let Some(bus) = Bus::start() else { return };
     let svc = Service::sim(&bus, &[("MDPILOT_SIM_TICK_MS", "100")]).await;
     let p = |rel: &str| svc.sim_path(rel);
     let original = read_trim(p("sys/block/md1/md/sync_speed_max"));
-    write(&p(""), "proc/pressure/io", &pressure(30.0));
+    write(&p(""), "proc/pressure/io", &pressure(30.0, 1_000_000));
+    let busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let kernel = play_kernel(p(""), busy.clone());
     let c = bus.connect().await;
     let md1 = sim_array_path("md1");
     // Off: two looks of the loop while md1 resyncs under pressure, and nothing held.
@@ -366,13 +435,14 @@ async fn the_resync_throttle_is_opt_in_follows_pressure_and_goes_with_the_resync
     );
     assert!(read_trim(p("sys/block/md1/md/sync_speed_max")).starts_with("2000"));
     assert_eq!(lease_holders(&p("")), ["resync-md1"]);
-    // Quiet: it climbs (a quarter, at least 256 KiB/s, after 10 s).
-    write(&p(""), "proc/pressure/io", &pressure(0.5));
-    within(60, "a step up", || async {
-        num(&resync(&c).await, "limit") == 2500
+    // Quiet (the counter stands still): it climbs to the ceiling.
+    busy.store(false, std::sync::atomic::Ordering::SeqCst);
+    within(60, "the ceiling", || async {
+        num(&resync(&c).await, "limit") == 100_000
     })
     .await;
-    assert!(read_trim(p("sys/block/md1/md/sync_speed_max")).starts_with("2500"));
+    assert_eq!(text(&resync(&c).await, "source"), "interval");
+    assert!(read_trim(p("sys/block/md1/md/sync_speed_max")).starts_with("100000"));
     // The resync ends (here stopped, as `idle` does): the lease goes, md's value returns.
     write(&p(""), "sys/block/md1/md/sync_action", "idle\n");
     // SAFETY: signalling our own child (the simulator looks at its tree again).
@@ -387,7 +457,7 @@ async fn the_resync_throttle_is_opt_in_follows_pressure_and_goes_with_the_resync
     .await;
     let now = read_trim(p("sys/block/md1/md/sync_speed_max"));
     assert!(restored(&original, &now), "{original} -> {now}");
-    assert!(!p("run/mdpilot/resync-throttle.json").exists());
+    assert!(!p("run/mdpilot/resync-throttle.json").exists());    kernel.abort();
 }
 
 /// The throttle never fights a lease that asks for priority: with the installer's lease (or
@@ -399,7 +469,10 @@ async fn the_resync_throttle_stands_aside_for_the_installer() {
     let svc = Service::sim(&bus, &[("MDPILOT_SIM_TICK_MS", "100")]).await;
     let root = svc.sim_path("");
     let p = |rel: &str| root.join(rel);
-    write(&root, "proc/pressure/io", &pressure(30.0));
+    write(&root, "proc/pressure/io", &pressure(30.0, 1_000_000));
+    // Busy throughout: the throttle stays at its floor.
+    let busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let kernel = play_kernel(root.clone(), busy);
     write(&root, "etc/mdpilot/config.d/50-r.toml", RESYNC_OPT_IN);
     svc.reload();
     let c = bus.connect().await;
@@ -450,7 +523,7 @@ async fn the_resync_throttle_stands_aside_for_the_installer() {
         lease_holders(&p("")) == ["resync-md1"]
     })
     .await;
-    assert!(read_trim(p("sys/block/md1/md/sync_speed_max")).starts_with("2000"));
+    assert!(read_trim(p("sys/block/md1/md/sync_speed_max")).starts_with("2000"));    kernel.abort();
 }
 
 /// SIGTERM releases the throttle's lease (it has no owner to die with): md's original
@@ -463,7 +536,10 @@ async fn sigterm_releases_the_resync_throttle() {
     let root = sim.path().to_path_buf();
     let p = |rel: &str| root.join(rel);
     let original = read_trim(p("sys/block/md1/md/sync_speed_max"));
-    write(&root, "proc/pressure/io", &pressure(30.0));
+    write(&root, "proc/pressure/io", &pressure(30.0, 1_000_000));
+    // Busy throughout: the throttle stays at its floor.
+    let busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(true));
+    let kernel = play_kernel(root.clone(), busy);
     write(&root, "etc/mdpilot/config.d/50-r.toml", RESYNC_OPT_IN);
     let mut svc = Service::on_root(&bus, &root, &[]).await;
     within(30, "the throttle's lease", || async {
@@ -476,5 +552,5 @@ async fn sigterm_releases_the_resync_throttle() {
     assert!(lease_holders(&p("")).is_empty(), "{:?}", lease_holders(&p("")));
     let now = read_trim(p("sys/block/md1/md/sync_speed_max"));
     assert!(restored(&original, &now), "{original} -> {now}");
-    assert!(!p("run/mdpilot/resync-throttle.json").exists());
+    assert!(!p("run/mdpilot/resync-throttle.json").exists());    kernel.abort();
 }

@@ -230,19 +230,26 @@ fn trouble() -> Snapshot {
                 level: "raid6".into(),
             },
         )]),
-        // The check on md2 under the pressure throttle, stepped down: the machine is busy.
+        // The check on md2 under the pressure throttle, at its floor: the machine is busy.
         io_pressure_pct: Some((31.5, 22.25)),
         check_throttles: BTreeMap::from([(
             "md2".to_string(),
             mdpilot::pressure::Note {
-                limit_kib_s: 25_000,
+                limit_kib_s: 1_000,
                 decision: "down".into(),
-                why: "io pressure 22.2% above full 5%..10%: down to 25000 KiB/s".into(),
+                why: "io pressure 25.0% over 1.0 s above full 5%..10%: down to 1000 KiB/s, io depth 1"
+                    .into(),
+                pressure_pct: Some(25.0),
+                source: Some("interval".into()),
+                interval_ms: Some(1_000),
                 full_avg10: Some(22.25),
                 some_avg10: Some(31.5),
+                io_depth: Some(1),
                 changed_s: 1_764_547_200,
                 not_applied: Some("md/sync_speed is 98304 KiB/s, above the limit".into()),
                 decisions: BTreeMap::from([("start".into(), 1), ("down".into(), 2)]),
+                mark: None,
+                quiet_looks: 0,
             },
         )]),
         // md0's recovery under `[resync] pressure_target` (as it would be once a spare is
@@ -252,13 +259,18 @@ fn trouble() -> Snapshot {
             mdpilot::pressure::Note {
                 limit_kib_s: 1_000,
                 decision: "floor".into(),
-                why: "recovery: io pressure 22.2% above full 5%..10%: at the floor, 1000 KiB/s"
-                    .into(),
+                why: "recovery: io pressure 22.2% over 1.0 s above full 5%..10%: at the floor, 1000 KiB/s, io depth 1".into(),
                 full_avg10: Some(22.25),
                 some_avg10: Some(31.5),
                 changed_s: 1_764_547_200,
                 not_applied: None,
                 decisions: BTreeMap::from([("start".into(), 1)]),
+                pressure_pct: Some(22.25),
+                source: Some("interval".into()),
+                interval_ms: Some(1_000),
+                io_depth: Some(1),
+                mark: None,
+                quiet_looks: 0,
             },
         )]),
         wipe_jobs: Some(vec![]),

@@ -9,8 +9,10 @@
 #   - SIGTERM of the service pauses the check (sync_action idle, `paused_for` shutdown, the
 #     position saved) and the service exits; the next start resumes from that position;
 #   - the io-pressure throttle (`pressure_target`, where the kernel has /proc/pressure/io): a
-#     check under synchronous foreground writes is stepped down from its ceiling (the decision
-#     and its reason in `check status --json`).
+#     check under synchronous foreground writes drops to its floor on the pressure measured over
+#     the interval since the throttle's last look (`source` interval), and, where md has
+#     `sync_io_depth` (Linux 6.16+), asks for io depth 1 there; the writers gone, it climbs off
+#     the floor and md's own io depth is back (decisions and knobs, never timings).
 need_disks 3
 require serve
 ORIG_MIN=1000
@@ -87,12 +89,15 @@ if [ ! -r /proc/pressure/io ]; then
     exit 0
 fi
 mkdir -p "$(dirname "$conf")"
-printf '[check]\npressure_target = "some 10%%..20%%"\npressure_ceiling = 100000\n' >"$conf"
+printf '[check]\npressure_target = "some 5%%..10%%"\npressure_floor = 1000\npressure_ceiling = 100000\n' >"$conf"
 start_service
 run_mdp /tmp/c.out check start md0
 assert_eq "$MDP_RC" 0 "check start under the throttle"
 first=$(st .throttle.limit_kib_s)
 [ -n "$first" ] || fail "no throttle decision at the check's start: $("$MDP" check status --json md0)"
+depth_knob=/sys/block/md0/md/sync_io_depth
+depth0=
+[ -r "$depth_knob" ] && depth0=$(cat "$depth_knob")
 # Synchronous 4 KiB writes at the array's end keep the writers waiting on the disks: `some`
 # pressure (a task stalled on io) runs at 40-80 % in the guest, while `full` (every task at
 # once) stays near 2 % with the check's kernel thread not counted: the band is on `some`.
@@ -101,9 +106,27 @@ for i in 1 2 3 4; do
     dd if=/dev/zero of=/dev/md0 bs=4k count=100000 seek=$(((end_kib + i * 8192) / 4)) oflag=direct,dsync status=none 2>/dev/null &
     writers+=("$!")
 done
-down() { l=$(st .throttle.limit_kib_s); [ -n "$l" ] && [ "$l" -lt "$first" ]; }
-wait_for 90 down || fail "the throttle did not step down under io pressure: $(cat /proc/pressure/io | tr '\n' ' '); $("$MDP" check status --json md0 | jq -c '.arrays[0].throttle')"
-info "throttle: io pressure some $(sed -n 's/^some avg10=\([0-9.]*\).*/\1/p' /proc/pressure/io) %, limit $first -> $(st .throttle.limit_kib_s) KiB/s ($(st .throttle.why))"
+throttle_json() { "$MDP" check status --json md0 | jq -c '.arrays[0].throttle'; }
+at_floor() { [ "$(st .throttle.limit_kib_s)" = 1000 ] && [ "$(st .throttle.source)" = interval ]; }
+wait_for 90 at_floor || fail "the throttle did not drop to its floor under io pressure: $(cat /proc/pressure/io | tr '\n' ' '); $(throttle_json)"
+case $(st .throttle.decision) in down | floor) ;; *) fail "decision at the floor: $(throttle_json)" ;; esac
+info "throttle: io pressure some $(st .throttle.pressure_pct) % over $(st .throttle.interval_ms) ms, limit $first -> 1000 KiB/s ($(st .throttle.why))"
+if [ -n "$depth0" ]; then
+    assert_eq "$(st .throttle.io_depth)" 1 "the throttle's io depth at its floor"
+    depth_is_1() { [ "$(cat "$depth_knob" | cut -d' ' -f1)" = 1 ]; }
+    wait_for 10 depth_is_1 || fail "md0 sync_io_depth at the floor: $(cat "$depth_knob") (was $depth0); $(throttle_json)"
+    info "throttle: md0 sync_io_depth $depth0 -> $(cat "$depth_knob") at the floor"
+else
+    assert_eq "$(st .throttle.io_depth)" "" "io depth on a kernel without md/sync_io_depth"
+    info "throttle: no io depth output: kernel $(uname -r) has no md/sync_io_depth (Linux 6.16+)"
+fi
 cleanup
+off_floor() { l=$(st .throttle.limit_kib_s); [ -n "$l" ] && [ "$l" -gt 1000 ] && [ -z "$(st .throttle.io_depth)" ]; }
+wait_for 90 off_floor || fail "the throttle did not climb off its floor with the writers gone: $(cat /proc/pressure/io | tr '\n' ' '); $(throttle_json)"
+if [ -n "$depth0" ]; then
+    depth_back() { [ "$(cat "$depth_knob")" = "$depth0" ]; }
+    wait_for 10 depth_back || fail "md0 sync_io_depth off the floor: $(cat "$depth_knob"), md's own was $depth0"
+fi
+info "throttle: writers gone, up to $(st .throttle.limit_kib_s) KiB/s ($(st .throttle.why)); decisions $(st .throttle.decisions | jq -c .)"
 run_mdp /tmp/c.out check cancel md0
 stop_service
