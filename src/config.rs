@@ -1108,15 +1108,26 @@ mod tests {
         let mut c = Config::default();
         assert_eq!(c.resync.pressure_tuning(), None, "off by default");
         let text = "[resync]\npressure_target = \"some 2%..4%\"\npressure_floor = 0\npressure_ceiling = 50000\nactions = [\"recovery\", \"reshape\", \"recovery\"]\n";
-        c.apply(&ConfigFragment::parse(text, p).unwrap(), p).unwrap();
+        c.apply(&ConfigFragment::parse(text, p).unwrap(), p)
+            .unwrap();
         let t = c.resync.pressure_tuning().unwrap();
-        assert_eq!((t.floor_kib_s, t.ceiling_kib_s), (1, 50_000), "floor never 0");
+        assert_eq!(
+            (t.floor_kib_s, t.ceiling_kib_s),
+            (1, 50_000),
+            "floor never 0"
+        );
         assert_eq!(t.target.to_string(), "some 2%..4%");
         assert_eq!(c.resync.actions, [SyncKind::Recovery, SyncKind::Reshape]);
         assert_eq!(c.changed_sections(&Config::default()), ["resync"]);
         for (bad, says) in [
-            ("pressure_target = \"5..10\"", "resync.pressure_target: \"5..10\": expected"),
-            ("actions = [\"check\"]", "resync.actions: \"check\" is not one of"),
+            (
+                "pressure_target = \"5..10\"",
+                "resync.pressure_target: \"5..10\": expected",
+            ),
+            (
+                "actions = [\"check\"]",
+                "resync.actions: \"check\" is not one of",
+            ),
             ("actions = []", "resync.actions is empty"),
         ] {
             let text = format!("[resync]\n{bad}\n");
@@ -1124,7 +1135,10 @@ mod tests {
                 .apply(&ConfigFragment::parse(&text, p).unwrap(), p)
                 .unwrap_err()
                 .to_string();
-            assert!(e.starts_with("50-r.toml: ") && e.contains(says), "{bad}: {e}");
+            assert!(
+                e.starts_with("50-r.toml: ") && e.contains(says),
+                "{bad}: {e}"
+            );
         }
         let e = ConfigFragment::parse("[resync]\npressure_targte = \"x\"\n", p).unwrap_err();
         assert!(e.to_string().contains("pressure_targte"), "{e}");

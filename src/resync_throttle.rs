@@ -144,8 +144,12 @@ pub fn controller(
         Stall::Full => p.full_avg10,
         Stall::Some => p.some_avg10,
     };
-    let Reading::Sample(s) = sample(tu.target.stall, old.and_then(|n| n.mark.as_ref()), &mark, avg10)
-    else {
+    let Reading::Sample(s) = sample(
+        tu.target.stall,
+        old.and_then(|n| n.mark.as_ref()),
+        &mark,
+        avg10,
+    ) else {
         return None;
     };
     let prev = State {
@@ -205,7 +209,10 @@ pub fn plan(
     }
     let Some(p) = p else {
         let e = look.pressure.as_ref().err().map(|e| e.to_string());
-        return without(NO_PRESSURE, format!("{kind} not throttled: {}", e.unwrap_or_default()));
+        return without(
+            NO_PRESSURE,
+            format!("{kind} not throttled: {}", e.unwrap_or_default()),
+        );
     };
     // A note without a lease (aside, off) is no state to hold: decide afresh.
     let old = old.filter(|n| n.limit_kib_s > 0 && have.is_some());
@@ -324,7 +331,14 @@ pub fn upkeep(root: &Root, config: &Config, model: &MdStat, now_s: u64) -> bool 
     // The counters move at every look: only what is shown counts as a change.
     let shown = |n: &Notes| -> Vec<(String, u64, String, Option<String>)> {
         n.iter()
-            .map(|(k, v)| (k.clone(), v.limit_kib_s, v.why.clone(), v.not_applied.clone()))
+            .map(|(k, v)| {
+                (
+                    k.clone(),
+                    v.limit_kib_s,
+                    v.why.clone(),
+                    v.not_applied.clone(),
+                )
+            })
             .collect()
     };
     let changed = shown(&notes) != shown(&old);
@@ -529,17 +543,37 @@ unused devices: <none>\n";
         };
         // Its own lease, a check's, one on io depth only, one on another array: none counts.
         let v = view(&[
-            ("resync-md1", LeaseKind::Admin, none.clone(), &[("md1", max(2000))]),
-            ("check-md4", LeaseKind::Admin, none.clone(), &[("md4", max(5000))]),
+            (
+                "resync-md1",
+                LeaseKind::Admin,
+                none.clone(),
+                &[("md1", max(2000))],
+            ),
+            (
+                "check-md4",
+                LeaseKind::Admin,
+                none.clone(),
+                &[("md4", max(5000))],
+            ),
             ("deep", LeaseKind::Admin, io.clone(), &[("md1", io.clone())]),
-            ("other", LeaseKind::Admin, none.clone(), &[("md2", boost.clone())]),
+            (
+                "other",
+                LeaseKind::Admin,
+                none.clone(),
+                &[("md2", boost.clone())],
+            ),
         ]);
         assert_eq!(priority_lease(&v, "md1"), None);
         assert_eq!(priority_lease(&v, "md2").unwrap().holder, "other");
         // The installer's global boost, an admin's per-array limits: they win.
         let v = view(&[("installer", LeaseKind::Installer, boost.clone(), &[])]);
         assert_eq!(priority_lease(&v, "md1").unwrap().holder, "installer");
-        let v = view(&[("admin-md1", LeaseKind::Admin, none.clone(), &[("md1", max(9))])]);
+        let v = view(&[(
+            "admin-md1",
+            LeaseKind::Admin,
+            none.clone(),
+            &[("md1", max(9))],
+        )]);
         assert_eq!(priority_lease(&v, "md1").unwrap().holder, "admin-md1");
         // A dead pid owner's lease is about to go: it does not count.
         let mut v = view(&[("installer", LeaseKind::Installer, boost, &[])]);
@@ -551,7 +585,10 @@ unused devices: <none>\n";
     fn plans_aside_without_psi_and_the_floor_for_a_degraded_recovery() {
         let tu = opted_in().pressure_tuning().unwrap();
         let md1 = array("md1");
-        assert!(md1.degraded().unwrap_or(0) > 0, "md1 recovers a missing member");
+        assert!(
+            md1.degraded().unwrap_or(0) > 0,
+            "md1 recovers a missing member"
+        );
         let kind = SyncKind::Recovery;
         let installer = view(&[(
             "installer",
@@ -567,7 +604,11 @@ unused devices: <none>\n";
             panic!("held a lease beside the installer's");
         };
         assert_eq!((n.limit_kib_s, n.decision.as_str()), (0, ASIDE));
-        assert!(n.why.contains("the lease installer (installer)"), "{}", n.why);
+        assert!(
+            n.why.contains("the lease installer (installer)"),
+            "{}",
+            n.why
+        );
         let empty = view(&[]);
         let no_psi = Look {
             pressure: Err(PsiUnavailable::Missing),
@@ -578,24 +619,44 @@ unused devices: <none>\n";
             panic!("a lease without pressure");
         };
         assert_eq!(n.decision, NO_PRESSURE);
-        assert!(n.why.starts_with("recovery not throttled: no /proc/pressure/io"));
+        assert!(n
+            .why
+            .starts_with("recovery not throttled: no /proc/pressure/io"));
         // Busy (the first look: avg10): the degraded array's recovery goes to the floor.
         let hold = |p: Plan| match p {
             Plan::Hold(n) => n,
             Plan::Without(n) => panic!("no lease: {n:?}"),
         };
-        let n = hold(plan(&tu, &kind, &md1, &empty, &look(10_000, 0, 50.0), None, None));
+        let n = hold(plan(
+            &tu,
+            &kind,
+            &md1,
+            &empty,
+            &look(10_000, 0, 50.0),
+            None,
+            None,
+        ));
         assert_eq!((n.limit_kib_s, n.decision.as_str()), (1000, "start"));
-        assert!(n.why.starts_with("recovery: io pressure 50.0%"), "{}", n.why);
+        assert!(
+            n.why.starts_with("recovery: io pressure 50.0%"),
+            "{}",
+            n.why
+        );
         // 99 % over the next second: at the floor, never below (never 0).
         let l = look(11_000, 990_000, 0.0);
         let n2 = hold(plan(&tu, &kind, &md1, &empty, &l, Some(1000), Some(&n)));
         assert_eq!((n2.limit_kib_s, n2.decision.as_str()), (1000, "floor"));
-        assert_eq!((n2.source.as_deref(), n2.interval_ms), (Some("interval"), Some(1000)));
+        assert_eq!(
+            (n2.source.as_deref(), n2.interval_ms),
+            (Some("interval"), Some(1000))
+        );
         assert_eq!(n2.changed_s, 10, "held: the change time stays");
         // Too soon after: the last note stays.
         let l = look(11_200, 999_000, 0.0);
-        assert_eq!(hold(plan(&tu, &kind, &md1, &empty, &l, Some(1000), Some(&n2))), n2);
+        assert_eq!(
+            hold(plan(&tu, &kind, &md1, &empty, &l, Some(1000), Some(&n2))),
+            n2
+        );
         // Quiet: one look holds, the second climbs (and counts the step).
         let l = look(12_000, 990_000, 0.0);
         let n3 = hold(plan(&tu, &kind, &md1, &empty, &l, Some(1000), Some(&n2)));

@@ -645,12 +645,18 @@ mod tests {
             ..Default::default()
         };
         let notes = crate::resync_throttle::Notes::from([
-            ("md1".into(), note(2000, "resync: io pressure 30.0% ...", None)),
+            (
+                "md1".into(),
+                note(2000, "resync: io pressure 30.0% ...", None),
+            ),
             (
                 "md2".into(),
                 note(0, "recovery not throttled: the lease installer ...", None),
             ),
-            ("md3".into(), note(5000, "recovery: ...", Some("md/sync_speed_max reads 9"))),
+            (
+                "md3".into(),
+                note(5000, "recovery: ...", Some("md/sync_speed_max reads 9")),
+            ),
         ]);
         assert_eq!(
             resync_throttle_lines(&notes),

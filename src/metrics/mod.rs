@@ -204,7 +204,12 @@ fn global(b: &mut Builder, snap: &Snapshot) {
 /// and `applied` only while the throttle holds a lease (a resync throttle standing aside, or
 /// without PSI, holds none: limit 0 in its note).
 fn throttle(b: &mut Builder, array: &str, throttle: &str, n: &crate::pressure::Note) {
-    let arr = || vec![("array", array.to_string()), ("throttle", throttle.to_string())];
+    let arr = || {
+        vec![
+            ("array", array.to_string()),
+            ("throttle", throttle.to_string()),
+        ]
+    };
     if n.limit_kib_s > 0 {
         b.add(
             "mdpilot_array_check_throttle_limit_bytes_per_second",

@@ -405,7 +405,11 @@ async fn the_resync_throttle_is_opt_in_follows_pressure_and_goes_with_the_resync
     let md1 = sim_array_path("md1");
     // Off: two looks of the loop while md1 resyncs under pressure, and nothing held.
     two_looks(&c, &md1).await;
-    assert!(lease_holders(&p("")).is_empty(), "{:?}", lease_holders(&p("")));
+    assert!(
+        lease_holders(&p("")).is_empty(),
+        "{:?}",
+        lease_holders(&p(""))
+    );
     let d = get(&c, &md1, ARRAY_IFACE, "ResyncThrottle").await;
     let d: HashMap<String, OwnedValue> = d.try_into().unwrap();
     assert!(d.is_empty(), "{d:?}");
@@ -457,7 +461,8 @@ async fn the_resync_throttle_is_opt_in_follows_pressure_and_goes_with_the_resync
     .await;
     let now = read_trim(p("sys/block/md1/md/sync_speed_max"));
     assert!(restored(&original, &now), "{original} -> {now}");
-    assert!(!p("run/mdpilot/resync-throttle.json").exists());    kernel.abort();
+    assert!(!p("run/mdpilot/resync-throttle.json").exists());
+    kernel.abort();
 }
 
 /// The throttle never fights a lease that asks for priority: with the installer's lease (or
@@ -491,7 +496,11 @@ async fn the_resync_throttle_stands_aside_for_the_installer() {
     .await;
     // The installer boosts every resync (`policy apply`, through the service).
     let root_s = root.to_str().unwrap();
-    let o = support::policy_cli(&bus.address, root_s, &["apply", "--min", "50000", "--max", "300000"]);
+    let o = support::policy_cli(
+        &bus.address,
+        root_s,
+        &["apply", "--min", "50000", "--max", "300000"],
+    );
     assert_eq!(o.status.code(), Some(0), "{}", support::describe(&o));
     within(30, "the throttle aside", || async {
         text(&resync(&c).await, "decision") == "aside"
@@ -523,7 +532,8 @@ async fn the_resync_throttle_stands_aside_for_the_installer() {
         lease_holders(&p("")) == ["resync-md1"]
     })
     .await;
-    assert!(read_trim(p("sys/block/md1/md/sync_speed_max")).starts_with("2000"));    kernel.abort();
+    assert!(read_trim(p("sys/block/md1/md/sync_speed_max")).starts_with("2000"));
+    kernel.abort();
 }
 
 /// SIGTERM releases the throttle's lease (it has no owner to die with): md's original
@@ -549,8 +559,13 @@ async fn sigterm_releases_the_resync_throttle() {
     assert_eq!(read_trim(p("sys/block/md1/md/sync_speed_max")), "2000");
     assert!(p("run/mdpilot/resync-throttle.json").exists());
     assert!(svc.term().success());
-    assert!(lease_holders(&p("")).is_empty(), "{:?}", lease_holders(&p("")));
+    assert!(
+        lease_holders(&p("")).is_empty(),
+        "{:?}",
+        lease_holders(&p(""))
+    );
     let now = read_trim(p("sys/block/md1/md/sync_speed_max"));
     assert!(restored(&original, &now), "{original} -> {now}");
-    assert!(!p("run/mdpilot/resync-throttle.json").exists());    kernel.abort();
+    assert!(!p("run/mdpilot/resync-throttle.json").exists());
+    kernel.abort();
 }
