@@ -430,8 +430,9 @@ async fn the_resync_throttle_is_opt_in_follows_pressure_and_goes_with_the_resync
     })
     .await;
     let d = resync(&c).await;
-    // The first decision, or the next look's at the floor.
-    assert!(["start", "floor"].contains(&text(&d, "decision").as_str()));
+    // The first decision (its avg10 may be the played kernel's 3 %: the ceiling), or a later
+    // look's on the interval: at the floor.
+    assert!(["start", "floor", "down"].contains(&text(&d, "decision").as_str()));
     assert!(
         text(&d, "why").starts_with("resync: io pressure "),
         "{}",
@@ -556,7 +557,12 @@ async fn sigterm_releases_the_resync_throttle() {
         lease_holders(&p("")) == ["resync-md1"]
     })
     .await;
-    assert_eq!(read_trim(p("sys/block/md1/md/sync_speed_max")), "2000");
+    // Busy: at the floor once the interval's pressure is read (the first look's avg10 may
+    // be the played kernel's 3 %, which starts at the ceiling).
+    within(30, "the floor", || async {
+        read_trim(p("sys/block/md1/md/sync_speed_max")) == "2000"
+    })
+    .await;
     assert!(p("run/mdpilot/resync-throttle.json").exists());
     assert!(svc.term().success());
     assert!(
