@@ -448,7 +448,10 @@ unused devices: <none>\n";
         }
     }
 
-    fn view(leases: &[(&str, LeaseKind, Limits, &[(&str, Limits)])]) -> PolicyView {
+    /// (holder, kind, global limits, per-array limits).
+    type TestLease<'a> = (&'a str, LeaseKind, Limits, &'a [(&'a str, Limits)]);
+
+    fn view(leases: &[TestLease<'_>]) -> PolicyView {
         PolicyView {
             state_path: "/run/mdpilot/policy.toml".into(),
             speed_limit_min: Some(1000),
@@ -460,14 +463,11 @@ unused devices: <none>\n";
                 .map(|(h, kind, global, arrays)| {
                     LeaseView::new(
                         LeaseRequest {
-                            holder: h.to_string(),
+                            holder: (*h).to_string(),
                             kind: *kind,
                             owner: Owner::None,
-                            global: global.clone(),
-                            arrays: arrays
-                                .iter()
-                                .map(|(a, l)| (a.to_string(), l.clone()))
-                                .collect(),
+                            global: *global,
+                            arrays: arrays.iter().map(|(a, l)| ((*a).to_string(), *l)).collect(),
                         },
                         false,
                     )
@@ -543,37 +543,17 @@ unused devices: <none>\n";
         };
         // Its own lease, a check's, one on io depth only, one on another array: none counts.
         let v = view(&[
-            (
-                "resync-md1",
-                LeaseKind::Admin,
-                none.clone(),
-                &[("md1", max(2000))],
-            ),
-            (
-                "check-md4",
-                LeaseKind::Admin,
-                none.clone(),
-                &[("md4", max(5000))],
-            ),
-            ("deep", LeaseKind::Admin, io.clone(), &[("md1", io.clone())]),
-            (
-                "other",
-                LeaseKind::Admin,
-                none.clone(),
-                &[("md2", boost.clone())],
-            ),
+            ("resync-md1", LeaseKind::Admin, none, &[("md1", max(2000))]),
+            ("check-md4", LeaseKind::Admin, none, &[("md4", max(5000))]),
+            ("deep", LeaseKind::Admin, io, &[("md1", io)]),
+            ("other", LeaseKind::Admin, none, &[("md2", boost)]),
         ]);
         assert_eq!(priority_lease(&v, "md1"), None);
         assert_eq!(priority_lease(&v, "md2").unwrap().holder, "other");
         // The installer's global boost, an admin's per-array limits: they win.
-        let v = view(&[("installer", LeaseKind::Installer, boost.clone(), &[])]);
+        let v = view(&[("installer", LeaseKind::Installer, boost, &[])]);
         assert_eq!(priority_lease(&v, "md1").unwrap().holder, "installer");
-        let v = view(&[(
-            "admin-md1",
-            LeaseKind::Admin,
-            none.clone(),
-            &[("md1", max(9))],
-        )]);
+        let v = view(&[("admin-md1", LeaseKind::Admin, none, &[("md1", max(9))])]);
         assert_eq!(priority_lease(&v, "md1").unwrap().holder, "admin-md1");
         // A dead pid owner's lease is about to go: it does not count.
         let mut v = view(&[("installer", LeaseKind::Installer, boost, &[])]);

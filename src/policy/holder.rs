@@ -16,7 +16,8 @@ use std::fmt;
 /// minted ids), `admin-` (`SetArraySpeedLimits`), `check-` (a check's throttle), `resync-` (the
 /// pressure throttle of a resync or recovery), `wipe:` (a wipe job's lease) and `freeze:` (a
 /// wipe job's freeze).
-pub const RESERVED_PREFIXES: [&str; 6] = ["dbus-", "admin-", "check-", "resync-", "wipe:", "freeze:"];
+pub const RESERVED_PREFIXES: [&str; 6] =
+    ["dbus-", "admin-", "check-", "resync-", "wipe:", "freeze:"];
 
 /// Makes a holder of one scheme from the text after its prefix.
 type Scheme = fn(String) -> Holder;

@@ -180,20 +180,22 @@ async fn the_pressure_throttle_steps_down_when_busy_and_climbs_when_quiet() {
         notes.contains(r#""decisions":{"down":1,"start":1,"up":6}"#),
         "{notes}"
     );
-    // The check ends by cancel: the note goes with it, and so does the io depth.
-    call(&c, &md0, ARRAY_IFACE, "CancelCheck", &())
-        .await
-        .unwrap();
+    cancel_and_give_back(&c, &md0, &p("")).await;
+    kernel.abort();
+}
+
+/// The check ends by cancel: the note goes with it, and so does the io depth.
+async fn cancel_and_give_back(c: &zbus::Connection, md0: &str, root: &std::path::Path) {
+    call(c, md0, ARRAY_IFACE, "CancelCheck", &()).await.unwrap();
     within(10, "the note gone", || {
-        let (c, md0) = (c.clone(), md0.clone());
+        let (c, md0) = (c.clone(), md0.to_string());
         async move { throttle_dict(&c, &md0).await.is_empty() }
     })
     .await;
     within(10, "md's own io depth back", || async {
-        read_trim(p("sys/block/md0/md/sync_io_depth")) == "32 (system)"
+        read_trim(root.join("sys/block/md0/md/sync_io_depth")) == "32 (system)"
     })
     .await;
-    kernel.abort();
 }
 
 /// Without `/proc/pressure/io` the throttle is the fixed `check_max`, and says why.

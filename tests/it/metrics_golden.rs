@@ -252,9 +252,17 @@ fn trouble() -> Snapshot {
                 quiet_looks: 0,
             },
         )]),
-        // md0's recovery under `[resync] pressure_target` (as it would be once a spare is
-        // added), at its floor.
-        resync_throttles: BTreeMap::from([(
+        resync_throttles: recovering_md0(),
+        wipe_jobs: Some(vec![]),
+        hook_events_dropped: Some(3),
+        version: "0.1.0".into(),
+    }
+}
+
+/// md0's recovery under `[resync] pressure_target` (as it would be once a spare is added), at
+/// its floor.
+fn recovering_md0() -> BTreeMap<String, mdpilot::pressure::Note> {
+    BTreeMap::from([(
             "md0".to_string(),
             mdpilot::pressure::Note {
                 limit_kib_s: 1_000,
@@ -272,11 +280,7 @@ fn trouble() -> Snapshot {
                 mark: None,
                 quiet_looks: 0,
             },
-        )]),
-        wipe_jobs: Some(vec![]),
-        hook_events_dropped: Some(3),
-        version: "0.1.0".into(),
-    }
+        )])
 }
 
 /// A machine without md arrays, as `status --format prometheus` sees it (no service: wipe
