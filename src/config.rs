@@ -94,7 +94,7 @@ pub struct ResyncConfig {
     pub pressure_floor: Option<u64>,
     /// `pressure_ceiling`: the greatest limit, KiB/s (default md's 200000).
     pub pressure_ceiling: Option<u64>,
-    /// `actions`: the syncs throttled, by their `/proc/mdstat` word ([`SyncKind`]): `resync`
+    /// `actions`: the syncs throttled, by their `/proc/mdstat` word ([`crate::model::SyncKind`]): `resync`
     /// and `recovery` (default both), `reshape` where named. Never `check`/`repair` (the
     /// `[check]` throttle's).
     pub actions: Vec<crate::model::SyncKind>,
