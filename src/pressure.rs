@@ -760,7 +760,7 @@ mod tests {
     #[test]
     fn the_interval_sample_and_its_fallbacks() {
         let m = |full: u64, at_ms: u64| Mark {
-            some_total_us: full * 2,
+            some_total_us: full.saturating_mul(2),
             full_total_us: full,
             at_ms,
         };

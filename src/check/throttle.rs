@@ -101,16 +101,17 @@ pub(super) fn rethrottle(
         if rec.max.is_some() || now_action.map(|w| w.as_str()) != Some(action.as_str()) {
             continue;
         }
-        let h = holder(&a.name);
-        let have = view
-            .leases
-            .iter()
-            .find(|l| l.holder == h)
-            .and_then(|l| l.arrays.get(&a.name))
-            .map(|l| (l.max, l.io_depth));
+        let have = held(&view, &a.name);
+        // The kernel has sync_io_depth (Linux 6.16+, global and per array), else none is asked.
+        let depth_knob = view.sync_io_depth.is_some();
         let want = match (&tuning, &look) {
             (Some(tu), Some(look)) => {
-                let note = pressure_step(config, tu, look, a, have, old.get(&a.name));
+                let step = Step {
+                    have,
+                    old: old.get(&a.name),
+                    depth_knob,
+                };
+                let note = pressure_step(config, tu, look, a, &step);
                 let want = (Some(note.limit_kib_s), note.io_depth);
                 notes.insert(a.name.clone(), note);
                 want
@@ -140,6 +141,17 @@ pub(super) fn rethrottle(
     }
 }
 
+/// What the `check-<array>` lease holds for `array` in `view`: (`max` KiB/s, `io_depth`);
+/// `None` without the lease.
+fn held(view: &crate::policy::PolicyView, array: &str) -> Option<(Option<u64>, Option<u64>)> {
+    let h = holder(array);
+    view.leases
+        .iter()
+        .find(|l| l.holder == h)
+        .and_then(|l| l.arrays.get(array))
+        .map(|l| (l.max, l.io_depth))
+}
+
 /// One look's inputs to the pressure throttle: `/proc/pressure/io` (or why it is missing),
 /// read at `now_ms` (Unix ms) during the look at `now_s` (Unix s).
 struct Look {
@@ -148,17 +160,19 @@ struct Look {
     now_s: u64,
 }
 
-/// One pressure decision for `a`'s running check (lease at `have`: limit and io depth, last
-/// note `old`): the new note, logged when the limit changes or stops taking effect. A look
-/// sooner than [`crate::pressure::MIN_INTERVAL_MS`] after the last keeps the last note.
-fn pressure_step(
-    config: &Config,
-    tu: &Tuning,
-    look: &Look,
-    a: &Array,
+/// What one array's throttle had before this look: the lease's limit and io depth (`None`:
+/// no lease), the last note, and whether md has `sync_io_depth` for the array.
+struct Step<'a> {
     have: Option<(Option<u64>, Option<u64>)>,
-    old: Option<&Note>,
-) -> Note {
+    old: Option<&'a Note>,
+    depth_knob: bool,
+}
+
+/// One pressure decision for `a`'s running check: the new note, logged when the limit changes
+/// or stops taking effect. The io depth is asked for only where md has the knob. A look
+/// sooner than [`crate::pressure::MIN_INTERVAL_MS`] after the last keeps the last note.
+fn pressure_step(config: &Config, tu: &Tuning, look: &Look, a: &Array, step: &Step<'_>) -> Note {
+    let (have, old) = (step.have, step.old);
     let now_s = look.now_s;
     let have_max = have.and_then(|h| h.0);
     let mark = look.pressure.as_ref().ok().map(|p| Mark {
@@ -193,7 +207,10 @@ fn pressure_step(
         limit_kib_s: have_max,
         quiet_looks: old.map_or(0, |n| n.quiet_looks),
     };
-    let d = decide(tu, &prev, s, fixed);
+    let mut d = decide(tu, &prev, s, fixed);
+    if !step.depth_knob {
+        d.io_depth = None;
+    }
     let sys = a.sysfs.as_ref();
     let not_applied = have_max
         .filter(|&h| h == d.limit_kib_s)

@@ -95,6 +95,16 @@ fn play_kernel(
     })
 }
 
+/// Waits (10 s at most) for `md0/md/sync_io_depth` under `root` to read `want`.
+async fn depth_reads(root: &std::path::Path, want: &str) {
+    let f = root.join("sys/block/md0/md/sync_io_depth");
+    within(10, &format!("md0 sync_io_depth {want}"), || {
+        let f = f.clone();
+        async move { read_trim(f) == want }
+    })
+    .await;
+}
+
 /// The io pressure drives md0's check: its first look (no interval yet) reads `avg10` and,
 /// above the band, starts at the floor with `md/sync_io_depth` 1; quiet (the stall counter
 /// still) it climbs to the ceiling, doubling at each look after a quiet one, and gives the
@@ -113,7 +123,8 @@ async fn the_pressure_throttle_steps_down_when_busy_and_climbs_when_quiet() {
         "[check]\npressure_target = \"full 5%..10%\"\npressure_floor = 2000\npressure_ceiling = 100000\n",
     );
     write(&p(""), "proc/pressure/io", &pressure(30.0, 1_000_000));
-    // A kernel with md/sync_io_depth (Linux 6.16+), at md's default.
+    // A kernel with sync_io_depth (Linux 6.16+), at md's default.
+    write(&p(""), "proc/sys/dev/raid/sync_io_depth", "32\n");
     write(&p(""), "sys/block/md0/md/sync_io_depth", "32 (system)\n");
     let busy = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
     let kernel = play_kernel(p(""), busy.clone());
@@ -143,10 +154,7 @@ async fn the_pressure_throttle_steps_down_when_busy_and_climbs_when_quiet() {
         ("avg10".into(), 1)
     );
     assert!(read_trim(p("sys/block/md0/md/sync_speed_max")).starts_with("2000"));
-    within(10, "md's io depth at 1", || async {
-        read_trim(p("sys/block/md0/md/sync_io_depth")).starts_with("1 ")
-    })
-    .await;
+    depth_reads(&p(""), "1 (local)").await;
     // Quiet: the counter stands still; from the floor to the ceiling (x2 per look after a
     // quiet one: 4000, 8000, ... 64000, 100000), the io depth given back.
     within(60, "the ceiling", limit_is(100_000)).await;
@@ -158,10 +166,7 @@ async fn the_pressure_throttle_steps_down_when_busy_and_climbs_when_quiet() {
         "{d:?}"
     );
     assert!(num(&d, "interval_ms") >= 500, "{d:?}");
-    within(10, "md's own io depth back", || async {
-        read_trim(p("sys/block/md0/md/sync_io_depth")) == "32 (system)"
-    })
-    .await;
+    depth_reads(&p(""), "32 (system)").await;
     // Busy again: the counter grows by a second every 50 ms: to the floor at the next look.
     busy.store(true, std::sync::atomic::Ordering::SeqCst);
     within(30, "the floor again", limit_is(2000)).await;
@@ -192,10 +197,7 @@ async fn cancel_and_give_back(c: &zbus::Connection, md0: &str, root: &std::path:
         async move { throttle_dict(&c, &md0).await.is_empty() }
     })
     .await;
-    within(10, "md's own io depth back", || async {
-        read_trim(root.join("sys/block/md0/md/sync_io_depth")) == "32 (system)"
-    })
-    .await;
+    depth_reads(root, "32 (system)").await;
 }
 
 /// Without `/proc/pressure/io` the throttle is the fixed `check_max`, and says why.

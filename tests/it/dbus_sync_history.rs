@@ -39,9 +39,11 @@ where
     }
 }
 
-fn pressure(full: f64) -> String {
+/// `/proc/pressure/io` with both `avg10` at `full` percent and both stall counters at
+/// `total_us` (the throttle decides on the counters' growth between its looks).
+fn pressure(full: f64, total_us: u64) -> String {
     format!(
-        "some avg10={full:.2} avg60=0.00 avg300=0.00 total=1\nfull avg10={full:.2} avg60=0.00 avg300=0.00 total=1\n"
+        "some avg10={full:.2} avg60=0.00 avg300=0.00 total={total_us}\nfull avg10={full:.2} avg60=0.00 avg300=0.00 total={total_us}\n"
     )
 }
 
@@ -66,7 +68,7 @@ async fn the_sync_history_shows_the_check_slowing_down_under_pressure() {
         "etc/mdpilot/config.d/50-p.toml",
         "[check]\npressure_target = \"full 5%..10%\"\npressure_floor = 2000\npressure_ceiling = 20000\n",
     );
-    write(&tree, "proc/pressure/io", &pressure(0.5));
+    write(&tree, "proc/pressure/io", &pressure(0.5, 1));
     // The configuration in effect: the service says when the reload is done.
     svc.reload();
     let c = bus.connect().await;
@@ -93,7 +95,17 @@ async fn the_sync_history_shows_the_check_slowing_down_under_pressure() {
         "{quiet:?}"
     );
 
-    write(&tree, "proc/pressure/io", &pressure(30.0));
+    // A busy machine: avg10 at 30 %, the counters growing by a second every 50 ms (replaced
+    // by rename: no look reads half a file).
+    let psi = tree.join("proc/pressure/io");
+    let writer = tokio::spawn(async move {
+        let tmp = psi.with_file_name(".io");
+        for i in 1u64.. {
+            std::fs::write(&tmp, pressure(30.0, 1 + i * 1_000_000)).unwrap();
+            std::fs::rename(&tmp, &psi).unwrap();
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    });
     let busy = until(&c, &md0, 20, "the limit down with the pressure up", |h| {
         h.last().is_some_and(|s| s.3 == 30.0 && s.2 < 20_000)
     })
@@ -103,6 +115,7 @@ async fn the_sync_history_shows_the_check_slowing_down_under_pressure() {
         "times increase: {busy:?}"
     );
     assert!(busy.len() <= 360, "bounded");
+    writer.abort();
 
     call(&c, &md0, ARRAY_IFACE, "CancelCheck", &())
         .await
