@@ -166,6 +166,7 @@ fn render_timings(sim_root: &std::path::Path) -> (Vec<Duration>, usize) {
         last_checks: std::collections::BTreeMap::new(),
         io_pressure_pct: None,
         check_throttles: std::collections::BTreeMap::new(),
+        resync_throttles: std::collections::BTreeMap::new(),
         wipe_jobs: Some(vec![]),
         hook_events_dropped: Some(0),
         version: "bench".into(),

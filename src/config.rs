@@ -78,6 +78,56 @@ pub struct Config {
     pub check: CheckConfig,
     /// `[metrics]`: the Prometheus endpoint of the service.
     pub metrics: MetricsConfig,
+    /// `[resync]`: the pressure throttle of resync and recovery (opt-in).
+    pub resync: ResyncConfig,
+}
+
+/// `[resync]` settings: the io-pressure throttle of the syncs that restore redundancy, which
+/// an admin opts into (without `pressure_target` md's own limits apply, as always).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ResyncConfig {
+    /// `pressure_target` (`"full 5%..10%"`, as `[check]`'s): drive `md/sync_speed_max` of an
+    /// array running one of [`ResyncConfig::actions`] from the io pressure, through the lease
+    /// `resync-<array>`; `None` (default): no throttle.
+    pub pressure_target: Option<crate::pressure::Target>,
+    /// `pressure_floor`: the least limit, KiB/s (default md's 1000; at least 1).
+    pub pressure_floor: Option<u64>,
+    /// `pressure_ceiling`: the greatest limit, KiB/s (default md's 200000).
+    pub pressure_ceiling: Option<u64>,
+    /// `actions`: the syncs throttled, by their `/proc/mdstat` word ([`crate::model::SyncKind`]): `resync`
+    /// and `recovery` (default both), `reshape` where named. Never `check`/`repair` (the
+    /// `[check]` throttle's).
+    pub actions: Vec<crate::model::SyncKind>,
+}
+
+impl Default for ResyncConfig {
+    fn default() -> Self {
+        ResyncConfig {
+            pressure_target: None,
+            pressure_floor: None,
+            pressure_ceiling: None,
+            actions: vec![
+                crate::model::SyncKind::Resync,
+                crate::model::SyncKind::Recovery,
+            ],
+        }
+    }
+}
+
+impl ResyncConfig {
+    /// The throttle's settings; `None` without `pressure_target` (the opt-in). The ceiling is
+    /// never below the floor; both KiB/s, at least 1.
+    pub fn pressure_tuning(&self) -> Option<crate::pressure::Tuning> {
+        use crate::pressure::{DEFAULT_CEILING_KIB_S, DEFAULT_FLOOR_KIB_S};
+        let target = self.pressure_target?;
+        let floor = self.pressure_floor.unwrap_or(DEFAULT_FLOOR_KIB_S).max(1);
+        let ceiling = self.pressure_ceiling.unwrap_or(DEFAULT_CEILING_KIB_S);
+        Some(crate::pressure::Tuning {
+            target,
+            floor_kib_s: floor,
+            ceiling_kib_s: ceiling.max(floor),
+        })
+    }
 }
 
 /// Default file of the saved check positions and results (survives reboots).
@@ -300,6 +350,7 @@ impl Default for Config {
                 pressure_ceiling: None,
             },
             metrics: MetricsConfig::default(),
+            resync: ResyncConfig::default(),
         }
     }
 }
@@ -322,6 +373,22 @@ pub struct ConfigFragment {
     pub check: Option<CheckFragment>,
     /// `[metrics]`.
     pub metrics: Option<MetricsFragment>,
+    /// `[resync]`.
+    pub resync: Option<ResyncFragment>,
+}
+
+/// `[resync]` of a fragment.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ResyncFragment {
+    /// See [`ResyncConfig::pressure_target`] (`"full 5%..10%"`).
+    pub pressure_target: Option<String>,
+    /// See [`ResyncConfig::pressure_floor`], KiB/s.
+    pub pressure_floor: Option<u64>,
+    /// See [`ResyncConfig::pressure_ceiling`], KiB/s.
+    pub pressure_ceiling: Option<u64>,
+    /// See [`ResyncConfig::actions`]: `["resync", "recovery"]`, optionally `"reshape"`.
+    pub actions: Option<Vec<String>>,
 }
 
 /// `[check]` of a fragment.
@@ -544,7 +611,7 @@ impl ConfigFragment {
 
 impl Config {
     /// The names of the sections (`policy`, `profiles`, `check`, `events`, `metrics`,
-    /// `service`, `wipe`) whose values differ between `self` and `new`, in that order.
+    /// `service`, `wipe`, `resync`) whose values differ between `self` and `new`, in that order.
     pub fn changed_sections(&self, new: &Config) -> Vec<&'static str> {
         [
             ("policy", self.policy != new.policy),
@@ -554,6 +621,7 @@ impl Config {
             ("metrics", self.metrics != new.metrics),
             ("service", self.service != new.service),
             ("wipe", self.wipe != new.wipe),
+            ("resync", self.resync != new.resync),
         ]
         .into_iter()
         .filter_map(|(name, differs)| differs.then_some(name))
@@ -593,6 +661,9 @@ impl Config {
         self.apply_profiles(frag, path)?;
         if let Some(c) = &frag.check {
             self.apply_check(c, path)?;
+        }
+        if let Some(r) = &frag.resync {
+            self.apply_resync(r, path)?;
         }
         if let Some(ev) = &frag.events {
             if let Some(v) = &ev.program {
@@ -724,6 +795,51 @@ impl Config {
             path: path.to_path_buf(),
             reason: format!("check: {reason}"),
         })?;
+        Ok(())
+    }
+
+    /// `[resync]` of a fragment from `path`. Errors ([`ConfigError::Invalid`], naming the
+    /// key): a bad `pressure_target`, an empty `actions` or one naming anything but `resync`,
+    /// `recovery` and `reshape`.
+    fn apply_resync(&mut self, r: &ResyncFragment, path: &Path) -> Result<(), ConfigError> {
+        use crate::model::SyncKind;
+        let bad = |reason: String| ConfigError::Invalid {
+            path: path.to_path_buf(),
+            reason,
+        };
+        if let Some(t) = &r.pressure_target {
+            self.resync.pressure_target = Some(
+                t.parse()
+                    .map_err(|e| bad(format!("resync.pressure_target: {e}")))?,
+            );
+        }
+        if let Some(v) = r.pressure_floor {
+            self.resync.pressure_floor = Some(v.max(1));
+        }
+        if let Some(v) = r.pressure_ceiling {
+            self.resync.pressure_ceiling = Some(v.max(1));
+        }
+        if let Some(words) = &r.actions {
+            let mut kinds = Vec::new();
+            for w in words {
+                let k = SyncKind::from(w.as_str());
+                if !matches!(k, SyncKind::Resync | SyncKind::Recovery | SyncKind::Reshape) {
+                    return Err(bad(format!(
+                        "resync.actions: {w:?} is not one of \"resync\", \"recovery\", \"reshape\" (checks and repairs follow [check] pressure_target)"
+                    )));
+                }
+                if !kinds.contains(&k) {
+                    kinds.push(k);
+                }
+            }
+            if kinds.is_empty() {
+                return Err(bad(
+                    "resync.actions is empty (leave pressure_target unset to throttle nothing)"
+                        .into(),
+                ));
+            }
+            self.resync.actions = kinds;
+        }
         Ok(())
     }
 
@@ -983,5 +1099,48 @@ mod tests {
             let e = Config::load(&root).unwrap_err().to_string();
             assert!(e.contains("10-bad.toml"), "{bad}: {e}");
         }
+    }
+
+    #[test]
+    fn resync_opt_in_parses_and_bad_values_name_the_key() {
+        use crate::model::SyncKind;
+        let p = Path::new("50-r.toml");
+        let mut c = Config::default();
+        assert_eq!(c.resync.pressure_tuning(), None, "off by default");
+        let text = "[resync]\npressure_target = \"some 2%..4%\"\npressure_floor = 0\npressure_ceiling = 50000\nactions = [\"recovery\", \"reshape\", \"recovery\"]\n";
+        c.apply(&ConfigFragment::parse(text, p).unwrap(), p)
+            .unwrap();
+        let t = c.resync.pressure_tuning().unwrap();
+        assert_eq!(
+            (t.floor_kib_s, t.ceiling_kib_s),
+            (1, 50_000),
+            "floor never 0"
+        );
+        assert_eq!(t.target.to_string(), "some 2%..4%");
+        assert_eq!(c.resync.actions, [SyncKind::Recovery, SyncKind::Reshape]);
+        assert_eq!(c.changed_sections(&Config::default()), ["resync"]);
+        for (bad, says) in [
+            (
+                "pressure_target = \"5..10\"",
+                "resync.pressure_target: \"5..10\": expected",
+            ),
+            (
+                "actions = [\"check\"]",
+                "resync.actions: \"check\" is not one of",
+            ),
+            ("actions = []", "resync.actions is empty"),
+        ] {
+            let text = format!("[resync]\n{bad}\n");
+            let e = Config::default()
+                .apply(&ConfigFragment::parse(&text, p).unwrap(), p)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.starts_with("50-r.toml: ") && e.contains(says),
+                "{bad}: {e}"
+            );
+        }
+        let e = ConfigFragment::parse("[resync]\npressure_targte = \"x\"\n", p).unwrap_err();
+        assert!(e.to_string().contains("pressure_targte"), "{e}");
     }
 }

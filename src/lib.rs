@@ -25,6 +25,7 @@ pub mod metrics; // mdpilot_* Prometheus families rendered from an owned snapsho
 pub mod model; // owned domain types (Array, Member, SpeedLimit, SyncAction ...) and their kernel forms
 pub mod policy; // resync priority leases on the md speed limits: state machine, durable state, knob writes
 pub mod pressure; // pure: the check throttle from the io pressure (a target band, floor, ceiling; AIMD steps)
+pub mod resync_throttle; // resync and recovery under the io-pressure controller, where [resync] opts in: the resync-<array> lease
 pub mod schedule; // pure: check windows (OnCalendar subset) and which arrays to check now
 #[cfg(feature = "service")]
 pub mod service; // `mdpilot serve`: the one event loop (check upkeep and schedule as its steps), shutdown, metrics

@@ -25,6 +25,10 @@ pub fn snapshot(root: &Root, stat: MdStat) -> Snapshot {
         .as_ref()
         .map(|c| crate::check::throttle::load_notes(root, c))
         .unwrap_or_default();
+    let resync_throttles = config
+        .as_ref()
+        .map(|c| crate::resync_throttle::load_notes(root, c))
+        .unwrap_or_default();
     let policy = match config {
         Ok(c) => match Policy::new(root.clone(), c.policy_settings(root)).show() {
             Ok(v) => Some(v),
@@ -47,6 +51,7 @@ pub fn snapshot(root: &Root, stat: MdStat) -> Snapshot {
             .ok()
             .map(|p| (p.some_avg10, p.full_avg10)),
         check_throttles,
+        resync_throttles,
         wipe_jobs: None,
         hook_events_dropped: None,
         version: env!("CARGO_PKG_VERSION").to_string(),

@@ -100,6 +100,7 @@ pub fn run(ctx: &Context, args: StatusArgs) -> ExitCode {
     if let Err(e) = select(&ctx.root, &mut stat, &args.arrays) {
         return fail(&e, read_fail);
     }
+    let throttles = resync_notes(&ctx.root, &stat);
     let mut warnings = frozen_warnings(ctx, &stat);
     warnings.extend(array_warnings(&stat));
     let format = match (args.json, args.format) {
@@ -114,6 +115,7 @@ pub fn run(ctx: &Context, args: StatusArgs) -> ExitCode {
             };
             if let Some(o) = v.as_object_mut() {
                 o.insert("warnings".into(), serde_json::json!(warnings));
+                o.insert("resync_throttle".into(), serde_json::json!(throttles));
             }
             add_array_facts(&mut v, &stat);
             match serde_json::to_string_pretty(&v) {
@@ -121,13 +123,7 @@ pub fn run(ctx: &Context, args: StatusArgs) -> ExitCode {
                 Err(e) => return fail(&e, 1),
             }
         }
-        StatusFormat::Text => {
-            let mut t = render_text(&stat);
-            for w in &warnings {
-                let _ = writeln!(t, "Warning: {w}");
-            }
-            t
-        }
+        StatusFormat::Text => text_form(&stat, &throttles, &warnings),
         StatusFormat::Prometheus => crate::metrics::render(
             &crate::cli::prometheus::snapshot(&ctx.root, stat.clone()),
             crate::metrics::Format::Text,
@@ -262,6 +258,48 @@ pub fn render_text(stat: &MdStat) -> String {
         limit(stat.speed_limit_min),
         limit(stat.speed_limit_max)
     );
+    out
+}
+
+/// The resync throttle's notes of the arrays in `stat` ([`crate::resync_throttle`]); none
+/// when the configuration does not load.
+fn resync_notes(root: &Root, stat: &MdStat) -> crate::resync_throttle::Notes {
+    let mut notes = crate::config::Config::load(root)
+        .map(|c| crate::resync_throttle::load_notes(root, &c))
+        .unwrap_or_default();
+    notes.retain(|name, _| stat.arrays.iter().any(|a| &a.name == name));
+    notes
+}
+
+/// The text form: [`render_text`], the resync throttle's lines, then `Warning: ...` lines.
+fn text_form(
+    stat: &MdStat,
+    throttles: &crate::resync_throttle::Notes,
+    warnings: &[String],
+) -> String {
+    let mut t = render_text(stat);
+    t.push_str(&resync_throttle_lines(throttles));
+    for w in warnings {
+        let _ = writeln!(t, "Warning: {w}");
+    }
+    t
+}
+
+/// One line per array under the resync throttle ([`crate::resync_throttle::Note`]):
+/// `Resync throttle of md1: 2000 KiB/s (recovery: io pressure 30.0% ...)`, or without a lease
+/// held (`aside`, `off`) `Resync throttle of md1: none (...)`. Pure.
+pub fn resync_throttle_lines(notes: &crate::resync_throttle::Notes) -> String {
+    let mut out = String::new();
+    for (array, n) in notes {
+        let limit = match n.limit_kib_s {
+            0 => "none".to_string(),
+            l => format!("{l} KiB/s"),
+        };
+        let _ = writeln!(out, "Resync throttle of {array}: {limit} ({})", n.why);
+        if let Some(na) = &n.not_applied {
+            let _ = writeln!(out, "Resync throttle of {array}: not applied: {na}");
+        }
+    }
     out
 }
 
@@ -597,6 +635,37 @@ pub fn human_kib(kib: u64) -> String {
 mod tests {
     use super::*;
     use crate::units::minutes;
+
+    #[test]
+    fn resync_throttle_lines_say_the_limit_and_why() {
+        let note = |limit: u64, why: &str, na: Option<&str>| crate::resync_throttle::Note {
+            limit_kib_s: limit,
+            why: why.into(),
+            not_applied: na.map(String::from),
+            ..Default::default()
+        };
+        let notes = crate::resync_throttle::Notes::from([
+            (
+                "md1".into(),
+                note(2000, "resync: io pressure 30.0% ...", None),
+            ),
+            (
+                "md2".into(),
+                note(0, "recovery not throttled: the lease installer ...", None),
+            ),
+            (
+                "md3".into(),
+                note(5000, "recovery: ...", Some("md/sync_speed_max reads 9")),
+            ),
+        ]);
+        assert_eq!(
+            resync_throttle_lines(&notes),
+            "Resync throttle of md1: 2000 KiB/s (resync: io pressure 30.0% ...)\n\
+             Resync throttle of md2: none (recovery not throttled: the lease installer ...)\n\
+             Resync throttle of md3: 5000 KiB/s (recovery: ...)\n\
+             Resync throttle of md3: not applied: md/sync_speed_max reads 9\n"
+        );
+    }
 
     #[test]
     fn eta_of_days_prints_days() {

@@ -619,6 +619,16 @@ impl ArrayObject {
     fn check_throttle(&self) -> HashMap<String, OwnedValue> {
         super::check::throttle_dict(self.props.check.throttle.as_ref())
     }
+    /// The pressure throttle of this array's resync or recovery ([resync] pressure_target, an
+    /// admin's opt-in), while one runs: the keys of CheckThrottle, with limit (t:
+    /// md/sync_speed_max through the lease resync-<KernelName>, KiB/s; 0 while it holds none)
+    /// and decision (s: start, down, up, hold, floor, ceiling; aside: another lease sets the
+    /// speed limits and wins; off: no /proc/pressure/io, md's own limits). Empty without the
+    /// opt-in or while no covered sync runs. Since API 1.6.
+    #[zbus(property)]
+    fn resync_throttle(&self) -> HashMap<String, OwnedValue> {
+        super::check::throttle_dict(self.props.check.resync_throttle.as_ref())
+    }
     /// Why a check would not start on this array now, or why the service paused its check:
     /// "md0 is degraded (1 member(s) missing)", "md0 runs recover", "it shares disk sda: ...",
     /// "the machine runs on battery" (scheduled checks only), "paused: degraded" (resumes when

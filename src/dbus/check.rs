@@ -67,6 +67,9 @@ pub struct CheckProps {
     pub next_start: u64,
     /// `CheckThrottle` (as [`throttle_dict`]): the pressure throttle's last decision.
     pub throttle: Option<Note>,
+    /// `ResyncThrottle` (as [`throttle_dict`]): the resync throttle's last decision
+    /// ([`crate::resync_throttle`]).
+    pub resync_throttle: Option<Note>,
     /// `CheckHeld`: why a check is held or was paused by the service; empty = nothing.
     pub held: String,
 }
@@ -127,6 +130,12 @@ impl CheckProps {
                 out.insert("CheckThrottle", v);
             }
         }
+        if old.resync_throttle != new.resync_throttle {
+            let d = throttle_dict(new.resync_throttle.as_ref());
+            if let Ok(v) = OwnedValue::try_from(Value::from(d)) {
+                out.insert("ResyncThrottle", v);
+            }
+        }
         if old.last != new.last {
             if let Ok(v) = OwnedValue::try_from(Value::from(result_dict(new.last.as_ref()))) {
                 out.insert("LastCheckResult", v);
@@ -144,6 +153,8 @@ pub struct CheckView {
     next: Option<(Schedule, i64)>,
     /// The throttle's notes by kernel name.
     notes: Notes,
+    /// The resync throttle's notes by kernel name.
+    resync_notes: Notes,
     /// Why a check would be held, by kernel name ([`crate::check::guard::hold`]).
     holds: BTreeMap<String, String>,
 }
@@ -166,6 +177,7 @@ impl CheckView {
             state,
             next,
             notes: crate::check::throttle::load_notes(root, config),
+            resync_notes: crate::resync_throttle::load_notes(root, config),
             holds: crate::check::run::holds(root, model),
         }
     }
@@ -187,6 +199,7 @@ impl CheckView {
                 _ => 0,
             },
             throttle: self.notes.get(&a.name).cloned(),
+            resync_throttle: self.resync_notes.get(&a.name).cloned(),
             held: match rec.and_then(|r| r.paused_for.as_deref()) {
                 Some(p) => format!("paused: {p}"),
                 None => self.holds.get(&a.name).cloned().unwrap_or_default(),

@@ -126,9 +126,9 @@ pub const FAMILIES: [(&str, &str); 37] = [
     ("mdpilot_array_last_check_mismatch_sectors", "md/mismatch_cnt at the end of the last completed check (from mdpilot's check record)."),
     ("mdpilot_array_sync_speed_limit_bytes_per_second", "Effective md/sync_speed_{min,max} of the array (the kernel unit is KiB/s)."),
     ("mdpilot_array_sync_speed_limit_local", "1 when md/sync_speed_{min,max} is set for the array (local), 0 when it follows the global limit (system)."),
-    ("mdpilot_array_check_throttle_limit_bytes_per_second", "The pressure throttle's limit on the array's running check: md/sync_speed_max through the check lease (the kernel unit is KiB/s)."),
+    ("mdpilot_array_check_throttle_limit_bytes_per_second", "The pressure throttle's limit on the array's running sync: md/sync_speed_max through the check-<array> or resync-<array> lease (the kernel unit is KiB/s)."),
     ("mdpilot_array_check_throttle_applied", "1 when the throttle's limit took effect (md/sync_speed_max reads it and md/sync_speed keeps to it), 0 when not."),
-    ("mdpilot_array_check_throttle_decisions_total", "Decisions of the pressure throttle that changed the running check's limit, by decision (start, down, up, fixed); reset when the check ends."),
+    ("mdpilot_array_check_throttle_decisions_total", "Decisions of the pressure throttle that changed the running sync's limit, by decision (start, down, up, fixed); reset when the sync ends."),
     ("mdpilot_array_check_throttle_pressure_ratio", "The io pressure the throttle's last decision used, as a ratio of wall time: over the interval since its previous look (source interval), or avg10 (source avg10: first look, a counter or clock that went back, a long gap)."),
     ("mdpilot_array_check_throttle_io_depth", "md/sync_io_depth the throttle asks for through the check lease at its floor (Linux 6.16+; requests in flight); no sample while md's own depth applies."),
 ];
@@ -169,11 +169,11 @@ pub const FAMILY_DOCS: [(&str, &str, &str); 37] = [
     ("mdpilot_array_last_check_mismatch_sectors", "`array`", "`md/mismatch_cnt` at that check's end, from the same record"),
     ("mdpilot_array_sync_speed_limit_bytes_per_second", "`array`, `bound`", "`md/sync_speed_{min,max}` (the value in force, local or system)"),
     ("mdpilot_array_sync_speed_limit_local", "`array`, `bound`", "`md/sync_speed_{min,max}`: 1 for `(local)`, 0 for `(system)`"),
-    ("mdpilot_array_check_throttle_limit_bytes_per_second", "`array`", "the throttle's last decision (`/run/mdpilot/check-throttle.json`); only while a check of mdpilot runs under `[check] pressure_target`"),
-    ("mdpilot_array_check_throttle_applied", "`array`", "the throttle's read-back of `md/sync_speed_max` and `md/sync_speed`"),
-    ("mdpilot_array_check_throttle_decisions_total", "`array`, `decision` (`start`, `down`, `up`, `fixed`)", "the throttle's decisions, counted per check"),
-    ("mdpilot_array_check_throttle_pressure_ratio", "`array`, `source` (`interval`, `avg10`)", "`/proc/pressure/io`: the band's line's `total` counter over the interval since the throttle's last look, else its `avg10`; only while the throttle decides on pressure"),
-    ("mdpilot_array_check_throttle_io_depth", "`array`", "the throttle's last decision; only while it holds the check at its floor"),
+    ("mdpilot_array_check_throttle_limit_bytes_per_second", "`array`, `throttle` (`check`, `resync`)", "the throttle's last decision (`/run/mdpilot/check-throttle.json`, `resync-throttle.json`); only while a check of mdpilot runs under `[check] pressure_target`, or a resync or recovery under `[resync] pressure_target` with the throttle holding its lease"),
+    ("mdpilot_array_check_throttle_applied", "`array`, `throttle`", "the throttle's read-back of `md/sync_speed_max` and `md/sync_speed`"),
+    ("mdpilot_array_check_throttle_decisions_total", "`array`, `throttle`, `decision` (`start`, `down`, `up`, `fixed`)", "the throttle's decisions, counted per check or resync"),
+    ("mdpilot_array_check_throttle_pressure_ratio", "`array`, `throttle`, `source` (`interval`, `avg10`)", "`/proc/pressure/io`: the band's line's `total` counter over the interval since the throttle's last look, else its `avg10`; only while the throttle decides on pressure"),
+    ("mdpilot_array_check_throttle_io_depth", "`array`, `throttle`", "the throttle's last decision; only while it holds the sync at its floor"),
 ];
 
 /// One sample's value: gauges are integers or floats; counters (families named `*_total`)

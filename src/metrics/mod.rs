@@ -52,6 +52,9 @@ pub struct Snapshot {
     pub io_pressure_pct: Option<(f64, f64)>,
     /// The pressure throttle's last decision per array kernel name (running checks only).
     pub check_throttles: std::collections::BTreeMap<String, crate::pressure::Note>,
+    /// The resync throttle's last decision per array kernel name (resyncs and recoveries
+    /// under `[resync] pressure_target` only; [`crate::resync_throttle`]).
+    pub resync_throttles: std::collections::BTreeMap<String, crate::pressure::Note>,
     /// Running wipe jobs; `None` when unknown (the CLI), `Some(vec![])` when none run.
     pub wipe_jobs: Option<Vec<WipeSample>>,
     /// Events the service's event program queue dropped since start
@@ -132,7 +135,10 @@ pub fn render(snap: &Snapshot, format: Format) -> String {
             );
         }
         if let Some(n) = snap.check_throttles.get(&a.name) {
-            check_throttle(&mut b, &a.name, n);
+            throttle(&mut b, &a.name, "check", n);
+        }
+        if let Some(n) = snap.resync_throttles.get(&a.name) {
+            throttle(&mut b, &a.name, "resync", n);
         }
     }
     let out = b.encode();
@@ -193,19 +199,29 @@ fn global(b: &mut Builder, snap: &Snapshot) {
     }
 }
 
-/// The pressure throttle's families for one array's running check.
-fn check_throttle(b: &mut Builder, array: &str, n: &crate::pressure::Note) {
-    let arr = || vec![("array", array.to_string())];
-    b.add(
-        "mdpilot_array_check_throttle_limit_bytes_per_second",
-        arr(),
-        int(n.limit_kib_s.saturating_mul(1024)),
-    );
-    b.add(
-        "mdpilot_array_check_throttle_applied",
-        arr(),
-        int(u64::from(n.not_applied.is_none())),
-    );
+/// The pressure throttle's families for one array's running sync, `throttle` = `check` (a
+/// check or repair of mdpilot) or `resync` (a resync or recovery under `[resync]`). The limit
+/// and `applied` only while the throttle holds a lease (a resync throttle standing aside, or
+/// without PSI, holds none: limit 0 in its note).
+fn throttle(b: &mut Builder, array: &str, throttle: &str, n: &crate::pressure::Note) {
+    let arr = || {
+        vec![
+            ("array", array.to_string()),
+            ("throttle", throttle.to_string()),
+        ]
+    };
+    if n.limit_kib_s > 0 {
+        b.add(
+            "mdpilot_array_check_throttle_limit_bytes_per_second",
+            arr(),
+            int(n.limit_kib_s.saturating_mul(1024)),
+        );
+        b.add(
+            "mdpilot_array_check_throttle_applied",
+            arr(),
+            int(u64::from(n.not_applied.is_none())),
+        );
+    }
     if let (Some(pct), Some(source)) = (n.pressure_pct, &n.source) {
         let mut l = arr();
         l.push(("source", esc(source)));

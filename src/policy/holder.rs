@@ -13,9 +13,11 @@ pub use super::request::{valid_holder_text as valid_text, MAX_HOLDER_BYTES};
 use std::fmt;
 
 /// The prefixes of the reserved schemes, as the text form spells them: `dbus-` (bus clients'
-/// minted ids), `admin-` (`SetArraySpeedLimits`), `check-` (a check's throttle), `wipe:` (a wipe
-/// job's lease) and `freeze:` (a wipe job's freeze).
-pub const RESERVED_PREFIXES: [&str; 5] = ["dbus-", "admin-", "check-", "wipe:", "freeze:"];
+/// minted ids), `admin-` (`SetArraySpeedLimits`), `check-` (a check's throttle), `resync-` (the
+/// pressure throttle of a resync or recovery), `wipe:` (a wipe job's lease) and `freeze:` (a
+/// wipe job's freeze).
+pub const RESERVED_PREFIXES: [&str; 6] =
+    ["dbus-", "admin-", "check-", "resync-", "wipe:", "freeze:"];
 
 /// Makes a holder of one scheme from the text after its prefix.
 type Scheme = fn(String) -> Holder;
@@ -34,6 +36,9 @@ pub enum Holder {
     ArrayAdmin(String),
     /// A check's throttle on an array's `sync_speed_max`: `check-<kernel name>`.
     CheckThrottle(String),
+    /// The pressure throttle of an array's resync or recovery (`[resync] pressure_target`) on
+    /// its `sync_speed_max`: `resync-<kernel name>`.
+    ResyncThrottle(String),
     /// A wipe job's lease: `wipe:<device path>`.
     Wipe(String),
     /// A wipe job's freeze of an array (a journaled change's id): `freeze:<kernel name>`.
@@ -44,10 +49,11 @@ impl Holder {
     /// The holder a text form names (any text: the scheme is its prefix, else
     /// [`Holder::Named`]).
     pub fn parse(text: &str) -> Holder {
-        let schemes: [(&str, Scheme); 5] = [
+        let schemes: [(&str, Scheme); 6] = [
             ("dbus-", Holder::BusClient),
             ("admin-", Holder::ArrayAdmin),
             ("check-", Holder::CheckThrottle),
+            ("resync-", Holder::ResyncThrottle),
             ("wipe:", Holder::Wipe),
             ("freeze:", Holder::Freeze),
         ];
@@ -98,6 +104,17 @@ impl Holder {
         Holder::CheckThrottle(array.to_string())
     }
 
+    /// The pressure throttle of `array`'s resync or recovery (kernel name).
+    pub fn resync_throttle(array: &str) -> Holder {
+        Holder::ResyncThrottle(array.to_string())
+    }
+
+    /// Whether this is one of the service's pressure throttles (a check's or a resync's):
+    /// leases that stand aside for every other lease on the speed limits.
+    pub fn is_throttle(&self) -> bool {
+        matches!(self, Holder::CheckThrottle(_) | Holder::ResyncThrottle(_))
+    }
+
     /// A wipe job's lease on the device at `path` (as the probe resolved it).
     pub fn wipe(path: &std::path::Path) -> Holder {
         Holder::Wipe(path.display().to_string())
@@ -132,6 +149,9 @@ impl Holder {
             Holder::CheckThrottle(a) => {
                 format!("the throttle of a check; pause or cancel the check of {a} to end it")
             }
+            Holder::ResyncThrottle(a) => format!(
+                "the pressure throttle of {a}'s resync; it ends with the resync, or when [resync] pressure_target is unset (reload)"
+            ),
             Holder::Wipe(d) => format!("a wipe job's lease; cancel the wipe of {d} to end it"),
             Holder::Freeze(a) => {
                 format!("a wipe job's freeze; cancel the wipe on {a} to end it")
@@ -150,6 +170,7 @@ impl Holder {
             Holder::BusClient(_) => "a bus client's lease",
             Holder::ArrayAdmin(_) => "an array's admin limits",
             Holder::CheckThrottle(_) => "a check's throttle",
+            Holder::ResyncThrottle(_) => "a resync's throttle",
             Holder::Wipe(_) => "a wipe job's lease",
             Holder::Freeze(_) => "a wipe job's freeze",
         }
@@ -163,6 +184,7 @@ impl fmt::Display for Holder {
             Holder::BusClient(r) => write!(f, "dbus-{r}"),
             Holder::ArrayAdmin(a) => write!(f, "admin-{a}"),
             Holder::CheckThrottle(a) => write!(f, "check-{a}"),
+            Holder::ResyncThrottle(a) => write!(f, "resync-{a}"),
             Holder::Wipe(d) => write!(f, "wipe:{d}"),
             Holder::Freeze(a) => write!(f, "freeze:{a}"),
         }
@@ -186,6 +208,7 @@ mod tests {
             ("dbus-1.5-1", Holder::bus_client(":1.5", 1)),
             ("admin-md0", Holder::array_admin("md0")),
             ("check-md0", Holder::check_throttle("md0")),
+            ("resync-md0", Holder::resync_throttle("md0")),
             (
                 "wipe:/dev/sda",
                 Holder::wipe(std::path::Path::new("/dev/sda")),
@@ -233,6 +256,7 @@ mod tests {
             ),
             (Holder::parse("freeze:md0"), None, "cancel the wipe"),
             (Holder::parse("check-md0"), None, "cancel the check of md0"),
+            (Holder::parse("resync-md1"), None, "ends with the resync"),
         ] {
             let e = h.may_release(by).unwrap_err();
             assert!(e.to_string().contains(says), "{h}: {e}");

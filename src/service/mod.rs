@@ -460,6 +460,18 @@ async fn shutdown(shared: &Arc<Shared>, conn: &zbus::Connection) {
     if let Ok(Err(e)) = paused {
         tracing::warn!("pausing checks: {}", crate::error::error_chain(&e));
     }
+    // The resync throttle's leases have no owner: released here, so md's own limits return.
+    let core = shared.core.clone();
+    let released = tokio::task::spawn_blocking(move || {
+        crate::resync_throttle::release_all(&core.root, &core.config())
+    })
+    .await;
+    if let Ok(Err(e)) = released {
+        tracing::error!(
+            "cannot release the resync throttle: {}",
+            crate::error::error_chain(&e)
+        );
+    }
     shared.core.cancel_jobs(Duration::from_secs(30)).await;
     // Restart is not stop: only what this instance owns goes (bus-name leases, the leases and
     // freezes of its own jobs, owned by its pid). Named (`--holder`) and other `pid` leases
@@ -592,7 +604,8 @@ fn reread_arrays(root: &Root, model: &mut MdStat, names: &BTreeSet<String>) {
 
 /// What the loop's check upkeep did: the arrays it paused (kernel names; their
 /// `md/sync_action` was written) and whether the check record changed (a finished check's
-/// result, a running one's position), so the check properties are published again.
+/// result, a running one's position) or the resync throttle's notes did, so the Array
+/// properties are published again.
 #[derive(Debug, Default)]
 struct UpkeepDone {
     paused: BTreeSet<String>,
@@ -631,18 +644,24 @@ async fn next_tick(t: Option<&mut tokio::time::Interval>) {
 
 /// The loop's check upkeep, a step of its own after publishing
 /// ([`crate::check::run::upkeep_all`]: a finished check's result, the position of a running
-/// one, a window's end, which pauses the check: `md/sync_action` is written). Failures are
-/// logged and count as nothing done.
+/// one, a window's end, which pauses the check: `md/sync_action` is written), after the
+/// resync throttle's look ([`crate::resync_throttle::upkeep`]). Failures are logged and count
+/// as nothing done.
 fn check_upkeep(root: &Root, config: &Config, model: &MdStat) -> UpkeepDone {
     let now = crate::host::unix_now_s();
+    // The resync throttle beside the checks' (their syncs never run at once on one array).
+    let throttled = crate::resync_throttle::upkeep(root, config, model, now);
     match crate::check::run::upkeep_all(root, config, model, now) {
         Ok((paused, recorded)) => UpkeepDone {
             paused: paused.into_iter().collect(),
-            recorded,
+            recorded: recorded || throttled,
         },
         Err(e) => {
             tracing::warn!("check record: {}", crate::error::error_chain(&e));
-            UpkeepDone::default()
+            UpkeepDone {
+                recorded: throttled,
+                ..UpkeepDone::default()
+            }
         }
     }
 }

@@ -79,6 +79,7 @@ fn installing() -> Snapshot {
         )]),
         io_pressure_pct: Some((0.5, 0.0)),
         check_throttles: BTreeMap::new(),
+        resync_throttles: BTreeMap::new(),
         wipe_jobs: Some(vec![WipeSample {
             done_bytes: 1 << 30,
             total_bytes: 4 << 30,
@@ -251,10 +252,35 @@ fn trouble() -> Snapshot {
                 quiet_looks: 0,
             },
         )]),
+        resync_throttles: recovering_md0(),
         wipe_jobs: Some(vec![]),
         hook_events_dropped: Some(3),
         version: "0.1.0".into(),
     }
+}
+
+/// md0's recovery under `[resync] pressure_target` (as it would be once a spare is added), at
+/// its floor.
+fn recovering_md0() -> BTreeMap<String, mdpilot::pressure::Note> {
+    BTreeMap::from([(
+            "md0".to_string(),
+            mdpilot::pressure::Note {
+                limit_kib_s: 1_000,
+                decision: "floor".into(),
+                why: "recovery: io pressure 22.2% over 1.0 s above full 5%..10%: at the floor, 1000 KiB/s, io depth 1".into(),
+                full_avg10: Some(22.25),
+                some_avg10: Some(31.5),
+                changed_s: 1_764_547_200,
+                not_applied: None,
+                decisions: BTreeMap::from([("start".into(), 1)]),
+                pressure_pct: Some(22.25),
+                source: Some("interval".into()),
+                interval_ms: Some(1_000),
+                io_depth: Some(1),
+                mark: None,
+                quiet_looks: 0,
+            },
+        )])
 }
 
 /// A machine without md arrays, as `status --format prometheus` sees it (no service: wipe
@@ -267,6 +293,7 @@ fn empty() -> Snapshot {
         last_checks: BTreeMap::new(),
         io_pressure_pct: None,
         check_throttles: BTreeMap::new(),
+        resync_throttles: BTreeMap::new(),
         wipe_jobs: None,
         hook_events_dropped: None,
         version: "0.1.0".into(),
