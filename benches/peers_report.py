@@ -190,6 +190,80 @@ def array_views(snap, name):
     return v
 
 
+NODE_STATE = {"idle": "active", "check": "check", "repair": "check", "resync": "resync", "recover": "recovering"}
+
+
+def judge(snap, name):
+    """{tool: "right" | "wrong: why"}: each tool's view of NAME against md's own sysfs, with 0.1 of
+    slack on progress (the tools are read one after the other, seconds apart under TCG)."""
+    k = snap["kernel"]["arrays"].get(name)
+    out = {}
+    if not k:
+        for tool, text in array_views(snap, name).items():
+            if tool != "kernel":
+                out[tool] = "right" if text == "absent" else "wrong: shows an array md no longer has"
+        return out
+    act = k["sync_action"]
+    delayed = k["sync_completed"] == "delayed"
+    f = 0.0 if delayed else (fraction(k["sync_completed"]) if act != "idle" else None)
+    disks = int(k["raid_disks"].split()[0])
+
+    def verdict(shown_act, frac, ndev, word=None):
+        why = []
+        if shown_act != act:
+            why.append("%s where md says %s" % (shown_act, act))
+        if f is not None and frac is not None and abs(frac - f) > 0.1:
+            why.append("progress %.3f where md says %.3f" % (frac, f))
+        if ndev is not None and ndev != disks:
+            why.append("%s devices where md has %d" % (ndev, disks))
+        if why:
+            return "wrong: " + "; ".join(why)
+        return "right" + (" (%s)" % word if word else "")
+
+    u = [x for x in snap["udisks"].values() if isinstance(x, dict) and (x.get("device") or "").endswith("/" + name)]
+    out["udisks"] = "wrong: absent" if not u else verdict(
+        u[0]["SyncAction"] or "idle", u[0]["SyncCompleted"] if act != "idle" else None, u[0]["NumDevices"],
+        "no word for delayed: a check at 0 %" if delayed else None)
+    m = [x for x in snap["mdpilot"].values() if isinstance(x, dict) and x.get("KernelName") == name]
+    out["mdpilot"] = "wrong: absent" if not m else verdict(
+        m[0]["SyncAction"], m[0]["SyncCompleted"] if act != "idle" else None, m[0]["NumDevices"],
+        "no word for delayed on D-Bus: a check at 0 %" if delayed else None)
+    ne = snap["node_exporter"]
+    sm = ne["samples"] if ne["ok"] else {}
+    if not ne["ok"] or sm.get('node_scrape_collector_success{collector="mdadm"}') == 0:
+        out["node_exporter"] = "wrong: no md samples (scrape or collector failed)"
+    else:
+        st = [lab for key, val in sm.items() if key.startswith("node_md_state{") and 'device="%s"' % name in key
+              and val == 1 for lab in [dict(LABELS.findall(key)).get("state")]]
+        if not st:
+            out["node_exporter"] = "wrong: absent"
+        else:
+            want = NODE_STATE.get(act)
+            a = sm.get('node_md_blocks_synced{device="%s"}' % name)
+            b = sm.get('node_md_blocks{device="%s"}' % name)
+            why = []
+            if want is None:
+                if st[0] == "active":
+                    why.append("state active (nothing running) where md says %s" % act)
+            elif st[0] != want:
+                why.append("state %s where md says %s" % (st[0], act))
+            if f is not None and a is not None and b and abs(a / b - f) > 0.1:
+                why.append("progress %.3f where md says %.3f" % (a / b, f))
+            req = sm.get('node_md_disks_required{device="%s"}' % name)
+            if req is not None and int(req) != disks:
+                why.append("%d disks required where md has %d" % (req, disks))
+            out["node_exporter"] = ("wrong: " + "; ".join(why)) if why else "right"
+    mm = snap["mdpilot_metrics"]["samples"]
+    acts = [dict(LABELS.findall(key)).get("action") for key, val in mm.items()
+            if key.startswith("mdpilot_array_sync_action{") and 'array="%s"' % name in key and val == 1]
+    ratio = [val for key, val in mm.items()
+             if key.startswith("mdpilot_array_sync_completed_ratio{") and 'array="%s"' % name in key]
+    nd = [val for key, val in mm.items() if key.startswith("mdpilot_array_raid_disks{") and 'array="%s"' % name in key]
+    out["mdpilot_metrics"] = "wrong: absent" if not acts else verdict(
+        acts[0], ratio[0] if ratio else (0.0 if delayed else None), int(nd[0]) if nd else None)
+    return out
+
+
 HARD = [
     ("shared-delayed", ["md10", "md11"], "Two RAID1 on the same two disks, both asked to check: md runs one, the other waits (`resync=DELAYED` in /proc/mdstat)"),
     ("reshape", ["md12"], "A RAID5 of 3 grown to 4 members (`mdadm --grow --raid-devices=4`), 8 s into the reshape"),
@@ -206,7 +280,8 @@ def hard(raw, off, ms):
         snaps = jsonl(p)
         if not snaps:
             continue
-        out[label] = {"what": what, "arrays": {n: array_views(snaps[0], n) for n in names}}
+        out[label] = {"what": what, "arrays": {n: array_views(snaps[0], n) for n in names},
+                      "verdicts": {n: judge(snaps[0], n) for n in names}}
     # The new array's appearance: from the mark before `mdadm --create` to each tool's first sign.
     t0 = [t for t, x in ms if x == "create md14"]
     if t0:
@@ -537,11 +612,13 @@ def markdown(r):
             if label not in h:
                 continue
             L.append("**%s** — %s\n" % (label, what))
-            L.append("| array | view | shows |")
-            L.append("|---|---|---|")
+            L.append("| array | view | shows | right? |")
+            L.append("|---|---|---|---|")
             for name, views in h[label]["arrays"].items():
+                vd = h[label].get("verdicts", {}).get(name, {})
                 for tool, text in views.items():
-                    L.append("| %s | %s | %s |" % (name, tool, text.replace("|", "\\|")))
+                    L.append("| %s | %s | %s | %s |" % (name, tool, text.replace("|", "\\|"),
+                                                       "(the truth)" if tool == "kernel" else vd.get(tool, "")))
             L.append("")
         if "created_appearance_s" in h:
             L.append("A new array (md14) appeared after (s): " + ", ".join(

@@ -67,9 +67,12 @@ chmod 755 /usr/local/sbin/peers-mdmonitor-program
 echo "PROGRAM /usr/local/sbin/peers-mdmonitor-program" >>/etc/mdadm/mdadm.conf
 touch $P/mdmonitor.log
 systemctl restart mdmonitor.service || log "mdmonitor.service did not restart"
-# To the end at md's default speed: the 2000 KiB/s of the first boot (md's limit, mdpilot's
-# check_max) kept the checks mid-way for the reboot; the limit went with that boot.
+# To the end at md's default speed: the 500 KiB/s of the first boot (md's limit, mdpilot's
+# check_max) kept the checks mid-way for the reboot; md's limit went with that boot.
 sed -i '/^check_max/d' /etc/mdpilot/config.d/60-peers-checks.toml
+# The pair under its new names as well (the UUIDs in `include` name it whatever md calls it).
+sed -i "s|^include = \[|include = [\"${name[md22]}\", \"${name[md23]}\", |" /etc/mdpilot/config.d/60-peers-checks.toml
+cat /etc/mdpilot/config.d/60-peers-checks.toml
 # mdpilot: the .deb installed starts the service, which reads its restored record.
 mark "boot2 mdpilot install"
 dpkg -i "$DEB" >$P/dpkg.log 2>&1 || fail "dpkg -i mdpilot.deb failed: $(tail -3 $P/dpkg.log)"
@@ -81,6 +84,13 @@ mine_running() {
 }
 wait_for 120 mine_running || log "mdpilot resumed no check: $(journalctl -u mdpilot --no-pager | tail -5)"
 state mdpilot-resumed
+# The resumed check keeps its throttle (500 KiB/s, saved with it): to the end at md's default
+# speed through mdpilot's own pause and resume (the position was read above).
+for a in md22 md23; do
+    [ "$(cat "/sys/block/${name[$a]}/md/sync_action")" = check ] || continue
+    mdpilot check pause "${name[$a]}" >/dev/null 2>&1 && mdpilot check resume --max 200000 "${name[$a]}" >/dev/null 2>&1 ||
+        log "could not lift the throttle of ${name[$a]}'s check"
+done
 # Debian: what mdcheck_continue.timer runs when it fires.
 mark "boot2 mdcheck continue"
 systemctl start --no-block mdcheck_continue.service

@@ -296,13 +296,15 @@ hard() {
     sleep 8
     cat /proc/mdstat
     snapshot reshape
-    # (c) an array stopped while it resyncs.
+    # (c) an array stopped while it resyncs. md's own limit is lowered first: set on md13 after
+    # its creation (and udev's settle), it came after the whole 256 MiB resync.
+    echo 1000 >/proc/sys/dev/raid/speed_limit_max
     mdc md13 1 262144 - "$(d 2)" "$(d 3)"
-    echo 1000 >/sys/block/md13/md/sync_speed_max
     sleep 6
     snapshot resyncing
     mark "stop md13"
     mdadm --stop /dev/md13 >/dev/null || log "mdadm --stop md13 failed"
+    echo 200000 >/proc/sys/dev/raid/speed_limit_max
     sleep 8
     snapshot stopped
     # (d) an array created while the tools run (the latency of its appearance, from the marks).
@@ -336,9 +338,9 @@ stop_timed() {
 checks_first() {
     local s4=$(d 4) s5=$(d 5) s6=$(d 6) s7=$(d 7) p now
     mdadm --zero-superblock "${s6}1" "${s6}2" "${s6}3" "${s7}1" "${s7}2" "${s7}3" "$s4" "$s5" 2>/dev/null || true
-    # Both tools' checks at the same speed (long enough to be mid-way at the reboot): md's
-    # system-wide limit, and mdpilot's check_max below.
-    echo 2000 >/proc/sys/dev/raid/speed_limit_max
+    # Both tools' checks at the same speed, 500 KiB/s (a 256 MiB array in 9 minutes: mid-way at
+    # the reboot): md's system-wide limit, and mdpilot's check_max below.
+    echo 500 >/proc/sys/dev/raid/speed_limit_max
     echo system >/sys/block/md0/md/sync_speed_max
     # Debian's pair: md20, md21 on partitions 1 and 2 of disks 6 and 7 (hard() wrote the tables).
     mdc md20 1 262144 --assume-clean "${s6}1" "${s7}1"
@@ -363,7 +365,7 @@ checks_first() {
     for p in md20 md21 md22 md23; do echo "$p $(uuid_of $p)"; done >$P/checks-uuids.txt
     sleep 1
     now=$(date +%H:%M:%S)
-    # include: the pair by UUID (names change at the next boot); max_concurrent: mdpilot counts
+    # include: the pair by name and UUID (names change at the next boot); max_concurrent: mdpilot counts
     # every running check, Debian's too, against its bound (default 1), which would hold its
     # schedule until mdcheck is done; its shared-disk rule still runs one of the pair at a time.
     cat >/etc/mdpilot/config.d/60-peers-checks.toml <<T
@@ -372,9 +374,9 @@ schedule = "*-*-* $now"
 window = "6h"
 min_age_days = 0
 max_concurrent = 8
-check_max = 2000
-check_max_working = 2000
-include = ["$(uuid_of md22)", "$(uuid_of md23)"]
+check_max = 500
+check_max_working = 500
+include = ["md22", "md23", "$(uuid_of md22)", "$(uuid_of md23)"]
 T
     mark "checks mdpilot schedule"
     systemctl restart mdpilot.service || fail "mdpilot did not restart with the check schedule"
