@@ -513,6 +513,12 @@ def checks(raw):
         before = st1.get("before-reboot", {}).get("arrays", {}).get(a, {})
         row["before_reboot"] = {"action": before.get("sync_action") or before.get("action"),
                                 "completed": before.get("completed")}
+        running = st1.get("mdcheck-running" if a in ("md20", "md21") else "before-reboot", {})
+        if a in ("md20", "md21"):
+            row["recorded_while_running"] = (running.get("mdcheck") or {}).get("MD_UUID_" + u)
+        else:
+            rec = mdpilot_record(running.get("checks_toml", ""), u) or {}
+            row["recorded_while_running"] = (rec.get("position") or {}).get("sectors")
         stopped = st1.get("stopped", {})
         row["after_stop"] = (stopped.get("arrays") or {}).get(a, {}).get("completed")
         if row["tool"] == "mdcheck":
@@ -663,12 +669,14 @@ def checks_md(c):
     if c.get("stop_s"):
         L.append("\n`systemctl stop` (what the shutdown does to each unit) took: " + ", ".join(
             "%s %.1f s" % kv for kv in c["stop_s"].items()) + ".\n")
-    L.append("| array (tool) | before the reboot (sync_completed) | saved position | after the boot | resumed from (sync_min) | result afterwards: md/mismatch_cnt | mdpilot's record |")
-    L.append("|---|---|---|---|---|---|---|")
+    L.append("Positions in 512-byte sectors (md/sync_completed's unit); *recorded while running*: mdcheck's "
+             "/var/lib/mdcheck file 30 s after its start, mdpilot's checks.toml just before the reboot.\n")
+    L.append("| array (tool) | recorded while running | before the reboot (sync_completed) | saved at the stop | after the boot | resumed from (sync_min) | result afterwards: md/mismatch_cnt | mdpilot's record |")
+    L.append("|---|---|---|---|---|---|---|---|")
     for a, x in c["arrays"].items():
         rec = x.get("result_mdpilot_record") or {}
-        L.append("| %s (%s) | %s %s | %s | %s %s | %s %s | %s (last_sync_action %s) | %s |" % (
-            a, x["tool"], x["before_reboot"]["action"], x["before_reboot"]["completed"], x.get("saved"),
+        L.append("| %s (%s) | %s | %s %s | %s | %s %s | %s %s | %s (last_sync_action %s) | %s |" % (
+            a, x["tool"], x.get("recorded_while_running"), x["before_reboot"]["action"], x["before_reboot"]["completed"], x.get("saved"),
             x["after_boot"]["action"], x["after_boot"]["completed"], x["resumed"]["action"], x["resumed"]["sync_min"],
             x["result_sysfs"]["mismatch_cnt"], x["result_sysfs"]["last_sync_action"],
             json.dumps(rec, sort_keys=True).replace("|", "\\|") if rec else "–"))
