@@ -588,7 +588,8 @@ def markdown(r):
     L.append("Debian %s guest (qemu TCG, 2 vCPUs, 2 GiB), kernel %s; %s." % (
         r["release"], r["versions"].get("kernel", "?"), ", ".join(
             "%s %s" % (k, v) for k, v in r["versions"].items() if k != "kernel")))
-    L.append("Whole run: %s s wall on the host (two boots)%s.\n" % (r["wall_s"], "; guest steps: " + "; ".join(
+    L.append("Whole run: %s s wall on the host (%s)%s.\n" % (r["wall_s"], "two boots" if r.get("second_boot") else
+                                                              "the first boot only: no second boot's output", "; guest steps: " + "; ".join(
         r["verdicts"]) if r.get("verdicts") else ""))
     s = r["latency"]["summary"]
     n = len(r["latency"]["trials"])
@@ -719,7 +720,8 @@ def main():
     p = os.path.join(a.raw, "verdicts.txt")
     if os.path.exists(p):
         verdicts = [ln.strip().replace("RESULT ", "").replace("INFO ", "") for ln in open(p) if ln.strip()]
-    r = {"release": a.release, "wall_s": a.wall, "verdicts": verdicts, "idle_s": a.idle,
+    r = {"release": a.release, "wall_s": a.wall, "verdicts": verdicts,
+         "second_boot": os.path.exists(os.path.join(a.raw, "again", "state.jsonl")), "idle_s": a.idle,
          "idle_window_s": round(w[1][0] - w[0][0], 1) if w[0] and w[1] else None, "versions": versions(a.raw),
          "clock_offsets": offs, "latency": latency(a.raw, off, ms), "progress": progress(a.raw, off, ms),
          "idle": idle(a.raw), "hard": hard(a.raw, off, ms), "checks": checks(a.raw)}
