@@ -314,8 +314,9 @@ def hard(raw, off, ms):
     mon = os.path.join(raw, "mdmonitor.log")
     if os.path.exists(mon):
         hard_t0 = [t for t, x in ms if x == "shared start"]
+        hard_t1 = [t for t, x in ms if x == "checks mdcheck start"] or [float("inf")]
         out["mdmonitor_events"] = [line.strip().partition(" ")[2] for line in open(mon)
-                                   if hard_t0 and float(line.split()[0]) - off >= hard_t0[0]]
+                                   if hard_t0 and hard_t0[0] <= float(line.split()[0]) - off < hard_t1[0]]
     return out
 
 
@@ -471,7 +472,7 @@ def overlap(rows, a, b):
             "both_asked": bool(asked[a]) and bool(asked[b])}
 
 
-def checks(raw):
+def checks(raw, off):
     again = os.path.join(raw, "again")
     uu = {}
     p = os.path.join(raw, "checks-uuids.txt")
@@ -544,6 +545,8 @@ def checks(raw):
     out["arrays"] = arrays
     mon = [x for _, x in mdmonitor_lines(again, 0.0)]
     out["mdmonitor_after_reboot"] = mon
+    t1 = [t for t, x in marks(raw, off) if x == "checks mdcheck start"]
+    out["mdmonitor_first_boot"] = [x for t, x in mdmonitor_lines(raw, off) if t1 and t >= t1[0]]
     p = os.path.join(again, "journal-mdcheck.txt")
     out["journal_mdcheck"] = [ln.rstrip("\n") for ln in open(p)] if os.path.exists(p) else []
     return out
@@ -681,6 +684,9 @@ def checks_md(c):
             x["after_boot"]["action"], x["after_boot"]["completed"], x["resumed"]["action"], x["resumed"]["sync_min"],
             x["result_sysfs"]["mismatch_cnt"], x["result_sysfs"]["last_sync_action"],
             json.dumps(rec, sort_keys=True).replace("|", "\\|") if rec else "–"))
+    if c.get("mdmonitor_first_boot"):
+        L.append("\nmdadm --monitor's PROGRAM calls during the checks (first boot): " + "; ".join(
+            "`%s`" % e for e in c["mdmonitor_first_boot"]))
     if c.get("mdmonitor_after_reboot"):
         L.append("\nmdadm --monitor's PROGRAM calls after the reboot: " + "; ".join(
             "`%s`" % e for e in c["mdmonitor_after_reboot"]))
@@ -719,12 +725,15 @@ def main():
     verdicts = []
     p = os.path.join(a.raw, "verdicts.txt")
     if os.path.exists(p):
-        verdicts = [ln.strip().replace("RESULT ", "").replace("INFO ", "") for ln in open(p) if ln.strip()]
+        for ln in open(p):
+            v = ln.strip().replace("RESULT ", "").replace("INFO ", "")
+            if v and v not in verdicts:
+                verdicts.append(v)
     r = {"release": a.release, "wall_s": a.wall, "verdicts": verdicts,
          "second_boot": os.path.exists(os.path.join(a.raw, "again", "state.jsonl")), "idle_s": a.idle,
          "idle_window_s": round(w[1][0] - w[0][0], 1) if w[0] and w[1] else None, "versions": versions(a.raw),
          "clock_offsets": offs, "latency": latency(a.raw, off, ms), "progress": progress(a.raw, off, ms),
-         "idle": idle(a.raw), "hard": hard(a.raw, off, ms), "checks": checks(a.raw)}
+         "idle": idle(a.raw), "hard": hard(a.raw, off, ms), "checks": checks(a.raw, off)}
     if plot(r, os.path.join(a.out, "latency.png")):
         r["plot"] = "latency.png"
     with open(os.path.join(a.out, "results.json"), "w") as f:
