@@ -37,7 +37,8 @@ pub struct MonitorArgs {
     /// directly instead of following the service.
     #[arg(long)]
     pub events: bool,
-    /// With --events: also re-read every MS milliseconds (kernel notifications wake it sooner).
+    /// With --events: re-read every MS milliseconds while a sync runs (progress words) or when
+    /// the kernel's notifications are not available; otherwise the notifications alone wake it.
     #[arg(long, default_value_t = 1000, value_name = "MS", requires = "events")]
     pub interval_ms: u64,
     /// With --events: report the current state once (DegradedArray, SparesMissing) and exit.
@@ -84,16 +85,22 @@ fn run_events(ctx: &Context, args: &MonitorArgs) -> ExitCode {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
     // Kept so that `recv` waits (for the timeout) even when the watcher could not start.
     let _tx = tx.clone();
-    let _watcher = crate::watch::Watcher::start(root.clone(), tx)
+    let watcher = crate::watch::Watcher::start(root.clone(), tx)
         .map_err(|e| tracing::info!("no kernel notifications, polling only: {e}"))
         .ok();
+    let notified = watcher.is_some() && root.is_system();
     let interval = std::time::Duration::from_millis(args.interval_ms.max(10));
+    let mut syncing = first.arrays.iter().any(crate::model::Array::is_syncing);
     rt.block_on(async {
         loop {
-            let _ = tokio::time::timeout(interval, rx.recv()).await;
+            match events_wait(notified, syncing, interval) {
+                Some(t) => drop(tokio::time::timeout(t, rx.recv()).await),
+                None => drop(rx.recv().await),
+            }
             while rx.try_recv().is_ok() {}
             match crate::sysfs::collect(&root) {
                 Ok(stat) => {
+                    syncing = stat.arrays.iter().any(crate::model::Array::is_syncing);
                     if !emit(&stat, &mut classifier) {
                         return ExitCode::SUCCESS;
                     }
@@ -102,6 +109,20 @@ fn run_events(ctx: &Context, args: &MonitorArgs) -> ExitCode {
             }
         }
     })
+}
+
+/// How long `monitor --events` waits for a kernel notification before it re-reads the arrays
+/// anyway: `None` (no timer: an idle system costs no wake-ups, as in the service) when the
+/// kernel's notifications reach it (`notified`: the watcher runs on the real `/proc` and `/sys`)
+/// and no array syncs; `interval` otherwise. md notifies `md/sync_completed` only about every
+/// 1/16 of a sync, so the progress words (`Rebuild20`..`80`) need the re-reads, and a test root's
+/// regular files never notify (crate::watch).
+fn events_wait(
+    notified: bool,
+    syncing: bool,
+    interval: std::time::Duration,
+) -> Option<std::time::Duration> {
+    (!notified || syncing).then_some(interval)
 }
 
 /// A non-empty array of bytes (`ay`, udisks2's byte string: a path or a word, NUL-terminated or
@@ -376,6 +397,16 @@ fn signal_lines(msg: &zbus::Message, json: bool, names: &mut Names) -> Option<Ve
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn events_reread_on_a_timer_only_while_a_sync_runs_or_without_notifications() {
+        let i = std::time::Duration::from_millis(1000);
+        // Idle under the kernel's notifications: no timer (the idle cost `benches/peers` measured).
+        assert_eq!(events_wait(true, false, i), None);
+        assert_eq!(events_wait(true, true, i), Some(i));
+        assert_eq!(events_wait(false, false, i), Some(i));
+        assert_eq!(events_wait(false, true, i), Some(i));
+    }
 
     #[test]
     fn a_byte_string_is_shown_as_its_text() {

@@ -6,14 +6,23 @@
 # to /run/peers, which is written as a tar archive to the disk with serial `peers-out`; the host
 # (benches/peers) reduces it to the tables.
 # Data disks are found by their serials (virtio-mdpilot-data0..7), never by kernel name.
-# Phases (kernel command line `peers.trials=N peers.idle=SECONDS`):
-#   latency  N trials of `mdadm --fail` on md0 (RAID1, internal bitmap), each followed by
-#            --remove and --re-add (a bitmap recovery) before the next;
+# Phases (kernel command line `peers.trials=N peers.idle=SECONDS peers.phases=a,b`, all by default):
+#   latency  N trials of `mdadm --fail` on md0 (RAID1, internal bitmap; its two members in turn),
+#            each followed by --remove and --re-add (a bitmap recovery) and a random pause
+#            (3 to 53 s) before the next;
+#   progress a full recovery of md0 then a check, at 1000 KiB/s, with md/sync_completed sampled
+#            every 0.1 s beside every tool's progress;
 #   idle     four arrays, nothing happening, no scrapes: each daemon's counters before and after;
 #   hard     two arrays on shared disks both checking (one `delayed`), a RAID5 reshape, an array
 #            stopped while it resyncs, an array created while the tools run: a snapshot of every
-#            tool's view and the kernel's at each point.
-# vm-timeout: 5400
+#            tool's view and the kernel's at each point;
+#   checks   (the first of two boots; the second is peers-again.sh) two RAID1 on partitions of
+#            the same two disks checked by Debian's mdcheck (mdcheck_start.service), two more on
+#            two other disks by mdpilot's schedule, mismatches planted in each; the state each
+#            keeps is stopped as a shutdown stops it, then saved to the disk with serial
+#            `peers-state` (the guest's root is an initramfs; a real machine's /var/lib persists)
+#            and the guest reboots on the same disks.
+# vm-timeout: 7200
 P=/run/peers
 OBS=$T/bench/peers_observe.py
 mkdir -p $P
@@ -142,22 +151,61 @@ all_seen() {
 }
 whole() { [ "$(cat /sys/block/md0/md/degraded)" = 0 ] && idle md0; }
 latency() {
-    local i k m=$(d 1)
+    local i k m
     touch $P/mdmonitor.log
     for i in $(seq "$trials"); do
+        # The two members in turn. mdadm --monitor compares each read (every 60 s) with its last:
+        # the same member failed again before it read the repair would look unchanged to it (a
+        # failure merged away); the other member's failure is a change it reports.
+        m=$(d $((i % 2)))
         for k in $KEYS; do before[$k]=$(seen "$k" || true); done
         mark "fail $i start"
         mdadm --fail /dev/md0 "$m" >/dev/null 2>&1 || fail "mdadm --fail failed"
         mark "fail $i done"
-        # mdadm --monitor wakes every MONITORDELAY (60 s by default): a window of 150 s.
-        wait_for 150 all_seen || log "trial $i: not every tool showed the failure within 150 s"
+        # mdadm --monitor wakes every MONITORDELAY (60 s by default): a window of 100 s.
+        wait_for 100 all_seen || log "trial $i: not every tool showed the failure within 100 s"
         mark "fail $i seen"
         mdadm /dev/md0 --remove "$m" >/dev/null 2>&1 || true
         mdadm /dev/md0 --re-add "$m" >/dev/null 2>&1 || mdadm /dev/md0 --add "$m" >/dev/null || fail "re-add failed"
         wait_for 300 whole || fail "md0 not whole again after trial $i: $(cat /proc/mdstat)"
         mark "fail $i whole"
-        sleep 3
+        # The trial ended at mdadm --monitor's read: the next failure comes at a random phase of
+        # its 60 s cycle (0 to 53 s on), not always just after a read (its worst case).
+        sleep $((3 + RANDOM % 51))
     done
+}
+
+# ---------------------------------------------------------------- 2. progress fidelity
+# progress_sync KIND: md0's sync of that kind (recovery: a wiped member added back; check) at
+# 1000 KiB/s (md/sync_speed_max: long enough for every tool's updates), from start to end.
+progress_sync() {
+    local m=$(d 1)
+    busy() { ! idle md0; }
+    if [ "$1" = recovery ]; then
+        mdadm /dev/md0 --fail "$m" >/dev/null 2>&1 || fail "mdadm --fail (progress) failed"
+        mdadm /dev/md0 --remove "$m" >/dev/null 2>&1 || fail "mdadm --remove (progress) failed"
+        # Wiped: added back as a new member, a full recovery despite md0's bitmap.
+        mdadm --zero-superblock "$m" || fail "mdadm --zero-superblock $m failed"
+        sleep 5
+        mark "progress recovery start"
+        mdadm /dev/md0 --add "$m" >/dev/null || fail "mdadm --add (progress) failed"
+    else
+        mark "progress check start"
+        echo check >/sys/block/md0/md/sync_action
+    fi
+    wait_for 20 busy || log "progress: md0's $1 did not start: $(cat /proc/mdstat)"
+    wait_for 600 whole || fail "md0's $1 did not end in 600 s: $(cat /proc/mdstat)"
+    mark "progress $1 end"
+}
+progress() {
+    echo 1000 >/sys/block/md0/md/sync_speed_max
+    progress_sync recovery
+    sleep 5
+    progress_sync check
+    # mdadm --monitor's last progress word (RebuildFinished) comes at its next read.
+    sleep 65
+    mark "progress end"
+    echo system >/sys/block/md0/md/sync_speed_max
 }
 
 # ---------------------------------------------------------------- 2. idle cost
@@ -177,6 +225,7 @@ counters() {
     done <$P/idle-pids.txt >>$P/idle.txt
 }
 idle_cost() {
+    local mp=
     mdc md1 1 65536 --assume-clean "$(d 2)" "$(d 3)"
     mdc md2 1 65536 --assume-clean "$(d 4)" "$(d 5)"
     mdc md3 1 65536 --assume-clean "$(d 6)" "$(d 7)"
@@ -184,8 +233,8 @@ idle_cost() {
     # mdpilot's own counterpart of `mdadm --monitor`, a process of its own.
     if [ $have_mdpilot = 1 ]; then
         mdpilot monitor --events >>$P/idle-events.txt 2>&1 &
-        pids+=($!)
-        echo "mdpilot-monitor-events $!" >>$P/idle-pids.txt
+        mp=$!
+        echo "mdpilot-monitor-events $mp" >>$P/idle-pids.txt
     fi
     sleep 20
     echo "clk_tck $(getconf CLK_TCK)" >$P/idle.txt
@@ -194,6 +243,7 @@ idle_cost() {
     sleep "$idle_s"
     counters end
     mark "idle end"
+    [ -z "$mp" ] || kill "$mp" 2>/dev/null || true
     cat $P/idle.txt
 }
 
@@ -246,13 +296,15 @@ hard() {
     sleep 8
     cat /proc/mdstat
     snapshot reshape
-    # (c) an array stopped while it resyncs.
+    # (c) an array stopped while it resyncs. md's own limit is lowered first: set on md13 after
+    # its creation (and udev's settle), it came after the whole 256 MiB resync.
+    echo 1000 >/proc/sys/dev/raid/speed_limit_max
     mdc md13 1 262144 - "$(d 2)" "$(d 3)"
-    echo 1000 >/sys/block/md13/md/sync_speed_max
     sleep 6
     snapshot resyncing
     mark "stop md13"
     mdadm --stop /dev/md13 >/dev/null || log "mdadm --stop md13 failed"
+    echo 200000 >/proc/sys/dev/raid/speed_limit_max
     sleep 8
     snapshot stopped
     # (d) an array created while the tools run (the latency of its appearance, from the marks).
@@ -265,6 +317,107 @@ hard() {
     mdadm --stop /dev/md10 /dev/md11 /dev/md12 /dev/md14 >/dev/null 2>&1 || true
 }
 
+# ---------------------------------------------------------------- 5. checks (first boot)
+# plant ARRAY PARTITION: 64 KiB of noise written past md into one member at 100 MiB, so the
+# array's check finds mismatches (the result each tool is asked for afterwards).
+plant() {
+    dd if=/dev/urandom of="$2" bs=64K count=1 seek=1600 oflag=direct conv=notrunc status=none ||
+        fail "planting a mismatch in $1 failed"
+}
+uuid_of() { mdadm --detail --export "/dev/$1" | sed -n 's/^MD_UUID=//p'; }
+state() {
+    mark "state $1"
+    python3 $OBS state "$1" >>$P/state.jsonl 2>>$P/observer.err || true
+}
+# stop_timed UNIT: `systemctl stop` as a shutdown does it, timed (how long it holds the reboot).
+stop_timed() {
+    local t0=$EPOCHREALTIME
+    systemctl stop "$1" || log "systemctl stop $1 failed"
+    echo "$1 $(awk -v a="$t0" -v b="$EPOCHREALTIME" 'BEGIN{printf "%.1f", b-a}')" >>$P/stop-times.txt
+}
+checks_first() {
+    local s4=$(d 4) s5=$(d 5) s6=$(d 6) s7=$(d 7) p now
+    mdadm --zero-superblock "${s6}1" "${s6}2" "${s6}3" "${s7}1" "${s7}2" "${s7}3" "$s4" "$s5" 2>/dev/null || true
+    # Both tools' checks at the same speed, 500 KiB/s (a 256 MiB array in 9 minutes: mid-way at
+    # the reboot): md's system-wide limit, and mdpilot's check_max below.
+    echo 500 >/proc/sys/dev/raid/speed_limit_max
+    echo system >/sys/block/md0/md/sync_speed_max
+    # Debian's pair: md20, md21 on partitions 1 and 2 of disks 6 and 7 (hard() wrote the tables).
+    mdc md20 1 262144 --assume-clean "${s6}1" "${s7}1"
+    mdc md21 1 262144 --assume-clean "${s6}2" "${s7}2"
+    plant md20 "${s6}1"
+    plant md21 "${s7}2"
+    # Debian's own unit, as its timer starts it (mdcheck --duration "6 hours"): it checks every
+    # idle array there is, so mdpilot's pair is made only after it has started its checks.
+    mark "checks mdcheck start"
+    systemctl start --no-block mdcheck_start.service
+    mdcheck_started() { [ "$(ls /var/lib/mdcheck/MD_UUID_* 2>/dev/null | wc -l)" -ge 2 ]; }
+    wait_for 60 mdcheck_started || log "mdcheck recorded no position: $(systemctl status mdcheck_start.service --no-pager 2>&1 | tail -5)"
+    sleep 20
+    state mdcheck-running
+    # mdpilot's pair on disks 4 and 5, checked by its schedule (a window opening this second).
+    mbr "$s4"
+    mbr "$s5"
+    mdc md22 1 262144 --assume-clean "${s4}1" "${s5}1"
+    mdc md23 1 262144 --assume-clean "${s4}2" "${s5}2"
+    plant md22 "${s4}1"
+    plant md23 "${s5}2"
+    for p in md20 md21 md22 md23; do echo "$p $(uuid_of $p)"; done >$P/checks-uuids.txt
+    sleep 1
+    now=$(date +%H:%M:%S)
+    # include: the pair by name and UUID (names change at the next boot); max_concurrent: mdpilot counts
+    # every running check, Debian's too, against its bound (default 1), which would hold its
+    # schedule until mdcheck is done; its shared-disk rule still runs one of the pair at a time.
+    cat >/etc/mdpilot/config.d/60-peers-checks.toml <<T
+[check]
+schedule = "*-*-* $now"
+window = "6h"
+min_age_days = 0
+max_concurrent = 8
+check_max = 500
+check_max_working = 500
+include = ["md22", "md23", "$(uuid_of md22)", "$(uuid_of md23)"]
+T
+    mark "checks mdpilot schedule"
+    systemctl restart mdpilot.service || fail "mdpilot did not restart with the check schedule"
+    mine_running() { [ "$(cat /sys/block/md22/md/sync_action)" = check ] || [ "$(cat /sys/block/md23/md/sync_action)" = check ]; }
+    wait_for 90 mine_running || log "mdpilot's schedule started no check: $(journalctl -u mdpilot --no-pager | tail -5)"
+    sleep 40
+    state before-reboot
+    # What the shutdown does to each: the units are stopped (timed), then the state saved.
+    mark "checks stop"
+    stop_timed mdcheck_start.service
+    stop_timed mdpilot.service
+    state stopped
+    mark "checks saved"
+    tar -C / -cf /tmp/peers-state.tar var/lib/mdcheck var/lib/mdpilot etc/mdpilot/config.d run/peers/checks-uuids.txt
+    dd if=/tmp/peers-state.tar of="$(readlink -f /dev/disk/by-id/virtio-peers-state)" bs=1M conv=fsync status=none ||
+        fail "saving the state to the state disk failed"
+}
+
+# phase NAME: runs the phase function NAME in a subshell, so a phase that fails (its reason in
+# the log and the step's verdict) leaves the later ones their run; its time goes to the results.
+# (Inside, -e is off: a phase ends early only by `fail`.)
+failed=
+phase() {
+    local t0=$(date +%s) rc=0
+    ("$1") || rc=$?
+    [ $rc = 0 ] || { log "phase $1 failed (exit $rc)"; failed="$failed $1"; }
+    info "$1: $(($(date +%s) - t0)) s$([ $rc = 0 ] || echo ", FAILED")"
+    flush
+}
+# sampler SECONDS FILE: md's own sync state every SECONDS into FILE until stop_sampler.
+sampler() {
+    python3 $OBS kernel "$1" >>"$P/$2" 2>>$P/observer.err &
+    spid=$!
+    pids+=($spid)
+}
+stop_sampler() { kill "$spid" 2>/dev/null || true; }
+
+# wanted NAME: the phase is in `peers.phases` (all by default).
+phases=$(arg peers.phases || echo latency,progress,idle,hard,checks)
+wanted() { [[ ",$phases," == *",$1,"* ]]; }
+
 setup_tools
 mdc md0 1 65536 --bitmap=internal "$(d 0)" "$(d 1)"
 wait_for 600 idle md0 || fail "md0's first resync did not end"
@@ -272,19 +425,27 @@ start_tools
 clock
 start_observers
 snapshot start
-t0=$(date +%s)
-latency
-info "latency: $trials trials in $(($(date +%s) - t0)) s"
-flush
+! wanted latency || phase latency
+if wanted progress; then
+    sampler 0.1 kernel-progress.jsonl
+    phase progress
+    stop_sampler
+fi
 stop_observers
-t0=$(date +%s)
-idle_cost
-info "idle: $idle_s s measured, $(($(date +%s) - t0)) s in all"
-flush
+! wanted idle || phase idle_cost
 start_observers
-t0=$(date +%s)
-hard
-info "hard cases: $(($(date +%s) - t0)) s"
-sleep 3
+if wanted hard; then
+    phase hard
+    sleep 3
+fi
 stop_observers
 clock
+if wanted checks; then
+    # (The hard cases wrote the partition tables of disks 6 and 7.)
+    wanted hard || { mbr "$(d 6)"; mbr "$(d 7)"; }
+    sampler 1 kernel-checks.jsonl
+    phase checks_first
+    stop_sampler
+    clock
+fi
+[ -z "$failed" ] || fail "phases failed:$failed"

@@ -14,6 +14,12 @@ stamped with the guest's CLOCK_MONOTONIC in seconds ("t"), flushed at once.
                                    (node_exporter's whole md collector), /proc/mdstat and md/ in sysfs
   peers_observe.py clock           {"mono", "real"}: the offset between CLOCK_REALTIME and
                                    CLOCK_MONOTONIC (mdmonitor's PROGRAM stamps $EPOCHREALTIME)
+  peers_observe.py kernel SECONDS  every md array's sync state read from sysfs every SECONDS, a
+                                   line when it changed: {"t", "md", "uuid", "action",
+                                   "completed" (md/sync_completed as printed), "min", "mismatch"}
+  peers_observe.py state LABEL     the checks' records at one moment: per array md/ in sysfs, the
+                                   files of /var/lib/mdcheck, /var/lib/mdpilot/checks.toml,
+                                   mdpilot's check properties and udisksd's MDRaid properties
 """
 import glob
 import json
@@ -197,6 +203,61 @@ def snapshot(label):
          "mdpilot_metrics": {"ok": metrics[0], "samples": metrics[1]}, "kernel": kernel})
 
 
+def sync_state(md):
+    f = {k: read(os.path.join(md, k)) for k in ("uuid", "sync_action", "sync_completed", "sync_min",
+                                               "mismatch_cnt")}
+    return {"md": md.split("/")[3], "uuid": f["uuid"], "action": f["sync_action"],
+            "completed": f["sync_completed"], "min": f["sync_min"], "mismatch": f["mismatch_cnt"]}
+
+
+def kernel(interval):
+    """md's own progress, the truth the tools are measured against (only changes are printed)."""
+    last = {}
+    while True:
+        t = mono()
+        for md in sorted(glob.glob("/sys/block/md*/md")):
+            s = sync_state(md)
+            key = (s["md"], s["uuid"])
+            if last.get(key) != s:
+                last[key] = s
+                out(dict(s, t=t))
+        time.sleep(max(0.0, interval - (mono() - t)))
+
+
+def state(label):
+    from gi.repository import Gio
+
+    bus = Gio.bus_get_sync(Gio.BusType.SYSTEM, None)
+    t = mono()
+    arrays = {}
+    for md in sorted(glob.glob("/sys/block/md*/md")):
+        s = sync_state(md)
+        s["last_sync_action"] = read(os.path.join(md, "last_sync_action"))
+        arrays[s["md"]] = s
+    mdcheck = {os.path.basename(p): read(p) for p in sorted(glob.glob("/var/lib/mdcheck/MD_UUID_*"))}
+    mp = managed(bus, "org.mdpilot.MdPilot1", "/org/mdpilot/MdPilot1")
+    mdpilot = {}
+    if "error" not in mp:
+        for ifs in mp.values():
+            a = ifs.get("org.mdpilot.MdPilot1.Array")
+            if a:
+                mdpilot[a.get("KernelName")] = {k: v for k, v in a.items() if "Check" in k or k in (
+                    "UUID", "SyncAction", "SyncCompleted")}
+    else:
+        mdpilot = mp
+    ud = managed(bus, "org.freedesktop.UDisks2", "/org/freedesktop/UDisks2")
+    udisks = {}
+    if "error" not in ud:
+        for ifs in ud.values():
+            m = ifs.get("org.freedesktop.UDisks2.MDRaid")
+            if m:
+                udisks[m.get("UUID")] = {k: v for k, v in m.items() if k not in ("ActiveDevices",)}
+    else:
+        udisks = ud
+    out({"t": t, "label": label, "arrays": arrays, "mdcheck": mdcheck,
+         "checks_toml": read("/var/lib/mdpilot/checks.toml"), "mdpilot": mdpilot, "udisks": udisks})
+
+
 def clock():
     out({"mono": mono(), "real": time.time()})
 
@@ -213,5 +274,9 @@ if __name__ == "__main__":
         snapshot(sys.argv[2])
     elif mode == "clock":
         clock()
+    elif mode == "kernel":
+        kernel(float(sys.argv[2]))
+    elif mode == "state":
+        state(sys.argv[2])
     else:
         sys.exit("unknown mode " + mode)
