@@ -81,6 +81,26 @@ const NOT_MD_FACTS: &[(&str, &str, &str)] = &[
         "the configuration's [check] section",
     ),
     (
+        "src/config.rs",
+        "(\"resync\", self.resync != new.resync),",
+        "the configuration's [resync] section",
+    ),
+    (
+        "src/cli/status.rs",
+        "0 => \"none\".to_string(),",
+        "the status line's word for no resync-throttle lease held",
+    ),
+    (
+        "src/metrics/mod.rs",
+        "throttle(&mut b, &a.name, \"check\", n);",
+        "the metrics label throttle=\"check\": the check throttle, not a sync_action read",
+    ),
+    (
+        "src/metrics/mod.rs",
+        "throttle(&mut b, &a.name, \"resync\", n);",
+        "the metrics label throttle=\"resync\": the resync throttle, not a sync_action read",
+    ),
+    (
         "src/shared.rs",
         "Pool::new(\"check\", 1)",
         "a worker pool's thread name",
