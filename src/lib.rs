@@ -36,6 +36,7 @@ pub mod sim; // simulated kernel tree for `serve --sim` and tests
 pub mod superblock; // pure: an array's creation time from a member's md superblock (v0.90, v1.x)
 pub mod sync_history; // pure: the last hour of each array's sync (speed, limit, io pressure), one sample per 10 s
 pub mod sysfs; // the one kernel-access layer, reads and writes: /sys/block/*, /proc/mdstat, /proc/sys/dev/raid/*
+pub mod throttle_notes; // the throttles' runtime notes files (/run/mdpilot/check-throttle.json, resync-throttle.json)
 pub mod units; // human sizes, rates and durations
 pub mod vocab; // md's words as types: Level, member states and flags, array states, sync_action, Health, ArrayUuid
 #[cfg(feature = "service")]

@@ -31,7 +31,7 @@ use std::collections::{BTreeMap, BTreeSet};
 pub use crate::pressure::Note;
 
 /// The notes of every array under the resync throttle, by kernel name.
-pub type Notes = BTreeMap<String, Note>;
+pub type Notes = crate::throttle_notes::Notes;
 
 /// [`Note::decision`] while the throttle stands aside for another lease ([`priority_lease`]):
 /// no lease held, `limit_kib_s` 0.
@@ -44,41 +44,24 @@ pub fn holder(array: &str) -> String {
     Holder::resync_throttle(array).to_string()
 }
 
+/// The runtime file's name ([`crate::throttle_notes`]): `resync-throttle.json`.
+const NOTES_FILE: &str = "resync-throttle.json";
+
 /// The runtime file of [`Note`]s: `resync-throttle.json` beside the policy's state file
 /// (default `/run/mdpilot/resync-throttle.json`), under `root`.
 pub fn notes_path(root: &Root, config: &Config) -> std::path::PathBuf {
-    root.path(&config.policy.state_path)
-        .with_file_name("resync-throttle.json")
+    crate::throttle_notes::path(root, config, NOTES_FILE)
 }
 
 /// The notes; none when the file is missing or does not parse (a runtime file: the next
 /// decision writes it again).
 pub fn load_notes(root: &Root, config: &Config) -> Notes {
-    std::fs::read_to_string(notes_path(root, config))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default()
+    crate::throttle_notes::load(root, config, NOTES_FILE)
 }
 
 /// Saves `notes` atomically (none: the file is removed). Failures are logged.
 fn save_notes(root: &Root, config: &Config, notes: &Notes) {
-    let path = notes_path(root, config);
-    let r = if notes.is_empty() {
-        match std::fs::remove_file(&path) {
-            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(e),
-            _ => Ok(()),
-        }
-    } else {
-        serde_json::to_vec(notes)
-            .map_err(std::io::Error::other)
-            .and_then(|t| {
-                std::fs::create_dir_all(path.parent().unwrap_or(std::path::Path::new("/")))?;
-                crate::atomic::write(&path, &t, 0o644)
-            })
-    };
-    if let Err(e) = r {
-        tracing::warn!("{}: {e}", path.display());
-    }
+    crate::throttle_notes::save(root, config, NOTES_FILE, notes);
 }
 
 /// Which sync of `a` the opt-in covers: its running sync's `/proc/mdstat` word

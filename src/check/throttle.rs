@@ -24,35 +24,25 @@ pub fn holder(array: &str) -> String {
 pub use crate::pressure::Note;
 
 /// The notes of every array with a throttled check, by kernel name.
-pub type Notes = BTreeMap<String, Note>;
+pub type Notes = crate::throttle_notes::Notes;
+
+/// The runtime file's name ([`crate::throttle_notes`]): `check-throttle.json`.
+const NOTES_FILE: &str = "check-throttle.json";
 
 /// The runtime file of [`Note`]s: `check-throttle.json` beside the policy's state file
 /// (default `/run/mdpilot/check-throttle.json`), under `root`.
 pub fn notes_path(root: &Root, config: &Config) -> std::path::PathBuf {
-    root.path(&config.policy.state_path)
-        .with_file_name("check-throttle.json")
+    crate::throttle_notes::path(root, config, NOTES_FILE)
 }
 
 /// The notes; none when the file is missing or does not parse (a runtime file: the next
 /// decision writes it again).
 pub fn load_notes(root: &Root, config: &Config) -> Notes {
-    std::fs::read_to_string(notes_path(root, config))
-        .ok()
-        .and_then(|t| serde_json::from_str(&t).ok())
-        .unwrap_or_default()
+    crate::throttle_notes::load(root, config, NOTES_FILE)
 }
 
 fn save_notes(root: &Root, config: &Config, notes: &Notes) {
-    let path = notes_path(root, config);
-    let r = serde_json::to_vec(notes)
-        .map_err(std::io::Error::other)
-        .and_then(|t| {
-            std::fs::create_dir_all(path.parent().unwrap_or(std::path::Path::new("/")))?;
-            crate::atomic::write(&path, &t, 0o644)
-        });
-    if let Err(e) = r {
-        tracing::warn!("{}: {e}", path.display());
-    }
+    crate::throttle_notes::save(root, config, NOTES_FILE, notes);
 }
 
 /// Rewrites the `check-<array>` lease of each running check that follows the config's throttle
