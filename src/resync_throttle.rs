@@ -199,12 +199,16 @@ pub fn plan(
     };
     // A note without a lease (aside, off) is no state to hold: decide afresh.
     let old = old.filter(|n| n.limit_kib_s > 0 && have.is_some());
-    let Some((d, mark)) = controller(tu, p, look.now_ms, have, old) else {
+    let Some((mut d, mark)) = controller(tu, p, look.now_ms, have, old) else {
         return match old {
             Some(n) => Plan::Hold(n.clone()),
             None => without(NO_PRESSURE, format!("{kind}: no sample yet")),
         };
     };
+    // A low sync_io_depth only where the kernel has it (Linux 6.16+), as the check throttle.
+    if view.sync_io_depth.is_none() {
+        d.io_depth = None;
+    }
     Plan::Hold(note_of(tu, kind, a, p, &d, mark, have, old, look.now_s))
 }
 
