@@ -44,25 +44,11 @@ pub fn holder(array: &str) -> String {
     Holder::resync_throttle(array).to_string()
 }
 
-/// The runtime file's name ([`crate::throttle_notes`]): `resync-throttle.json`.
-const NOTES_FILE: &str = "resync-throttle.json";
-
-/// The runtime file of [`Note`]s: `resync-throttle.json` beside the policy's state file
-/// (default `/run/mdpilot/resync-throttle.json`), under `root`.
-pub fn notes_path(root: &Root, config: &Config) -> std::path::PathBuf {
-    crate::throttle_notes::path(root, config, NOTES_FILE)
-}
-
-/// The notes; none when the file is missing or does not parse (a runtime file: the next
-/// decision writes it again).
-pub fn load_notes(root: &Root, config: &Config) -> Notes {
-    crate::throttle_notes::load(root, config, NOTES_FILE)
-}
-
-/// Saves `notes` atomically (none: the file is removed). Failures are logged.
-fn save_notes(root: &Root, config: &Config, notes: &Notes) {
-    crate::throttle_notes::save(root, config, NOTES_FILE, notes);
-}
+/// The resync throttle's runtime file of [`Note`]s ([`crate::throttle_notes`]):
+/// `resync-throttle.json` beside the policy's state file (default
+/// `/run/mdpilot/resync-throttle.json`); a missing or unparsable file loads as no notes.
+pub const NOTES: crate::throttle_notes::NotesFile =
+    crate::throttle_notes::NotesFile("resync-throttle.json");
 
 /// Which sync of `a` the opt-in covers: its running sync's `/proc/mdstat` word
 /// ([`crate::model::SyncAction::running_kind`] of [`Array::sync_action`]) when `cfg` has a
@@ -272,7 +258,7 @@ fn note_of(
 /// published again then). Failures are logged; the next look tries again.
 pub fn upkeep(root: &Root, config: &Config, model: &MdStat, now_s: u64) -> bool {
     let tuning = config.resync.pressure_tuning();
-    let old = load_notes(root, config);
+    let old = NOTES.load(root, config);
     if tuning.is_none() && old.is_empty() {
         return false;
     }
@@ -330,7 +316,7 @@ pub fn upkeep(root: &Root, config: &Config, model: &MdStat, now_s: u64) -> bool 
     };
     let changed = shown(&notes) != shown(&old);
     if notes != old {
-        save_notes(root, config, &notes);
+        NOTES.save(root, config, &notes);
     }
     changed
 }
@@ -346,7 +332,7 @@ pub fn release_all(root: &Root, config: &Config) -> Result<(), PolicyError> {
             policy.release(&l.holder)?;
         }
     }
-    save_notes(root, config, &Notes::new());
+    NOTES.save(root, config, &Notes::new());
     Ok(())
 }
 

@@ -14,6 +14,28 @@ use std::path::PathBuf;
 /// The notes of one throttle, by array kernel name.
 pub type Notes = BTreeMap<String, Note>;
 
+/// One throttle's notes file, by its name beside the policy's state file: each throttle owns
+/// one as a constant (`check-throttle.json`, `resync-throttle.json`).
+#[derive(Debug, Clone, Copy)]
+pub struct NotesFile(pub &'static str);
+
+impl NotesFile {
+    /// The file beside the policy's state file (`[policy] state_path`), under `root`.
+    pub fn path(self, root: &Root, config: &Config) -> PathBuf {
+        path(root, config, self.0)
+    }
+
+    /// The notes; none when the file is missing or does not parse ([`load`]).
+    pub fn load(self, root: &Root, config: &Config) -> Notes {
+        load(root, config, self.0)
+    }
+
+    /// Replaces the file with `notes`, or removes it when there are none ([`save`]).
+    pub fn save(self, root: &Root, config: &Config, notes: &Notes) {
+        save(root, config, self.0, notes);
+    }
+}
+
 /// The file `name` beside the policy's state file (`[policy] state_path`), under `root`.
 pub fn path(root: &Root, config: &Config, name: &str) -> PathBuf {
     root.path(&config.policy.state_path).with_file_name(name)

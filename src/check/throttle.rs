@@ -26,24 +26,11 @@ pub use crate::pressure::Note;
 /// The notes of every array with a throttled check, by kernel name.
 pub type Notes = crate::throttle_notes::Notes;
 
-/// The runtime file's name ([`crate::throttle_notes`]): `check-throttle.json`.
-const NOTES_FILE: &str = "check-throttle.json";
-
-/// The runtime file of [`Note`]s: `check-throttle.json` beside the policy's state file
-/// (default `/run/mdpilot/check-throttle.json`), under `root`.
-pub fn notes_path(root: &Root, config: &Config) -> std::path::PathBuf {
-    crate::throttle_notes::path(root, config, NOTES_FILE)
-}
-
-/// The notes; none when the file is missing or does not parse (a runtime file: the next
-/// decision writes it again).
-pub fn load_notes(root: &Root, config: &Config) -> Notes {
-    crate::throttle_notes::load(root, config, NOTES_FILE)
-}
-
-fn save_notes(root: &Root, config: &Config, notes: &Notes) {
-    crate::throttle_notes::save(root, config, NOTES_FILE, notes);
-}
+/// The check throttle's runtime file of [`Note`]s ([`crate::throttle_notes`]):
+/// `check-throttle.json` beside the policy's state file (default
+/// `/run/mdpilot/check-throttle.json`); a missing or unparsable file loads as no notes.
+pub const NOTES: crate::throttle_notes::NotesFile =
+    crate::throttle_notes::NotesFile("check-throttle.json");
 
 /// Rewrites the `check-<array>` lease of each running check that follows the config's throttle
 /// (its record has no explicit `max`): with `[check] pressure_target`, to the pressure
@@ -75,7 +62,7 @@ pub(super) fn rethrottle(
         now_s,
     });
     let old = if tuning.is_some() {
-        load_notes(root, config)
+        NOTES.load(root, config)
     } else {
         Notes::new()
     };
@@ -127,7 +114,7 @@ pub(super) fn rethrottle(
         }
     }
     if tuning.is_some() && notes != old {
-        save_notes(root, config, &notes);
+        NOTES.save(root, config, &notes);
     }
 }
 

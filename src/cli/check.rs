@@ -245,7 +245,7 @@ fn utc_text(secs: u64) -> String {
 /// is held or was paused by the service.
 fn print_status(root: &Root, config: &Config, outcome: &Outcome, json: bool) {
     let (stat, names, st) = (&outcome.stat, &outcome.targets, &outcome.state);
-    let notes = crate::check::throttle::load_notes(root, config);
+    let notes = crate::check::throttle::NOTES.load(root, config);
     let held = crate::check::run::holds(root, stat);
     let mut out = Vec::new();
     for a in stat.arrays.iter().filter(|a| names.contains(&a.name)) {

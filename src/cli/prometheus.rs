@@ -23,11 +23,11 @@ pub fn snapshot(root: &Root, stat: MdStat) -> Snapshot {
         .unwrap_or_default();
     let check_throttles = config
         .as_ref()
-        .map(|c| crate::check::throttle::load_notes(root, c))
+        .map(|c| crate::check::throttle::NOTES.load(root, c))
         .unwrap_or_default();
     let resync_throttles = config
         .as_ref()
-        .map(|c| crate::resync_throttle::load_notes(root, c))
+        .map(|c| crate::resync_throttle::NOTES.load(root, c))
         .unwrap_or_default();
     let policy = match config {
         Ok(c) => match Policy::new(root.clone(), c.policy_settings(root)).show() {

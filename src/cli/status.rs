@@ -265,7 +265,7 @@ pub fn render_text(stat: &MdStat) -> String {
 /// when the configuration does not load.
 fn resync_notes(root: &Root, stat: &MdStat) -> crate::resync_throttle::Notes {
     let mut notes = crate::config::Config::load(root)
-        .map(|c| crate::resync_throttle::load_notes(root, &c))
+        .map(|c| crate::resync_throttle::NOTES.load(root, &c))
         .unwrap_or_default();
     notes.retain(|name, _| stat.arrays.iter().any(|a| &a.name == name));
     notes

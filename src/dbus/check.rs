@@ -176,8 +176,8 @@ impl CheckView {
         CheckView {
             state,
             next,
-            notes: crate::check::throttle::load_notes(root, config),
-            resync_notes: crate::resync_throttle::load_notes(root, config),
+            notes: crate::check::throttle::NOTES.load(root, config),
+            resync_notes: crate::resync_throttle::NOTES.load(root, config),
             holds: crate::check::run::holds(root, model),
         }
     }

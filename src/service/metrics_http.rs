@@ -95,8 +95,8 @@ pub fn snapshot(shared: &Shared, state: &MetricsState) -> Snapshot {
         io_pressure_pct: crate::sysfs::pressure::read_io_pressure(&shared.root)
             .ok()
             .map(|p| (p.some_avg10, p.full_avg10)),
-        check_throttles: crate::check::throttle::load_notes(&shared.root, &shared.config()),
-        resync_throttles: crate::resync_throttle::load_notes(&shared.root, &shared.config()),
+        check_throttles: crate::check::throttle::NOTES.load(&shared.root, &shared.config()),
+        resync_throttles: crate::resync_throttle::NOTES.load(&shared.root, &shared.config()),
         wipe_jobs: Some(wipe_jobs),
         hook_events_dropped: Some(
             crate::metrics::HOOK_EVENTS_DROPPED.load(std::sync::atomic::Ordering::Relaxed),
