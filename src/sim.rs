@@ -135,9 +135,11 @@ pub fn global_limits(root: &Root) -> (u64, u64) {
 
 /// Rewrites `/sys/block/<array>/md/sync_speed_{min,max}` in the kernel's read-back form
 /// (`N (local)` / `N (system)`) after a writer (the policy) left `N`, `0` or `system` in them: a
-/// regular file cannot do what the kernel's store/show pair does. Errors: the files cannot be
-/// written.
+/// regular file cannot do what the kernel's store/show pair does. The reads and the rewrite
+/// happen under [`crate::sysfs::write::writes_lock`], so a limit mdpilot writes meanwhile is
+/// never replaced by an older value. Errors: the files cannot be written.
 pub fn normalize_limits(root: &Root, array: &str) -> std::io::Result<()> {
+    let _no_writer = crate::sysfs::write::writes_lock();
     let (min, max) = effective_limits(root, array);
     let (gmin, gmax) = global_limits(root);
     for (f, v, g) in [("sync_speed_min", min, gmin), ("sync_speed_max", max, gmax)] {
@@ -837,6 +839,39 @@ mod tests {
         sim.step(Duration::from_secs(1)).unwrap();
         let t = std::fs::read_to_string(root.sys("block/md1/md/sync_speed_max")).unwrap();
         assert_eq!(t, "200000 (system)\n");
+    }
+
+    /// The loop's normalization runs beside the service's writes of the same files: each limit
+    /// written reads back as itself (`N` or `N (local)`), never as an older value put back.
+    #[test]
+    fn normalizing_beside_a_writer_never_puts_an_older_limit_back() {
+        let sim = Sim::create().unwrap();
+        let root = sim.root().clone();
+        let path = root.sys("block/md1/md/sync_speed_max");
+        // Set when the writer ends, a failed assertion included (so the normalizer stops too).
+        struct StopOnDrop<'a>(&'a std::sync::atomic::AtomicBool);
+        impl Drop for StopOnDrop<'_> {
+            fn drop(&mut self) {
+                self.0.store(true, std::sync::atomic::Ordering::Relaxed);
+            }
+        }
+        let done = std::sync::atomic::AtomicBool::new(false);
+        std::thread::scope(|s| {
+            s.spawn(|| {
+                while !done.load(std::sync::atomic::Ordering::Relaxed) {
+                    normalize_limits(&root, "md1").unwrap();
+                }
+            });
+            let _stop = StopOnDrop(&done);
+            for k in 1000..1500u64 {
+                crate::sysfs::write::write_attr(&path, &format!("{k}\n")).unwrap();
+                let t = std::fs::read_to_string(&path).unwrap();
+                assert!(
+                    t == format!("{k}\n") || t == format!("{k} (local)\n"),
+                    "wrote {k}, reads {t:?}"
+                );
+            }
+        });
     }
 
     #[test]

@@ -30,7 +30,7 @@ use super::guard::{hold, may_resume, must_pause, Facts};
 pub use super::record_key;
 use super::store::{CheckStore, Locked, StoreError};
 pub use super::throttle::holder;
-use super::throttle::{configured_max, rethrottle, throttle, unthrottle};
+use super::throttle::{rethrottle, start_max, throttle, unthrottle};
 use super::{
     reconcile, resume_point, upkeep, ArrayRecord, CheckAction, CheckState, Observed, Origin,
     Position, Upkeep,
@@ -749,7 +749,11 @@ fn step(
                 ..rec.clone()
             };
             cx.store.saveable(&next)?;
-            throttle(policy, &a.name, max.or(configured_max(config, now)))?;
+            throttle(
+                policy,
+                &a.name,
+                max.or_else(|| start_max(root, config, now)),
+            )?;
             write_attr(root, &a.name, "sync_min", "0")?;
             rec.position = None;
             rec.running = Some(action);
@@ -765,7 +769,11 @@ fn step(
                 return Err(CheckError::NothingToResume(a.name.clone()));
             };
             let max = max.or(rec.max);
-            throttle(policy, &a.name, max.or(configured_max(config, now)))?;
+            throttle(
+                policy,
+                &a.name,
+                max.or_else(|| start_max(root, config, now)),
+            )?;
             write_attr(root, &a.name, "sync_min", &p.sectors.to_string())?;
             rec.running = Some(p.action);
             rec.until_s = None;

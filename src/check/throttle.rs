@@ -3,8 +3,9 @@
 //! `check_max_working` inside working hours), taken at start and resume, released on pause,
 //! cancel and when the check is seen finished, and rewritten by the service's upkeep when the
 //! working-hours band changes, or, with `[check] pressure_target`, by the pressure controller
-//! ([`crate::pressure`]) at each look of the service while the check runs: the limit, and at
-//! the controller's floor a low `md/sync_io_depth` (Linux 6.16+) in the same lease.
+//! ([`crate::pressure`]): its first decision before the check starts ([`start_max`]), then one
+//! at each look of the service while the check runs: the limit, and at the controller's floor
+//! a low `md/sync_io_depth` (Linux 6.16+) in the same lease.
 
 use super::CheckState;
 use crate::config::Config;
@@ -180,8 +181,9 @@ fn pressure_step(config: &Config, tu: &Tuning, look: &Look, a: &Array, step: &St
     };
     let since = old.map(|n| now_s.saturating_sub(n.changed_s));
     let fixed = configured_max(config, now_s).unwrap_or(tu.ceiling_kib_s);
+    // The first look of a check decides afresh ([`start_max`]'s lease is that same decision).
     let prev = crate::pressure::State {
-        limit_kib_s: have_max,
+        limit_kib_s: have_max.filter(|_| old.is_some()),
         quiet_looks: old.map_or(0, |n| n.quiet_looks),
     };
     let mut d = decide(tu, &prev, s, fixed);
@@ -222,8 +224,8 @@ fn pressure_step(config: &Config, tu: &Tuning, look: &Look, a: &Array, step: &St
     note
 }
 
-/// Counts and logs a change of the limit or io depth (against the lease's `have`), and a limit
-/// that stopped taking effect.
+/// Counts and logs a change of the limit or io depth (against the lease's `have`), or the
+/// check's first decision (no `old` note), and a limit that stopped taking effect.
 fn log_change(
     a: &Array,
     have: Option<(Option<u64>, Option<u64>)>,
@@ -232,7 +234,7 @@ fn log_change(
     now_s: u64,
 ) {
     let have_max = have.and_then(|h| h.0);
-    if have_max != Some(note.limit_kib_s) {
+    if have_max != Some(note.limit_kib_s) || old.is_none() {
         note.changed_s = now_s;
         *note.decisions.entry(note.decision.clone()).or_default() += 1;
         tracing::info!(array = %a.name, from = ?have_max, to = note.limit_kib_s, decision = %note.decision, "check throttle: {}", note.why);
@@ -253,6 +255,42 @@ fn log_change(
 pub(super) fn configured_max(config: &Config, now: u64) -> Option<u64> {
     let t = i64::try_from(now).unwrap_or(i64::MAX);
     config.check.check_max_at(t, crate::host::utc_offset_s(t))
+}
+
+/// The limit a check that follows the config's throttle starts (or resumes) under, KiB/s:
+/// with `[check] pressure_target`, the pressure controller's first decision from `avg10` of
+/// `/proc/pressure/io` under `root` (as at its first look: [`decide`] with no previous state;
+/// the fixed limit without PSI), so the check never runs unthrottled until the service's next
+/// look; otherwise [`configured_max`] at `now_s`. `None`: no throttle (md's own limits).
+pub(super) fn start_max(root: &Root, config: &Config, now_s: u64) -> Option<u64> {
+    let t = i64::try_from(now_s).unwrap_or(i64::MAX);
+    let fixed = configured_max(config, now_s);
+    let tu = config
+        .check
+        .pressure_tuning(t, crate::host::utc_offset_s(t))?;
+    let s = match crate::sysfs::pressure::read_io_pressure(root) {
+        Ok(p) => {
+            let mark = Mark {
+                some_total_us: p.some_total_us,
+                full_total_us: p.full_total_us,
+                at_ms: crate::host::unix_now_us() / 1000,
+            };
+            let avg10 = match tu.target.stall {
+                Stall::Full => p.full_avg10,
+                Stall::Some => p.some_avg10,
+            };
+            match sample(tu.target.stall, None, &mark, avg10) {
+                Reading::Sample(s) => Ok(s),
+                Reading::TooSoon => Err("no sample".to_string()),
+            }
+        }
+        Err(e) => Err(e.to_string()),
+    };
+    let first = crate::pressure::State {
+        limit_kib_s: None,
+        quiet_looks: 0,
+    };
+    Some(decide(&tu, &first, s, fixed.unwrap_or(tu.ceiling_kib_s)).limit_kib_s)
 }
 
 pub(super) fn throttle(policy: &Policy, array: &str, max: Option<u64>) -> Result<(), PolicyError> {

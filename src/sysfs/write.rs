@@ -129,6 +129,20 @@ impl From<WriteError> for io::Error {
     }
 }
 
+/// Held by [`write_attr`] for each write, so this process's writes of kernel attributes never
+/// interleave with a simulator's rewrite of the same regular files (`serve --sim`,
+/// [`crate::sim::normalize_limits`]: a read, then the kernel's read-back form written back).
+/// Without it, a lease written between the simulator's read and its write was lost. The kernel
+/// serializes its own stores; on real sysfs the lock is uncontended.
+static WRITES: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+/// The guard of [`WRITES`]: held, no [`write_attr`] of this process runs. For a simulator that
+/// rewrites attribute files it does not own; a poisoned lock is taken all the same (it guards
+/// no data).
+pub fn writes_lock() -> std::sync::MutexGuard<'static, ()> {
+    crate::lock::lock(&WRITES)
+}
+
 /// Writes `value` to the existing attribute file `path` in one `write(2)` (one store in the
 /// kernel); `O_WRONLY|O_TRUNC`, never `O_CREAT` (O_TRUNC as a shell's `echo idle > sync_action`:
 /// sysfs ignores it, a test tree's regular file needs it). `value` is written as given (add the
@@ -137,6 +151,7 @@ impl From<WriteError> for io::Error {
 /// Errors: [`WriteError`]: `Gone` when the file does not exist (nothing is created), `Busy`,
 /// `Invalid`, `Io` from the kernel's answer.
 pub fn write_attr(path: &Path, value: &str) -> Result<(), WriteError> {
+    let _one_at_a_time = writes_lock();
     std::fs::OpenOptions::new()
         .write(true)
         .truncate(true)

@@ -219,3 +219,34 @@ fn a_pause_keeps_the_point_mdstat_shows_not_mds_checkpoint() {
     let o = check(&r, &["cancel", "md0"]);
     assert!(o.status.success(), "{}", describe(&o));
 }
+
+/// With `[check] pressure_target`, a check starts (and resumes) under the pressure throttle's
+/// first decision, written before `sync_action`: above the band the floor, below it the
+/// ceiling. No service runs here, so nothing else could have written the limit.
+#[test]
+fn a_pressure_throttled_check_starts_under_its_first_decision() {
+    let pressure = |full: f64| {
+        format!("some avg10={full:.2} avg60=0.00 avg300=0.00 total=5\nfull avg10={full:.2} avg60=0.00 avg300=0.00 total=5\n")
+    };
+    let d = tree();
+    let r = d.path();
+    write(
+        r,
+        "etc/mdpilot/config.d/50-pressure.toml",
+        "[check]\npressure_target = \"full 5%..10%\"\npressure_floor = 2000\npressure_ceiling = 20000\n",
+    );
+    write(r, "proc/pressure/io", &pressure(30.0));
+    let o = check(r, &["start", "md0"]);
+    assert!(o.status.success(), "{}", describe(&o));
+    assert_eq!(md(r, "sync_action"), "check");
+    assert_eq!(md(r, "sync_speed_max"), "2000");
+
+    let o = check(r, &["pause", "md0"]);
+    assert!(o.status.success(), "{}", describe(&o));
+    write(r, "sys/block/md0/md/sync_speed_max", "200000 (system)\n");
+    write(r, "proc/pressure/io", &pressure(0.5));
+    let o = check(r, &["resume", "md0"]);
+    assert!(o.status.success(), "{}", describe(&o));
+    assert_eq!(md(r, "sync_action"), "check");
+    assert_eq!(md(r, "sync_speed_max"), "20000");
+}

@@ -108,8 +108,8 @@ async fn depth_reads(root: &std::path::Path, want: &str) {
     .await;
 }
 
-/// The io pressure drives md0's check: its first look (no interval yet) reads `avg10` and,
-/// above the band, starts at the floor with `md/sync_io_depth` 1; quiet (the stall counter
+/// The io pressure drives md0's check: its first decision (no interval yet: `avg10`), taken
+/// before the check starts, above the band, starts at the floor with `md/sync_io_depth` 1; quiet (the stall counter
 /// still) it climbs to the ceiling, doubling at each look after a quiet one, and gives the
 /// io depth back; busy again (the counter growing) it drops to the floor at the first look.
 /// The limit is the lease's and md's `sync_speed_max`, and `CheckThrottle` says why and from
@@ -138,6 +138,10 @@ async fn the_pressure_throttle_steps_down_when_busy_and_climbs_when_quiet() {
     call(&c, &md0, ARRAY_IFACE, "StartCheck", &(opts(&[]),))
         .await
         .unwrap();
+    // The first decision is the lease the check starts under: md's limit is the floor before
+    // the reply, not md's own 200000 until the service's next look.
+    let max = read_trim(p("sys/block/md0/md/sync_speed_max"));
+    assert!(max.starts_with("2000"), "{max}");
     let limit_is = |want: u64| {
         let (c, md0) = (c.clone(), md0.clone());
         move || {
