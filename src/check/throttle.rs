@@ -3,7 +3,7 @@
 //! `check_max_working` inside working hours), taken at start and resume, released on pause,
 //! cancel and when the check is seen finished, and rewritten by the service's upkeep when the
 //! working-hours band changes, or, with `[check] pressure_target`, by the pressure controller
-//! ([`crate::pressure`]): its first decision before the check starts ([`start_max`]), then one
+//! ([`crate::pressure`]): its first decision before the check starts (`start_max`), then one
 //! at each look of the service while the check runs: the limit, and at the controller's floor
 //! a low `md/sync_io_depth` (Linux 6.16+) in the same lease.
 

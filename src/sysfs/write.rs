@@ -136,9 +136,9 @@ impl From<WriteError> for io::Error {
 /// serializes its own stores; on real sysfs the lock is uncontended.
 static WRITES: std::sync::Mutex<()> = std::sync::Mutex::new(());
 
-/// The guard of [`WRITES`]: held, no [`write_attr`] of this process runs. For a simulator that
-/// rewrites attribute files it does not own; a poisoned lock is taken all the same (it guards
-/// no data).
+/// The guard of the one lock of this process's attribute writes: while it is held, no
+/// [`write_attr`] of this process runs. For a simulator that rewrites attribute files it does
+/// not own; a poisoned lock is taken all the same (it guards no data).
 pub fn writes_lock() -> std::sync::MutexGuard<'static, ()> {
     crate::lock::lock(&WRITES)
 }
