@@ -265,9 +265,12 @@ pub(super) fn configured_max(config: &Config, now: u64) -> Option<u64> {
 pub(super) fn start_max(root: &Root, config: &Config, now_s: u64) -> Option<u64> {
     let t = i64::try_from(now_s).unwrap_or(i64::MAX);
     let fixed = configured_max(config, now_s);
-    let tu = config
+    let Some(tu) = config
         .check
-        .pressure_tuning(t, crate::host::utc_offset_s(t))?;
+        .pressure_tuning(t, crate::host::utc_offset_s(t))
+    else {
+        return fixed;
+    };
     let s = match crate::sysfs::pressure::read_io_pressure(root) {
         Ok(p) => {
             let mark = Mark {
