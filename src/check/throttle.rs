@@ -259,7 +259,7 @@ pub(super) fn configured_max(config: &Config, now: u64) -> Option<u64> {
 
 /// The limit a check that follows the config's throttle starts (or resumes) under, KiB/s:
 /// with `[check] pressure_target`, the pressure controller's first decision from `avg10` of
-/// `/proc/pressure/io` under `root` (as at its first look: [`decide`] with no previous state;
+/// `/proc/pressure/io` under `root` (its first look: [`crate::resync_throttle::controller`];
 /// the fixed limit without PSI), so the check never runs unthrottled until the service's next
 /// look; otherwise [`configured_max`] at `now_s`. `None`: no throttle (md's own limits).
 pub(super) fn start_max(root: &Root, config: &Config, now_s: u64) -> Option<u64> {
@@ -271,29 +271,16 @@ pub(super) fn start_max(root: &Root, config: &Config, now_s: u64) -> Option<u64>
     else {
         return fixed;
     };
-    let s = match crate::sysfs::pressure::read_io_pressure(root) {
-        Ok(p) => {
-            let mark = Mark {
-                some_total_us: p.some_total_us,
-                full_total_us: p.full_total_us,
-                at_ms: crate::host::unix_now_us() / 1000,
-            };
-            let avg10 = match tu.target.stall {
-                Stall::Full => p.full_avg10,
-                Stall::Some => p.some_avg10,
-            };
-            match sample(tu.target.stall, None, &mark, avg10) {
-                Reading::Sample(s) => Ok(s),
-                Reading::TooSoon => Err("no sample".to_string()),
-            }
-        }
-        Err(e) => Err(e.to_string()),
+    let fixed = fixed.unwrap_or(tu.ceiling_kib_s);
+    let Ok(p) = crate::sysfs::pressure::read_io_pressure(root) else {
+        return Some(fixed);
     };
-    let first = crate::pressure::State {
-        limit_kib_s: None,
-        quiet_looks: 0,
-    };
-    Some(decide(&tu, &first, s, fixed.unwrap_or(tu.ceiling_kib_s)).limit_kib_s)
+    // The controller's first look (no lease, no note): never too soon, so always a decision.
+    let now_ms = crate::host::unix_now_us() / 1000;
+    Some(
+        crate::resync_throttle::controller(&tu, &p, now_ms, None, None)
+            .map_or(fixed, |(d, _)| d.limit_kib_s),
+    )
 }
 
 pub(super) fn throttle(policy: &Policy, array: &str, max: Option<u64>) -> Result<(), PolicyError> {
