@@ -495,6 +495,11 @@ pub struct Checkpointer<'a> {
     track: Mutex<Track>,
     /// The template (its `durable_offset` is the last one written), under the save lock.
     written: Mutex<Checkpoint>,
+    /// The failpoint's hold happened; the job's cancel flag, which ends it.
+    #[cfg(feature = "failpoints")]
+    held: std::sync::atomic::AtomicBool,
+    #[cfg(feature = "failpoints")]
+    hold_cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl<'a> Checkpointer<'a> {
@@ -514,6 +519,10 @@ impl<'a> Checkpointer<'a> {
                 saved_at: Instant::now(),
             }),
             written: Mutex::new(ck),
+            #[cfg(feature = "failpoints")]
+            held: Default::default(),
+            #[cfg(feature = "failpoints")]
+            hold_cancel: None,
         }
     }
 
@@ -541,6 +550,8 @@ impl<'a> Checkpointer<'a> {
                     None => break,
                 }
             }
+            #[cfg(feature = "failpoints")]
+            self.hold_point(&t);
             let fresh = t.completed_offset > t.saved_offset;
             let due = fresh
                 && (t.saved_at.elapsed() >= SAVE_INTERVAL
@@ -554,6 +565,50 @@ impl<'a> Checkpointer<'a> {
         if let Some(off) = due {
             self.flush_and_save(off);
         }
+    }
+
+    /// With `--features failpoints` and `MDPILOT_FAILPOINT_WIPE_HOLD=BYTES:FIFO`: the first
+    /// completion that takes the completed offset to `BYTES` or more saves the checkpoint at
+    /// once, writes `held OFFSET` (the offset saved) to the FIFO `FIFO` (its open blocks until
+    /// the test reads), and then waits for the job's cancel ([`Checkpointer::hold_cancel`]),
+    /// forever without one. It holds the completion lock, so every other worker stops at its
+    /// next completion: the job stands still, part written, for the test to kill it or stop
+    /// it at a known point however fast the host writes.
+    #[cfg(feature = "failpoints")]
+    fn hold_point(&self, t: &Track) {
+        let Ok(v) = std::env::var("MDPILOT_FAILPOINT_WIPE_HOLD") else {
+            return;
+        };
+        let Some((bytes, fifo)) = v.split_once(':') else {
+            return;
+        };
+        let Ok(at) = bytes.parse::<u64>() else {
+            return;
+        };
+        if t.completed_offset < at || self.held.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            return;
+        }
+        self.flush_and_save(t.completed_offset);
+        let saved = crate::lock::lock(&self.written).durable_offset;
+        if let Ok(mut f) = fs::OpenOptions::new().write(true).open(fifo) {
+            use std::io::Write;
+            let _ = writeln!(f, "held {saved}");
+        }
+        let cancelled = || {
+            self.hold_cancel
+                .as_ref()
+                .is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst))
+        };
+        while !cancelled() {
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+    }
+
+    /// The job's cancel flag, which ends the hold of the failpoint `MDPILOT_FAILPOINT_WIPE_HOLD`.
+    #[cfg(feature = "failpoints")]
+    pub fn hold_cancel(mut self, cancel: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Self {
+        self.hold_cancel = Some(cancel);
+        self
     }
 
     /// Flushes the sink and saves everything completed so far (at the end of a failed job).

@@ -422,6 +422,8 @@ impl Job {
             head: checkpoint::head_digest(&plan.op, &cp.full_ranges),
         };
         let c = Checkpointer::new(cp.path.clone(), sink, ck);
+        #[cfg(feature = "failpoints")]
+        let c = c.hold_cancel(self.cancel.clone());
         match c.save_now() {
             Ok(()) => {}
             Err(source) if matches!(cp.started_by, StartedBy::Service { .. }) => {

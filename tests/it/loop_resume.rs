@@ -8,7 +8,6 @@ use mdpilot::wipe::checkpoint::{self, Checkpoint};
 use mdpilot::wipe::plan::{Method, Options};
 use mdpilot::wipe::stream::Seed;
 use mdpilot::wipe::{Job, Request};
-use std::io::{BufRead, BufReader};
 use std::path::Path;
 use std::process::{Command, Stdio};
 use std::sync::atomic::AtomicBool;
@@ -82,32 +81,21 @@ fn mdp(dev: &Path, dir: &Path, args: &[&str]) -> Command {
     c
 }
 
-/// Starts `mdp ... ARGS` and SIGKILLs it once its progress passes `fraction` of the bytes;
-/// returns the last done_bytes seen.
-fn kill_at(dev: &Path, dir: &Path, args: &[&str], fraction: f64) -> u64 {
-    let mut c = mdp(dev, dir, args)
-        .stdout(Stdio::piped())
+/// Starts `mdp ... ARGS` held at `at` bytes ([`support::WipeHold`]) and SIGKILLs it there;
+/// returns the offset the held job had saved.
+fn kill_at(dev: &Path, dir: &Path, args: &[&str], at: u64) -> u64 {
+    let hold = support::WipeHold::at(at);
+    let (k, v) = hold.env();
+    let mut child = mdp(dev, dir, args)
+        .env(k, v)
+        .stdout(Stdio::null())
         .stderr(Stdio::null())
         .spawn()
         .unwrap();
-    let r = BufReader::new(c.stdout.take().unwrap());
-    let mut seen = 0;
-    for line in r.lines() {
-        let v: serde_json::Value = serde_json::from_str(&line.unwrap()).unwrap();
-        if v["event"] == "progress" && v["phase"] == "wipe" {
-            seen = v["done_bytes"].as_u64().unwrap();
-            if seen as f64 >= fraction * v["total_bytes"].as_f64().unwrap() {
-                break;
-            }
-        }
-        assert_ne!(
-            v["event"], "completed",
-            "the wipe ended before the kill: {v}"
-        );
-    }
-    c.kill().unwrap();
-    c.wait().unwrap();
-    seen
+    let held = hold.wait(std::time::Duration::from_secs(300));
+    child.kill().unwrap();
+    child.wait().unwrap();
+    held
 }
 
 #[test]
@@ -117,7 +105,7 @@ fn loop_random_wipe_killed_at_half_resumes_and_verifies() {
     let d = LoopDev::filled(size, 0x5a);
     let state = tempfile::tempdir().unwrap();
     let before = written_bytes(&d);
-    let seen = kill_at(&d.path, state.path(), &["--method", "random"], 0.5);
+    let seen = kill_at(&d.path, state.path(), &["--method", "random"], size / 2);
     let first = written_bytes(&d) - before;
     let cks = checkpoint::list(state.path());
     assert_eq!(cks.len(), 1, "one checkpoint after SIGKILL");
@@ -125,6 +113,11 @@ fn loop_random_wipe_killed_at_half_resumes_and_verifies() {
     assert_eq!(ck.method, "random");
     assert!(ck.seed_hex.is_some());
     assert!(ck.durable_offset <= first, "{ck:?}, {first} written");
+    assert_eq!(
+        ck.durable_offset, seen,
+        "the checkpoint is the one the hold saved"
+    );
+    assert!(seen >= size / 2 && seen < size, "held at {seen} of {size}");
 
     // A fresh start is refused while the checkpoint exists.
     let o = mdp(&d.path, state.path(), &[]).output().unwrap();
@@ -149,7 +142,7 @@ fn loop_random_wipe_killed_at_half_resumes_and_verifies() {
     let total = written_bytes(&d) - before;
     let twice = total - size;
     eprintln!(
-        "resume figures: killed at {seen} bytes seen ({first} written), checkpoint at {}, \
+        "resume figures: held and killed with {seen} bytes saved ({first} written), checkpoint at {}, \
          written twice {twice} bytes ({:.1} MiB)",
         ck.durable_offset,
         twice as f64 / MIB as f64

@@ -10,7 +10,7 @@ use mdpilot::wipe::checkpoint::{self, Checkpoint};
 use mdpilot::wipe::plan::{Method, Options, StartedBy};
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 use support::bus::{
     call, job_signals, jobs_path, managed_objects, next_before, opts, MANAGER_IFACE, MANAGER_PATH,
 };
@@ -82,7 +82,10 @@ async fn wipe_then_stop(
     term: bool,
 ) -> (Checkpoint, u64) {
     let dir = ck_dir(root);
-    let mut svc = Service::on_root(bus, root, &[]).await;
+    // Held once half the device is durable: stopped there, however fast the host writes.
+    let hold = support::WipeHold::at(512 * MIB);
+    let (k, v) = hold.env();
+    let mut svc = Service::on_root(bus, root, &[(k, &v)]).await;
     let o: HashMap<String, Value<'static>> = opts(&[
         ("method", Value::from("random")),
         ("verify", Value::from(true)),
@@ -97,20 +100,9 @@ async fn wipe_then_stop(
     .await
     .unwrap();
     let _job: OwnedObjectPath = r.body().deserialize().unwrap();
-    // SIGKILL once the checkpoint says some bytes are durable (saved about once a second).
-    let deadline = Instant::now() + Duration::from_secs(120);
-    let ck: Checkpoint = loop {
-        assert!(
-            Instant::now() < deadline,
-            "no durable progress in the checkpoint"
-        );
-        if let Some((_, ck)) = checkpoint::list(&dir).into_iter().next() {
-            if ck.durable_offset > 0 {
-                break ck;
-            }
-        }
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    let held = tokio::task::block_in_place(|| hold.wait(Duration::from_secs(300)));
+    let ck: Checkpoint = checkpoint::list(&dir).into_iter().next().unwrap().1;
+    assert_eq!(ck.durable_offset, held, "the checkpoint the hold saved");
     if term {
         assert!(svc.term().success());
     } else {

@@ -231,3 +231,64 @@ pub fn as_nobody(program: impl AsRef<std::ffi::OsStr>) -> std::process::Command 
         .arg(program);
     c
 }
+
+/// The failpoint `MDPILOT_FAILPOINT_WIPE_HOLD` (`--features failpoints`): a wipe job, in the CLI
+/// or the service, stands still once `at` bytes are complete and saved in its checkpoint, until
+/// its cancel (or forever), so a test stops or kills it at a known point however fast the host
+/// writes. The job says `held OFFSET` on a FIFO this helper made.
+pub struct WipeHold {
+    _dir: tempfile::TempDir,
+    fifo: std::path::PathBuf,
+    at: u64,
+}
+
+impl WipeHold {
+    /// A hold at `at` bytes (a new FIFO in a temporary directory).
+    pub fn at(at: u64) -> WipeHold {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let fifo = dir.path().join("held");
+        let c = std::ffi::CString::new(fifo.as_os_str().as_bytes()).unwrap();
+        // SAFETY: a valid C string; mkfifo has no other precondition.
+        assert_eq!(unsafe { libc::mkfifo(c.as_ptr(), 0o600) }, 0);
+        WipeHold {
+            _dir: dir,
+            fifo,
+            at,
+        }
+    }
+
+    /// The environment variable that arms the hold in the process that runs the job.
+    pub fn env(&self) -> (&'static str, String) {
+        (
+            "MDPILOT_FAILPOINT_WIPE_HOLD",
+            format!("{}:{}", self.at, self.fifo.display()),
+        )
+    }
+
+    /// Waits (at most `limit`, a guard against a job that never gets there) until the job
+    /// holds; returns the durable offset its checkpoint then says.
+    pub fn wait(&self, limit: std::time::Duration) -> u64 {
+        use std::io::Read;
+        let (tx, rx) = std::sync::mpsc::channel();
+        let fifo = self.fifo.clone();
+        std::thread::spawn(move || {
+            let mut s = String::new();
+            let _ = std::fs::File::open(&fifo).and_then(|mut f| f.read_to_string(&mut s));
+            let _ = tx.send(s);
+        });
+        let Ok(held) = rx.recv_timeout(limit) else {
+            // Release the blocked reader before failing.
+            use std::os::unix::fs::OpenOptionsExt;
+            let _ = std::fs::OpenOptions::new()
+                .write(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(&self.fifo);
+            panic!("the wipe job never held at {} bytes", self.at);
+        };
+        held.trim()
+            .strip_prefix("held ")
+            .and_then(|n| n.parse().ok())
+            .unwrap_or_else(|| panic!("the hold said {held:?}"))
+    }
+}
