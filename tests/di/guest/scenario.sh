@@ -277,8 +277,16 @@ mkdir -p "$part"
 # user presses the progress bar's Cancel: crypto_do_wipe then kills the writer (SIGTERM).
 steps=0
 cancel_at=0
+watch_pid=
 db_progress() {
     [ "$1" = STEP ] && steps=$((steps + 1))
+    # The last of the 1000 steps of a whole erase: the erase's tail is watched from here
+    # (watch_tail below), apart from the installer's progress loop: no fd of the loop or of
+    # debconf is kept open by it.
+    if [ "$1" = STEP ] && [ "$cancel_at" = 0 ] && [ "$steps" = 1000 ] && [ -z "$watch_pid" ]; then
+        watch_tail "$pid" "$$" </dev/null >/dev/null 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9<&- &
+        watch_pid=$!
+    fi
     if [ "$1" = STEP ] && [ "$cancel_at" -gt 0 ] && [ "$steps" -ge "$cancel_at" ]; then
         _db_cmd "PROGRESS $*"
         # crypto_do_wipe's writer ($pid, its local) still running when Cancel is pressed?
@@ -306,14 +314,129 @@ wrap_writer() {
 }
 unwrap_writer() { mv -f "$writer_path.measured" "$writer_path" || fail "cannot put $writer_path back"; }
 report() { sed -n "s/^$1 //p" "$WRITER_REPORT" 2>/dev/null | tail -1; }
+# The erase's tail, from the progress loop's last step to crypto_do_wipe's return, in the
+# kernel's own words. watch_tail WRAPPER_PID SHELL_PID (writer-wrap's pid, the writer being its
+# child; the scenario's shell, which runs crypto_do_wipe) polls once a second and records
+# (TAIL_* lines):
+#   TAIL_WRITER pid and command line of the writer;
+#   TAIL_RESYNC_IDLE_MS when md's sync_action turned idle while the writer still ran;
+#   TAIL_AT S brief figures every 60 s while the writer runs (sync_action, sync_completed,
+#     mdstat's resync line, the page cache's Dirty and Writeback, the writer's wait channel);
+#   TAIL_WRITER_END_MS and TAIL_AT_END: when the writer ended, and md's resync then;
+#   TAIL_RETURN_MS: when crypto_do_wipe returned (erase's marker file);
+#   a dump (tail_dump) 10 s and 300 s after the last step while the writer runs, and 10 s
+#     and 300 s after the writer's end while crypto_do_wipe has not returned;
+#   TAIL_HUNG_TASK_REPORTS: the kernel's hung-task reports ("blocked for more than") so far.
+# A writer that ends within 10 s of the last step, with crypto_do_wipe returning within 10 s
+# of it (every passing run), gets a few lines and no dump. Nothing here writes to md or holds
+# the erase's fds.
+erase_returned=/tmp/di-erase-returned
+tail_brief() {
+    echo "sync_action=$(cat /sys/block/$md/md/sync_action)" \
+        "sync_completed=$(cat /sys/block/$md/md/sync_completed | tr ' ' '_')" \
+        "mdstat=[$(grep -o '\(resync\|recovery\) *=.*' /proc/mdstat | head -1)]" \
+        "dirty_kib=$(awk '/^Dirty:/ { print $2 }' /proc/meminfo)" \
+        "writeback_kib=$(awk '/^Writeback:/ { print $2 }' /proc/meminfo)" \
+        "wchan=$(cat /proc/$1/wchan 2>/dev/null)"
+}
+# tail_dump TAG PID...: each PID's state, wait channel, syscall (number and arguments) and
+# kernel stack, and those of the scenario shell's children; md's resync; Dirty and Writeback;
+# the disks' stat; the serial ports' counters (tx: bytes the UART sent, so a stalled results
+# port shows); every process with its state and wait channel; the blocked (D state) tasks'
+# stacks by sysrq w (TAIL_KMSG: the kernel log lines it added). Only a run already held 10 s
+# gets here: the console's log level is raised to show everything, and each line goes to the
+# kernel log as well, so the console (kept by the host for a run without END) has the dump
+# even if the results port does not.
+dres() {
+    res "$*"
+    echo "di-test: $*" >/dev/kmsg 2>/dev/null
+}
+tail_dump() {
+    td_at=$1
+    shift
+    echo 8 >/proc/sys/kernel/printk 2>/dev/null
+    for td_p in "$@" $(cat /proc/$sh_pid/task/$sh_pid/children 2>/dev/null); do
+        [ -d /proc/$td_p ] || { dres "TAIL_PID $td_at $td_p gone"; continue; }
+        dres "TAIL_PID $td_at $td_p $(cat /proc/$td_p/comm 2>/dev/null)" \
+            "state=$(sed -n 's/^State:[[:space:]]*//p' /proc/$td_p/status 2>/dev/null | tr ' ' '_')" \
+            "wchan=$(cat /proc/$td_p/wchan 2>/dev/null) syscall=[$(cat /proc/$td_p/syscall 2>/dev/null)]"
+        cat /proc/$td_p/stack 2>/dev/null | while read -r td_l; do dres "TAIL_STACK $td_at $td_p $td_l"; done
+    done
+    while read -r td_l; do dres "TAIL_MDSTAT $td_at $td_l"; done </proc/mdstat
+    for td_a in sync_action sync_completed sync_speed sync_speed_min sync_speed_max resync_start; do
+        dres "TAIL_MD $td_at $td_a $(cat /sys/block/$md/md/$td_a 2>/dev/null)"
+    done
+    dres "TAIL_MD $td_at limits $(limits)"
+    dres "TAIL_MEM $td_at $(grep '^Dirty:\|^Writeback:' /proc/meminfo | tr -s ' ' | tr '\n' ' ')"
+    for td_d in $md vda vdb; do dres "TAIL_DISKSTAT $td_at $td_d $(tr -s ' ' </sys/block/$td_d/stat)"; done
+    grep '^[01]:' /proc/tty/driver/serial 2>/dev/null | while read -r td_l; do dres "TAIL_SERIAL $td_at $td_l"; done
+    for td_p in /proc/[0-9]*; do
+        td_c=$(tr '\0' ' ' <$td_p/cmdline 2>/dev/null | cut -c1-80)
+        [ -n "$td_c" ] || continue
+        dres "TAIL_PS $td_at ${td_p#/proc/} $(awk '{ print "ppid=" $4, "state=" $3 }' $td_p/stat 2>/dev/null)" \
+            "wchan=$(cat $td_p/wchan 2>/dev/null) $td_c"
+    done
+    td_n0=$(dmesg | wc -l)
+    echo w >/proc/sysrq-trigger
+    sleep 1
+    dmesg | tail -n +$((td_n0 + 1)) | while read -r td_l; do res "TAIL_KMSG $td_at $td_l"; done
+}
+watch_tail() {
+    wrap=$1 sh_pid=$2
+    t_last=$(now_ms)
+    w=$(cat /proc/$wrap/task/$wrap/children 2>/dev/null | awk '{ print $1 }')
+    [ -n "$w" ] || w=$(awk -v p="$wrap" '$4 == p { print $1; exit }' /proc/[0-9]*/stat 2>/dev/null)
+    [ -n "$w" ] || w=$wrap
+    res "TAIL_WRITER $w $(tr '\0' ' ' </proc/$w/cmdline 2>/dev/null)"
+    dumped= resync_idle= next_brief=60
+    # (the writer cannot outlive crypto_do_wipe's return, which waits for it)
+    while [ -d /proc/$w ] && ! grep -q '^State:.*Z' /proc/$w/status 2>/dev/null &&
+        [ ! -e $erase_returned ]; do
+        s=$(( ($(now_ms) - t_last) / 1000 ))
+        if [ -z "$resync_idle" ] && [ "$(cat /sys/block/$md/md/sync_action)" = idle ]; then
+            resync_idle=$(( $(now_ms) - t_last ))
+            res "TAIL_RESYNC_IDLE_MS $resync_idle $(cat /sys/block/$md/md/sync_completed)"
+        fi
+        if [ "$s" -ge 10 ] && [ -z "$dumped" ]; then
+            tail_dump writer-10s "$w" "$wrap" "$sh_pid"; dumped=10
+        elif [ "$s" -ge 300 ] && [ "$dumped" = 10 ]; then
+            tail_dump writer-300s "$w" "$wrap" "$sh_pid"; dumped=300
+        fi
+        if [ "$s" -ge "$next_brief" ]; then
+            res "TAIL_AT $s $(tail_brief "$w")"
+            next_brief=$((next_brief + 60))
+        fi
+        sleep 1
+    done
+    t_end=$(now_ms)
+    res "TAIL_WRITER_END_MS $((t_end - t_last))"
+    res "TAIL_AT_END $(tail_brief "$w")"
+    dumped=
+    while [ ! -e $erase_returned ]; do
+        s=$(( ($(now_ms) - t_end) / 1000 ))
+        if [ "$s" -ge 10 ] && [ -z "$dumped" ]; then
+            tail_dump return-10s "$wrap" "$sh_pid"; dumped=10
+        elif [ "$s" -ge 300 ] && [ "$dumped" = 10 ]; then
+            tail_dump return-300s "$wrap" "$sh_pid"; dumped=300
+        fi
+        sleep 1
+    done
+    res "TAIL_RETURN_MS $(( $(now_ms) - t_last ))"
+    res "TAIL_HUNG_TASK_REPORTS $(dmesg | grep -c 'blocked for more than')"
+}
+
 # erase TAG: partman-crypto's crypto_wipe_device of the array; TAG_RC, TAG_MS, TAG_STEPS, ...
 erase() {
-    steps=0 writer_rc=
+    steps=0 writer_rc= watch_pid=
+    rm -f $erase_returned
     wrap_writer
     t0=$(now_ms)
     crypto_wipe_device "/dev/$md" "$part" no
     rc=$?
     t1=$(now_ms)
+    # (the tail's watcher ends within a second of this)
+    : >$erase_returned
+    [ -n "$watch_pid" ] && command wait "$watch_pid"
     unwrap_writer
     res "${1}_RC $rc"
     res "${1}_WRITER_RC $writer_rc"
