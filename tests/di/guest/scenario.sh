@@ -318,7 +318,8 @@ report() { sed -n "s/^$1 //p" "$WRITER_REPORT" 2>/dev/null | tail -1; }
 # kernel's own words. watch_tail WRAPPER_PID SHELL_PID (writer-wrap's pid, the writer being its
 # child; the scenario's shell, which runs crypto_do_wipe) polls once a second and records
 # (TAIL_* lines):
-#   TAIL_WRITER pid and command line of the writer;
+#   TAIL_WRITER pid and command line of the writer (a fast writer has ended already: the
+#     progress loop reads its lines one debconf round trip at a time);
 #   TAIL_RESYNC_IDLE_MS when md's sync_action turned idle while the writer still ran;
 #   TAIL_AT S brief figures every 60 s while the writer runs (sync_action, sync_completed,
 #     mdstat's resync line, the page cache's Dirty and Writeback, the writer's wait channel);
@@ -387,7 +388,8 @@ watch_tail() {
     w=$(cat /proc/$wrap/task/$wrap/children 2>/dev/null | awk '{ print $1 }')
     [ -n "$w" ] || w=$(awk -v p="$wrap" '$4 == p { print $1; exit }' /proc/[0-9]*/stat 2>/dev/null)
     [ -n "$w" ] || w=$wrap
-    res "TAIL_WRITER $w $(tr '\0' ' ' </proc/$w/cmdline 2>/dev/null)"
+    w_cmd=$(tr '\0' ' ' </proc/$w/cmdline 2>/dev/null)
+    res "TAIL_WRITER $w ${w_cmd:-(ended before the last step was shown)}"
     dumped= resync_idle= next_brief=60
     # (the writer cannot outlive crypto_do_wipe's return, which waits for it)
     while [ -d /proc/$w ] && ! grep -q '^State:.*Z' /proc/$w/status 2>/dev/null &&
