@@ -279,7 +279,7 @@ steps=0
 cancel_at=0
 watch_pid=
 db_progress() {
-    [ "$1" = STEP ] && steps=$((steps + 1))
+    [ "$1" = STEP ] && steps=$((steps + 1)) && echo "$steps" >$steps_file
     # The last of the 1000 steps of a whole erase: the erase's tail is watched from here
     # (watch_tail below), apart from the installer's progress loop: no fd of the loop or of
     # debconf is kept open by it.
@@ -427,10 +427,43 @@ watch_tail() {
     res "TAIL_HUNG_TASK_REPORTS $(dmesg | grep -c 'blocked for more than')"
 }
 
+# watch_steps SHELL_PID: an erase whose progress stands still. Polls once a second from the
+# erase's start to its return; when the step count (db_progress writes it to $steps_file) has
+# not moved for 60 s, and again at 600 s, it records STALL_AT (the steps, the seconds, brief
+# figures) and a dump (tail_dump) of the scenario shell's process tree: which process waits
+# where when the installer's progress loop stops. Runs that never stall print nothing.
+steps_file=/tmp/di-erase-steps
+watch_steps() {
+    ws_sh=$1 ws_last= ws_since=$(now_ms) ws_dumped= sh_pid=$1
+    while [ ! -e $erase_returned ]; do
+        ws_now=$(cat $steps_file 2>/dev/null)
+        if [ "$ws_now" != "$ws_last" ]; then
+            ws_last=$ws_now ws_since=$(now_ms) ws_dumped=
+        fi
+        ws_s=$(( ($(now_ms) - ws_since) / 1000 ))
+        if { [ "$ws_s" -ge 60 ] && [ -z "$ws_dumped" ]; } ||
+            { [ "$ws_s" -ge 600 ] && [ "$ws_dumped" = 60 ]; }; then
+            ws_dumped=$([ -z "$ws_dumped" ] && echo 60 || echo 600)
+            dres "STALL_AT steps=${ws_now:-0} still=${ws_s}s $(tail_brief "$ws_sh")"
+            # shellcheck disable=SC2046 # the tree's pids, one word each
+            tail_dump "stall-${ws_dumped}s" $(tree_pids "$ws_sh")
+        fi
+        sleep 1
+    done
+}
+# tree_pids PID: PID and every process below it (from /proc/*/stat's ppid).
+tree_pids() {
+    awk '{ print $1, $4 }' /proc/[0-9]*/stat 2>/dev/null | awk -v root="$1" '
+        { parent[$1] = $2 }
+        END { for (p in parent) { q = p; while (q != "" && q != 0 && q != root) q = parent[q]; if (q == root) print p } }'
+}
+
 # erase TAG: partman-crypto's crypto_wipe_device of the array; TAG_RC, TAG_MS, TAG_STEPS, ...
 erase() {
     steps=0 writer_rc= watch_pid=
-    rm -f $erase_returned
+    rm -f $erase_returned $steps_file
+    watch_steps "$$" </dev/null >/dev/null 2>&1 3>&- 4>&- 5>&- 6>&- 7>&- 8>&- 9<&- &
+    steps_pid=$!
     wrap_writer
     t0=$(now_ms)
     crypto_wipe_device "/dev/$md" "$part" no
@@ -439,6 +472,7 @@ erase() {
     # (the tail's watcher ends within a second of this)
     : >$erase_returned
     [ -n "$watch_pid" ] && command wait "$watch_pid"
+    command wait "$steps_pid"
     unwrap_writer
     res "${1}_RC $rc"
     res "${1}_WRITER_RC $writer_rc"
