@@ -38,3 +38,29 @@ unit_journal() {
 }
 # idle mdN: md/sync_action is idle (no resync, recovery or check runs).
 idle() { [ "$(cat "/sys/block/$1/md/sync_action")" = idle ]; }
+# sync_writers MD: four synchronous 4 KiB writers near MD's end, each stalled on io most of the
+# time (io pressure `some` far above any throttle's band); their pids in WRITERS.
+# stop_writers ends them (safe to call twice, and from a trap).
+WRITERS=()
+sync_writers() {
+    local end_kib i
+    end_kib=$(($(blockdev --getsz "/dev/$1") / 2 - 65536))
+    for i in 1 2 3 4; do
+        dd if=/dev/zero of="/dev/$1" bs=4k count=100000 seek=$(((end_kib + i * 8192) / 4)) oflag=direct,dsync status=none 2>/dev/null &
+        WRITERS+=("$!")
+    done
+}
+stop_writers() {
+    [ "${#WRITERS[@]}" = 0 ] || kill "${WRITERS[@]}" 2>/dev/null || true
+    wait "${WRITERS[@]}" 2>/dev/null || true
+    WRITERS=()
+}
+# drop_array MD DISK...: stops MD, if it is there, and zeroes its members' superblocks.
+drop_array() {
+    local md=$1
+    shift
+    [ -e "/dev/$md" ] || return 0
+    echo idle >"/sys/block/$md/md/sync_action" 2>/dev/null || true
+    mdadm --stop "/dev/$md" >/dev/null 2>&1 || true
+    mdadm --zero-superblock "$@" 2>/dev/null || true
+}

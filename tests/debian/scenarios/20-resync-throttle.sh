@@ -9,16 +9,10 @@ need_disks 4
 [ -r /proc/pressure/io ] || skip "this kernel has no /proc/pressure/io (CONFIG_PSI off or psi=0)"
 md=md20
 conf=/etc/mdpilot/config.d/50-test-resync.toml
-writers=()
 cleanup() {
     rm -f "$conf"
-    [ "${#writers[@]}" = 0 ] || kill "${writers[@]}" 2>/dev/null || true
-    wait "${writers[@]}" 2>/dev/null || true
-    writers=()
-    if [ -e "/dev/$md" ]; then
-        mdadm --stop "/dev/$md" >/dev/null 2>&1 || true
-        mdadm --zero-superblock "${DISKS[2]}" "${DISKS[3]}" 2>/dev/null || true
-    fi
+    stop_writers
+    drop_array "$md" "${DISKS[2]}" "${DISKS[3]}"
     systemctl restart mdpilot.service || true
 }
 trap cleanup EXIT
@@ -37,12 +31,7 @@ first=$(rs .limit_kib_s)
 log "first decision: $first KiB/s ($(rs .why))"
 busctl --system get-property "$BUS_NAME" "$(array_path "$md")" "$ARRAY" ResyncThrottle | grep -q limit ||
     fail "the Array's ResyncThrottle has no limit: $(busctl --system get-property "$BUS_NAME" "$(array_path "$md")" "$ARRAY" ResyncThrottle)"
-# Synchronous 4 KiB writes near the array's end: writers stalled on io.
-end_kib=$(($(blockdev --getsz "/dev/$md") / 2 - 65536))
-for i in 1 2 3 4; do
-    dd if=/dev/zero of="/dev/$md" bs=4k count=100000 seek=$(((end_kib + i * 8192) / 4)) oflag=direct,dsync status=none 2>/dev/null &
-    writers+=("$!")
-done
+sync_writers "$md"
 lowered() {
     l=$(rs .limit_kib_s)
     [ -n "$l" ] && [ "$l" -gt 0 ] && { [ "$l" -lt "$first" ] || [ "$(rs .decision)" = floor ]; }
@@ -52,9 +41,7 @@ low=$(rs .limit_kib_s)
 knob=$(cat "/sys/block/$md/md/sync_speed_max")
 case $knob in "$low "* | "$low") ;; *) fail "$md sync_speed_max reads '$knob', the throttle holds $low" ;; esac
 info "resync throttle under the unit: limit $first -> $low KiB/s, md/sync_speed_max '$knob' ($(rs .why))"
-kill "${writers[@]}" 2>/dev/null || true
-wait "${writers[@]}" 2>/dev/null || true
-writers=()
+stop_writers
 # The resync ends: below sync_speed_min md ignores the max, so it finishes at disk speed.
 echo 2000000 >"/sys/block/$md/md/sync_speed_min"
 wait_for 180 idle "$md" || fail "$md's resync did not finish: $(cat /proc/mdstat)"

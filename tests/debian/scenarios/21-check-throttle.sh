@@ -10,17 +10,10 @@ need_disks 4
 [ -r /proc/pressure/io ] || skip "this kernel has no /proc/pressure/io (CONFIG_PSI off or psi=0)"
 md=md21
 conf=/etc/mdpilot/config.d/50-test-check.toml
-writers=()
 cleanup() {
     rm -f "$conf"
-    [ "${#writers[@]}" = 0 ] || kill "${writers[@]}" 2>/dev/null || true
-    wait "${writers[@]}" 2>/dev/null || true
-    writers=()
-    if [ -e "/dev/$md" ]; then
-        echo idle >"/sys/block/$md/md/sync_action" 2>/dev/null || true
-        mdadm --stop "/dev/$md" >/dev/null 2>&1 || true
-        mdadm --zero-superblock "${DISKS[2]}" "${DISKS[3]}" 2>/dev/null || true
-    fi
+    stop_writers
+    drop_array "$md" "${DISKS[2]}" "${DISKS[3]}"
     systemctl restart mdpilot.service || true
 }
 trap cleanup EXIT
@@ -45,19 +38,12 @@ case $at_start in
     *) fail "md/sync_speed_max read '$at_start' right after StartCheck; the throttle's first decision is $first" ;;
 esac
 info "StartCheck under the throttle: md/sync_speed_max '$at_start' at the reply ($(th .why))"
-# Synchronous 4 KiB writes near the array's end: writers stalled on io.
-end_kib=$(($(blockdev --getsz "/dev/$md") / 2 - 65536))
-for i in 1 2 3 4; do
-    dd if=/dev/zero of="/dev/$md" bs=4k count=100000 seek=$(((end_kib + i * 8192) / 4)) oflag=direct,dsync status=none 2>/dev/null &
-    writers+=("$!")
-done
+sync_writers "$md"
 at_floor() { [ "$(th .limit_kib_s)" = 1000 ]; }
 wait_for 90 at_floor || fail "the check throttle did not drop to its floor: $(tr '\n' ' ' </proc/pressure/io); $(mdpilot check status --json "$md" | jq -c '.arrays[0].throttle')"
 case $(knob) in "1000 (local)" | 1000) ;; *) fail "$md sync_speed_max reads '$(knob)', the throttle holds 1000" ;; esac
 info "check throttle under the unit: limit $first -> 1000 KiB/s, md/sync_speed_max '$(knob)' ($(th .why))"
-kill "${writers[@]}" 2>/dev/null || true
-wait "${writers[@]}" 2>/dev/null || true
-writers=()
+stop_writers
 busctl --system call "$BUS_NAME" "$(array_path $md)" "$ARRAY" CancelCheck ||
     fail "CancelCheck $md failed: $(journalctl -u mdpilot.service --no-pager -o cat | tail -n 3)"
 wait_for 20 idle "$md" || fail "$md still $(cat "/sys/block/$md/md/sync_action") after CancelCheck"
