@@ -495,11 +495,19 @@ pub struct Checkpointer<'a> {
     track: Mutex<Track>,
     /// The template (its `durable_offset` is the last one written), under the save lock.
     written: Mutex<Checkpoint>,
-    /// The failpoint's hold happened; the job's cancel flag, which ends it.
+    /// The failpoint `MDPILOT_FAILPOINT_WIPE_HOLD`, when armed ([`Checkpointer::hold_cancel`]).
     #[cfg(feature = "failpoints")]
+    hold: Option<Hold>,
+}
+
+/// The failpoint's hold: at which completed offset, the FIFO it reports on, the job's cancel
+/// flag (which ends it), and whether it happened.
+#[cfg(feature = "failpoints")]
+struct Hold {
+    at: u64,
+    fifo: PathBuf,
+    cancel: std::sync::Arc<std::sync::atomic::AtomicBool>,
     held: std::sync::atomic::AtomicBool,
-    #[cfg(feature = "failpoints")]
-    hold_cancel: Option<std::sync::Arc<std::sync::atomic::AtomicBool>>,
 }
 
 impl<'a> Checkpointer<'a> {
@@ -520,9 +528,7 @@ impl<'a> Checkpointer<'a> {
             }),
             written: Mutex::new(ck),
             #[cfg(feature = "failpoints")]
-            held: Default::default(),
-            #[cfg(feature = "failpoints")]
-            hold_cancel: None,
+            hold: None,
         }
     }
 
@@ -567,47 +573,49 @@ impl<'a> Checkpointer<'a> {
         }
     }
 
-    /// With `--features failpoints` and `MDPILOT_FAILPOINT_WIPE_HOLD=BYTES:FIFO`: the first
-    /// completion that takes the completed offset to `BYTES` or more saves the checkpoint at
-    /// once, writes `held OFFSET` (the offset saved) to the FIFO `FIFO` (its open blocks until
-    /// the test reads), and then waits for the job's cancel ([`Checkpointer::hold_cancel`]),
-    /// forever without one. It holds the completion lock, so every other worker stops at its
-    /// next completion: the job stands still, part written, for the test to kill it or stop
-    /// it at a known point however fast the host writes.
+    /// With `--features failpoints` and `MDPILOT_FAILPOINT_WIPE_HOLD=BYTES:FIFO` (read once, by
+    /// [`Checkpointer::hold_cancel`]): the first completion that takes the completed offset to
+    /// `BYTES` or more saves the checkpoint at once, writes `held OFFSET` (the offset saved) to
+    /// the FIFO `FIFO` (its open blocks until the test reads), and then waits for the job's
+    /// cancel. It holds the completion lock, so every other worker stops at its next
+    /// completion: the job stands still, part written, for the test to kill it or stop it at a
+    /// known point however fast the host writes.
     #[cfg(feature = "failpoints")]
     fn hold_point(&self, t: &Track) {
-        let Ok(v) = std::env::var("MDPILOT_FAILPOINT_WIPE_HOLD") else {
+        use std::sync::atomic::Ordering;
+        let Some(h) = &self.hold else {
             return;
         };
-        let Some((bytes, fifo)) = v.split_once(':') else {
-            return;
-        };
-        let Ok(at) = bytes.parse::<u64>() else {
-            return;
-        };
-        if t.completed_offset < at || self.held.swap(true, std::sync::atomic::Ordering::SeqCst) {
+        if t.completed_offset < h.at || h.held.swap(true, Ordering::SeqCst) {
             return;
         }
         self.flush_and_save(t.completed_offset);
         let saved = crate::lock::lock(&self.written).durable_offset;
-        if let Ok(mut f) = fs::OpenOptions::new().write(true).open(fifo) {
+        if let Ok(mut f) = fs::OpenOptions::new().write(true).open(&h.fifo) {
             use std::io::Write;
             let _ = writeln!(f, "held {saved}");
         }
-        let cancelled = || {
-            self.hold_cancel
-                .as_ref()
-                .is_some_and(|c| c.load(std::sync::atomic::Ordering::SeqCst))
-        };
-        while !cancelled() {
+        while !h.cancel.load(Ordering::SeqCst) {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
     }
 
-    /// The job's cancel flag, which ends the hold of the failpoint `MDPILOT_FAILPOINT_WIPE_HOLD`.
+    /// Arms the failpoint `MDPILOT_FAILPOINT_WIPE_HOLD` when the environment sets it
+    /// (`BYTES:FIFO`; anything else leaves it off), with the job's cancel flag, which ends the
+    /// hold.
     #[cfg(feature = "failpoints")]
     pub fn hold_cancel(mut self, cancel: std::sync::Arc<std::sync::atomic::AtomicBool>) -> Self {
-        self.hold_cancel = Some(cancel);
+        let v = std::env::var("MDPILOT_FAILPOINT_WIPE_HOLD").unwrap_or_default();
+        if let Some((bytes, fifo)) = v.split_once(':') {
+            if let Ok(at) = bytes.parse::<u64>() {
+                self.hold = Some(Hold {
+                    at,
+                    fifo: PathBuf::from(fifo),
+                    cancel,
+                    held: Default::default(),
+                });
+            }
+        }
         self
     }
 
