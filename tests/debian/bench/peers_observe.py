@@ -138,11 +138,14 @@ def scrape(tool, url):
 
 
 def managed(bus, name, path):
+    """The service's objects, without starting it: NO_AUTO_START, so a snapshot taken after a unit
+    was stopped (the reboot's `stopped` state) reads "not running" instead of activating it again
+    through its D-Bus service file (which resumed mdpilot's check behind the stop)."""
     from gi.repository import Gio, GLib
 
     try:
         r = bus.call_sync(name, path, "org.freedesktop.DBus.ObjectManager", "GetManagedObjects", None,
-                          GLib.VariantType("(a{oa{sa{sv}}})"), Gio.DBusCallFlags.NONE, 20000, None)
+                          GLib.VariantType("(a{oa{sa{sv}}})"), Gio.DBusCallFlags.NO_AUTO_START, 20000, None)
         return plain(r.unpack()[0])
     except Exception as e:  # noqa: BLE001
         return {"error": str(e)}
