@@ -391,6 +391,13 @@ pub struct ArraySysfs {
     /// finished one. Not in the status JSON.
     #[serde(skip)]
     pub sync_min_sectors: Option<u64>,
+    /// `md/last_sync_action`: the action of the last sync md started since the array was
+    /// assembled (md_do_sync sets it as the sync starts and leaves it after the sync ends or is
+    /// interrupted). An array assembled since, by a reboot or a stop and assemble, reads `idle`
+    /// (Linux 6.11 and later) or `none` (earlier; [`SyncAction::Other`]) until its next sync, so
+    /// it tells a check that finished from one the kernel forgot. Not in the status JSON.
+    #[serde(skip)]
+    pub last_sync_action: Option<SyncAction>,
     /// The metadata name (`host:root`), from udev's `MD_NAME` ([`crate::array_names::metadata_name`]);
     /// not in the status JSON.
     #[serde(skip)]

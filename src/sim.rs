@@ -9,7 +9,7 @@
 //! honouring md's speed-limit semantics (see [`sync_rate_kib_s`]) and stops at the end; the
 //! timer runs only while a sync runs. A `check`/`repair` written to `md/sync_action` starts at
 //! `md/sync_min`; interrupted, it leaves `sync_min` at the point reached, and complete it resets
-//! it to 0, as md's `md_do_sync` does. Regular files raise no `POLLPRI`, so after each write the
+//! it to 0, as md's `md_do_sync` does, which also names each sync in `md/last_sync_action`. Regular files raise no `POLLPRI`, so after each write the
 //! simulator sends the watcher's [`Event`]s into the service's channel itself.
 //!
 //! Env: `MDPILOT_SIM_TICK_MS` (default 1000) sets the step; `MDPILOT_SIM_TRACE=FILE` appends
@@ -476,6 +476,13 @@ impl Sim {
         write(self.md(a, "sync_speed_min"), "1000 (system)\n")?;
         write(self.md(a, "sync_speed_max"), "200000 (system)\n")?;
         write(self.md(a, "sync_min"), "0\n")?;
+        // md_do_sync names each sync as it starts; none since the assembly reads `idle` (6.11+).
+        let last = if a.sync_done_sectors.is_some() {
+            a.action.as_str()
+        } else {
+            "idle"
+        };
+        write(self.md(a, "last_sync_action"), &format!("{last}\n"))?;
         write(
             self.root.sys(format!("block/{}/size", a.name)),
             &format!("{}\n", a.size_kib() * 2),
@@ -574,6 +581,7 @@ impl Sim {
                     a.action = word.clone();
                     a.sync_done_sectors = Some(start.min(a.sync_total_sectors()));
                     a.sync_min_at_start = self.sync_min_mtime(a);
+                    res = res.and(write(self.md(a, "last_sync_action"), &format!("{word}\n")));
                     true
                 }
                 ("idle" | "frozen", Some(done)) => {

@@ -58,6 +58,15 @@ pub struct Position {
     pub total_sectors: u64,
     /// When it was saved, Unix seconds.
     pub saved_s: u64,
+    /// The mismatches md counted between the check's start and `sectors`, 512-byte sectors,
+    /// summed over the check's runs so far (md starts `md/mismatch_cnt` at 0 with each run, so a
+    /// resumed check's own count covers only its last run). 0 when absent.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub mismatch_cnt: u64,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
 }
 
 /// The outcome of a completed check.
@@ -68,7 +77,8 @@ pub struct CheckResult {
     pub action: CheckAction,
     /// When it was seen complete, Unix seconds.
     pub completed_s: u64,
-    /// `md/mismatch_cnt` then, 512-byte sectors.
+    /// The mismatches of the whole check, 512-byte sectors: `md/mismatch_cnt` at its end plus
+    /// what its earlier runs counted ([`Position::mismatch_cnt`]).
     pub mismatch_cnt: u64,
     /// The level then (`raid1`, `raid5`), for [`mismatch_is_warning`].
     pub level: String,
@@ -87,6 +97,11 @@ pub struct ArrayRecord {
     /// A check this tool started and has not seen end yet (`check` or `repair`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub running: Option<CheckAction>,
+    /// While a resumed check runs: the mismatches its earlier runs counted (the resumed
+    /// position's [`Position::mismatch_cnt`]), 512-byte sectors, added to md's count of this
+    /// run ([`ArrayRecord::found`]). 0 when absent.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub found_before: u64,
     /// The last completed check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last: Option<CheckResult>,
@@ -109,6 +124,22 @@ pub struct ArrayRecord {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub paused_for: Option<String>,
 }
+
+impl ArrayRecord {
+    /// The mismatches of the running check so far, 512-byte sectors: its earlier runs'
+    /// ([`ArrayRecord::found_before`]) plus md's count of this run (`md/mismatch_cnt`, `mismatch_cnt`
+    /// here; 0 when unread).
+    pub fn found(&self, mismatch_cnt: Option<u64>) -> u64 {
+        self.found_before.saturating_add(mismatch_cnt.unwrap_or(0))
+    }
+}
+
+/// Why the service paused a check itself ([`ArrayRecord::paused_for`]): its array degraded.
+pub const PAUSED_DEGRADED: &str = "degraded";
+/// Why the service paused a check itself ([`ArrayRecord::paused_for`]): the service stopped
+/// (SIGTERM, or the machine shuts down), or the machine went down under the running check (a
+/// crash or power loss, found by [`reconcile`]).
+pub const PAUSED_SHUTDOWN: &str = "shutdown";
 
 /// The whole file.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -245,15 +276,27 @@ pub struct Observed {
     pub sync_min: u64,
     /// `md/mismatch_cnt`.
     pub mismatch_cnt: Option<u64>,
+    /// `md/last_sync_action` ([`crate::model::ArraySysfs::last_sync_action`]); `None` where the
+    /// kernel has none.
+    pub last_sync_action: Option<SyncAction>,
     /// Level.
     pub level: String,
 }
 
 /// Brings `rec` up to date with what the kernel shows at `now_s`: a check we started that is
-/// no longer running and was not paused by us is complete when the kernel reset `sync_min` to
-/// 0 (then its result is recorded and the position dropped) or interrupted otherwise (then its
-/// position is what the kernel kept in `sync_min`). A running one saves its position.
-/// Returns true when `rec` changed.
+/// no longer running and was not paused by us is
+/// - complete when the kernel reset `sync_min` to 0 and `last_sync_action` still names it
+///   (then its result is recorded and the position dropped; a kernel without
+///   `last_sync_action` is taken at `sync_min` alone);
+/// - interrupted when the kernel kept `sync_min` (someone wrote `idle`): its position is what
+///   the kernel kept;
+/// - cut off when the array was assembled again since it ran (a reboot, a crash, a stop and
+///   assemble: `sync_min` 0 and `last_sync_action` `idle`, `none` or another action): md forgot
+///   the check and its `mismatch_cnt`, so nothing is recorded as a result; the position is the
+///   last one saved, and the record is marked [`PAUSED_SHUTDOWN`] so that it resumes there
+///   (`crate::check::run::resume_after_shutdown`, or the schedule for a scheduled check).
+///
+/// A running one saves its position. Returns true when `rec` changed.
 pub fn reconcile(
     rec: &mut ArrayRecord,
     o: &Observed,
@@ -264,6 +307,7 @@ pub fn reconcile(
     let Some(action) = rec.running else {
         return false;
     };
+    let found = rec.found(o.mismatch_cnt);
     if o.sync_action == action.sync_action() {
         if let Some((done, total)) = o.completed {
             rec.position = Some(Position {
@@ -271,28 +315,41 @@ pub fn reconcile(
                 sectors: resume_point(done, chunk_bytes),
                 total_sectors: total,
                 saved_s: now_s,
+                mismatch_cnt: found,
             });
         }
     } else if o.sync_action == SyncAction::Idle {
         rec.running = None;
         rec.until_s = None;
-        if o.sync_min == 0 {
-            rec.position = None;
-            rec.max = None;
-            rec.last = Some(CheckResult {
-                action,
-                completed_s: now_s,
-                mismatch_cnt: o.mismatch_cnt.unwrap_or(0),
-                level: o.level.clone(),
-            });
-        } else {
+        rec.found_before = 0;
+        // md assembled the array again since: it forgot the check (and its mismatch_cnt).
+        let forgotten = o
+            .last_sync_action
+            .as_ref()
+            .is_some_and(|l| *l != action.sync_action());
+        if o.sync_min != 0 {
             let total = rec.position.as_ref().map_or(0, |p| p.total_sectors);
             rec.position = Some(Position {
                 action,
                 sectors: resume_point(o.sync_min, chunk_bytes),
                 total_sectors: total,
                 saved_s: now_s,
+                mismatch_cnt: found,
             });
+        } else if !forgotten {
+            rec.position = None;
+            rec.max = None;
+            rec.last = Some(CheckResult {
+                action,
+                completed_s: now_s,
+                mismatch_cnt: found,
+                level: o.level.clone(),
+            });
+        }
+        if o.sync_min == 0 && forgotten {
+            // The saved position and the check's `max` stay: it resumes there, as after the
+            // service's own stop.
+            rec.paused_for = Some(PAUSED_SHUTDOWN.into());
         }
     }
     *rec != before
@@ -317,6 +374,7 @@ mod tests {
             reached: completed.map(|c| c.0),
             sync_min,
             mismatch_cnt: Some(0),
+            last_sync_action: None,
             level: "raid5".into(),
         }
     }
@@ -397,6 +455,42 @@ mod tests {
     }
 
     #[test]
+    fn a_check_md_forgot_keeps_its_saved_position_and_records_no_result() {
+        let mut rec = ArrayRecord {
+            name: "md0".into(),
+            running: Some(CheckAction::Check),
+            ..Default::default()
+        };
+        let mut o = obs(SyncAction::Check, Some((278_016, 524_288)), 0);
+        o.last_sync_action = Some(SyncAction::Check);
+        reconcile(&mut rec, &o, None, 10);
+        // After a reboot: idle, sync_min 0, mismatch_cnt 0, and no sync since the assembly.
+        for last in [
+            SyncAction::Idle,
+            SyncAction::Other("none".into()),
+            SyncAction::Resync,
+        ] {
+            let mut cut = rec.clone();
+            let mut o = obs(SyncAction::Idle, None, 0);
+            o.last_sync_action = Some(last.clone());
+            assert!(reconcile(&mut cut, &o, None, 20));
+            assert_eq!(cut.last, None, "after {last}: a result recorded");
+            assert_eq!(cut.running, None);
+            assert_eq!(cut.position.as_ref().map(|p| p.sectors), Some(278_016));
+            assert_eq!(cut.paused_for.as_deref(), Some(PAUSED_SHUTDOWN));
+        }
+        // md finished it: last_sync_action still names it.
+        let mut done = rec.clone();
+        let mut o = obs(SyncAction::Idle, None, 0);
+        o.last_sync_action = Some(SyncAction::Check);
+        o.mismatch_cnt = Some(128);
+        assert!(reconcile(&mut done, &o, None, 30));
+        assert_eq!(done.last.as_ref().map(|l| l.mismatch_cnt), Some(128));
+        assert_eq!(done.position, None);
+        assert_eq!(done.paused_for, None);
+    }
+
+    #[test]
     fn upkeep_records_ends_pauses_at_the_window_end_and_saves() {
         let mut rec = ArrayRecord {
             running: Some(CheckAction::Check),
@@ -416,6 +510,7 @@ mod tests {
             sectors: 8,
             total_sectors: 16,
             saved_s: 10,
+            mismatch_cnt: 0,
         });
         assert_eq!(upkeep(&rec, &SyncAction::Check, 11), None);
         rec.position.as_mut().unwrap().sectors = 0;
@@ -450,8 +545,10 @@ mod tests {
                     sectors: 4096,
                     total_sectors: 8192,
                     saved_s: 7,
+                    mismatch_cnt: 128,
                 }),
                 running: None,
+                found_before: 0,
                 last: None,
                 scheduled: false,
                 until_s: None,

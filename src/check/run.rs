@@ -162,8 +162,8 @@ pub fn redundant(a: &Array) -> bool {
 }
 
 /// What the kernel shows of `a` now (the model's facts, [`Array::sync_action`],
-/// [`Array::sync_reached_sectors`] and [`Array::level`], its sysfs values, plus `md/sync_min`,
-/// read here).
+/// [`Array::sync_reached_sectors`] and [`Array::level`], its sysfs values with
+/// `md/last_sync_action`, plus `md/sync_min`, read here).
 pub fn observe(root: &Root, a: &Array) -> Observed {
     let sys = a.sysfs.clone().unwrap_or_default();
     let sync_min = crate::sysfs::read_sync_min(root, &a.name).unwrap_or(0);
@@ -176,6 +176,7 @@ pub fn observe(root: &Root, a: &Array) -> Observed {
         reached: a.sync_reached_sectors(),
         sync_min,
         mismatch_cnt: sys.mismatch_cnt,
+        last_sync_action: sys.last_sync_action,
         level: a.level().map(|l| l.to_string()).unwrap_or_default(),
     }
 }
@@ -472,11 +473,7 @@ pub fn upkeep_all(
     Ok((Vec::new(), false))
 }
 
-/// Why the service paused a check itself ([`ArrayRecord::paused_for`]): its array degraded.
-pub const PAUSED_DEGRADED: &str = "degraded";
-/// Why the service paused a check itself: the service stopped (SIGTERM, or the machine shuts
-/// down).
-pub const PAUSED_SHUTDOWN: &str = "shutdown";
+pub use super::{PAUSED_DEGRADED, PAUSED_SHUTDOWN};
 
 /// The guards' upkeep ([`crate::check::guard`]): a running check of ours on an array that
 /// degraded is paused (position kept, [`PAUSED_DEGRADED`]) and resumes once its array is
@@ -605,15 +602,18 @@ pub fn pause_for_shutdown(root: &Root, config: &Config) -> Result<Vec<String>, C
     Ok(running)
 }
 
-/// At the service's start: each check it paused for its own stop ([`PAUSED_SHUTDOWN`]) and that
+/// At the service's start: each check it paused for its own stop, or that the machine went down
+/// under ([`PAUSED_SHUTDOWN`]), and that
 /// the schedule does not own resumes from its position; the schedule resumes its own in its
 /// next window. One a guard holds now is handed to the guard's upkeep ([`PAUSED_DEGRADED`]:
 /// resumed once its array is redundant). Returns the arrays resumed.
 ///
 /// Errors: as [`execute`].
 pub fn resume_after_shutdown(root: &Root, config: &Config) -> Result<Vec<String>, CheckError> {
-    let st = CheckStore::new(root, config).load()?;
     let stat = crate::sysfs::collect(root)?;
+    // First what md did while the service was away: a check the machine went down under (a
+    // crash, a power loss) is recorded as cut off ([`super::reconcile`]), and resumes below.
+    let st = execute_on(root, config, &stat, &Op::Status, &[], Origin::Admin)?.state;
     let mut resumed = Vec::new();
     for a in &stat.arrays {
         let due = st.array.get(&record_key(a)).is_some_and(|r| {
@@ -744,6 +744,7 @@ fn step(
             let next = ArrayRecord {
                 position: None,
                 running: Some(action),
+                found_before: 0,
                 until_s: *until_s,
                 max: *max,
                 ..rec.clone()
@@ -755,10 +756,7 @@ fn step(
                 max.or_else(|| start_max(root, config, now)),
             )?;
             write_attr(root, &a.name, "sync_min", "0")?;
-            rec.position = None;
-            rec.running = Some(action);
-            rec.until_s = *until_s;
-            rec.max = *max;
+            *rec = next;
             write_sync_action(root, &a.name, &action.sync_action())?;
         }
         Op::Resume { max, .. } => {
@@ -776,6 +774,7 @@ fn step(
             )?;
             write_attr(root, &a.name, "sync_min", &p.sectors.to_string())?;
             rec.running = Some(p.action);
+            rec.found_before = p.mismatch_cnt;
             rec.until_s = None;
             rec.max = max;
             write_sync_action(root, &a.name, &p.action.sync_action())?;
@@ -802,6 +801,7 @@ fn pause(cx: &Step<'_>, a: &Array, st: &mut CheckState, now: u64) -> Result<(), 
         return Ok(());
     };
     let ours = o.sync_action == action.sync_action();
+    let found = rec.found(o.mismatch_cnt);
     if ours {
         let done = o.reached.unwrap_or(o.sync_min);
         rec.position = Some(Position {
@@ -809,6 +809,7 @@ fn pause(cx: &Step<'_>, a: &Array, st: &mut CheckState, now: u64) -> Result<(), 
             sectors: resume_point(done, chunk),
             total_sectors: o.completed.map_or(0, |c| c.1),
             saved_s: now,
+            mismatch_cnt: found,
         });
     } else if o.sync_action == SyncAction::Idle && o.sync_min > 0 && rec.running.is_some() {
         // md stopped it itself (a member failed): it kept the point reached in sync_min.
@@ -818,9 +819,11 @@ fn pause(cx: &Step<'_>, a: &Array, st: &mut CheckState, now: u64) -> Result<(), 
             sectors: resume_point(o.sync_min, chunk),
             total_sectors: total,
             saved_s: now,
+            mismatch_cnt: found,
         });
     }
     rec.running = None;
+    rec.found_before = 0;
     rec.until_s = None;
     // The position is on disk before anything else is written.
     cx.lock.save(st)?;
@@ -867,6 +870,7 @@ fn cancel(
     }
     rec.position = None;
     rec.running = None;
+    rec.found_before = 0;
     rec.until_s = None;
     rec.max = None;
     Ok(unthrottle(policy, &a.name)?)
@@ -991,6 +995,121 @@ mod tests {
         md0(r, "[2/2] [UU]", "recover", "100 / 2093056", "8192");
         pause_for_shutdown(&root, &config).unwrap();
         assert_eq!(read(r, "sync_action"), "recover");
+    }
+
+    /// md counts `mismatch_cnt` from 0 at each run of a check: a check paused with 128
+    /// mismatched sectors found and resumed to its end, where md's own count is 0, records 128;
+    /// so does one whose run the machine went down under after the position (with its count)
+    /// was saved.
+    #[test]
+    fn a_resumed_check_records_the_mismatches_of_all_its_runs() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        md0(r, "[2/2] [UU]", "idle", "none", "0");
+        let root = Root::new(r);
+        let config = Config::load(&root).unwrap();
+        let start = Op::Start {
+            repair: false,
+            max: None,
+            until_s: None,
+            force: false,
+        };
+        let resume = Op::Resume {
+            max: None,
+            force: false,
+        };
+        let one = ["md0".to_string()];
+        execute(&root, &config, &start, &one, Origin::Admin).unwrap();
+        md0(r, "[2/2] [UU]", "check", "8192 / 2093056", "0");
+        put(r, "sys/block/md0/md/mismatch_cnt", "128\n");
+        execute(&root, &config, &Op::Pause, &one, Origin::Admin).unwrap();
+        let st = CheckStore::new(&root, &config).load().unwrap();
+        let p = st.array.values().next().unwrap().position.clone().unwrap();
+        assert_eq!((p.sectors, p.mismatch_cnt), (8192, 128));
+        // Resumed: md's count starts again at 0; a save while it runs keeps the sum.
+        md0(r, "[2/2] [UU]", "idle", "none", "8192");
+        execute(&root, &config, &resume, &one, Origin::Admin).unwrap();
+        md0(r, "[2/2] [UU]", "check", "16384 / 2093056", "8192");
+        put(r, "sys/block/md0/md/last_sync_action", "check\n");
+        let o = execute(&root, &config, &Op::Status, &[], Origin::Admin).unwrap();
+        let p = o
+            .state
+            .array
+            .values()
+            .next()
+            .unwrap()
+            .position
+            .clone()
+            .unwrap();
+        assert_eq!((p.sectors, p.mismatch_cnt), (16384, 128));
+        // The machine goes down; after the boot the check resumes with the sum saved.
+        md0(r, "[2/2] [UU]", "idle", "none", "0");
+        put(r, "sys/block/md0/md/last_sync_action", "idle\n");
+        assert_eq!(resume_after_shutdown(&root, &config).unwrap(), ["md0"]);
+        assert_eq!(read(r, "sync_min"), "16384");
+        // It ends; md's own count of this last run is 8.
+        md0(r, "[2/2] [UU]", "idle", "none", "0");
+        put(r, "sys/block/md0/md/mismatch_cnt", "8\n");
+        put(r, "sys/block/md0/md/last_sync_action", "check\n");
+        let o = execute(&root, &config, &Op::Status, &[], Origin::Admin).unwrap();
+        let rec = o.state.array.values().next().unwrap();
+        assert_eq!(rec.last.as_ref().map(|l| l.mismatch_cnt), Some(136));
+        assert_eq!(rec.found_before, 0);
+        // A new start counts from 0.
+        execute(&root, &config, &start, &one, Origin::Admin).unwrap();
+        md0(r, "[2/2] [UU]", "idle", "none", "0");
+        put(r, "sys/block/md0/md/mismatch_cnt", "0\n");
+        let o = execute(&root, &config, &Op::Status, &[], Origin::Admin).unwrap();
+        let rec = o.state.array.values().next().unwrap();
+        assert_eq!(rec.last.as_ref().map(|l| l.mismatch_cnt), Some(0));
+    }
+
+    /// The machine goes down under a running check (a crash, a power loss: no stop ran). After
+    /// the boot md shows the array idle with `sync_min` 0 and `mismatch_cnt` 0, as after a
+    /// complete check, but `last_sync_action` says no sync ran since the assembly: the next
+    /// start records no result and resumes from the last saved position. A check md finished
+    /// (`last_sync_action` `check`) is recorded as before, with its mismatch count.
+    #[test]
+    fn a_check_the_machine_went_down_under_resumes_and_records_no_result() {
+        let d = tempfile::tempdir().unwrap();
+        let r = d.path();
+        md0(r, "[2/2] [UU]", "idle", "none", "0");
+        let root = Root::new(r);
+        let config = Config::load(&root).unwrap();
+        let start = Op::Start {
+            repair: false,
+            max: None,
+            until_s: None,
+            force: false,
+        };
+        execute(&root, &config, &start, &["md0".into()], Origin::Admin).unwrap();
+        md0(r, "[2/2] [UU]", "check", "65536 / 2093056", "0");
+        put(r, "sys/block/md0/md/last_sync_action", "check\n");
+        execute(&root, &config, &Op::Status, &[], Origin::Admin).unwrap();
+        // The boot: assembled again, md forgot the check (6.1 prints `none`, 6.11+ `idle`).
+        for forgot in ["idle", "none"] {
+            md0(r, "[2/2] [UU]", "idle", "none", "0");
+            put(
+                r,
+                "sys/block/md0/md/last_sync_action",
+                &format!("{forgot}\n"),
+            );
+            assert_eq!(resume_after_shutdown(&root, &config).unwrap(), ["md0"]);
+            assert_eq!(read(r, "sync_action"), "check");
+            assert_eq!(read(r, "sync_min"), "65536");
+            let st = CheckStore::new(&root, &config).load().unwrap();
+            let rec = st.array.values().next().unwrap();
+            assert_eq!(rec.last, None, "a forgotten check recorded a result");
+            assert_eq!(rec.running, Some(CheckAction::Check));
+        }
+        // The resumed check ends: md resets sync_min and still names the check.
+        md0(r, "[2/2] [UU]", "idle", "none", "0");
+        put(r, "sys/block/md0/md/mismatch_cnt", "128\n");
+        put(r, "sys/block/md0/md/last_sync_action", "check\n");
+        let o = execute(&root, &config, &Op::Status, &[], Origin::Admin).unwrap();
+        let rec = o.state.array.values().next().unwrap();
+        assert_eq!(rec.last.as_ref().map(|l| l.mismatch_cnt), Some(128));
+        assert_eq!(rec.position, None);
     }
 
     #[test]

@@ -208,6 +208,7 @@ mod tests {
                     sectors: u64::MAX,
                     total_sectors: 0,
                     saved_s: 0,
+                    mismatch_cnt: u64::MAX,
                 }),
                 ..ArrayRecord::default()
             },

@@ -263,6 +263,7 @@ pub fn read_array_at(dir: &Path) -> ArraySysfs {
         bitmap_type: read_parsed(&md.join("bitmap_type"), parse_bitmap_type),
         md_logical_block_size: num("logical_block_size"),
         sync_min_sectors: num("sync_min"),
+        last_sync_action: read_parsed(&md.join("last_sync_action"), |s| Some(SyncAction::from(s))),
         metadata_name: None,
         mdadm_uuid: word("uuid").as_deref().and_then(udev::mdadm_uuid),
         named_device: None,

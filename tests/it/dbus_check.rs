@@ -250,8 +250,10 @@ async fn a_check_that_ends_with_no_later_event_is_published_at_once() {
     let action = sim.path().join("sys/block/md0/md/sync_action");
     assert_eq!(read_trim(&action), "check");
     wait_action(&c, &md0, "check").await;
-    // md ends the check: the attribute reads idle, and the service looks once (a lease
-    // change re-reads the tree, as the kernel's notification would).
+    // md ends the check: the attribute reads idle (md named the check in last_sync_action as
+    // it started), and the service looks once (a lease change re-reads the tree, as the
+    // kernel's notification would).
+    support::tree::write(sim.path(), "sys/block/md0/md/last_sync_action", "check\n");
     support::tree::write(sim.path(), "sys/block/md0/md/sync_action", "idle\n");
     support::bus::acquire(&c, &[("min", Value::U64(5000))])
         .await

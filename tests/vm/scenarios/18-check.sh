@@ -9,7 +9,9 @@
 #   - a corrupted raid1 member gives a non-zero mismatch_cnt, informational; a corrupted raid5
 #     member a warning; a fresh raid5 (built by recovery) gives no DegradedArray;
 #   - a timed lease (`policy apply --for`) is released on time across a service restart;
-#   - `mdadm --fail` gives Fail and DegradedArray within 1 s, and `status --test` exits 1.
+#   - `mdadm --fail` gives Fail and DegradedArray within 1 s, and `status --test` exits 1;
+#   - a check the machine goes down under (service killed, the array stopped and assembled
+#     again, as a reboot does) records no result and resumes from its saved position.
 need_disks 5
 require monitor serve policy status
 ORIG_MIN=1000
@@ -188,6 +190,40 @@ echo "$new" | grep -q "^InitialBuild" || fail "no InitialBuild event for the fre
 corrupt_and_check md1 "${DISKS[3]}" 16 raid5 true
 m5=$MISMATCH
 info "fresh raid5: InitialBuild, no DegradedArray; corrupted raid5 member: mismatch_cnt $m5, warning"
+
+# The machine goes down under a running check: the service killed (no stop runs) and md1 stopped
+# and assembled again, which is what a reboot does to md: idle, sync_min 0, mismatch_cnt 0, as
+# after a finished check. md/last_sync_action tells them apart: the restarted service records
+# no result (md1's last stays the corrupted check's) and resumes from the last saved position.
+run_mdp /tmp/c.out check start md1 --max 2000
+assert_eq "$MDP_RC" 0 "check start md1 exit status"
+md1_done() { md_attr md1 sync_completed | awk '{print ($1 ~ /^[0-9]+$/) ? $1 : 0}'; }
+progressed() { [ "$(md1_done)" -gt 0 ]; }
+wait_for 60 progressed || fail "md1's check made no progress: $(cat /proc/mdstat)"
+"$MDP" check status md1 >/dev/null # saves the running check's position
+pos=$("$MDP" check status --json md1 | jq -r '.arrays[0].position.sectors // 0')
+[ "$pos" -gt 0 ] || fail "no saved position for md1's running check: $("$MDP" check status --json md1)"
+kill -KILL "$SERVICE_PID"
+wait "$SERVICE_PID" 2>/dev/null || true
+SERVICE_PID=
+mdadm --stop /dev/md1 >/dev/null
+# md frees the array once its sysfs directory is gone: the assembly below makes a new one.
+gone() { [ ! -e /sys/block/md1 ]; }
+wait_for 10 gone || fail "md1 stayed in sysfs after mdadm --stop"
+mdadm --assemble /dev/md1 "${DISKS[2]}" "${DISKS[3]}" "${DISKS[4]}" >/dev/null 2>&1 ||
+    fail "mdadm --assemble md1"
+lsa=$(md_attr md1 last_sync_action)
+log "md1 assembled again: sync_action $(md_attr md1 sync_action), sync_min $(md_attr md1 sync_min), mismatch_cnt $(md_attr md1 mismatch_cnt), last_sync_action $lsa"
+[ "$lsa" != check ] || fail "md/last_sync_action reads check on a newly assembled array"
+start_service
+resumed() { sync_is md1 check; }
+wait_for 10 resumed || fail "the check md1 went down under did not resume: $("$MDP" check status --json md1)"
+assert_eq "$(md_attr md1 sync_min)" "$pos" "md1 sync_min after the restart (the saved position)"
+"$MDP" check status --json md1 >/tmp/st.json
+assert_eq "$(jq -r '.arrays[0].last.mismatch_cnt' /tmp/st.json)" "$m5" "md1's last result after the restart (the check before, not the cut one)"
+run_mdp /tmp/c.out check cancel md1
+assert_eq "$MDP_RC" 0 "check cancel md1 exit status"
+info "a check cut off by a stop and assemble (last_sync_action $lsa): no result recorded, resumed at $pos sectors"
 stop_service
 set_limits "$ORIG_MIN" "$ORIG_MAX"
 sleep 0.5
