@@ -903,6 +903,25 @@ mod tests {
         }
     }
 
+    /// A tree with md0 idle: the directory (removed when dropped), its root and its config.
+    fn idle_md0() -> (tempfile::TempDir, Root, Config) {
+        let d = tempfile::tempdir().unwrap();
+        md0(d.path(), "[2/2] [UU]", "idle", "none", "0");
+        let root = Root::new(d.path());
+        let config = Config::load(&root).unwrap();
+        (d, root, config)
+    }
+
+    /// `check start` without options.
+    fn start_op() -> Op {
+        Op::Start {
+            repair: false,
+            max: None,
+            until_s: None,
+            force: false,
+        }
+    }
+
     fn read(root: &std::path::Path, f: &str) -> String {
         std::fs::read_to_string(root.join("sys/block/md0/md").join(f))
             .unwrap()
@@ -915,17 +934,9 @@ mod tests {
     /// degraded, and resumes from that point once it is whole and idle again.
     #[test]
     fn a_check_paused_by_a_degradation_resumes_when_the_array_is_whole() {
-        let d = tempfile::tempdir().unwrap();
+        let (d, root, config) = idle_md0();
         let r = d.path();
-        md0(r, "[2/2] [UU]", "idle", "none", "0");
-        let root = Root::new(r);
-        let config = Config::load(&root).unwrap();
-        let start = Op::Start {
-            repair: false,
-            max: None,
-            until_s: None,
-            force: false,
-        };
+        let start = start_op();
         let o = execute(&root, &config, &start, &["md0".into()], Origin::Admin).unwrap();
         assert!(o.failures.is_empty(), "{:?}", o.failures);
         assert_eq!(read(r, "sync_action"), "check");
@@ -1003,17 +1014,9 @@ mod tests {
     /// was saved.
     #[test]
     fn a_resumed_check_records_the_mismatches_of_all_its_runs() {
-        let d = tempfile::tempdir().unwrap();
+        let (d, root, config) = idle_md0();
         let r = d.path();
-        md0(r, "[2/2] [UU]", "idle", "none", "0");
-        let root = Root::new(r);
-        let config = Config::load(&root).unwrap();
-        let start = Op::Start {
-            repair: false,
-            max: None,
-            until_s: None,
-            force: false,
-        };
+        let start = start_op();
         let resume = Op::Resume {
             max: None,
             force: false,
@@ -1071,17 +1074,9 @@ mod tests {
     /// (`last_sync_action` `check`) is recorded as before, with its mismatch count.
     #[test]
     fn a_check_the_machine_went_down_under_resumes_and_records_no_result() {
-        let d = tempfile::tempdir().unwrap();
+        let (d, root, config) = idle_md0();
         let r = d.path();
-        md0(r, "[2/2] [UU]", "idle", "none", "0");
-        let root = Root::new(r);
-        let config = Config::load(&root).unwrap();
-        let start = Op::Start {
-            repair: false,
-            max: None,
-            until_s: None,
-            force: false,
-        };
+        let start = start_op();
         execute(&root, &config, &start, &["md0".into()], Origin::Admin).unwrap();
         md0(r, "[2/2] [UU]", "check", "65536 / 2093056", "0");
         put(r, "sys/block/md0/md/last_sync_action", "check\n");
