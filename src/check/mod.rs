@@ -336,7 +336,11 @@ pub fn reconcile(
                 saved_s: now_s,
                 mismatch_cnt: found,
             });
-        } else if !forgotten {
+        } else if forgotten {
+            // The saved position and the check's `max` stay: it resumes there, as after the
+            // service's own stop.
+            rec.paused_for = Some(PAUSED_SHUTDOWN.into());
+        } else {
             rec.position = None;
             rec.max = None;
             rec.last = Some(CheckResult {
@@ -345,11 +349,6 @@ pub fn reconcile(
                 mismatch_cnt: found,
                 level: o.level.clone(),
             });
-        }
-        if o.sync_min == 0 && forgotten {
-            // The saved position and the check's `max` stay: it resumes there, as after the
-            // service's own stop.
-            rec.paused_for = Some(PAUSED_SHUTDOWN.into());
         }
     }
     *rec != before
