@@ -648,10 +648,13 @@ impl Array {
     /// every 5 minutes, md.c `md_do_sync`) and the mdstat line's `(done/total)` done × 2 (md.c
     /// `status_resync`: `curr_resync` minus the sectors still in flight, i.e. completed; 1 KiB
     /// blocks, so it never overstates). mdstat's figure counts only when its total is
-    /// `sync_completed`'s `B` (to the KiB): the same sync. `None` while no sync runs
-    /// ([`Array::running_sync`]) or neither gives a number. Where a paused check resumes
-    /// ([`crate::check::run`]): up to 1/16 of the array less to check twice than from the
-    /// checkpoint.
+    /// `sync_completed`'s `B` (to the KiB): the same sync; and only below that total: md
+    /// prints the total as done while it cleans up after a sync it stopped (`status_resync`,
+    /// "Still cleaning up": `MD_RECOVERY_DONE` set, `curr_resync` reset, the action still
+    /// named until md reaps the thread), where `sync_completed` still holds the real point.
+    /// `None` while no sync runs ([`Array::running_sync`]) or neither gives a number. Where a
+    /// paused check resumes ([`crate::check::run`]): up to 1/16 of the array less to check
+    /// twice than from the checkpoint.
     pub fn sync_reached_sectors(&self) -> Option<u64> {
         let run = self.running_sync()?;
         let checkpoint = run.progress.filter(|p| p.source == Source::Sysfs);
@@ -663,7 +666,7 @@ impl Array {
             let same = checkpoint.map_or(total > 0, |p| {
                 total <= p.total_sectors && p.total_sectors - total <= 1
             });
-            same.then_some(done)
+            (same && done < total).then_some(done)
         });
         checkpoint.map(|p| p.done_sectors).max(printed)
     }
@@ -1077,6 +1080,15 @@ mod tests {
         // Another total: another sync than mdstat showed; the checkpoint alone.
         a.sysfs = Some(sys(4096, 4_000_000));
         assert_eq!(a.sync_reached_sectors(), Some(4096));
+        // md stopped the check (a member failed) and cleans up: mdstat prints the total as
+        // done while the action is still named; the checkpoint is where it got to.
+        let cleanup = "md0 : active raid1 sdc[2](F) sdb[1] sda[0]\n      524288 blocks super 1.2 [3/2] [UU_]\n      [====================>]  check =100.0% (524288/524288) finish=0.0min speed=5000K/sec\n\nunused devices: <none>\n";
+        let mut c = crate::mdstat::parse(cleanup).arrays.remove(0);
+        assert_eq!(c.printed_sync().and_then(|s| s.done_kib), Some(524_288));
+        c.sysfs = Some(sys(71_680, 1_048_576));
+        assert_eq!(c.sync_reached_sectors(), Some(71_680));
+        c.sysfs = None;
+        assert_eq!(c.sync_reached_sectors(), None);
         // No sync runs: none.
         a.sysfs = Some(ArraySysfs {
             sync_action: Some(SyncAction::Idle),
