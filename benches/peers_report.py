@@ -607,18 +607,7 @@ def markdown(r):
     L.append("Whole run: %s s wall on the host (%s)%s.\n" % (r["wall_s"], "two boots" if r.get("second_boot") else
                                                               "the first boot only: no second boot's output", "; guest steps: " + "; ".join(
         r["verdicts"]) if r.get("verdicts") else ""))
-    s = r["latency"]["summary"]
-    n = len(r["latency"]["trials"])
-    L.append("### A member fails: time until each tool shows it (%d trials, seconds from `mdadm --fail`)\n" % n)
-    L.append("| tool | p50 | p95 | max | p50 after mdadm returned | seen in |")
-    L.append("|---|---:|---:|---:|---:|---:|")
-    for k, name in TOOLS:
-        x = s[k]
-        L.append("| %s | %s | %s | %s | %s | %d/%d |" % (name, fmt(x["p50"]), fmt(x["p95"]), fmt(x["max"]),
-                                                     fmt(x["p50_after_return"]), x["n"], n))
-    m = s["mdadm_fail_run"]
-    L.append("\n`mdadm --fail` itself ran %s s (p50), %s s (max): every figure above includes it.\n" % (
-        fmt(m["p50"]), fmt(m["max"])))
+    L += latency_md(r["latency"])
     if r["idle"]:
         L.append("### Idle cost: %s s asked, %s s between the two reads, four arrays, nothing happening (no scrapes)\n" % (
             r["idle_s"], r["idle_window_s"]))
@@ -651,6 +640,26 @@ def markdown(r):
                 "`%s`" % e for e in h["mdmonitor_events"]) + "\n")
     L += checks_md(r.get("checks") or {})
     return "\n".join(L) + "\n"
+
+
+def latency_md(lat):
+    """The failure trials' table; nothing where no trial ran (`--phases` without latency)."""
+    n = len(lat["trials"])
+    if not n:
+        return []
+    s = lat["summary"]
+    L = []
+    L.append("### A member fails: time until each tool shows it (%d trials, seconds from `mdadm --fail`)\n" % n)
+    L.append("| tool | p50 | p95 | max | p50 after mdadm returned | seen in |")
+    L.append("|---|---:|---:|---:|---:|---:|")
+    for k, name in TOOLS:
+        x = s[k]
+        L.append("| %s | %s | %s | %s | %s | %d/%d |" % (name, fmt(x["p50"]), fmt(x["p95"]), fmt(x["max"]),
+                                                     fmt(x["p50_after_return"]), x["n"], n))
+    m = s["mdadm_fail_run"]
+    L.append("\n`mdadm --fail` itself ran %s s (p50), %s s (max): every figure above includes it.\n" % (
+        fmt(m["p50"]), fmt(m["max"])))
+    return L
 
 
 def progress_md(p):
