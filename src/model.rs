@@ -488,7 +488,7 @@ pub struct RunningSync {
 /// | [`is_syncing`](Array::is_syncing) | `md/sync_action` names a sync, or progress (below) | the sync line |
 /// | [`running_sync`](Array::running_sync) | `md/sync_action` names a sync and `md/sync_completed` reads `A / B` | a sync line with `= N%` |
 /// | [`sync_progress`](Array::sync_progress) | `md/sync_completed` `A / B` | `(done/total)` of the sync line |
-/// | [`sync_reached_sectors`](Array::sync_reached_sectors) | the further of `md/sync_completed`'s `A` and the sync line's done (same total) | `(done/total)` of the sync line |
+/// | [`sync_reached_sectors`](Array::sync_reached_sectors) | the further of `md/sync_completed`'s `A` and the sync line's done (same total, below it: at it md is cleaning up) | `(done/total)` of the sync line |
 /// | [`sync_speed_kib_s`](Array::sync_speed_kib_s) | `md/sync_speed` | `speed=` |
 /// | [`sync_remaining_s`](Array::sync_remaining_s) | from `sync_completed` and `sync_speed` | `finish=` (wins: the kernel's own estimate) |
 /// | [`write_intent_bitmap`](Array::write_intent_bitmap) | `md/bitmap_type`, `md/bitmap/location`, `md/consistency_policy` | the bitmap line |
