@@ -971,6 +971,25 @@ mod tests {
         assert_eq!(st.array.values().next().unwrap().paused_for, None);
     }
 
+    /// A member fails and the service looks while md cleans up after the check it stopped:
+    /// mdstat prints the check at its total and `sync_action` still says `check`, while
+    /// `sync_completed` and `sync_min` hold where md got to. The pause keeps that point, not
+    /// the array's end (a resume there would check nothing).
+    #[test]
+    fn a_degradation_seen_while_md_cleans_up_keeps_the_point_reached() {
+        let (d, root, config) = idle_md0();
+        let r = d.path();
+        execute(&root, &config, &start_op(), &["md0".into()], Origin::Admin).unwrap();
+        md0(r, "[2/1] [U_]", "check", "4096 / 2093056", "4096");
+        put(r, "proc/mdstat", "Personalities : [raid1]\nmd0 : active raid1 sdb1[1](F) sda1[0]\n      1046528 blocks super 1.2 [2/1] [U_]\n      [====================>]  check =100.0% (1046528/1046528) finish=0.0min speed=5000K/sec\n\nunused devices: <none>\n");
+        let model = crate::sysfs::collect(&root).unwrap();
+        assert_eq!(upkeep_all(&root, &config, &model, 100).unwrap().0, ["md0"]);
+        let st = CheckStore::new(&root, &config).load().unwrap();
+        let rec = st.array.values().next().unwrap();
+        assert_eq!(rec.paused_for.as_deref(), Some(PAUSED_DEGRADED));
+        assert_eq!(rec.position.as_ref().map(|p| p.sectors), Some(4096));
+    }
+
     /// A stop pauses the running check (the position before `idle`), never touching a sync md
     /// runs that is not ours; the next start resumes a check started by hand.
     #[test]
