@@ -543,9 +543,13 @@ def checks(raw, off):
             row["saved_record"] = rec
         boot = (st2.get("boot", {}).get("arrays") or {}).get(n2 or "", {})
         row["after_boot"] = {"action": boot.get("action"), "completed": boot.get("completed")}
+        # Where the first check after the boot started: md/sync_min in the first 1 s sample that
+        # shows it running (a resumed check can end before the step's snapshot); else the snapshot.
+        first = next((r for r in k2 if r["md"] == a and r.get("action") in ("check", "repair")), None)
         lab = "mdcheck-continued" if row["tool"] == "mdcheck" else "mdpilot-resumed"
-        res = (st2.get(lab, {}).get("arrays") or {}).get(n2 or "", {})
-        row["resumed"] = {"action": res.get("action"), "sync_min": res.get("min"), "completed": res.get("completed")}
+        res = first or (st2.get(lab, {}).get("arrays") or {}).get(n2 or "", {})
+        row["resumed"] = {"action": res.get("action"), "sync_min": res.get("min"), "completed": res.get("completed"),
+                          "sampled_s": round(first["t"], 1) if first else None}
         fin = (st2.get("results", {}).get("arrays") or {}).get(n2 or "", {})
         row["result_sysfs"] = {"mismatch_cnt": fin.get("mismatch"), "last_sync_action": fin.get("last_sync_action")}
         mp = (st2.get("results", {}).get("mdpilot") or {}).get(n2 or "", {})
@@ -697,7 +701,7 @@ def checks_md(c):
             "%s %.1f s" % kv for kv in c["stop_s"].items()) + ".\n")
     L.append("Positions in 512-byte sectors (md/sync_completed's unit); *recorded while running*: mdcheck's "
              "/var/lib/mdcheck file 30 s after its start, mdpilot's checks.toml just before the reboot.\n")
-    L.append("| array (tool) | recorded while running | before the reboot (sync_completed) | saved at the stop | after the boot | resumed from (sync_min) | result afterwards: md/mismatch_cnt | mdpilot's record |")
+    L.append("| array (tool) | recorded while running | before the reboot (sync_completed) | saved at the stop | after the boot | first check after the boot: from (md/sync_min while it runs) | result afterwards: md/mismatch_cnt | mdpilot's record |")
     L.append("|---|---|---|---|---|---|---|---|")
     for a, x in c["arrays"].items():
         rec = x.get("result_mdpilot_record") or {}
